@@ -1,0 +1,175 @@
+//! The one reconnect policy.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// How long to wait before each reconnect attempt.
+///
+/// Exponential from [`initial_delay`](Self::initial_delay), multiplied by
+/// [`multiplier`](Self::multiplier) after every consecutive failure up to
+/// [`max_delay`](Self::max_delay), with full jitter (each delay is drawn
+/// uniformly from `[0, computed]`) unless [`jitter`](Self::jitter) is off. The
+/// count of consecutive failures resets once a session has been healthy (synced
+/// and streaming) for [`reset_after`](Self::reset_after).
+///
+/// There is no attempt limit, on purpose: an event watcher that gives up stops
+/// delivering events for good after a short outage. Drop the stream to stop.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReconnectPolicy {
+    /// The delay bound of the first retry. Default 500 ms.
+    pub initial_delay: Duration,
+    /// The growth factor of the delay bound per consecutive failure. Default 2.
+    pub multiplier: f64,
+    /// The cap of the delay bound. Default 30 s.
+    pub max_delay: Duration,
+    /// Full jitter on (default) or off (each delay is exactly the bound).
+    pub jitter: bool,
+    /// How long a session must stay healthy before the failure count resets. Default 60 s.
+    pub reset_after: Duration,
+    /// The jitter's random seed; `None` (default) seeds from the clock.
+    pub seed: Option<u64>,
+}
+
+impl Default for ReconnectPolicy {
+    fn default() -> Self {
+        Self {
+            initial_delay: Duration::from_millis(500),
+            multiplier: 2.0,
+            max_delay: Duration::from_secs(30),
+            jitter: true,
+            reset_after: Duration::from_secs(60),
+            seed: None,
+        }
+    }
+}
+
+impl ReconnectPolicy {
+    /// The delay bound (before jitter) of the `attempt`-th consecutive failure (1-based).
+    pub fn bound(&self, attempt: u32) -> Duration {
+        let exp = i32::try_from(attempt.saturating_sub(1)).unwrap_or(i32::MAX);
+        let secs = self.initial_delay.as_secs_f64() * self.multiplier.max(1.0).powi(exp);
+        let max = self.max_delay.as_secs_f64();
+        if secs.is_finite() && secs < max {
+            Duration::from_secs_f64(secs)
+        } else {
+            self.max_delay
+        }
+    }
+}
+
+/// The running state of the policy: consecutive failures and the jitter source.
+#[derive(Debug)]
+pub(crate) struct Backoff {
+    policy: ReconnectPolicy,
+    attempt: u32,
+    rng: u64,
+}
+
+impl Backoff {
+    pub(crate) fn new(policy: ReconnectPolicy) -> Self {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let rng = policy.seed.unwrap_or_else(|| {
+            let nanos = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
+            nanos
+                ^ COUNTER
+                    .fetch_add(1, Ordering::Relaxed)
+                    .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        });
+        Self {
+            policy,
+            attempt: 0,
+            rng,
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn policy(&self) -> &ReconnectPolicy {
+        &self.policy
+    }
+
+    /// Counts one failure and returns `(attempt, delay)`.
+    pub(crate) fn next_delay(&mut self) -> (u32, Duration) {
+        self.attempt = self.attempt.saturating_add(1);
+        let bound = self.policy.bound(self.attempt);
+        let delay = if self.policy.jitter {
+            // Uniform in [0, bound] at nanosecond resolution.
+            let nanos = u64::try_from(bound.as_nanos()).unwrap_or(u64::MAX);
+            let r = self.next_u64();
+            Duration::from_nanos(if nanos == u64::MAX {
+                r
+            } else {
+                r % (nanos + 1)
+            })
+        } else {
+            bound
+        };
+        (self.attempt, delay)
+    }
+
+    pub(crate) fn reset(&mut self) {
+        self.attempt = 0;
+    }
+
+    // splitmix64: tiny, fast, good enough to spread reconnects.
+    fn next_u64(&mut self) -> u64 {
+        self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounds_grow_exponentially_to_the_cap() {
+        let p = ReconnectPolicy::default();
+        let bounds: Vec<u64> = (1..=9)
+            .map(|a| u64::try_from(p.bound(a).as_millis()).unwrap_or(u64::MAX))
+            .collect();
+        assert_eq!(
+            bounds,
+            [500, 1000, 2000, 4000, 8000, 16000, 30000, 30000, 30000]
+        );
+        assert_eq!(p.bound(u32::MAX), Duration::from_secs(30));
+    }
+
+    #[test]
+    fn full_jitter_stays_within_bounds_and_varies() {
+        let mut b = Backoff::new(ReconnectPolicy {
+            seed: Some(7),
+            ..ReconnectPolicy::default()
+        });
+        let mut seen = std::collections::HashSet::new();
+        for attempt in 1..=50 {
+            let (a, d) = b.next_delay();
+            assert_eq!(a, attempt);
+            assert!(d <= b.policy().bound(a), "{d:?} > bound of attempt {a}");
+            seen.insert(d);
+        }
+        assert!(
+            seen.len() > 40,
+            "jitter should spread delays: {}",
+            seen.len()
+        );
+        b.reset();
+        let (a, d) = b.next_delay();
+        assert_eq!(a, 1);
+        assert!(d <= Duration::from_millis(500));
+    }
+
+    #[test]
+    fn no_jitter_gives_exact_bounds() {
+        let mut b = Backoff::new(ReconnectPolicy {
+            jitter: false,
+            ..ReconnectPolicy::default()
+        });
+        assert_eq!(b.next_delay(), (1, Duration::from_millis(500)));
+        assert_eq!(b.next_delay(), (2, Duration::from_secs(1)));
+    }
+}

@@ -1,0 +1,203 @@
+//! The vocabulary every provider speaks: instances, their events, and what a
+//! session observes.
+
+use std::borrow::Borrow;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+/// Labels of an instance (Docker/Podman container labels, Swarm service labels,
+/// Kubernetes object labels), ordered by key.
+pub type Labels = BTreeMap<String, String>;
+
+/// The provider-defined, stable key of an instance.
+///
+/// | provider | id |
+/// |---|---|
+/// | Docker, Podman | container name without the leading `/` |
+/// | Swarm | service name |
+/// | Kubernetes | `deployment/NAMESPACE/NAME` or `statefulset/NAMESPACE/NAME` |
+///
+/// Cloning is cheap (a reference count).
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct InstanceId(Arc<str>);
+
+impl InstanceId {
+    /// Wraps a provider's key.
+    pub fn new(id: impl Into<Arc<str>>) -> Self {
+        Self(id.into())
+    }
+
+    /// The key as a string slice.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for InstanceId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl fmt::Display for InstanceId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<&str> for InstanceId {
+    fn from(s: &str) -> Self {
+        Self::new(s)
+    }
+}
+
+impl From<String> for InstanceId {
+    fn from(s: String) -> Self {
+        Self::new(s)
+    }
+}
+
+impl Borrow<str> for InstanceId {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+/// What happened to an instance.
+///
+/// An instance that exists is either stopped or running. `Created` brings it into
+/// existence stopped, `Started`/`Stopped` move it between the two, `Removed` ends
+/// it. For one instance the stream never yields the same kind twice in a row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum EventKind {
+    /// The instance now exists (and is not running).
+    Created,
+    /// The instance now runs (container started, service/workload scaled above 0).
+    Started,
+    /// The instance no longer runs (container exited, scaled to 0).
+    Stopped,
+    /// The instance no longer exists.
+    Removed,
+}
+
+impl EventKind {
+    /// The lowercase name: `created`, `started`, `stopped`, `removed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Created => "created",
+            Self::Started => "started",
+            Self::Stopped => "stopped",
+            Self::Removed => "removed",
+        }
+    }
+}
+
+impl fmt::Display for EventKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How an event was learnt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Origin {
+    /// From the first snapshot, only when the caller asked for it
+    /// ([`WatchConfig::initial`](crate::WatchConfig::initial)).
+    Initial,
+    /// From the engine's live change feed.
+    Live,
+    /// Found by a resync (after a reconnect or a periodic relist): the transition
+    /// happened while the change feed could not tell us.
+    Resync,
+}
+
+impl Origin {
+    /// The lowercase name: `initial`, `live`, `resync`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Initial => "initial",
+            Self::Live => "live",
+            Self::Resync => "resync",
+        }
+    }
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One transition of one instance, as the stream yields it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InstanceEvent {
+    /// Which instance.
+    pub id: InstanceId,
+    /// What happened.
+    pub kind: EventKind,
+    /// The engine's timestamp of the change for [`Origin::Live`] events; for
+    /// events found by a snapshot ([`Origin::Initial`], [`Origin::Resync`]) the
+    /// engine cannot say when the transition happened, so this is the local time
+    /// at which the snapshot revealed it.
+    pub at: SystemTime,
+    /// How the event was learnt.
+    pub origin: Origin,
+    /// The instance's labels as last known (for `Removed`: its labels before removal).
+    pub labels: Arc<Labels>,
+}
+
+/// One instance as a snapshot (list) reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Listed {
+    /// Which instance.
+    pub id: InstanceId,
+    /// Whether it runs now.
+    pub running: bool,
+    /// The engine's identity of this incarnation (container id, object uid), when
+    /// known. A different uid under the same id means the instance was removed and
+    /// created again.
+    pub uid: Option<Arc<str>>,
+    /// Its labels.
+    pub labels: Labels,
+}
+
+/// One live change as the engine's change feed reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Change<C> {
+    /// Which instance.
+    pub id: InstanceId,
+    /// The transition the engine reports. The core only passes it on when it
+    /// changes the known state (a replayed or raced duplicate is swallowed).
+    pub kind: EventKind,
+    /// The engine's identity of this incarnation, when known (see [`Listed::uid`]).
+    pub uid: Option<Arc<str>>,
+    /// The instance's labels when the change carries them; `None` keeps the known ones.
+    pub labels: Option<Labels>,
+    /// The engine's timestamp of the change.
+    pub at: SystemTime,
+    /// Where to resume the feed after this change, if the engine supports resuming.
+    pub cursor: Option<C>,
+}
+
+/// What a session yields: snapshots and live changes.
+///
+/// A session starts with a snapshot (`ResyncBegin`, any number of `Listed`,
+/// `ResyncDone`) and then yields live changes. It may relist again later with
+/// another `ResyncBegin … ResyncDone` (as a Kubernetes watcher does after
+/// `410 Gone`). Any observation counts as a sign of life for stall detection.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Observation<C> {
+    /// A snapshot starts; instances listed until `ResyncDone` form the whole truth.
+    ResyncBegin,
+    /// One instance of the snapshot.
+    Listed(Listed),
+    /// The snapshot is complete: the core diffs it against the known state.
+    ResyncDone,
+    /// A live change.
+    Change(Change<C>),
+    /// The feed moved on without a change we care about (an ignored or undecodable
+    /// event, a bookmark): remember the cursor so a redial does not replay it.
+    Progress(Option<C>),
+}

@@ -1,0 +1,832 @@
+//! Policy tests: paused tokio time against a scripted dial. Deterministic and fast.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::mpsc;
+use tokio::time::{Instant, timeout};
+use tokio_stream::StreamExt;
+use tokio_stream::wrappers::UnboundedReceiverStream;
+
+use crate::{
+    BoxError, Change, Dial, DialFuture, Error, EventKind, InstanceEvent, Item, Listed, Observation,
+    Origin, ProbeFuture, ReconnectPolicy, Status, Watch, WatchConfig,
+};
+
+type Obs = Result<Observation<u64>, BoxError>;
+
+/// Counts a resource the double handed out until it is dropped.
+struct Guard(Arc<AtomicUsize>);
+impl Guard {
+    fn new(alive: &Arc<AtomicUsize>) -> Self {
+        alive.fetch_add(1, Ordering::SeqCst);
+        Self(Arc::clone(alive))
+    }
+}
+impl Drop for Guard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+enum DialPlan {
+    Fail(&'static str),
+    Session(mpsc::UnboundedReceiver<Obs>),
+    /// The dial never completes.
+    Hang,
+}
+
+#[derive(Clone, Copy)]
+enum ProbePlan {
+    Ok,
+    Fail,
+    Hang,
+}
+
+#[derive(Default)]
+struct Script {
+    plan: VecDeque<DialPlan>,
+    probes: VecDeque<ProbePlan>,
+    /// The cursor passed to each dial, and when.
+    dials: Vec<(Option<u64>, Instant)>,
+    probes_started: usize,
+}
+
+/// A test double: records dials and cursors, hands out sessions the test drives
+/// through channels, and counts every resource it hands out until dropped.
+#[derive(Clone, Default)]
+struct Scripted {
+    script: Arc<Mutex<Script>>,
+    alive: Arc<AtomicUsize>,
+}
+
+impl Scripted {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Script> {
+        self.script
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+    /// Plans a session; the test sends its observations through the returned sender.
+    fn session(&self) -> mpsc::UnboundedSender<Obs> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.lock().plan.push_back(DialPlan::Session(rx));
+        tx
+    }
+    fn fail(&self, why: &'static str) {
+        self.lock().plan.push_back(DialPlan::Fail(why));
+    }
+    fn hang(&self) {
+        self.lock().plan.push_back(DialPlan::Hang);
+    }
+    fn probe(&self, p: ProbePlan) {
+        self.lock().probes.push_back(p);
+    }
+    fn dials(&self) -> Vec<Option<u64>> {
+        self.lock().dials.iter().map(|d| d.0).collect()
+    }
+    fn dial_times(&self) -> Vec<Instant> {
+        self.lock().dials.iter().map(|d| d.1).collect()
+    }
+    fn alive(&self) -> usize {
+        self.alive.load(Ordering::SeqCst)
+    }
+}
+
+impl Dial for Scripted {
+    type Cursor = u64;
+
+    fn dial(&mut self, resume: Option<&u64>) -> DialFuture<u64> {
+        let plan = {
+            let mut s = self.lock();
+            s.dials.push((resume.copied(), Instant::now()));
+            s.plan.pop_front().unwrap_or(DialPlan::Hang)
+        };
+        let guard = Guard::new(&self.alive);
+        let alive = Arc::clone(&self.alive);
+        Box::pin(async move {
+            let _guard = guard;
+            match plan {
+                DialPlan::Fail(why) => Err(why.into()),
+                DialPlan::Hang => std::future::pending().await,
+                DialPlan::Session(rx) => {
+                    let session_guard = Guard::new(&alive);
+                    let stream = UnboundedReceiverStream::new(rx).map(move |o| {
+                        let _keep = &session_guard;
+                        o
+                    });
+                    Ok(Box::pin(stream) as crate::Session<u64>)
+                }
+            }
+        })
+    }
+
+    fn probe(&mut self) -> Option<ProbeFuture> {
+        let plan = {
+            let mut s = self.lock();
+            s.probes_started += 1;
+            s.probes.pop_front().unwrap_or(ProbePlan::Ok)
+        };
+        let guard = Guard::new(&self.alive);
+        Some(Box::pin(async move {
+            let _guard = guard;
+            match plan {
+                ProbePlan::Ok => Ok(()),
+                ProbePlan::Fail => Err("ping refused".into()),
+                ProbePlan::Hang => std::future::pending().await,
+            }
+        }))
+    }
+}
+
+fn listed(id: &str, running: bool) -> Obs {
+    Ok(Observation::Listed(Listed {
+        id: id.into(),
+        running,
+        uid: None,
+        labels: BTreeMap::new(),
+    }))
+}
+
+fn change(id: &str, kind: EventKind, cursor: u64) -> Obs {
+    Ok(Observation::Change(Change {
+        id: id.into(),
+        kind,
+        uid: None,
+        labels: None,
+        at: SystemTime::UNIX_EPOCH + Duration::from_secs(cursor),
+        cursor: Some(cursor),
+    }))
+}
+
+fn snapshot(tx: &mpsc::UnboundedSender<Obs>, items: &[(&str, bool)]) {
+    let _ = tx.send(Ok(Observation::ResyncBegin));
+    for (id, running) in items {
+        let _ = tx.send(listed(id, *running));
+    }
+    let _ = tx.send(Ok(Observation::ResyncDone));
+}
+
+fn quick() -> WatchConfig {
+    WatchConfig::default().resync_every(None)
+}
+
+async fn next(w: &mut Watch<Scripted>) -> Item {
+    match timeout(Duration::from_secs(3600), w.next()).await {
+        Ok(Some(item)) => item,
+        Ok(None) => panic!("the watch ended"),
+        Err(_) => panic!("no item within an hour of (paused) time"),
+    }
+}
+
+async fn next_event(w: &mut Watch<Scripted>) -> InstanceEvent {
+    match next(w).await {
+        Item::Event(e) => e,
+        Item::Status(s) => panic!("expected an event, got {s:?}"),
+    }
+}
+
+async fn expect_connected(w: &mut Watch<Scripted>) -> usize {
+    match next(w).await {
+        Item::Status(Status::Connected { instances }) => instances,
+        other => panic!("expected Connected, got {other:?}"),
+    }
+}
+
+async fn expect_disconnected(w: &mut Watch<Scripted>) -> (Arc<Error>, u32, Duration) {
+    match next(w).await {
+        Item::Status(Status::Disconnected {
+            error,
+            attempt,
+            retry_in,
+        }) => (error, attempt, retry_in),
+        other => panic!("expected Disconnected, got {other:?}"),
+    }
+}
+
+/// Asserts that nothing is yielded for `d` of (paused) time.
+async fn expect_quiet(w: &mut Watch<Scripted>, d: Duration) {
+    if let Ok(item) = timeout(d, w.next()).await {
+        panic!("expected nothing, got {item:?}");
+    }
+}
+
+fn short(e: &InstanceEvent) -> (String, EventKind, Origin) {
+    (e.id.to_string(), e.kind, e.origin)
+}
+
+#[tokio::test(start_paused = true)]
+async fn reconnect() {
+    let dial = Scripted::default();
+    let s1 = dial.session();
+    let s2 = dial.session();
+    let mut w = Watch::new(dial.clone(), quick());
+
+    snapshot(&s1, &[("a", true)]);
+    assert_eq!(expect_connected(&mut w).await, 1);
+    let _ = s1.send(change("b", EventKind::Created, 1));
+    let _ = s1.send(change("a", EventKind::Stopped, 2));
+    let _ = s1.send(Ok(Observation::Progress(Some(3))));
+    assert_eq!(
+        short(&next_event(&mut w).await),
+        ("b".into(), EventKind::Created, Origin::Live)
+    );
+    assert_eq!(
+        short(&next_event(&mut w).await),
+        ("a".into(), EventKind::Stopped, Origin::Live)
+    );
+    drop(s1); // the engine closes the feed
+    let (err, attempt, _) = expect_disconnected(&mut w).await;
+    assert!(matches!(*err, Error::SessionEnded), "{err}");
+    assert_eq!(attempt, 1);
+
+    snapshot(&s2, &[("a", false), ("b", false)]);
+    assert_eq!(expect_connected(&mut w).await, 2);
+    let _ = s2.send(change("b", EventKind::Started, 4));
+    assert_eq!(
+        short(&next_event(&mut w).await),
+        ("b".into(), EventKind::Started, Origin::Live)
+    );
+    assert_eq!(
+        dial.dials(),
+        [None, Some(3)],
+        "redial resumes from the newest cursor"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn reconnects_indefinitely() {
+    let dial = Scripted::default();
+    for _ in 0..20 {
+        dial.fail("connection refused");
+    }
+    let s = dial.session();
+    let policy = ReconnectPolicy {
+        seed: Some(42),
+        ..ReconnectPolicy::default()
+    };
+    let mut w = Watch::new(dial.clone(), quick().reconnect(policy.clone()));
+
+    let mut delays = Vec::new();
+    for expected in 1..=20 {
+        let (err, attempt, retry_in) = expect_disconnected(&mut w).await;
+        assert!(matches!(*err, Error::Dial(_)), "{err}");
+        assert_eq!(attempt, expected);
+        assert!(
+            retry_in <= policy.bound(attempt),
+            "jitter exceeds the bound"
+        );
+        delays.push((Instant::now(), retry_in));
+    }
+    assert!(
+        delays
+            .iter()
+            .skip(6)
+            .all(|d| d.1 <= Duration::from_secs(30)),
+        "capped at 30 s"
+    );
+    let distinct: std::collections::HashSet<_> = delays.iter().map(|d| d.1).collect();
+    assert!(distinct.len() > 15, "full jitter spreads the delays");
+
+    snapshot(&s, &[("a", true)]);
+    assert_eq!(expect_connected(&mut w).await, 1);
+    // Each redial happened exactly one delay after its failure: one failure, one delay.
+    let times = dial.dial_times();
+    assert_eq!(times.len(), 21);
+    for (i, (failed_at, delay)) in delays.iter().enumerate() {
+        // Timers have millisecond resolution.
+        let waited = times[i + 1].duration_since(*failed_at);
+        assert!(
+            waited >= *delay && waited <= *delay + Duration::from_millis(1),
+            "dial {i}: waited {waited:?} for a delay of {delay:?}"
+        );
+    }
+    let _ = s.send(change("a", EventKind::Stopped, 1));
+    assert_eq!(next_event(&mut w).await.kind, EventKind::Stopped);
+
+    // A session that dies quickly does not reset the count...
+    drop(s);
+    let (_, attempt, _) = expect_disconnected(&mut w).await;
+    assert_eq!(attempt, 21);
+    // ...one that was healthy for `reset_after` does.
+    let s = dial.session();
+    snapshot(&s, &[("a", false)]);
+    expect_connected(&mut w).await;
+    tokio::time::sleep(policy.reset_after).await;
+    drop(s);
+    let (_, attempt, retry_in) = expect_disconnected(&mut w).await;
+    assert_eq!(attempt, 1);
+    assert!(retry_in <= policy.initial_delay);
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_jitter_delays_follow_the_exponential_and_the_cap() {
+    let dial = Scripted::default();
+    for _ in 0..9 {
+        dial.fail("refused");
+    }
+    let policy = ReconnectPolicy {
+        jitter: false,
+        ..ReconnectPolicy::default()
+    };
+    let mut w = Watch::new(dial.clone(), quick().reconnect(policy));
+    let mut got = Vec::new();
+    for _ in 0..9 {
+        got.push(expect_disconnected(&mut w).await.2.as_millis());
+    }
+    assert_eq!(
+        got,
+        [500, 1000, 2000, 4000, 8000, 16000, 30000, 30000, 30000]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn resync_emits_missed_transitions() {
+    let dial = Scripted::default();
+    let s1 = dial.session();
+    let s2 = dial.session();
+    let mut w = Watch::new(dial.clone(), quick());
+
+    snapshot(&s1, &[("a", true), ("b", true), ("c", false)]);
+    // The first snapshot is a silent baseline.
+    assert_eq!(expect_connected(&mut w).await, 3);
+    let _ = s1.send(change("d", EventKind::Created, 10));
+    assert_eq!(next_event(&mut w).await.kind, EventKind::Created);
+    let _ = s1.send(change("d", EventKind::Removed, 11));
+    assert_eq!(next_event(&mut w).await.kind, EventKind::Removed);
+    drop(s1);
+    expect_disconnected(&mut w).await;
+
+    snapshot(&s2, &[("a", false), ("c", true), ("d", true)]);
+    let mut got = Vec::new();
+    for _ in 0..5 {
+        got.push(short(&next_event(&mut w).await));
+    }
+    use EventKind::{Created, Removed, Started, Stopped};
+    let r = Origin::Resync;
+    assert_eq!(
+        got,
+        [
+            ("a".into(), Stopped, r),
+            ("b".into(), Removed, r),
+            ("c".into(), Started, r),
+            ("d".into(), Created, r),
+            ("d".into(), Started, r),
+        ]
+    );
+    assert_eq!(expect_connected(&mut w).await, 3);
+    // An inclusive `since` replays the last change: already applied, nothing to say.
+    let _ = s2.send(change("d", EventKind::Started, 11));
+    let _ = s2.send(change("a", EventKind::Stopped, 11));
+    expect_quiet(&mut w, Duration::from_secs(1)).await;
+    let _ = s2.send(change("a", EventKind::Started, 12));
+    assert_eq!(
+        short(&next_event(&mut w).await),
+        ("a".into(), Started, Origin::Live)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn initial_snapshot_on_request() {
+    let dial = Scripted::default();
+    let s = dial.session();
+    let mut w = Watch::new(dial.clone(), quick().initial(true));
+    snapshot(&s, &[("b", false), ("a", true)]);
+    let mut got = Vec::new();
+    for _ in 0..3 {
+        got.push(short(&next_event(&mut w).await));
+    }
+    let i = Origin::Initial;
+    assert_eq!(
+        got,
+        [
+            ("a".into(), EventKind::Created, i),
+            ("a".into(), EventKind::Started, i),
+            ("b".into(), EventKind::Created, i),
+        ]
+    );
+    assert_eq!(expect_connected(&mut w).await, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn stall_is_detected() {
+    let config = quick()
+        .probe_after(Duration::from_secs(30))
+        .probe_timeout(Duration::from_secs(5));
+    let bound = config.probe_after + config.probe_timeout;
+    for plan in [ProbePlan::Fail, ProbePlan::Hang] {
+        let dial = Scripted::default();
+        let s1 = dial.session();
+        let s2 = dial.session();
+        dial.probe(ProbePlan::Ok);
+        dial.probe(plan);
+        let mut w = Watch::new(dial.clone(), config.clone());
+        snapshot(&s1, &[("a", true)]);
+        expect_connected(&mut w).await;
+        // Quiet but alive: the first probe answers, the session stays.
+        expect_quiet(&mut w, config.probe_after + Duration::from_secs(1)).await;
+        assert_eq!(dial.lock().probes_started, 1);
+        assert!(!s1.is_closed());
+        // Then the engine hangs: the next probe fails or never answers.
+        let silent_since = Instant::now();
+        let (err, _, _) = expect_disconnected(&mut w).await;
+        let took = Instant::now().duration_since(silent_since);
+        assert!(took <= bound, "stall noticed after {took:?} > {bound:?}");
+        match plan {
+            ProbePlan::Fail => assert!(matches!(*err, Error::ProbeFailed { .. }), "{err}"),
+            _ => assert!(matches!(*err, Error::ProbeTimeout { .. }), "{err}"),
+        }
+        assert!(s1.is_closed(), "the stalled session is dropped");
+        snapshot(&s2, &[("a", false)]);
+        assert_eq!(next_event(&mut w).await.kind, EventKind::Stopped);
+        assert_eq!(dial.dials().len(), 2);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn dial_timeout_is_a_failure() {
+    let dial = Scripted::default();
+    dial.hang();
+    let s = dial.session();
+    let config = quick().dial_timeout(Duration::from_secs(10));
+    let mut w = Watch::new(dial.clone(), config);
+    let (err, attempt, _) = expect_disconnected(&mut w).await;
+    assert!(matches!(*err, Error::DialTimeout(_)), "{err}");
+    assert_eq!(attempt, 1);
+    assert_eq!(dial.alive(), 0, "the hung dial was dropped");
+    snapshot(&s, &[]);
+    assert_eq!(expect_connected(&mut w).await, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn session_errors_and_periodic_resync() {
+    let dial = Scripted::default();
+    let s1 = dial.session();
+    let s2 = dial.session();
+    let s3 = dial.session();
+    let config = quick().resync_every(Some(Duration::from_secs(300)));
+    let mut w = Watch::new(dial.clone(), config);
+    snapshot(&s1, &[("a", true)]);
+    expect_connected(&mut w).await;
+    let _ = s1.send(change("a", EventKind::Stopped, 5));
+    next_event(&mut w).await;
+    let _ = s1.send(Err("connection reset by peer".into()));
+    let (err, _, _) = expect_disconnected(&mut w).await;
+    assert!(matches!(*err, Error::Session(_)), "{err}");
+    snapshot(&s2, &[("a", false)]);
+    expect_connected(&mut w).await;
+    let synced = Instant::now();
+    // Periodic resync: a redial from the cursor, without a Disconnected status.
+    snapshot(&s3, &[("a", true)]);
+    let e = next_event(&mut w).await;
+    assert_eq!((e.kind, e.origin), (EventKind::Started, Origin::Resync));
+    assert_eq!(
+        Instant::now().duration_since(synced),
+        Duration::from_secs(300)
+    );
+    assert!(s2.is_closed());
+    assert_eq!(dial.dials(), [None, Some(5), Some(5)]);
+}
+
+/// Which state the consumer abandons the watch in.
+#[derive(Clone, Copy, Debug)]
+enum Abandon {
+    Dialing,
+    Listing,
+    Streaming,
+    BackingOff,
+    Probing,
+}
+
+#[test]
+fn exits_when_consumer_gone() {
+    for state in [
+        Abandon::Dialing,
+        Abandon::Listing,
+        Abandon::Streaming,
+        Abandon::BackingOff,
+        Abandon::Probing,
+    ] {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .expect("runtime");
+        let dial = Scripted::default();
+        let session = rt.block_on(async {
+            let mut w = Watch::new(dial.clone(), quick());
+            let session = match state {
+                Abandon::Dialing => {
+                    dial.hang();
+                    expect_quiet(&mut w, Duration::from_secs(1)).await;
+                    None
+                }
+                Abandon::BackingOff => {
+                    dial.fail("refused");
+                    expect_disconnected(&mut w).await;
+                    None
+                }
+                Abandon::Listing | Abandon::Streaming | Abandon::Probing => {
+                    let s = dial.session();
+                    let _ = s.send(Ok(Observation::ResyncBegin));
+                    let _ = s.send(listed("a", true));
+                    if !matches!(state, Abandon::Listing) {
+                        let _ = s.send(Ok(Observation::ResyncDone));
+                        expect_connected(&mut w).await;
+                    }
+                    if matches!(state, Abandon::Probing) {
+                        dial.probe(ProbePlan::Hang);
+                        expect_quiet(&mut w, Duration::from_secs(31)).await;
+                        assert_eq!(dial.lock().probes_started, 1);
+                    } else {
+                        expect_quiet(&mut w, Duration::from_secs(1)).await;
+                    }
+                    // The consumer stops polling while the engine keeps talking.
+                    for i in 0..100 {
+                        let kind = if i % 2 == 0 {
+                            EventKind::Stopped
+                        } else {
+                            EventKind::Started
+                        };
+                        let _ = s.send(change("a", kind, i));
+                    }
+                    Some(s)
+                }
+            };
+            if !matches!(state, Abandon::BackingOff) {
+                assert!(
+                    dial.alive() > 0,
+                    "{state:?}: the double handed something out"
+                );
+            }
+            drop(w);
+            session
+        });
+        assert_eq!(
+            dial.alive(),
+            0,
+            "{state:?}: everything dropped with the stream"
+        );
+        if let Some(s) = session {
+            assert!(s.is_closed(), "{state:?}: the session saw its drop");
+        }
+        assert_eq!(rt.metrics().num_alive_tasks(), 0, "{state:?}");
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Property: any interleaving of live changes, disconnects, relists and replays.
+
+mod prop {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Create(u8),
+        Start(u8),
+        Stop(u8),
+        Remove(u8),
+        /// The engine drops the next change (slow reader).
+        Drop,
+        /// The connection breaks; changes until the redial are not seen.
+        Disconnect,
+        /// The session relists in place (as after 410 Gone).
+        Relist,
+        /// The session replays the last change it sent (inclusive `since`).
+        Replay,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            (0u8..4).prop_map(Op::Create),
+            (0u8..4).prop_map(Op::Start),
+            (0u8..4).prop_map(Op::Stop),
+            (0u8..4).prop_map(Op::Remove),
+            Just(Op::Drop),
+            Just(Op::Disconnect),
+            Just(Op::Relist),
+            Just(Op::Replay),
+        ]
+    }
+
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    struct Inst {
+        running: bool,
+        uid: u64,
+    }
+
+    fn list(engine: &BTreeMap<String, Inst>, out: &mut Vec<Obs>) {
+        out.push(Ok(Observation::ResyncBegin));
+        for (id, i) in engine {
+            out.push(Ok(Observation::Listed(Listed {
+                id: id.as_str().into(),
+                running: i.running,
+                uid: Some(i.uid.to_string().into()),
+                labels: BTreeMap::new(),
+            })));
+        }
+        out.push(Ok(Observation::ResyncDone));
+    }
+
+    /// Plays the ops against a model engine; returns the sessions (each a list of
+    /// observations), the engine's final state and how many snapshots were sent.
+    fn play(ops: &[Op]) -> (Vec<Vec<Obs>>, BTreeMap<String, Inst>, usize) {
+        let mut engine: BTreeMap<String, Inst> = BTreeMap::new();
+        let mut sessions: Vec<Vec<Obs>> = Vec::new();
+        let mut current = Vec::new();
+        list(&engine, &mut current);
+        let mut snapshots = 1;
+        let mut connected = true;
+        let mut drop_next = false;
+        let mut last: Option<Change<u64>> = None;
+        // Changes made while disconnected: the redial's `since` replays them
+        // after the snapshot, as dockerd does from its buffer.
+        let mut missed: Vec<Change<u64>> = Vec::new();
+        let mut cursor = 0u64;
+        let mut uids = 0u64;
+        let reconnect = |engine: &BTreeMap<String, Inst>,
+                         current: &mut Vec<Obs>,
+                         last: &mut Option<Change<u64>>,
+                         missed: &mut Vec<Change<u64>>| {
+            list(engine, current);
+            // Inclusive `since`: the last change seen comes again, then the missed ones.
+            for c in last.iter().cloned().chain(missed.iter().cloned()) {
+                current.push(Ok(Observation::Change(c)));
+            }
+            if let Some(c) = missed.drain(..).next_back() {
+                *last = Some(c);
+            }
+        };
+        for op in ops {
+            let (id, kind) = match op {
+                Op::Create(i) => (format!("i{i}"), EventKind::Created),
+                Op::Start(i) => (format!("i{i}"), EventKind::Started),
+                Op::Stop(i) => (format!("i{i}"), EventKind::Stopped),
+                Op::Remove(i) => (format!("i{i}"), EventKind::Removed),
+                Op::Drop => {
+                    drop_next = true;
+                    continue;
+                }
+                Op::Disconnect => {
+                    if connected {
+                        sessions.push(std::mem::take(&mut current));
+                        connected = false;
+                    } else {
+                        reconnect(&engine, &mut current, &mut last, &mut missed);
+                        snapshots += 1;
+                        connected = true;
+                    }
+                    continue;
+                }
+                Op::Relist => {
+                    if connected {
+                        list(&engine, &mut current);
+                        snapshots += 1;
+                    }
+                    continue;
+                }
+                Op::Replay => {
+                    if let (true, Some(c)) = (connected, &last) {
+                        current.push(Ok(Observation::Change(c.clone())));
+                    }
+                    continue;
+                }
+            };
+            // Apply to the engine; invalid operations do nothing, like a real engine.
+            let uid = match (kind, engine.get_mut(&id)) {
+                (EventKind::Created, None) => {
+                    uids += 1;
+                    engine.insert(
+                        id.clone(),
+                        Inst {
+                            running: false,
+                            uid: uids,
+                        },
+                    );
+                    uids
+                }
+                (EventKind::Started, Some(i)) if !i.running => {
+                    i.running = true;
+                    i.uid
+                }
+                (EventKind::Stopped, Some(i)) if i.running => {
+                    i.running = false;
+                    i.uid
+                }
+                (EventKind::Removed, Some(i)) => {
+                    let uid = i.uid;
+                    engine.remove(&id);
+                    uid
+                }
+                _ => continue,
+            };
+            cursor += 1;
+            let change = Change {
+                id: id.as_str().into(),
+                kind,
+                uid: Some(uid.to_string().into()),
+                labels: None,
+                at: SystemTime::UNIX_EPOCH,
+                cursor: Some(cursor),
+            };
+            if !connected {
+                missed.push(change);
+                continue;
+            }
+            if std::mem::take(&mut drop_next) {
+                continue;
+            }
+            current.push(Ok(Observation::Change(change.clone())));
+            last = Some(change);
+        }
+        if !connected {
+            reconnect(&engine, &mut current, &mut last, &mut missed);
+            snapshots += 1;
+        }
+        // A final reconnect makes everything visible.
+        sessions.push(current);
+        let mut fin = Vec::new();
+        list(&engine, &mut fin);
+        snapshots += 1;
+        sessions.push(fin);
+        (sessions, engine, snapshots)
+    }
+
+    fn check(ops: &[Op]) -> Result<(), TestCaseError> {
+        let (sessions, engine, snapshots) = play(ops);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .expect("runtime");
+        let events = rt.block_on(async {
+            let dial = Scripted::default();
+            let n = sessions.len();
+            let mut senders = Vec::new();
+            for obs in sessions {
+                let tx = dial.session();
+                for o in obs {
+                    let _ = tx.send(o);
+                }
+                senders.push(tx);
+            }
+            let mut w = Watch::new(dial.clone(), quick().initial(true));
+            let mut events = Vec::new();
+            let mut connected = 0;
+            // Close all sessions but the last: each ends after its script.
+            for tx in senders.drain(..n - 1) {
+                drop(tx);
+            }
+            while connected < snapshots {
+                match next(&mut w).await {
+                    Item::Event(e) => events.push(e),
+                    Item::Status(Status::Connected { .. }) => connected += 1,
+                    Item::Status(Status::Disconnected { .. }) => {}
+                }
+            }
+            events
+        });
+        // Replay the emitted transitions as a consumer would.
+        let mut seen: BTreeMap<String, bool> = BTreeMap::new();
+        let mut last: HashMap<String, EventKind> = HashMap::new();
+        for e in &events {
+            let id = e.id.to_string();
+            prop_assert_ne!(
+                last.get(&id),
+                Some(&e.kind),
+                "consecutive duplicate {:?}",
+                e
+            );
+            last.insert(id.clone(), e.kind);
+            match e.kind {
+                EventKind::Created => {
+                    prop_assert!(!seen.contains_key(&id), "created twice {:?}", e);
+                    seen.insert(id, false);
+                }
+                EventKind::Started => {
+                    prop_assert_eq!(seen.insert(id, true), Some(false), "bad start {:?}", e);
+                }
+                EventKind::Stopped => {
+                    prop_assert_eq!(seen.insert(id, false), Some(true), "bad stop {:?}", e);
+                }
+                EventKind::Removed => {
+                    prop_assert!(seen.remove(&id).is_some(), "bad remove {:?}", e);
+                }
+            }
+        }
+        let want: BTreeMap<String, bool> =
+            engine.iter().map(|(k, v)| (k.clone(), v.running)).collect();
+        prop_assert_eq!(seen, want);
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+        #[test]
+        fn transitions_reproduce_the_engine_state(ops in proptest::collection::vec(op(), 0..60)) {
+            check(&ops)?;
+        }
+    }
+}

@@ -1,0 +1,187 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// freePorts returns n distinct free TCP ports on 127.0.0.1. They are free when
+// returned; a race with another process is handled by the callers' retries.
+func freePorts(n int) ([]int, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	var ports []int
+	for i := 0; i < n; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// childEnv is the environment for etcd and kube-apiserver: ours without proxy
+// settings (both only talk to 127.0.0.1).
+func childEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch strings.ToUpper(k) {
+		case "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "KUBECONFIG":
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, "NO_PROXY=127.0.0.1,localhost,::1", "no_proxy=127.0.0.1,localhost,::1")
+}
+
+// proc is a detached child: its own session and process group (setsid), stdin
+// /dev/null, stdout+stderr appended to a log file. exited is closed when it exits
+// while this launcher still runs (so waits can stop early).
+type proc struct {
+	pid    int
+	exited chan struct{}
+	err    error
+}
+
+func startDetached(argv []string, logPath, workDir string) (*proc, error) {
+	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer lf.Close()
+	fmt.Fprintf(lf, "\n===== %s testbed: starting %s\n", time.Now().Format(time.RFC3339), strings.Join(argv, " "))
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		return nil, err
+	}
+	defer devnull.Close()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin = devnull
+	cmd.Stdout = lf
+	cmd.Stderr = lf
+	cmd.Dir = workDir
+	cmd.Env = childEnv()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &proc{pid: cmd.Process.Pid, exited: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+// processState returns the /proc state letter of pid ("" when there is no such
+// process). A zombie ("Z") has exited but was not reaped yet.
+func processState(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return ""
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return ""
+	}
+	return string(b[i+2])
+}
+
+// alive reports whether pid runs (exists and is not a zombie).
+func alive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	s := processState(pid)
+	return s != "" && s != "Z" && s != "X"
+}
+
+// argv0 is the first element of pid's command line.
+func argv0(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		return ""
+	}
+	a, _, _ := bytes.Cut(b, []byte{0})
+	return string(a)
+}
+
+// ownedPid reads a pid file and returns the pid if that process is alive and runs
+// the expected binary (guards against pid reuse); 0 otherwise.
+func ownedPid(pidFile, binary string) int {
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || !alive(pid) {
+		return 0
+	}
+	if binary != "" && argv0(pid) != binary {
+		return 0
+	}
+	return pid
+}
+
+func waitGone(pid int, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for {
+		if !alive(pid) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// stopProcess sends SIGTERM to pid's process group (it is a group leader since
+// setsid), waits up to grace, then SIGKILLs and waits again.
+func stopProcess(name string, pid int, grace time.Duration) error {
+	if !alive(pid) {
+		return nil
+	}
+	if err := syscall.Kill(-pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+		_ = syscall.Kill(pid, syscall.SIGTERM)
+	}
+	if waitGone(pid, grace) {
+		fmt.Printf("%s (pid %d) stopped with SIGTERM\n", name, pid)
+		return nil
+	}
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	if waitGone(pid, 10*time.Second) {
+		fmt.Printf("%s (pid %d) killed with SIGKILL after %s\n", name, pid, grace)
+		return nil
+	}
+	return fmt.Errorf("%s (pid %d) did not exit after SIGKILL", name, pid)
+}
+
+// tail returns the last n lines of a file, for error messages.
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
