@@ -1,0 +1,4 @@
+//! Shared helpers of the end-to-end tests: engine control (the same code
+//! `cargo xtask engines` runs) and test utilities.
+
+pub mod engines;
