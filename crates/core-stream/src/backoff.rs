@@ -69,9 +69,9 @@ impl Backoff {
     pub(crate) fn new(policy: ReconnectPolicy) -> Self {
         static COUNTER: AtomicU64 = AtomicU64::new(0);
         let rng = policy.seed.unwrap_or_else(|| {
-            let nanos = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos() as u64);
+            let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| {
+                u64::from(d.subsec_nanos()) ^ d.as_secs().rotate_left(32)
+            });
             nanos
                 ^ COUNTER
                     .fetch_add(1, Ordering::Relaxed)

@@ -1,4 +1,10 @@
 //! Policy tests: paused tokio time against a scripted dial. Deterministic and fast.
+#![allow(
+    clippy::unnecessary_wraps,
+    clippy::too_many_lines,
+    clippy::items_after_statements,
+    clippy::match_wild_err_arm
+)]
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};

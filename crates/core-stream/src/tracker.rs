@@ -80,10 +80,8 @@ impl Tracker {
         let want_running = kind == EventKind::Started;
         match known {
             Some(k) if !different_incarnation(k.uid.as_ref(), uid.as_ref()) => {
-                if let Some(labels) = labels {
-                    if *k.labels != labels {
-                        k.labels = Arc::new(labels);
-                    }
+                if let Some(labels) = labels.filter(|l| *l != *k.labels) {
+                    k.labels = Arc::new(labels);
                 }
                 if k.uid.is_none() {
                     k.uid = uid;

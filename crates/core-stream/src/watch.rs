@@ -87,31 +87,37 @@ impl Default for WatchConfig {
 
 impl WatchConfig {
     /// Sets [`reconnect`](Self::reconnect).
+    #[must_use]
     pub fn reconnect(mut self, policy: ReconnectPolicy) -> Self {
         self.reconnect = policy;
         self
     }
     /// Sets [`dial_timeout`](Self::dial_timeout).
+    #[must_use]
     pub fn dial_timeout(mut self, d: Duration) -> Self {
         self.dial_timeout = d;
         self
     }
     /// Sets [`probe_after`](Self::probe_after).
+    #[must_use]
     pub fn probe_after(mut self, d: Duration) -> Self {
         self.probe_after = d;
         self
     }
     /// Sets [`probe_timeout`](Self::probe_timeout).
+    #[must_use]
     pub fn probe_timeout(mut self, d: Duration) -> Self {
         self.probe_timeout = d;
         self
     }
     /// Sets [`resync_every`](Self::resync_every).
+    #[must_use]
     pub fn resync_every(mut self, d: Option<Duration>) -> Self {
         self.resync_every = d;
         self
     }
     /// Sets [`initial`](Self::initial).
+    #[must_use]
     pub fn initial(mut self, on: bool) -> Self {
         self.initial = on;
         self
@@ -282,6 +288,17 @@ fn arm(timer: &mut Option<Pin<Box<Sleep>>>, deadline: Instant) {
             }
         }
         None => *timer = Some(Box::pin(sleep_until(deadline))),
+    }
+}
+
+/// Makes the timer fire at `deadline` or earlier, without resetting it for
+/// every event: an earlier pending deadline is kept (when it fires, the caller
+/// recomputes and re-arms). Silence only moves the deadline later, so a busy
+/// session costs no timer work per event.
+fn arm_by(timer: &mut Option<Pin<Box<Sleep>>>, deadline: Instant, now: Instant) {
+    match timer {
+        Some(t) if t.deadline() > now && t.deadline() <= deadline => {}
+        _ => arm(timer, deadline),
     }
 }
 
@@ -462,7 +479,7 @@ impl<D: Dial> Stream for Watch<D> {
                                     }
                                 } else {
                                     let deadline = resync.map_or(watchdog, |r| r.min(watchdog));
-                                    arm(&mut this.timer, deadline);
+                                    arm_by(&mut this.timer, deadline, now);
                                     if fired(&mut this.timer, cx) {
                                         continue;
                                     }
@@ -475,12 +492,11 @@ impl<D: Dial> Stream for Watch<D> {
             };
             // One failure, one status, one delay.
             let now = Instant::now();
-            if let State::Streaming(s) = &this.state {
-                if s.healthy_since
+            if let State::Streaming(s) = &this.state
+                && s.healthy_since
                     .is_some_and(|t| now.duration_since(t) >= this.config.reconnect.reset_after)
-                {
-                    this.backoff.reset();
-                }
+            {
+                this.backoff.reset();
             }
             let (attempt, retry_in) = this.backoff.next_delay();
             tracing::debug!(
