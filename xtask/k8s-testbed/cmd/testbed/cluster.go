@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -239,7 +238,7 @@ func cmdUp(dir, binDir string, extraAPI, extraEtcd []string) error {
 			fmt.Printf("testbed in %s is not healthy (%v): recreating it\n", dir, herr)
 		}
 	}
-	if err := teardown(dir, false, true); err != nil {
+	if err := teardown(dir, true, true); err != nil { // keep old logs
 		return err
 	}
 
@@ -692,8 +691,34 @@ func etcdRevision(url string) (int64, error) {
 	return rev, nil
 }
 
-// etcdCompact compacts etcd to its current revision and returns it.
-func etcdCompact(url string) (int64, error) {
+// bumpKey is written by etcdCompact outside the apiserver's /registry prefix, so
+// no Kubernetes watch sees it.
+const bumpKey = "/lookout-testbed/compact-bump"
+
+// etcdCompact compacts etcd (physically) at its current revision and returns it.
+//
+// With bump, it first writes bumpKey twice so that the revision compacted at is at
+// least the newest resourceVersion the apiserver handed out + 2. That matters: a
+// watch from resourceVersion RV starts at etcd revision RV+1 and etcd refuses it as
+// compacted (-> 410 Expired) only if RV+1 < the compaction revision. A watch from
+// RV = revision-1 is accepted and then fails with a 500 "etcd event received with
+// PrevKv=nil" for a key changed at that revision (its previous value was compacted
+// away). Two extra writes make every resourceVersion seen before the call expire.
+func etcdCompact(url string, bump bool) (int64, error) {
+	if bump {
+		for i := 0; i < 2; i++ {
+			body := fmt.Sprintf(`{"key":%q,"value":%q}`,
+				base64.StdEncoding.EncodeToString([]byte(bumpKey)),
+				base64.StdEncoding.EncodeToString([]byte(strconv.Itoa(i))))
+			code, resp, err := httpDo(plainClient, "POST", url+"/v3/kv/put", "application/json", []byte(body))
+			if err != nil {
+				return 0, err
+			}
+			if code != 200 {
+				return 0, fmt.Errorf("POST /v3/kv/put: HTTP %d %s", code, strings.TrimSpace(string(resp)))
+			}
+		}
+	}
 	rev, err := etcdRevision(url)
 	if err != nil {
 		return 0, err
@@ -712,25 +737,15 @@ func etcdCompact(url string) (int64, error) {
 	return rev, nil
 }
 
-func cmdCompact(dir string) error {
+func cmdCompact(dir string, noBump bool) error {
 	st, err := loadState(dir)
 	if err != nil {
 		return fmt.Errorf("no testbed in %s (%v)", dir, err)
 	}
-	rev, err := etcdCompact(st.EtcdURL)
+	rev, err := etcdCompact(st.EtcdURL, !noBump)
 	if err != nil {
 		return err
 	}
 	fmt.Println(rev)
 	return nil
-}
-
-// sortedKeys is used by selftest output.
-func sortedKeys(m map[string]any) []string {
-	var ks []string
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }

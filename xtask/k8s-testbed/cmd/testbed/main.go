@@ -8,7 +8,7 @@
 //	testbed env               --dir DIR
 //	testbed kill-apiserver    --dir DIR
 //	testbed restart-apiserver --dir DIR
-//	testbed compact           --dir DIR
+//	testbed compact           --dir DIR [--no-bump]
 //	testbed selftest          --dir DIR
 //
 // BINDIR holds kube-apiserver and etcd (default: the directory of this program).
@@ -38,7 +38,9 @@ commands:
   env                print DIR/env
   kill-apiserver     SIGKILL kube-apiserver and wait until it is gone
   restart-apiserver  start kube-apiserver again with DIR/apiserver.args, wait for /readyz
-  compact            compact etcd to its current revision (physical), print the revision
+  compact            write a dummy etcd key twice, then compact etcd (physical) at its
+                     current revision and print it: every resourceVersion handed out
+                     before the call is then expired (watch -> ERROR 410 Expired)
   selftest           list/create/scale a Deployment, compact, expect 410 on an old watch
 
 flags:
@@ -47,6 +49,8 @@ flags:
   --apiserver-arg A  extra kube-apiserver flag, repeatable (up only), e.g. --apiserver-arg=--v=2
   --etcd-arg A       extra etcd flag, repeatable (up only)
   --keep-logs        down: keep DIR/*.log
+  --no-bump          compact: skip the two dummy writes (then only resourceVersions
+                     <= revision-2 expire; revision-1 gives a 500 PrevKv=nil on watch)
 `)
 }
 
@@ -61,6 +65,7 @@ func main() {
 	dir := fs.String("dir", os.Getenv("LOOKOUT_K8S_TESTBED_DIR"), "")
 	bin := fs.String("bin", "", "")
 	keepLogs := fs.Bool("keep-logs", false, "")
+	noBump := fs.Bool("no-bump", false, "")
 	var apiArgs, etcdArgs stringList
 	fs.Var(&apiArgs, "apiserver-arg", "")
 	fs.Var(&etcdArgs, "etcd-arg", "")
@@ -76,6 +81,13 @@ func main() {
 	absDir, err := filepath.Abs(*dir)
 	if err != nil {
 		fatal(err)
+	}
+
+	switch cmd {
+	case "up", "down", "kill-apiserver", "restart-apiserver":
+		if err := lockDir(absDir); err != nil {
+			fatal(err)
+		}
 	}
 
 	switch cmd {
@@ -104,7 +116,7 @@ func main() {
 	case "restart-apiserver":
 		err = cmdRestartAPIServer(absDir)
 	case "compact":
-		err = cmdCompact(absDir)
+		err = cmdCompact(absDir, *noBump)
 	case "selftest":
 		err = cmdSelftest(absDir)
 	case "help":

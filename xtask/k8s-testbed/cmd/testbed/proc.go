@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -160,6 +161,8 @@ func stopProcess(name string, pid int, grace time.Duration) error {
 	if err := syscall.Kill(-pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
 		_ = syscall.Kill(pid, syscall.SIGTERM)
 	}
+	// A test may have SIGSTOPped it: a stopped process only sees SIGTERM once continued.
+	_ = syscall.Kill(-pid, syscall.SIGCONT)
 	if waitGone(pid, grace) {
 		fmt.Printf("%s (pid %d) stopped with SIGTERM\n", name, pid)
 		return nil
@@ -184,4 +187,36 @@ func tail(path string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// heldLock keeps the lock file referenced: an unreferenced *os.File is closed by
+// its finalizer at the next GC, which would drop the flock.
+var heldLock *os.File
+
+// lockDir takes an exclusive flock on DIR.lock (a sibling of DIR, since down deletes
+// DIR) so that concurrent up/down/restart calls on one testbed serialise. The lock
+// is released when the process exits.
+func lockDir(dir string) error {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(dir+".lock", os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			heldLock = f // stays open (and locked) until exit
+			return nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			return fmt.Errorf("locking %s.lock: %w", dir, err)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s.lock is held by another testbed command for 5 minutes", dir)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
