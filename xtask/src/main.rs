@@ -1,1 +1,58 @@
-fn main() {}
+//! Project automation, run as `cargo xtask COMMAND` (alias in `.cargo/config.toml`).
+//!
+//! ```text
+//! cargo xtask ci                                   the whole CI pipeline (.ci/run)
+//! cargo xtask engines up   [docker|podman|swarm|k8s|all]...
+//! cargo xtask engines down [docker|podman|swarm|k8s|all]...
+//! cargo xtask engines status
+//! cargo xtask engines env                          `export` lines for a shell
+//! ```
+//!
+//! Each command is a module with `pub fn run(args: &[String]) -> Result<(), String>`;
+//! a new one is a `mod` line and a `match` arm below.
+
+// A command-line tool: it talks on stdout and stderr.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use std::process::ExitCode;
+
+mod ci;
+mod engines_cmd;
+
+// The engine control shared with the end-to-end tests (std-only).
+#[path = "../../tests/src/engines.rs"]
+#[allow(dead_code)]
+mod engines;
+
+const USAGE: &str = "\
+usage: cargo xtask COMMAND
+
+commands:
+  ci                                   fmt, clippy, deny, engines up all, test, doc, package
+  engines up   [ENGINE]...             start engines (docker, podman, swarm, k8s, all; default all)
+  engines down [ENGINE]...             stop engines (default all)
+  engines status                       which engines answer
+  engines env                          the test environment as `export` lines
+";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let rest = args.get(1..).unwrap_or_default();
+    let result = match args.first().map(String::as_str) {
+        Some("ci") => ci::run(rest),
+        Some("engines") => engines_cmd::run(rest),
+        Some("help" | "-h" | "--help") => {
+            print!("{USAGE}");
+            Ok(())
+        }
+        Some(other) => Err(format!("unknown command {other:?}\n\n{USAGE}")),
+        None => Err(USAGE.to_owned()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

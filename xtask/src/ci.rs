@@ -1,0 +1,334 @@
+//! `cargo xtask ci`: the whole pipeline `.ci/run` runs, step by step, stopping
+//! at the first failure. Each step prints its name and duration (on stderr, so
+//! that stdout carries the cargo commands' own output, test summaries included).
+//!
+//! 1. `cargo fmt --all -- --check`
+//! 2. `cargo clippy --workspace --all-targets --locked -- -D warnings`
+//! 3. `cargo deny check bans licenses sources` (installs cargo-deny if missing;
+//!    advisories are not checked: their database cannot be fetched here)
+//! 4. `engines up all`: dockerd, podman, swarm, k8s; any failure fails CI
+//! 5. `cargo test --workspace --locked` with the engines' environment
+//! 6. `cargo doc --workspace --no-deps --locked` with `RUSTDOCFLAGS=-D warnings`
+//! 7. `cargo package --workspace --locked --exclude xtask --exclude lookout-e2e`
+//!    (verified: each packaged crate is built from its .crate file)
+//!
+//! The engines are left running; `cargo xtask engines down` stops them.
+
+use std::ffi::OsString;
+use std::fs;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::{engines, engines_cmd};
+
+const MINUTE: Duration = Duration::from_secs(60);
+
+/// The cargo-deny that CI installs when `cargo deny` is missing (pinned: its
+/// config format changes between releases; 0.20 needs Rust >= 1.88). Building it
+/// takes ~5 min on an idle 2-core machine (12.7 min measured on a busy one).
+const DENY_CRATE: &str = "cargo-deny@0.20.2";
+
+struct Step {
+    name: &'static str,
+    timeout: Duration,
+    action: Action,
+}
+
+enum Action {
+    Cargo {
+        args: &'static [&'static str],
+        env: Vec<(String, String)>,
+    },
+    /// `cargo test`, with the environment of the engines as they are when it starts.
+    Test {
+        args: &'static [&'static str],
+    },
+    Deny,
+    Engines,
+}
+
+pub fn run(args: &[String]) -> Result<(), String> {
+    if let Some(a) = args.first() {
+        return Err(format!("`cargo xtask ci` takes no arguments (got {a:?})"));
+    }
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+    let root = engines::workspace_root();
+    let steps = steps(ci);
+    let total = Instant::now();
+    let mut done: Vec<(&str, Duration)> = Vec::new();
+    for step in &steps {
+        eprintln!("\n==> ci step `{}` ({})", step.name, step.describe());
+        let t = Instant::now();
+        let result = match &step.action {
+            Action::Cargo { args, env } => cargo(&root, args, env, step.timeout),
+            Action::Test { args } => cargo(&root, args, &test_env(), step.timeout),
+            Action::Deny => deny(&root, step.timeout),
+            Action::Engines => engines_cmd::up(&engines_cmd::ALL),
+        };
+        let took = t.elapsed();
+        if let Err(e) = result {
+            summary(&done, total.elapsed());
+            return Err(format!(
+                "ci step `{}` FAILED after {took:.1?}: {e}",
+                step.name
+            ));
+        }
+        eprintln!("==> ci step `{}` ok in {took:.1?}", step.name);
+        done.push((step.name, took));
+    }
+    summary(&done, total.elapsed());
+    eprintln!(
+        "==> ci: all {} steps passed; the engines are left running (`cargo xtask engines down`)",
+        steps.len()
+    );
+    Ok(())
+}
+
+/// The pipeline. `ci`: running in CI (a fresh clone), else on a developer's tree.
+fn steps(ci: bool) -> [Step; 7] {
+    let package_args: &'static [&'static str] = if ci {
+        &[
+            "package",
+            "--workspace",
+            "--locked",
+            "--exclude",
+            "xtask",
+            "--exclude",
+            "lookout-e2e",
+        ]
+    } else {
+        // A developer's tree usually has uncommitted changes; CI's fresh clone has none.
+        &[
+            "package",
+            "--workspace",
+            "--locked",
+            "--exclude",
+            "xtask",
+            "--exclude",
+            "lookout-e2e",
+            "--allow-dirty",
+        ]
+    };
+    [
+        Step {
+            name: "fmt",
+            timeout: 5 * MINUTE,
+            action: Action::Cargo {
+                args: &["fmt", "--all", "--", "--check"],
+                env: vec![],
+            },
+        },
+        Step {
+            name: "clippy",
+            timeout: 30 * MINUTE,
+            action: Action::Cargo {
+                args: &[
+                    "clippy",
+                    "--workspace",
+                    "--all-targets",
+                    "--locked",
+                    "--",
+                    "-D",
+                    "warnings",
+                ],
+                env: vec![],
+            },
+        },
+        Step {
+            name: "deny",
+            timeout: 30 * MINUTE,
+            action: Action::Deny,
+        },
+        Step {
+            name: "engines up all",
+            timeout: 75 * MINUTE,
+            action: Action::Engines,
+        },
+        Step {
+            name: "test",
+            timeout: 45 * MINUTE,
+            action: Action::Test {
+                args: &["test", "--workspace", "--locked"],
+            },
+        },
+        Step {
+            name: "doc",
+            timeout: 20 * MINUTE,
+            action: Action::Cargo {
+                args: &["doc", "--workspace", "--no-deps", "--locked"],
+                env: vec![("RUSTDOCFLAGS".to_owned(), "-D warnings".to_owned())],
+            },
+        },
+        Step {
+            name: "package",
+            timeout: 40 * MINUTE,
+            action: Action::Cargo {
+                args: package_args,
+                env: vec![],
+            },
+        },
+    ]
+}
+
+impl Step {
+    fn describe(&self) -> String {
+        match &self.action {
+            Action::Cargo { args, env } => {
+                let vars: Vec<String> = env
+                    .iter()
+                    .filter(|(k, _)| k == "RUSTDOCFLAGS" || k == "RUST_BACKTRACE")
+                    .map(|(k, v)| format!("{k}={v:?} "))
+                    .collect();
+                format!("{}cargo {}", vars.concat(), args.join(" "))
+            }
+            Action::Test { args } => format!(
+                "RUST_BACKTRACE=1 {ENV}=1 (and the engines' variables) cargo {}",
+                args.join(" "),
+                ENV = engines::ENV_ENGINES
+            ),
+            Action::Deny => "cargo deny check bans licenses sources".to_owned(),
+            Action::Engines => "docker, podman, swarm, k8s".to_owned(),
+        }
+    }
+}
+
+/// The engines' variables (`LOOKOUT_ENGINES=1`, hosts, kubeconfig, …) and
+/// `RUST_BACKTRACE=1`; printed so a failing test can be rerun by hand.
+fn test_env() -> Vec<(String, String)> {
+    let mut env = engines::env_vars();
+    env.push(("RUST_BACKTRACE".to_owned(), "1".to_owned()));
+    for (k, v) in &env {
+        eprintln!("    {k}={v}");
+    }
+    env
+}
+
+fn summary(done: &[(&str, Duration)], total: Duration) {
+    eprintln!("\n==> ci summary");
+    for (name, took) in done {
+        eprintln!("    {name:<16} {took:>10.1?}");
+    }
+    eprintln!("    {:<16} {total:>10.1?}", "total");
+}
+
+fn cargo_bin() -> OsString {
+    std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into())
+}
+
+fn cargo(
+    root: &std::path::Path,
+    args: &[&str],
+    env: &[(String, String)],
+    timeout: Duration,
+) -> Result<(), String> {
+    let mut cmd = Command::new(cargo_bin());
+    cmd.args(args).current_dir(root).stdin(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let status = run_inherited(&mut cmd, timeout)?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("`cargo {}` exited with {status}", args.join(" ")))
+    }
+}
+
+/// cargo-deny: installed with `cargo install --locked cargo-deny@VERSION` if `cargo
+/// deny --version` fails, then `cargo deny --locked check bans licenses sources`.
+fn deny(root: &std::path::Path, timeout: Duration) -> Result<(), String> {
+    let deadline = Instant::now() + timeout;
+    let have = Command::new(cargo_bin())
+        .args(["deny", "--version"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !have {
+        eprintln!("==> cargo-deny is missing: cargo install --locked {DENY_CRATE}");
+        let t = Instant::now();
+        cargo(root, &["install", "--locked", DENY_CRATE], &[], timeout)?;
+        eprintln!("==> installed cargo-deny in {:.1?}", t.elapsed());
+    }
+    let left = deadline
+        .saturating_duration_since(Instant::now())
+        .max(MINUTE);
+    cargo(
+        root,
+        &["deny", "--locked", "check", "bans", "licenses", "sources"],
+        &[],
+        left,
+    )
+}
+
+/// Run `cmd` with inherited stdout/stderr; kill it and its descendants after `timeout`.
+fn run_inherited(cmd: &mut Command, timeout: Duration) -> Result<ExitStatus, String> {
+    let what = format!(
+        "{} {}",
+        cmd.get_program().to_string_lossy(),
+        cmd.get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot run `{what}`: {e}"))?;
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(status) = child
+            .try_wait()
+            .map_err(|e| format!("waiting for `{what}`: {e}"))?
+        {
+            return Ok(status);
+        }
+        if Instant::now() >= deadline {
+            kill_tree(&mut child);
+            return Err(format!(
+                "`{what}` did not finish within {timeout:?} and was killed"
+            ));
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// SIGKILL `child` and every process descended from it (found through /proc).
+fn kill_tree(child: &mut Child) {
+    let mut pids = vec![child.id()];
+    let mut i = 0;
+    while i < pids.len() && pids.len() < 10_000 {
+        let parent = pids[i];
+        if let Ok(entries) = fs::read_dir("/proc") {
+            for entry in entries.flatten() {
+                let Some(pid) = entry
+                    .file_name()
+                    .to_str()
+                    .and_then(|n| n.parse::<u32>().ok())
+                else {
+                    continue;
+                };
+                let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                    continue;
+                };
+                let parent_of = stat
+                    .rfind(')')
+                    .and_then(|at| stat[at + 1..].split_whitespace().nth(1))
+                    .and_then(|p| p.parse::<u32>().ok());
+                if parent_of == Some(parent) && !pids.contains(&pid) {
+                    pids.push(pid);
+                }
+            }
+        }
+        i += 1;
+    }
+    for pid in pids.iter().skip(1) {
+        let _ = Command::new("sh")
+            .args(["-c", "kill -s KILL \"$0\" 2>/dev/null", &pid.to_string()])
+            .stdin(Stdio::null())
+            .status();
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}

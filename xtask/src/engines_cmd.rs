@@ -1,0 +1,129 @@
+//! `cargo xtask engines up|down|status|env`: the engines of the end-to-end tests.
+
+use std::time::Instant;
+
+use crate::engines;
+
+/// The engines in the order they come up (podman loads the image from docker;
+/// swarm runs on docker).
+pub const ALL: [&str; 4] = ["docker", "podman", "swarm", "k8s"];
+
+pub fn run(args: &[String]) -> Result<(), String> {
+    let (cmd, names) = args
+        .split_first()
+        .ok_or("usage: cargo xtask engines up|down|status|env [ENGINE]...")?;
+    let selected = select(names)?;
+    match cmd.as_str() {
+        "up" => {
+            up(&selected)?;
+            print_env();
+            Ok(())
+        }
+        "down" => down(&selected),
+        "status" => {
+            status();
+            Ok(())
+        }
+        "env" => {
+            print_env();
+            Ok(())
+        }
+        other => Err(format!(
+            "unknown `engines` command {other:?} (up, down, status, env)"
+        )),
+    }
+}
+
+fn select(names: &[String]) -> Result<Vec<&'static str>, String> {
+    if names.is_empty() || names.iter().any(|n| n == "all") {
+        return Ok(ALL.to_vec());
+    }
+    let mut out = Vec::new();
+    for n in names {
+        let known = ALL
+            .iter()
+            .find(|a| **a == n.as_str())
+            .ok_or_else(|| format!("unknown engine {n:?} (docker, podman, swarm, k8s, all)"))?;
+        if !out.contains(known) {
+            out.push(*known);
+        }
+    }
+    // Keep the dependency order whatever order they were named in.
+    out.sort_by_key(|n| ALL.iter().position(|a| a == n));
+    Ok(out)
+}
+
+/// Bring `engines` up and check each for real (a container runs and stops; a
+/// service scales; the apiserver is healthy). The first failure stops it.
+pub fn up(engines: &[&str]) -> Result<(), String> {
+    for name in engines {
+        let t = Instant::now();
+        eprintln!("==> engine {name}: up");
+        let result = match *name {
+            "docker" => engines::docker_up().and_then(|()| engines::docker_verify()),
+            "podman" => engines::podman_up().and_then(|()| engines::podman_verify()),
+            "swarm" => engines::swarm_up().and_then(|()| engines::swarm_verify()),
+            "k8s" => engines::k8s_up().and_then(|()| engines::k8s_status().map(drop)),
+            other => Err(format!("unknown engine {other:?}")),
+        };
+        result.map_err(|e| {
+            format!(
+                "engine {name} failed to come up after {:.1?}:\n{e}",
+                t.elapsed()
+            )
+        })?;
+        eprintln!("==> engine {name}: up and verified in {:.1?}", t.elapsed());
+    }
+    Ok(())
+}
+
+fn down(selected: &[&str]) -> Result<(), String> {
+    let mut errors = Vec::new();
+    for name in selected.iter().rev() {
+        let t = Instant::now();
+        let result = match *name {
+            "k8s" => engines::k8s_down(),
+            "swarm" => engines::swarm_down(),
+            "podman" => engines::podman_down(),
+            "docker" => engines::docker_down(),
+            other => Err(format!("unknown engine {other:?}")),
+        };
+        match result {
+            Ok(()) => eprintln!("==> engine {name}: down ({:.1?})", t.elapsed()),
+            Err(e) => errors.push(format!("engine {name}: {e}")),
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors.join("\n"))
+    }
+}
+
+fn status() {
+    let answer = |host: &str| match engines::ping(host, std::time::Duration::from_secs(2)) {
+        Ok(()) => "answers".to_owned(),
+        Err(e) => format!("down ({e})"),
+    };
+    println!(
+        "docker  {} {}",
+        engines::docker_host(),
+        answer(&engines::docker_host())
+    );
+    println!(
+        "podman  {} {}",
+        engines::podman_host(),
+        answer(&engines::podman_host())
+    );
+    let swarm =
+        engines::docker(&["info", "--format", "{{.Swarm.LocalNodeState}}"]).unwrap_or_else(|e| e);
+    println!("swarm   {swarm}");
+    let k8s = engines::k8s_status().unwrap_or_else(|e| e);
+    println!("k8s     {}", k8s.lines().next().unwrap_or(""));
+}
+
+fn print_env() {
+    for (k, v) in engines::env_vars() {
+        println!("export {k}='{}'", v.replace('\'', r"'\''"));
+    }
+}
