@@ -361,7 +361,45 @@ func (st *state) apiserverArgv(port int, extra []string) []string {
 		// Only `testbed compact` compacts etcd (the default would every 5 minutes).
 		"--etcd-compaction-interval=0",
 	}
+	if !hasDefaultRoute() && !hasFlag(extra, "--advertise-address") {
+		// Unset, kube-apiserver takes the address of the default-route interface and
+		// fails without one; a loopback address is only accepted without the
+		// endpoint reconciler (the "kubernetes" Service then has no endpoints).
+		fmt.Println("no IPv4 default route: starting kube-apiserver with --advertise-address=127.0.0.1 --endpoint-reconciler-type=none")
+		argv = append(argv, "--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none")
+	}
 	return append(argv, extra...)
+}
+
+// hasDefaultRoute reports whether /proc/net/route has an IPv4 default route that is up.
+func hasDefaultRoute() bool {
+	b, err := os.ReadFile("/proc/net/route")
+	if err != nil {
+		return true // cannot tell: keep kube-apiserver's own behaviour
+	}
+	return routeTableHasDefault(string(b))
+}
+
+func routeTableHasDefault(table string) bool {
+	for _, line := range strings.Split(table, "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 8 || f[1] != "00000000" || f[7] != "00000000" {
+			continue // not destination 0.0.0.0/0
+		}
+		if flags, err := strconv.ParseUint(f[3], 16, 32); err == nil && flags&1 != 0 { // RTF_UP
+			return true
+		}
+	}
+	return false
+}
+
+func hasFlag(args []string, name string) bool {
+	for _, a := range args {
+		if a == name || strings.HasPrefix(a, name+"=") {
+			return true
+		}
+	}
+	return false
 }
 
 func (st *state) startAPIServer(extra []string) error {

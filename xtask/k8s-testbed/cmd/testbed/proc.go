@@ -193,14 +193,14 @@ func tail(path string, n int) string {
 // its finalizer at the next GC, which would drop the flock.
 var heldLock *os.File
 
-// lockDir takes an exclusive flock on DIR.lock (a sibling of DIR, since down deletes
+// lockDir takes an exclusive flock on DIR.testbed.lock (a sibling of DIR, since down deletes
 // DIR) so that concurrent up/down/restart calls on one testbed serialise. The lock
 // is released when the process exits.
 func lockDir(dir string) error {
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(dir+".lock", os.O_CREATE|os.O_RDWR, 0o644)
+	f, err := os.OpenFile(dir+".testbed.lock", os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return err
 	}
@@ -212,10 +212,10 @@ func lockDir(dir string) error {
 			return nil
 		}
 		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			return fmt.Errorf("locking %s.lock: %w", dir, err)
+			return fmt.Errorf("locking %s.testbed.lock: %w", dir, err)
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s.lock is held by another testbed command for 5 minutes", dir)
+			return fmt.Errorf("%s.testbed.lock is held by another testbed command for 5 minutes", dir)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
