@@ -17,11 +17,12 @@
 //! | `podman.log`, `podman.pid`, `containers.conf` | the Podman API service (`CONTAINERS_CONF`) |
 //! | `apt.log`, `image-build.log`, `k8s-build.log` | package installs, the test image build, the k8s testbed build |
 //! | `k8s/` | the k8s testbed: `kubeconfig`, `env`, `apiserver.log`, `etcd.log`, pid files |
-//! | `*.lock` | cross-process locks from [`lock_engine`] |
 //!
 //! A test that breaks an engine (kill, stop, restart) should hold
 //! `lock_engine(engine, true)` while it does; tests that merely use it may hold
-//! `lock_engine(engine, false)`.
+//! `lock_engine(engine, false)`. The locks are machine-wide
+//! (`$TMPDIR/lookout-engines/NAME.lock`), as dockerd and podman are: two
+//! checkouts testing at once do not kill each other's daemon mid-test.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
@@ -169,7 +170,7 @@ pub fn env_vars() -> Vec<(String, String)> {
 
 // ------------------------------------------------------------------ locks
 
-/// A cross-process lock on one engine (a `flock` on `target/engines/NAME.lock`),
+/// A cross-process lock on one engine (a `flock` on `$TMPDIR/lookout-engines/NAME.lock`),
 /// released on drop.
 #[derive(Debug)]
 pub struct EngineLock {
@@ -201,7 +202,10 @@ pub fn lock_engine(engine: &str, exclusive: bool) -> Result<EngineLock, String> 
     {
         return Err(format!("engines: bad engine name {engine:?} for a lock"));
     }
-    let path = engines_file(&format!("{engine}.lock"))?;
+    let dir = std::env::temp_dir().join("lookout-engines");
+    fs::create_dir_all(&dir)
+        .map_err(|e| format!("{engine}: cannot create {}: {e}", dir.display()))?;
+    let path = dir.join(format!("{engine}.lock"));
     let file = OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -1174,14 +1178,19 @@ fn podman_pid() -> Option<u32> {
     find_procs("podman", &["service", &host]).into_iter().next()
 }
 
-/// Whether process `pid` runs with `CONTAINERS_CONF` set to our file.
+/// Whether process `pid` runs with `CONTAINERS_CONF` naming a file with our
+/// content (another checkout's `target/engines/containers.conf` will do).
 fn has_our_containers_conf(pid: u32) -> bool {
-    let Ok(ours) = containers_conf() else {
+    let Ok(ours) = containers_conf().and_then(|p| fs::read(&p).map_err(|e| e.to_string())) else {
         return false;
     };
-    let want = format!("CONTAINERS_CONF={}", ours.display());
-    fs::read(format!("/proc/{pid}/environ"))
-        .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == want.as_bytes()))
+    let Ok(environ) = fs::read(format!("/proc/{pid}/environ")) else {
+        return false;
+    };
+    environ
+        .split(|b| *b == 0)
+        .filter_map(|kv| kv.strip_prefix(b"CONTAINERS_CONF="))
+        .any(|path| fs::read(String::from_utf8_lossy(path).as_ref()).is_ok_and(|text| text == ours))
 }
 
 fn podman_socket_path() -> Option<PathBuf> {

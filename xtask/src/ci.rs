@@ -13,10 +13,15 @@
 //!    (verified: each packaged crate is built from its .crate file)
 //!
 //! The engines are left running; `cargo xtask engines down` stops them.
+//!
+//! cargo test's own summaries reach stdout line by line; the last stdout line
+//! of the run is the plain total, `tests: N passed, N failed, N skipped`.
 
 use std::ffi::OsString;
 use std::fs;
+use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -57,18 +62,22 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let steps = steps(ci);
     let total = Instant::now();
     let mut done: Vec<(&str, Duration)> = Vec::new();
+    let mut counts = Counts::default();
     for step in &steps {
         eprintln!("\n==> ci step `{}` ({})", step.name, step.describe());
         let t = Instant::now();
         let result = match &step.action {
             Action::Cargo { args, env } => cargo(&root, args, env, step.timeout),
-            Action::Test { args } => cargo(&root, args, &test_env(), step.timeout),
+            Action::Test { args } => {
+                cargo_test(&root, args, &test_env(), step.timeout, &mut counts)
+            }
             Action::Deny => deny(&root, step.timeout),
             Action::Engines => engines_cmd::up(&engines_cmd::ALL),
         };
         let took = t.elapsed();
         if let Err(e) = result {
             summary(&done, total.elapsed());
+            counts.print();
             return Err(format!(
                 "ci step `{}` FAILED after {took:.1?}: {e}",
                 step.name
@@ -78,6 +87,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         done.push((step.name, took));
     }
     summary(&done, total.elapsed());
+    counts.print();
     eprintln!(
         "==> ci: all {} steps passed; the engines are left running (`cargo xtask engines down`)",
         steps.len()
@@ -235,6 +245,99 @@ fn cargo(
     }
 }
 
+/// The tests `cargo test` ran, summed over its `test result:` lines.
+#[derive(Debug, Default)]
+struct Counts {
+    ran: bool,
+    passed: u64,
+    failed: u64,
+    ignored: u64,
+}
+
+impl Counts {
+    /// Add one `test result: ok. 18 passed; 0 failed; 1 ignored; …` line.
+    fn add(&mut self, line: &str) {
+        let Some(rest) = line.trim().strip_prefix("test result: ") else {
+            return;
+        };
+        self.ran = true;
+        for part in rest.split([';', '.']) {
+            let mut words = part.split_whitespace();
+            let (Some(n), Some(what)) = (words.next(), words.next()) else {
+                continue;
+            };
+            let Ok(n) = n.parse::<u64>() else { continue };
+            match what {
+                "passed" => self.passed += n,
+                "failed" => self.failed += n,
+                "ignored" => self.ignored += n,
+                _ => {}
+            }
+        }
+    }
+
+    /// The whole run's plain closing line, last on stdout (the cargo test
+    /// summaries above it end with doc-tests, often `0 passed`).
+    fn print(&self) {
+        if self.ran {
+            println!(
+                "tests: {} passed, {} failed, {} skipped",
+                self.passed, self.failed, self.ignored
+            );
+        }
+    }
+}
+
+/// `cargo test …` with its stdout passed through line by line (test
+/// summaries included) and its `test result:` lines summed into `counts`.
+fn cargo_test(
+    root: &std::path::Path,
+    args: &[&str],
+    env: &[(String, String)],
+    timeout: Duration,
+    counts: &mut Counts,
+) -> Result<(), String> {
+    let mut cmd = Command::new(cargo_bin());
+    cmd.args(args)
+        .current_dir(root)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot run `cargo {}`: {e}", args.join(" ")))?;
+    let stdout = child.stdout.take().ok_or("cargo test: no stdout pipe")?;
+    let (tx, rx) = mpsc::channel::<String>();
+    thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            println!("{line}");
+            let _ = std::io::stdout().flush();
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let status = wait_bounded(&mut child, timeout, &format!("cargo {}", args.join(" ")));
+    // The pipe closes when cargo (and every test process) is gone; bounded anyway.
+    let drain_until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left = drain_until.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) => counts.add(&line),
+            Err(_) => break,
+        }
+    }
+    let status = status?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("`cargo {}` exited with {status}", args.join(" ")))
+    }
+}
+
 /// cargo-deny: installed with `cargo install --locked cargo-deny@VERSION` if `cargo
 /// deny --version` fails, then `cargo deny --locked check bans licenses sources`.
 fn deny(root: &std::path::Path, timeout: Duration) -> Result<(), String> {
@@ -276,6 +379,11 @@ fn run_inherited(cmd: &mut Command, timeout: Duration) -> Result<ExitStatus, Str
     let mut child = cmd
         .spawn()
         .map_err(|e| format!("cannot run `{what}`: {e}"))?;
+    wait_bounded(&mut child, timeout, &what)
+}
+
+/// Wait for `child`; after `timeout`, kill it and its descendants.
+fn wait_bounded(child: &mut Child, timeout: Duration, what: &str) -> Result<ExitStatus, String> {
     let deadline = Instant::now() + timeout;
     loop {
         if let Some(status) = child
@@ -285,7 +393,7 @@ fn run_inherited(cmd: &mut Command, timeout: Duration) -> Result<ExitStatus, Str
             return Ok(status);
         }
         if Instant::now() >= deadline {
-            kill_tree(&mut child);
+            kill_tree(child);
             return Err(format!(
                 "`{what}` did not finish within {timeout:?} and was killed"
             ));

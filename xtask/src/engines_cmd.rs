@@ -59,6 +59,16 @@ pub fn up(engines: &[&str]) -> Result<(), String> {
     for name in engines {
         let t = Instant::now();
         eprintln!("==> engine {name}: up");
+        // Shared locks: no test of another checkout kills the daemon mid-check.
+        let lock_names: Vec<&str> = if *name == "swarm" {
+            vec!["docker", "swarm"]
+        } else {
+            vec![name]
+        };
+        let _locks = lock_names
+            .into_iter()
+            .map(|l| engines::lock_engine(l, false))
+            .collect::<Result<Vec<_>, _>>()?;
         let result = match *name {
             "docker" => engines::docker_up().and_then(|()| engines::docker_verify()),
             "podman" => engines::podman_up().and_then(|()| engines::podman_verify()),
