@@ -2,3 +2,4 @@
 //! `cargo xtask engines` runs) and test utilities.
 
 pub mod engines;
+pub mod relay;

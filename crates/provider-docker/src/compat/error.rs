@@ -1,0 +1,56 @@
+use super::host::ConfigError;
+
+/// Why a dial, a session or a probe failed. The core reports it in
+/// [`Status::Disconnected`](lookout_core::Status::Disconnected) and retries.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CompatError {
+    /// The host (from the environment, resolved on this dial) is unusable.
+    #[error(transparent)]
+    Host(#[from] ConfigError),
+    /// The socket could not be opened (engine down, socket missing, refused…).
+    #[error("cannot connect to {host}: {source}")]
+    Connect {
+        /// The host dialed.
+        host: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// TLS could not be set up (certificate files, handshake).
+    #[error("TLS: {0}")]
+    Tls(String),
+    /// The request could not be built.
+    #[error("invalid request: {0}")]
+    Request(String),
+    /// HTTP failed on the connection (reset, closed mid-response, bad framing).
+    #[error("HTTP error on GET {path}: {source}")]
+    Http {
+        /// The request path, without the query.
+        path: String,
+        /// hyper's error.
+        #[source]
+        source: hyper::Error,
+    },
+    /// The engine answered with an error status.
+    #[error("GET {path} answered {status}: {message}")]
+    Status {
+        /// The request path, without the query.
+        path: String,
+        /// The HTTP status.
+        status: u16,
+        /// The engine's message.
+        message: String,
+    },
+    /// A response was larger than lookout accepts.
+    #[error("the response to GET {path} exceeds {limit} bytes")]
+    TooLarge {
+        /// The request path.
+        path: String,
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// The container list could not be decoded.
+    #[error("cannot decode the container list: {0}")]
+    List(String),
+}

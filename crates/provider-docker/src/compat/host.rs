@@ -1,0 +1,300 @@
+//! Where the engine listens: parsing a host string and discovering the default.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// A host string lookout cannot use.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The host is not `unix:///path`, `tcp://host:port`, `http://host[:port]`
+    /// or `https://host[:port]`.
+    #[error("unusable engine host {host:?} (from {source_name}): {reason}")]
+    InvalidHost {
+        /// The host as given.
+        host: String,
+        /// Where it came from: `config` or an environment variable's name.
+        source_name: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+}
+
+/// A parsed engine address. Parsing checks the syntax only: the socket or the
+/// server is reached (and TLS material read) on every dial.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Host {
+    /// A unix socket.
+    Unix(PathBuf),
+    /// A TCP endpoint, plain or TLS.
+    Tcp {
+        /// Host name or IP address (IPv6 without brackets).
+        host: String,
+        /// Port.
+        port: u16,
+        /// Whether to speak TLS (`https://`, or `tcp://` with `DOCKER_TLS_VERIFY`).
+        tls: bool,
+    },
+}
+
+impl fmt::Debug for Host {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl fmt::Display for Host {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Unix(path) => write!(f, "unix://{}", path.display()),
+            Self::Tcp { host, port, tls } => {
+                let scheme = if *tls { "https" } else { "http" };
+                if host.contains(':') {
+                    write!(f, "{scheme}://[{host}]:{port}")
+                } else {
+                    write!(f, "{scheme}://{host}:{port}")
+                }
+            }
+        }
+    }
+}
+
+impl Host {
+    /// Parses `unix:///path`, `tcp://host:port`, `http://host[:port]` or
+    /// `https://host[:port]`. A `tcp://` host speaks TLS when `tcp_tls` is set
+    /// (the caller reads `DOCKER_TLS_VERIFY`); without a port, `tcp://` and
+    /// `http://` use 2375, TLS uses 2376 (Docker's conventions).
+    pub fn parse(s: &str, source_name: &str, tcp_tls: bool) -> Result<Self, ConfigError> {
+        let invalid = |reason| ConfigError::InvalidHost {
+            host: s.to_owned(),
+            source_name: source_name.to_owned(),
+            reason,
+        };
+        let (scheme, rest) = s
+            .split_once("://")
+            .ok_or_else(|| invalid("missing scheme (unix://, tcp://, http://, https://)"))?;
+        let tls = match scheme {
+            "unix" => {
+                if rest.is_empty() || !rest.starts_with('/') {
+                    return Err(invalid(
+                        "a unix socket needs an absolute path: unix:///path",
+                    ));
+                }
+                return Ok(Self::Unix(PathBuf::from(rest)));
+            }
+            "tcp" => tcp_tls,
+            "http" => false,
+            "https" => true,
+            "ssh" => {
+                return Err(invalid(
+                    "ssh:// is not supported; forward the socket instead",
+                ));
+            }
+            "npipe" => return Err(invalid("npipe:// is not supported (Windows named pipes)")),
+            _ => return Err(invalid("unknown scheme")),
+        };
+        // Only an authority, optionally followed by a lone `/`.
+        let authority = rest.strip_suffix('/').unwrap_or(rest);
+        if authority.is_empty() {
+            return Err(invalid("missing host name"));
+        }
+        if authority.contains(['/', '?', '#', '@']) {
+            return Err(invalid("expected only host[:port], without path or user"));
+        }
+        let default_port = if tls { 2376 } else { 2375 };
+        let (host, port) = if let Some(bracketed) = authority.strip_prefix('[') {
+            let (host, after) = bracketed
+                .split_once(']')
+                .ok_or_else(|| invalid("unclosed [ in an IPv6 address"))?;
+            let port = match after {
+                "" => default_port,
+                p => p
+                    .strip_prefix(':')
+                    .and_then(|p| p.parse().ok())
+                    .ok_or_else(|| invalid("invalid port"))?,
+            };
+            (host, port)
+        } else {
+            match authority.rsplit_once(':') {
+                Some((h, p)) if !h.contains(':') => {
+                    (h, p.parse().map_err(|_| invalid("invalid port"))?)
+                }
+                Some(_) => return Err(invalid("an IPv6 address needs brackets: [::1]:2375")),
+                None => (authority, default_port),
+            }
+        };
+        if host.is_empty() {
+            return Err(invalid("missing host name"));
+        }
+        Ok(Self::Tcp {
+            host: host.to_owned(),
+            port,
+            tls,
+        })
+    }
+
+    /// The value of the `Host` header.
+    pub(crate) fn authority(&self) -> String {
+        match self {
+            // Docker's own clients send this for local sockets.
+            Self::Unix(_) => "localhost".to_owned(),
+            Self::Tcp { host, port, .. } if host.contains(':') => format!("[{host}]:{port}"),
+            Self::Tcp { host, port, .. } => format!("{host}:{port}"),
+        }
+    }
+}
+
+/// Where an engine is found when the caller names no host.
+#[derive(Debug, Clone, Copy)]
+pub struct Discovery {
+    /// The environment variable that names the host (`DOCKER_HOST`, `CONTAINER_HOST`).
+    pub host_var: &'static str,
+    /// The default unix sockets, most specific first; the first one whose file
+    /// exists wins, else the last one. Each entry is an environment variable
+    /// (empty for none) whose value prefixes the path, and the path: podman's
+    /// rootless socket is `("XDG_RUNTIME_DIR", "podman/podman.sock")`.
+    pub sockets: &'static [(&'static str, &'static str)],
+}
+
+/// The TLS settings read from the environment on every dial.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct TlsEnv {
+    /// `DOCKER_TLS_VERIFY` is set (non-empty): `tcp://` speaks TLS.
+    pub(crate) verify: bool,
+    /// `DOCKER_CERT_PATH`, else `~/.docker`.
+    pub(crate) cert_path: Option<PathBuf>,
+}
+
+impl TlsEnv {
+    pub(crate) fn from_env() -> Self {
+        let verify = std::env::var_os("DOCKER_TLS_VERIFY").is_some_and(|v| !v.is_empty());
+        let cert_path = std::env::var_os("DOCKER_CERT_PATH")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| {
+                std::env::var_os("HOME")
+                    .filter(|v| !v.is_empty())
+                    .map(|h| Path::new(&h).join(".docker"))
+            });
+        Self { verify, cert_path }
+    }
+}
+
+/// Resolves the host: the configured one, else the discovery's environment
+/// variable, else its default sockets.
+pub(crate) fn resolve(
+    configured: Option<&str>,
+    discovery: &Discovery,
+    tls: &TlsEnv,
+) -> Result<Host, ConfigError> {
+    if let Some(host) = configured {
+        return Host::parse(host, "config", tls.verify);
+    }
+    if let Some(host) = std::env::var(discovery.host_var)
+        .ok()
+        .filter(|h| !h.is_empty())
+    {
+        return Host::parse(&host, discovery.host_var, tls.verify);
+    }
+    let candidates: Vec<PathBuf> = discovery
+        .sockets
+        .iter()
+        .filter_map(|(var, path)| {
+            if var.is_empty() {
+                Some(PathBuf::from(path))
+            } else {
+                std::env::var_os(var)
+                    .filter(|v| !v.is_empty())
+                    .map(|dir| Path::new(&dir).join(path))
+            }
+        })
+        .collect();
+    let path = candidates
+        .iter()
+        .find(|p| p.exists())
+        .or(candidates.last())
+        .cloned()
+        .ok_or(ConfigError::InvalidHost {
+            host: String::new(),
+            source_name: "defaults".to_owned(),
+            reason: "no default socket applies",
+        })?;
+    Ok(Host::Unix(path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tcp(host: &str, port: u16, tls: bool) -> Host {
+        Host::Tcp {
+            host: host.to_owned(),
+            port,
+            tls,
+        }
+    }
+
+    #[test]
+    fn parses_the_four_schemes() {
+        let p = |s| Host::parse(s, "config", false);
+        assert_eq!(
+            p("unix:///var/run/docker.sock"),
+            Ok(Host::Unix("/var/run/docker.sock".into()))
+        );
+        assert_eq!(p("tcp://10.0.0.1:2375"), Ok(tcp("10.0.0.1", 2375, false)));
+        assert_eq!(p("tcp://docker"), Ok(tcp("docker", 2375, false)));
+        assert_eq!(p("http://docker:80/"), Ok(tcp("docker", 80, false)));
+        assert_eq!(p("https://docker"), Ok(tcp("docker", 2376, true)));
+        assert_eq!(p("tcp://[::1]:1234"), Ok(tcp("::1", 1234, false)));
+        assert_eq!(
+            Host::parse("tcp://docker", "DOCKER_HOST", true),
+            Ok(tcp("docker", 2376, true))
+        );
+    }
+
+    #[test]
+    fn rejects_what_it_cannot_use() {
+        for bad in [
+            "",
+            "/var/run/docker.sock",
+            "unix://relative.sock",
+            "unix://",
+            "ssh://me@host",
+            "npipe:////./pipe/docker_engine",
+            "ftp://x",
+            "tcp://",
+            "tcp://host:port",
+            "tcp://host:99999",
+            "tcp://::1:2375",
+            "tcp://[::1",
+            "http://host/path",
+            "tcp://user@host:1",
+        ] {
+            let err = Host::parse(bad, "DOCKER_HOST", false).expect_err(bad);
+            assert!(err.to_string().contains("DOCKER_HOST"), "{err}");
+        }
+    }
+
+    #[test]
+    fn displays_and_authority() {
+        assert_eq!(tcp("::1", 1, true).to_string(), "https://[::1]:1");
+        assert_eq!(tcp("::1", 1, false).authority(), "[::1]:1");
+        assert_eq!(tcp("h", 2, false).authority(), "h:2");
+        assert_eq!(Host::Unix("/s".into()).to_string(), "unix:///s");
+    }
+
+    #[test]
+    fn defaults_fall_back_to_the_last_socket() {
+        let discovery = Discovery {
+            host_var: "LOOKOUT_TEST_NO_SUCH_VAR",
+            sockets: &[
+                ("LOOKOUT_TEST_NO_SUCH_DIR", "podman/podman.sock"),
+                ("", "/nonexistent/podman.sock"),
+            ],
+        };
+        let host = resolve(None, &discovery, &TlsEnv::default());
+        assert_eq!(host, Ok(Host::Unix("/nonexistent/podman.sock".into())));
+        let host = resolve(Some("tcp://h:1"), &discovery, &TlsEnv::default());
+        assert_eq!(host, Ok(tcp("h", 1, false)));
+    }
+}

@@ -1,0 +1,45 @@
+//! The one thing that differs between engines speaking the Docker API: a table.
+
+use lookout_core::EventKind;
+
+use super::host::Discovery;
+
+/// How one engine's Docker-compatible API is read: which actions mean what,
+/// which attributes are not labels, and where the engine is found.
+///
+/// Everything else (connecting, subscribing, listing, decoding, the cursor,
+/// the probe) is shared by every engine in [`compat`](super).
+#[derive(Debug, Clone, Copy)]
+pub struct Mapping {
+    /// The provider's name, in logs and errors (`docker`, `podman`).
+    pub provider: &'static str,
+    /// Container actions and what they mean. Every other action is ignored
+    /// (the cursor still advances past it).
+    pub actions: &'static [(&'static str, EventKind)],
+    /// Actions known to mean nothing to lookout; ignored quietly (`trace`),
+    /// where an action in neither list is logged at `debug`.
+    pub ignored: &'static [&'static str],
+    /// Attributes of a `create` event that are not container labels. The
+    /// engine puts labels among the actor's attributes; lookout takes a new
+    /// container's labels from its `create` event minus these keys (a listed
+    /// container's labels come from the list, exactly).
+    pub non_label_attributes: &'static [&'static str],
+    /// Where the engine listens when the caller names no host.
+    pub discovery: Discovery,
+}
+
+impl Mapping {
+    /// What an action means, if anything.
+    pub fn kind(&self, action: &str) -> Option<EventKind> {
+        self.actions
+            .iter()
+            .find_map(|(a, kind)| (*a == action).then_some(*kind))
+    }
+
+    /// Whether the action is known to be irrelevant.
+    pub fn is_ignored(&self, action: &str) -> bool {
+        // `exec_start: sh -c …`, `health_status: healthy`: match the verb.
+        let verb = action.split_once(':').map_or(action, |(verb, _)| verb);
+        self.ignored.contains(&verb)
+    }
+}

@@ -1,0 +1,368 @@
+//! A unix-socket relay the tests put between a watch and an engine, to see
+//! what the watch does on the wire: how many connections it holds open, how
+//! many `/events` subscriptions it made, and to break the feed on purpose
+//! (hold connections unanswered, inject undecodable event lines).
+//!
+//! The relay runs on a thread and a tokio runtime of its own, so that the
+//! test's runtime counts only the watch's tasks (none: the library never
+//! spawns). Dropping the [`Relay`] stops it and removes its socket.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::{Notify, oneshot, watch};
+
+pub mod scenarios;
+
+/// What the relay has seen so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Connections open now (the client's side not yet closed).
+    pub live: usize,
+    /// Connections accepted in all.
+    pub accepted: usize,
+    /// `GET …/events` requests relayed.
+    pub events_requests: usize,
+    /// Lines injected into `/events` responses.
+    pub injected: usize,
+}
+
+#[derive(Debug)]
+struct Shared {
+    target: PathBuf,
+    counts: watch::Sender<Counts>,
+    /// Accept connections but neither forward nor answer them.
+    hold: AtomicBool,
+    /// Lines waiting to be injected into the next `/events` response chunk boundary.
+    poison: Mutex<Vec<Vec<u8>>>,
+    poison_ready: Notify,
+}
+
+impl Shared {
+    fn update(&self, f: impl FnOnce(&mut Counts)) {
+        self.counts.send_modify(f);
+    }
+}
+
+/// A relay from a temporary unix socket to an engine's unix socket.
+#[derive(Debug)]
+pub struct Relay {
+    path: PathBuf,
+    shared: Arc<Shared>,
+    counts: watch::Receiver<Counts>,
+    shutdown: Option<oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+static NEXT: AtomicUsize = AtomicUsize::new(0);
+
+impl Relay {
+    /// Starts a relay to `target` (`unix:///path`).
+    ///
+    /// # Panics
+    /// When `target` is not a `unix://` host or the socket cannot be bound.
+    pub fn start(target: &str) -> Self {
+        let target = PathBuf::from(
+            target
+                .strip_prefix("unix://")
+                .unwrap_or_else(|| panic!("the relay forwards to unix:// hosts, not {target}")),
+        );
+        let path = std::env::temp_dir().join(format!(
+            "lookout-relay-{}-{}.sock",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_file(&path);
+        let listener = std::os::unix::net::UnixListener::bind(&path)
+            .unwrap_or_else(|e| panic!("relay: cannot bind {}: {e}", path.display()));
+        listener
+            .set_nonblocking(true)
+            .expect("relay: nonblocking listener");
+        let (counts, counts_rx) = watch::channel(Counts::default());
+        let shared = Arc::new(Shared {
+            target,
+            counts,
+            hold: AtomicBool::new(false),
+            poison: Mutex::new(Vec::new()),
+            poison_ready: Notify::new(),
+        });
+        let (shutdown, shutdown_rx) = oneshot::channel();
+        let thread = {
+            let shared = Arc::clone(&shared);
+            std::thread::Builder::new()
+                .name("relay".into())
+                .spawn(move || serve(listener, &shared, shutdown_rx))
+                .expect("relay: thread")
+        };
+        Self {
+            path,
+            shared,
+            counts: counts_rx,
+            shutdown: Some(shutdown),
+            thread: Some(thread),
+        }
+    }
+
+    /// The relay's address, `unix:///tmp/…`, for a watch to dial.
+    pub fn host(&self) -> String {
+        format!("unix://{}", self.path.display())
+    }
+
+    /// The relay's socket.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The counts now.
+    pub fn counts(&self) -> Counts {
+        *self.counts.borrow()
+    }
+
+    /// Holds new connections: accepted, never forwarded, never answered
+    /// (an engine whose socket accepts but that does not respond).
+    pub fn hold(&self, on: bool) {
+        self.shared.hold.store(on, Ordering::SeqCst);
+    }
+
+    /// Injects `line` (a `\n` is appended) as one chunk into the `/events`
+    /// response being relayed now, or the next one, at a chunk boundary.
+    ///
+    /// # Panics
+    /// When a relay task panicked holding the queue's lock.
+    pub fn inject(&self, line: &[u8]) {
+        let mut line = line.to_vec();
+        line.push(b'\n');
+        self.shared
+            .poison
+            .lock()
+            .expect("relay: poison lock")
+            .push(line);
+        self.shared.poison_ready.notify_waiters();
+    }
+
+    /// Waits until the counts satisfy `pred`, at most `timeout`.
+    ///
+    /// # Errors
+    /// The counts at the deadline, when `pred` never held.
+    pub async fn wait(
+        &self,
+        timeout: Duration,
+        pred: impl Fn(&Counts) -> bool,
+    ) -> Result<Counts, Counts> {
+        let mut rx = self.counts.clone();
+        match tokio::time::timeout(timeout, rx.wait_for(|c| pred(c))).await {
+            Ok(Ok(c)) => Ok(*c),
+            _ => Err(self.counts()),
+        }
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        if let Some(s) = self.shutdown.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+fn serve(
+    listener: std::os::unix::net::UnixListener,
+    shared: &Arc<Shared>,
+    mut shutdown: oneshot::Receiver<()>,
+) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("relay: runtime");
+    rt.block_on(async {
+        let listener = UnixListener::from_std(listener).expect("relay: listener");
+        loop {
+            tokio::select! {
+                _ = &mut shutdown => break,
+                accepted = listener.accept() => {
+                    let Ok((client, _)) = accepted else { continue };
+                    tokio::spawn(relay_one(client, Arc::clone(shared)));
+                }
+            }
+        }
+    });
+    // Dropping the runtime drops every connection task: their sockets close.
+}
+
+/// Counts a connection live from accept until the pair is torn down.
+struct Live(Arc<Shared>);
+
+impl Live {
+    fn new(shared: Arc<Shared>) -> Self {
+        shared.update(|c| {
+            c.live += 1;
+            c.accepted += 1;
+        });
+        Self(shared)
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        self.0.update(|c| c.live -= 1);
+    }
+}
+
+async fn relay_one(mut client: UnixStream, shared: Arc<Shared>) {
+    let _live = Live::new(Arc::clone(&shared));
+    if shared.hold.load(Ordering::SeqCst) {
+        // Read and discard until the client gives up.
+        let mut sink = [0u8; 4096];
+        while matches!(client.read(&mut sink).await, Ok(n) if n > 0) {}
+        return;
+    }
+    let Ok(server) = UnixStream::connect(&shared.target).await else {
+        return;
+    };
+    let (mut client_rx, mut client_tx) = client.into_split();
+    let (mut server_rx, mut server_tx) = server.into_split();
+    let (is_events_tx, is_events_rx) = oneshot::channel::<bool>();
+    let up = async {
+        let mut buf = vec![0u8; 16 * 1024];
+        let Ok(n) = client_rx.read(&mut buf).await else {
+            return;
+        };
+        if n == 0 {
+            return;
+        }
+        let head = &buf[..n];
+        let events = head.starts_with(b"GET ")
+            && head.split(|b| *b == b' ').nth(1).is_some_and(|path| {
+                path.starts_with(b"/events") || path.windows(8).any(|w| w == b"/events?")
+            });
+        if events {
+            shared.update(|c| c.events_requests += 1);
+        }
+        let _ = is_events_tx.send(events);
+        if server_tx.write_all(head).await.is_err() {
+            return;
+        }
+        let _ = tokio::io::copy(&mut client_rx, &mut server_tx).await;
+    };
+    let down = async {
+        let Ok(events) = is_events_rx.await else {
+            return;
+        };
+        if events {
+            relay_events(&mut server_rx, &mut client_tx, &shared).await;
+        } else {
+            let _ = tokio::io::copy(&mut server_rx, &mut client_tx).await;
+        }
+    };
+    // Either side closing ends the pair: both sockets close on return.
+    tokio::select! {
+        () = up => {}
+        () = down => {}
+    }
+}
+
+/// Relays an `/events` response, injecting pending lines as whole chunks
+/// between the server's chunks.
+async fn relay_events(
+    server: &mut (impl AsyncRead + Unpin),
+    client: &mut (impl AsyncWrite + Unpin),
+    shared: &Shared,
+) {
+    let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
+    // The response head.
+    let head_end = loop {
+        if let Some(pos) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break pos + 4;
+        }
+        if !read_more(server, &mut buf).await {
+            let _ = client.write_all(&buf).await;
+            return;
+        }
+    };
+    if client.write_all(&buf[..head_end]).await.is_err() {
+        return;
+    }
+    let chunked = String::from_utf8_lossy(&buf[..head_end])
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked");
+    buf.drain(..head_end);
+    if !chunked {
+        if client.write_all(&buf).await.is_ok() {
+            let _ = tokio::io::copy(server, client).await;
+        }
+        return;
+    }
+    loop {
+        // Forward every complete chunk: the output stays at a chunk boundary.
+        while let Some(len) = complete_chunk(&buf) {
+            if client.write_all(&buf[..len]).await.is_err() {
+                return;
+            }
+            buf.drain(..len);
+        }
+        let ready = shared.poison_ready.notified();
+        tokio::pin!(ready);
+        ready.as_mut().enable();
+        let pending = std::mem::take(&mut *shared.poison.lock().expect("relay: poison lock"));
+        if !pending.is_empty() {
+            for line in pending {
+                let mut chunk = format!("{:x}\r\n", line.len()).into_bytes();
+                chunk.extend_from_slice(&line);
+                chunk.extend_from_slice(b"\r\n");
+                if client.write_all(&chunk).await.is_err() {
+                    return;
+                }
+                shared.update(|c| c.injected += 1);
+            }
+            continue;
+        }
+        tokio::select! {
+            () = &mut ready => {}
+            more = read_more(server, &mut buf) => {
+                if !more {
+                    let _ = client.write_all(&buf).await;
+                    return;
+                }
+            }
+        }
+    }
+}
+
+async fn read_more(server: &mut (impl AsyncRead + Unpin), buf: &mut Vec<u8>) -> bool {
+    buf.reserve(16 * 1024);
+    matches!(server.read_buf(buf).await, Ok(n) if n > 0)
+}
+
+/// The length of the first complete chunk in `buf` (size line, data, CRLF),
+/// or of the last chunk with its empty trailer.
+fn complete_chunk(buf: &[u8]) -> Option<usize> {
+    let line_end = buf.windows(2).position(|w| w == b"\r\n")?;
+    let size_text = std::str::from_utf8(&buf[..line_end]).ok()?;
+    let size_text = size_text.split(';').next()?.trim();
+    let size = usize::from_str_radix(size_text, 16).ok()?;
+    let total = line_end + 2 + size + 2;
+    (buf.len() >= total).then_some(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::complete_chunk;
+
+    #[test]
+    fn chunk_boundaries() {
+        assert_eq!(complete_chunk(b"5\r\nhello\r\n3\r\n"), Some(10));
+        assert_eq!(complete_chunk(b"5\r\nhel"), None);
+        assert_eq!(complete_chunk(b"0\r\n\r\n"), Some(5));
+        assert_eq!(complete_chunk(b"a;ext=1\r\n0123456789\r\n"), Some(21));
+        assert_eq!(complete_chunk(b"zz\r\n"), None);
+    }
+}

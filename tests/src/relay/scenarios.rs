@@ -1,0 +1,546 @@
+//! The end-to-end scenarios every engine speaking the Docker API passes
+//! (`tests/docker.rs`, `tests/podman.rs`): one body per scenario, an
+//! [`Engine`] per engine.
+//!
+//! Every function here fails the test by panicking, as assertions do.
+#![allow(clippy::missing_panics_doc)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use lookout_core::{
+    Error, EventKind, InstanceEvent, Item, Labels, Origin, ReconnectPolicy, Status, Watch,
+    WatchConfig,
+};
+use lookout_docker::compat::{CompatDial, Config, ConfigError};
+use tokio_stream::StreamExt;
+
+use super::Relay;
+use crate::engines;
+
+/// How a scenario drives one engine.
+#[derive(Debug)]
+pub struct Engine {
+    /// `docker` or `podman`: the lock's and the `cargo xtask engines up` name.
+    pub name: &'static str,
+    /// The engine's endpoint (`unix://…`).
+    pub host: fn() -> String,
+    /// Makes the engine usable (starts it if it is ours to start, builds the image).
+    pub up: fn() -> Result<(), String>,
+    /// Runs the engine's CLI.
+    pub cli: fn(&[&str]) -> Result<String, String>,
+    /// Signals the engine's daemon (`STOP`, `CONT`).
+    pub signal: fn(&str) -> Result<(), String>,
+    /// Takes the daemon down while `container` runs, and brings it back with
+    /// the container stopped.
+    pub restart_stopping: fn(container: &str) -> Result<(), String>,
+    /// The provider's `watch` (`lookout_docker::watch`, `lookout_podman::watch`).
+    pub watch: fn(Config) -> Result<Watch<CompatDial>, ConfigError>,
+}
+
+/// Defines one `#[tokio::test]` per scenario for the [`Engine`] at `$engine`
+/// (a `static`).
+#[macro_export]
+macro_rules! compat_engine_tests {
+    ($engine:path) => {
+        #[tokio::test]
+        async fn lifecycle_is_reported_once_in_order_with_labels() {
+            $crate::relay::scenarios::lifecycle(&$engine).await;
+        }
+
+        #[tokio::test]
+        async fn a_daemon_restart_reports_the_stop_once() {
+            $crate::relay::scenarios::daemon_restart(&$engine).await;
+        }
+
+        #[tokio::test]
+        async fn a_stalled_daemon_is_detected_and_recovered() {
+            $crate::relay::scenarios::stall(&$engine).await;
+        }
+
+        #[tokio::test]
+        async fn dropping_the_stream_closes_its_connections() {
+            $crate::relay::scenarios::drop_closes(&$engine).await;
+        }
+
+        #[tokio::test]
+        async fn an_undecodable_event_is_skipped_without_replay() {
+            $crate::relay::scenarios::poison(&$engine).await;
+        }
+    };
+}
+
+/// The short timings every scenario uses.
+pub fn test_config() -> WatchConfig {
+    WatchConfig::default()
+        .probe_after(Duration::from_secs(2))
+        .probe_timeout(Duration::from_secs(1))
+        .dial_timeout(Duration::from_secs(2))
+        .resync_every(None)
+        .reconnect(ReconnectPolicy {
+            initial_delay: Duration::from_millis(100),
+            max_delay: Duration::from_secs(1),
+            ..ReconnectPolicy::default()
+        })
+}
+
+/// The bound of every single expected item.
+const ITEM: Duration = Duration::from_secs(30);
+
+/// Makes sure the engine answers, or fails saying how to bring it up.
+///
+/// # Panics
+/// When the engine does not answer and `LOOKOUT_ENGINES` is not set, or when
+/// bringing it up fails.
+pub fn require(engine: &Engine) {
+    let host = (engine.host)();
+    assert!(
+        engines::engines_enabled() || engines::ping(&host, Duration::from_secs(2)).is_ok(),
+        "{name}: {host} does not answer /_ping and {var} is not set: run \
+         `cargo xtask engines up {name}` first (CI runs it and sets {var}=1)",
+        name = engine.name,
+        var = engines::ENV_ENGINES,
+    );
+    (engine.up)().unwrap_or_else(|e| panic!("{}: cannot bring the engine up: {e}", engine.name));
+}
+
+/// The containers of one test: each carries `lookout.cleanup=<tag>`, and the
+/// guard removes them all on drop (`rm -f`), whatever the test did.
+#[derive(Debug)]
+pub struct Containers {
+    engine: &'static Engine,
+    tag: String,
+}
+
+impl Containers {
+    /// A guard for the test `test`; the tag is unique per test and process.
+    pub fn new(engine: &'static Engine, test: &str) -> Self {
+        let c = Self {
+            engine,
+            tag: format!("{test}-{}", std::process::id()),
+        };
+        c.remove_all();
+        c
+    }
+
+    /// The label filter of the test's watch: `lookout.test=<tag>`.
+    pub fn filter(&self) -> Labels {
+        Labels::from([("lookout.test".to_owned(), self.tag.clone())])
+    }
+
+    /// The labels a watched (labelled) container carries.
+    pub fn labels(&self) -> Labels {
+        let mut l = self.filter();
+        l.insert("lookout.cleanup".to_owned(), self.tag.clone());
+        l
+    }
+
+    /// Creates `<tag>-<suffix>`: with the watch's label when `watched`, else
+    /// only with the cleanup label. Returns its name.
+    pub fn create(&self, suffix: &str, watched: bool) -> String {
+        let name = format!("{}-{suffix}", self.tag);
+        let cleanup = format!("lookout.cleanup={}", self.tag);
+        let test = format!("lookout.test={}", self.tag);
+        let image = engines::test_image();
+        let mut args = vec!["create", "--name", &name, "--label", &cleanup];
+        if watched {
+            args.extend(["--label", &test]);
+        }
+        args.extend(["--network", "none", &image, "sleep", "3600"]);
+        self.cli(&args);
+        name
+    }
+
+    /// Runs the engine's CLI, failing the test on error.
+    pub fn cli(&self, args: &[&str]) -> String {
+        (self.engine.cli)(args)
+            .unwrap_or_else(|e| panic!("{}: {args:?} failed: {e}", self.engine.name))
+    }
+
+    fn remove_all(&self) {
+        let filter = format!("label=lookout.cleanup={}", self.tag);
+        if let Ok(ids) = (self.engine.cli)(&["ps", "-aq", "--filter", &filter]) {
+            for id in ids.split_whitespace() {
+                let _ = (self.engine.cli)(&["rm", "-f", id]);
+            }
+        }
+    }
+}
+
+impl Drop for Containers {
+    fn drop(&mut self) {
+        self.remove_all();
+    }
+}
+
+/// Sends `CONT` to the daemon on drop, so that a failing stall test never
+/// leaves it stopped.
+#[derive(Debug)]
+struct Continue(&'static Engine);
+
+impl Drop for Continue {
+    fn drop(&mut self) {
+        let _ = (self.0.signal)("CONT");
+    }
+}
+
+/// A watch under test, with everything it yielded.
+pub struct Watcher {
+    watch: Watch<CompatDial>,
+    /// Every item so far.
+    pub seen: Vec<Item>,
+}
+
+impl std::fmt::Debug for Watcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Watcher")
+            .field("seen", &self.seen)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Watcher {
+    /// Watches the engine at `host`.
+    pub fn new(engine: &Engine, host: String, labels: Labels, config: WatchConfig) -> Self {
+        let config = Config::default()
+            .host(host)
+            .labels(labels)
+            .watch_config(config);
+        Self {
+            watch: (engine.watch)(config)
+                .unwrap_or_else(|e| panic!("{}: a valid host: {e}", engine.name)),
+            seen: Vec::new(),
+        }
+    }
+
+    /// The next item, at most `timeout` away.
+    ///
+    /// # Panics
+    /// On timeout, or if the stream ends.
+    pub async fn next(&mut self, timeout: Duration) -> Item {
+        let item = tokio::time::timeout(timeout, self.watch.next())
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "no item within {timeout:?}; so far: {}",
+                    summary(&self.seen)
+                )
+            })
+            .expect("the watch stream never ends");
+        self.seen.push(item.clone());
+        item
+    }
+
+    /// Waits for the next `Connected`.
+    pub async fn connected(&mut self) -> usize {
+        loop {
+            if let Item::Status(Status::Connected { instances }) = self.next(ITEM).await {
+                return instances;
+            }
+        }
+    }
+
+    /// Waits for the next `Disconnected`, at most `timeout` away.
+    pub async fn disconnected(&mut self, timeout: Duration) -> Arc<Error> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if let Item::Status(Status::Disconnected { error, .. }) = self.next(left).await {
+                return error;
+            }
+        }
+    }
+
+    /// Collects the events of `id` until one of kind `until`.
+    pub async fn events_until(&mut self, id: &str, until: EventKind) -> Vec<InstanceEvent> {
+        let mut events = Vec::new();
+        loop {
+            if let Item::Event(e) = self.next(ITEM).await
+                && e.id.as_str() == id
+            {
+                let done = e.kind == until;
+                events.push(e);
+                if done {
+                    return events;
+                }
+            }
+        }
+    }
+
+    /// How many `Disconnected` statuses it yielded.
+    pub fn disconnects(&self) -> usize {
+        self.seen
+            .iter()
+            .filter(|i| matches!(i, Item::Status(Status::Disconnected { .. })))
+            .count()
+    }
+
+    /// The events it yielded about `id`.
+    pub fn events_of(&self, id: &str) -> Vec<(EventKind, Origin)> {
+        self.seen
+            .iter()
+            .filter_map(|i| match i {
+                Item::Event(e) if e.id.as_str() == id => Some((e.kind, e.origin)),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+fn summary(items: &[Item]) -> String {
+    let lines: Vec<String> = items
+        .iter()
+        .map(|i| match i {
+            Item::Event(e) => format!("{} {} ({})", e.id, e.kind, e.origin),
+            Item::Status(Status::Connected { instances }) => format!("connected ({instances})"),
+            Item::Status(Status::Disconnected { error, attempt, .. }) => {
+                format!("disconnected #{attempt}: {error}")
+            }
+        })
+        .collect();
+    format!("[{}]", lines.join("; "))
+}
+
+/// Prints what a scenario saw (shown with `--nocapture`).
+fn report(engine: &Engine, scenario: &str, started: Instant, w: &Watcher) {
+    eprintln!(
+        "[{}] {scenario} in {:.1?}: {}",
+        engine.name,
+        started.elapsed(),
+        summary(&w.seen)
+    );
+}
+
+fn kinds(events: &[InstanceEvent]) -> Vec<(EventKind, Origin)> {
+    events.iter().map(|e| (e.kind, e.origin)).collect()
+}
+
+fn tasks() -> usize {
+    tokio::runtime::Handle::current()
+        .metrics()
+        .num_alive_tasks()
+}
+
+/// Create, start, stop, remove a labelled container: exactly `Created`,
+/// `Started`, `Stopped`, `Removed`, once each, in order, live, with its
+/// labels; an unlabelled container worked on meanwhile never shows.
+pub async fn lifecycle(engine: &'static Engine) {
+    let started = Instant::now();
+    require(engine);
+    let _lock = engines::lock_engine(engine.name, false).expect("engine lock");
+    let c = Containers::new(engine, "lifecycle");
+    let mut w = Watcher::new(engine, (engine.host)(), c.filter(), test_config());
+    w.connected().await;
+    let a = c.create("a", true);
+    let b = c.create("b", false);
+    c.cli(&["start", &a]);
+    c.cli(&["start", &b]);
+    c.cli(&["stop", "-t", "0", &b]);
+    c.cli(&["rm", &b]);
+    c.cli(&["stop", "-t", "0", &a]);
+    let inspected = c.cli(&["inspect", "--format", "{{json .Config.Labels}}", &a]);
+    let engine_labels: Labels = serde_json::from_str(&inspected)
+        .unwrap_or_else(|e| panic!("labels of {a}: {e}: {inspected}"));
+    c.cli(&["rm", &a]);
+    let events = w.events_until(&a, EventKind::Removed).await;
+    assert_eq!(
+        kinds(&events),
+        [
+            (EventKind::Created, Origin::Live),
+            (EventKind::Started, Origin::Live),
+            (EventKind::Stopped, Origin::Live),
+            (EventKind::Removed, Origin::Live),
+        ],
+        "{}",
+        summary(&w.seen)
+    );
+    // The container's labels exactly (the image's included), none of the
+    // event's other attributes.
+    let ours = c.labels();
+    assert!(ours.iter().all(|(k, v)| engine_labels.get(k) == Some(v)));
+    for e in &events {
+        assert_eq!(*e.labels, engine_labels, "labels of {} {}", e.id, e.kind);
+    }
+    // Events arrive in order: anything about `b` would have come before `a`'s removal.
+    assert!(w.events_of(&b).is_empty(), "{}", summary(&w.seen));
+    assert_eq!(w.disconnects(), 0, "{}", summary(&w.seen));
+    report(engine, "lifecycle", started, &w);
+}
+
+/// The daemon goes away while a container runs and comes back with it
+/// stopped: the stop is reported exactly once, and live events flow after.
+pub async fn daemon_restart(engine: &'static Engine) {
+    let started = Instant::now();
+    require(engine);
+    let _lock = engines::lock_engine(engine.name, true).expect("engine lock");
+    let c = Containers::new(engine, "restart");
+    let a = c.create("a", true);
+    c.cli(&["start", &a]);
+    let mut w = Watcher::new(engine, (engine.host)(), c.filter(), test_config());
+    assert_eq!(w.connected().await, 1, "the running container is listed");
+    (engine.restart_stopping)(&a).unwrap_or_else(|e| panic!("{}: {e}", engine.name));
+    let stopped = w.events_until(&a, EventKind::Stopped).await;
+    // The daemon is back: a live removal must come through.
+    c.cli(&["rm", "-f", &a]);
+    let removed = w.events_until(&a, EventKind::Removed).await;
+    let all: Vec<EventKind> = stopped.iter().chain(&removed).map(|e| e.kind).collect();
+    assert_eq!(
+        all,
+        [EventKind::Stopped, EventKind::Removed],
+        "{}",
+        summary(&w.seen)
+    );
+    assert_eq!(removed[0].origin, Origin::Live, "{}", summary(&w.seen));
+    assert!(w.disconnects() >= 1, "{}", summary(&w.seen));
+    report(engine, "daemon_restart", started, &w);
+}
+
+/// A stopped (`SIGSTOP`) daemon is noticed by the probe within
+/// `probe_after + probe_timeout`; once continued, events flow again.
+pub async fn stall(engine: &'static Engine) {
+    let started = Instant::now();
+    require(engine);
+    let _lock = engines::lock_engine(engine.name, true).expect("engine lock");
+    let c = Containers::new(engine, "stall");
+    let config = test_config();
+    let bound = config.probe_after + config.probe_timeout;
+    let mut w = Watcher::new(engine, (engine.host)(), c.filter(), config);
+    w.connected().await;
+    let stopped = Continue(engine);
+    (engine.signal)("STOP").unwrap_or_else(|e| panic!("{}: {e}", engine.name));
+    let t = Instant::now();
+    let error = w.disconnected(bound + Duration::from_secs(2)).await;
+    let took = t.elapsed();
+    assert!(
+        matches!(
+            *error,
+            Error::ProbeTimeout { .. } | Error::ProbeFailed { .. }
+        ),
+        "expected a probe failure, got: {error}"
+    );
+    assert!(
+        took <= bound + Duration::from_millis(500),
+        "disconnected after {took:?}, bound {bound:?}"
+    );
+    (engine.signal)("CONT").unwrap_or_else(|e| panic!("{}: {e}", engine.name));
+    drop(stopped);
+    w.connected().await;
+    let a = c.create("a", true);
+    c.cli(&["start", &a]);
+    let events = w.events_until(&a, EventKind::Started).await;
+    assert_eq!(
+        kinds(&events),
+        [
+            (EventKind::Created, Origin::Live),
+            (EventKind::Started, Origin::Live)
+        ],
+        "{}",
+        summary(&w.seen)
+    );
+    report(engine, "stall", started, &w);
+}
+
+/// Dropping the stream closes its connection within 100 ms — while
+/// streaming, while dialing a hung engine, while backing off — and leaves no
+/// task on the runtime (the relay runs on a runtime of its own).
+pub async fn drop_closes(engine: &'static Engine) {
+    const CLOSED: Duration = Duration::from_millis(100);
+    require(engine);
+    let _lock = engines::lock_engine(engine.name, false).expect("engine lock");
+    let relay = Relay::start(&(engine.host)());
+    assert_eq!(tasks(), 0);
+
+    // Streaming: only the /events connection stays open.
+    let mut w = Watcher::new(engine, relay.host(), Labels::new(), test_config());
+    w.connected().await;
+    relay
+        .wait(Duration::from_secs(2), |c| c.live == 1)
+        .await
+        .unwrap_or_else(|c| panic!("streaming holds one connection: {c:?}"));
+    assert_eq!(tasks(), 0, "the watch spawned a task");
+    drop(w);
+    relay
+        .wait(CLOSED, |c| c.live == 0)
+        .await
+        .unwrap_or_else(|c| panic!("dropped while streaming, still open after {CLOSED:?}: {c:?}"));
+    assert_eq!(tasks(), 0);
+
+    // Dialing an engine that accepts but never answers.
+    relay.hold(true);
+    let before = relay.counts().accepted;
+    let mut w = Watcher::new(
+        engine,
+        relay.host(),
+        Labels::new(),
+        test_config().dial_timeout(Duration::from_secs(20)),
+    );
+    tokio::select! {
+        item = w.next(ITEM) => panic!("a held dial yielded {item:?}"),
+        held = relay.wait(ITEM, |c| c.accepted > before && c.live == 1) => {
+            held.unwrap_or_else(|c| panic!("the dial never connected: {c:?}"));
+        }
+    }
+    assert_eq!(tasks(), 0);
+    drop(w);
+    relay
+        .wait(CLOSED, |c| c.live == 0)
+        .await
+        .unwrap_or_else(|c| panic!("dropped while dialing, still open after {CLOSED:?}: {c:?}"));
+
+    // Backing off after a dial timeout, for long enough to drop it there.
+    let mut w = Watcher::new(
+        engine,
+        relay.host(),
+        Labels::new(),
+        test_config()
+            .dial_timeout(Duration::from_millis(300))
+            .reconnect(ReconnectPolicy {
+                initial_delay: Duration::from_secs(60),
+                jitter: false,
+                ..ReconnectPolicy::default()
+            }),
+    );
+    let error = w.disconnected(ITEM).await;
+    assert!(matches!(*error, Error::DialTimeout(_)), "{error}");
+    relay
+        .wait(CLOSED, |c| c.live == 0)
+        .await
+        .unwrap_or_else(|c| panic!("the timed-out dial's connection stayed open: {c:?}"));
+    drop(w);
+    assert_eq!(relay.counts().live, 0);
+    assert_eq!(tasks(), 0);
+}
+
+/// Undecodable lines injected into the `/events` body are skipped: the
+/// session goes on (no redial, so no replay) and live events keep flowing.
+pub async fn poison(engine: &'static Engine) {
+    let started = Instant::now();
+    require(engine);
+    let _lock = engines::lock_engine(engine.name, false).expect("engine lock");
+    let c = Containers::new(engine, "poison");
+    let relay = Relay::start(&(engine.host)());
+    let mut w = Watcher::new(engine, relay.host(), c.filter(), test_config());
+    w.connected().await;
+    relay.inject(br#"{"status":"start","Type":"container","Action":"start","Actor":{"ID":"#);
+    relay.inject(br#"{"Type":"container","Action":"start","timeNano":1}"#);
+    relay.inject(b"\x00\x01 not json at all");
+    relay
+        .wait(ITEM, |c| c.injected == 3)
+        .await
+        .unwrap_or_else(|c| panic!("the relay did not inject: {c:?}"));
+    let a = c.create("a", true);
+    c.cli(&["start", &a]);
+    let events = w.events_until(&a, EventKind::Started).await;
+    assert_eq!(
+        kinds(&events),
+        [
+            (EventKind::Created, Origin::Live),
+            (EventKind::Started, Origin::Live)
+        ],
+        "{}",
+        summary(&w.seen)
+    );
+    assert_eq!(w.disconnects(), 0, "{}", summary(&w.seen));
+    assert_eq!(relay.counts().events_requests, 1, "no redial");
+    report(engine, "poison", started, &w);
+}

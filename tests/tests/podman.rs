@@ -1,0 +1,27 @@
+//! lookout-podman against a real Podman API service: `cargo xtask engines up
+//! podman` first (CI sets `LOOKOUT_ENGINES=1`). The scenarios are
+//! `lookout_e2e::relay::scenarios`, shared with Docker; the "daemon" is
+//! Podman's API service.
+
+use lookout_e2e::engines;
+use lookout_e2e::relay::scenarios::Engine;
+
+/// `kill -9` the API service, stop the container with the CLI (which needs
+/// no service), start the service again.
+fn restart_stopping(container: &str) -> Result<(), String> {
+    engines::podman_kill9()?;
+    engines::podman(&["stop", "-t", "0", container])?;
+    engines::podman_start()
+}
+
+static PODMAN: Engine = Engine {
+    name: "podman",
+    host: engines::podman_host,
+    up: engines::podman_up,
+    cli: engines::podman,
+    signal: engines::podman_signal,
+    restart_stopping,
+    watch: lookout_podman::watch,
+};
+
+lookout_e2e::compat_engine_tests!(PODMAN);
