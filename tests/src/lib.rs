@@ -3,3 +3,4 @@
 
 pub mod engines;
 pub mod relay;
+pub mod k8s_util;

@@ -1,0 +1,614 @@
+//! lookout-k8s against a real kube-apiserver (the testbed: `cargo xtask
+//! engines up k8s`) and against a tiny fake apiserver for what a real one
+//! cannot be made to do on demand.
+//!
+//! Tests that kill, stop or compact take the k8s engine lock exclusively;
+//! the others share it. Every wait is bounded.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use lookout_core::EventKind::{Created, Removed, Started, Stopped};
+use lookout_core::Origin::{Live, Resync};
+use lookout_core::{Error, Status};
+use lookout_e2e::engines;
+use lookout_e2e::k8s_util::{
+    FakeApi, Fixture, Frame, Gate, RUN_LABEL, Recorder, Relay, Reply, apiserver, error_event,
+    established, event, fast_watch_config, kubeconfig_via, list, my_connections_to, object,
+    require,
+};
+use lookout_k8s::{K8sConfig, Kind};
+use serde_json::json;
+
+/// The bound of one step (an API call and the event it causes).
+const STEP: Duration = Duration::from_secs(20);
+
+/// Two deployments, `a` and `b`, and a statefulset `s`, each with one replica.
+const TRIO: [(Kind, &str, i32); 3] = [
+    (Kind::Deployment, "a", 1),
+    (Kind::Deployment, "b", 1),
+    (Kind::StatefulSet, "s", 1),
+];
+
+/// The k8s lock (exclusive for a test that breaks the apiserver), the
+/// testbed's kubeconfig, and a fixture holding `objects` (kind, name, replicas).
+async fn setup(
+    exclusive: bool,
+    objects: &[(Kind, &str, i32)],
+) -> (engines::EngineLock, PathBuf, Fixture) {
+    let lock = engines::lock_engine("k8s", exclusive).unwrap_or_else(|e| panic!("{e}"));
+    let kubeconfig = require();
+    let fx = Fixture::new(&kubeconfig).await;
+    for (kind, name, replicas) in objects {
+        fx.create(*kind, name, *replicas, &[]).await;
+    }
+    (lock, kubeconfig, fx)
+}
+
+fn config(kubeconfig: &Path, ns: Option<&str>) -> K8sConfig {
+    K8sConfig {
+        kubeconfig: Some(kubeconfig.to_path_buf()),
+        namespace: ns.map(Into::into),
+        kinds: Kind::ALL.to_vec(),
+        label_selector: None,
+        watch: fast_watch_config(),
+    }
+}
+
+fn report(name: &str, t: Instant) {
+    eprintln!("[k8s] {name}: {:.1?}", t.elapsed());
+}
+
+// ------------------------------------------------------------------ lifecycle
+
+async fn lifecycle(kind: Kind) {
+    let t = Instant::now();
+    let (_lock, kubeconfig, fx) = setup(false, &[]).await;
+    let mut rec = Recorder::new(config(&kubeconfig, Some(&fx.ns)));
+    rec.until("first snapshot", STEP, |r| r.connected() >= 1)
+        .await;
+
+    let web = fx.id(kind, "web");
+    fx.create(kind, "web", 1, &[("tier", "front")]).await;
+    rec.until("created + started", STEP, |r| r.of(&web).len() >= 2)
+        .await;
+    fx.scale(kind, "web", 0).await;
+    rec.until("stopped", STEP, |r| r.of(&web).len() >= 3).await;
+    fx.scale(kind, "web", 2).await;
+    rec.until("started", STEP, |r| r.of(&web).len() >= 4).await;
+    // A label-only change is no event, but the labels follow.
+    fx.label(kind, "web", "tier", "back").await;
+    fx.delete(kind, "web").await;
+    rec.until("removed", STEP, |r| r.of(&web).len() >= 5).await;
+    // A fence of the same kind: a duplicate of web's events would precede it.
+    let fence = fx.id(kind, "fence");
+    fx.create(kind, "fence", 0, &[]).await;
+    rec.until("fence created", STEP, |r| !r.of(&fence).is_empty())
+        .await;
+
+    assert_eq!(
+        rec.of(&web),
+        [
+            (Created, Live),
+            (Started, Live),
+            (Stopped, Live),
+            (Started, Live),
+            (Removed, Live)
+        ],
+        "{rec:?}"
+    );
+    assert_eq!(rec.of(&fence), [(Created, Live)], "{rec:?}");
+    let removed = rec
+        .events
+        .iter()
+        .find(|e| e.id.as_str() == web && e.kind == Removed)
+        .expect("removed");
+    assert_eq!(removed.labels.get("tier").map(String::as_str), Some("back"));
+    assert_eq!(rec.disconnected(), 0, "{rec:?}");
+    report(&format!("{kind} lifecycle"), t);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn k8s_deployment_lifecycle() {
+    lifecycle(Kind::Deployment).await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn k8s_statefulset_lifecycle() {
+    lifecycle(Kind::StatefulSet).await;
+}
+
+/// All namespaces, one label selector: other objects, even in the same
+/// namespace, stay out.
+#[tokio::test(flavor = "current_thread")]
+async fn k8s_label_selector_excludes_others() {
+    let t = Instant::now();
+    let (_lock, kubeconfig, fx) = setup(false, &[]).await;
+    let mut cfg = config(&kubeconfig, None);
+    cfg.label_selector = Some(format!("{RUN_LABEL}={},pick=yes", fx.run));
+    let mut rec = Recorder::new(cfg);
+    rec.until("first snapshot", STEP, |r| r.connected() >= 1)
+        .await;
+
+    // Within each kind the watch is ordered: the excluded objects come first,
+    // so had they leaked they would precede the included ones.
+    fx.create(Kind::Deployment, "out", 1, &[("pick", "no")])
+        .await;
+    fx.create(Kind::StatefulSet, "out", 1, &[]).await;
+    fx.scale(Kind::Deployment, "out", 0).await;
+    fx.create(Kind::Deployment, "in", 1, &[("pick", "yes")])
+        .await;
+    fx.create(Kind::StatefulSet, "in", 0, &[("pick", "yes")])
+        .await;
+    let d_in = fx.id(Kind::Deployment, "in");
+    let s_in = fx.id(Kind::StatefulSet, "in");
+    rec.until("the selected objects", STEP, |r| {
+        r.of(&d_in).len() >= 2 && !r.of(&s_in).is_empty()
+    })
+    .await;
+    fx.delete(Kind::StatefulSet, "out").await;
+    fx.delete(Kind::Deployment, "out").await;
+    fx.scale(Kind::Deployment, "in", 0).await;
+    fx.scale(Kind::StatefulSet, "in", 3).await;
+    rec.until("the fences", STEP, |r| {
+        r.of(&d_in).len() >= 3 && r.of(&s_in).len() >= 2
+    })
+    .await;
+
+    assert_eq!(
+        rec.of(&d_in),
+        [(Created, Live), (Started, Live), (Stopped, Live)],
+        "{rec:?}"
+    );
+    assert_eq!(rec.of(&s_in), [(Created, Live), (Started, Live)], "{rec:?}");
+    let ids: HashSet<&str> = rec.events.iter().map(|e| e.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        HashSet::from([d_in.as_str(), s_in.as_str()]),
+        "{rec:?}"
+    );
+    report("label selector", t);
+}
+
+// ------------------------------------------------------------------ disruptions
+
+/// Brings a killed apiserver back if the test fails half-way.
+struct Revive;
+
+impl Drop for Revive {
+    fn drop(&mut self) {
+        if engines::k8s_status().is_err() {
+            let _ = engines::k8s_restart_apiserver();
+        }
+    }
+}
+
+/// Wakes a stopped apiserver whatever happens.
+struct Cont;
+
+impl Drop for Cont {
+    fn drop(&mut self) {
+        let _ = engines::k8s_signal_apiserver("CONT");
+    }
+}
+
+/// kill -9 the apiserver; while it is down (and the watch kept from
+/// redialing by a refusing relay) one deployment is scaled to 0 and another
+/// deleted: after the reconnect, each is reported once, as a resync.
+#[tokio::test(flavor = "current_thread")]
+async fn k8s_apiserver_restart_reports_missed_transitions_once() {
+    let t = Instant::now();
+    let (_lock, kubeconfig, mut fx) = setup(true, &TRIO).await;
+    let [a, b, s] = TRIO.map(|(kind, name, _)| fx.id(kind, name));
+    let (_, port) = apiserver(&kubeconfig);
+    let relay = Relay::start(port);
+    let dir = std::env::temp_dir();
+    let relayed = kubeconfig_via(&kubeconfig, relay.port(), &dir);
+    let mut rec = Recorder::new(config(&relayed, Some(&fx.ns)));
+    rec.until("first snapshot", STEP, |r| r.connected() >= 1)
+        .await;
+
+    relay.refuse(true);
+    let _revive = Revive;
+    engines::k8s_kill_apiserver().unwrap_or_else(|e| panic!("{e}"));
+    rec.until("disconnected", STEP, |r| r.disconnected() >= 1)
+        .await;
+    engines::k8s_restart_apiserver().unwrap_or_else(|e| panic!("{e}"));
+    fx.reconnect().await;
+    fx.scale(Kind::Deployment, "a", 0).await;
+    fx.delete(Kind::Deployment, "b").await;
+    assert!(rec.events.is_empty(), "nothing can be seen yet: {rec:?}");
+
+    relay.refuse(false);
+    rec.until("reconnected", Duration::from_secs(30), |r| {
+        r.connected() >= 2
+    })
+    .await;
+    assert_eq!(rec.of(&a), [(Stopped, Resync)], "{rec:?}");
+    assert_eq!(rec.of(&b), [(Removed, Resync)], "{rec:?}");
+    assert_eq!(rec.of(&s), [], "{rec:?}");
+
+    // Live again, and nothing repeated: fences of both kinds.
+    fx.scale(Kind::Deployment, "a", 1).await;
+    fx.scale(Kind::StatefulSet, "s", 0).await;
+    rec.until("live fences", STEP, |r| {
+        r.of(&a).len() >= 2 && !r.of(&s).is_empty()
+    })
+    .await;
+    assert_eq!(rec.of(&a), [(Stopped, Resync), (Started, Live)], "{rec:?}");
+    assert_eq!(rec.of(&b), [(Removed, Resync)], "{rec:?}");
+    assert_eq!(rec.of(&s), [(Stopped, Live)], "{rec:?}");
+    drop(rec);
+    drop(relay);
+    let _ = std::fs::remove_file(relayed);
+    report("apiserver restart", t);
+}
+
+/// Writes a `ConfigMap` (etcd's revision moves on), then compacts etcd.
+async fn compact(fx: &Fixture, bump: &str) {
+    fx.bump(bump).await;
+    let revision = engines::k8s_compact().unwrap_or_else(|e| panic!("{e}"));
+    eprintln!("[k8s] compacted etcd at revision {revision}");
+}
+
+/// Compacting etcd expires the watchers' resourceVersions: the next watch
+/// request gets 410 Gone and that kind relists inside the session (no
+/// Disconnected), without losing or repeating a transition, and without
+/// taking the other kind's objects for removed.
+#[tokio::test(flavor = "current_thread")]
+async fn k8s_compaction_410_relists_without_loss_or_duplicates() {
+    let t = Instant::now();
+    let (_lock, kubeconfig, fx) = setup(true, &TRIO).await;
+    let [a, b, s] = TRIO.map(|(kind, name, _)| fx.id(kind, name));
+    let mut rec = Recorder::new(config(&kubeconfig, Some(&fx.ns)));
+    rec.until("first snapshot", STEP, |r| r.connected() >= 1)
+        .await;
+
+    // 1. Move etcd on past both (idle) watchers' versions, then compact it
+    // away: the apiserver ends each watch with 410 Gone (at once, or when the
+    // watch is resumed after its ~2 s timeout), and each kind relists inside
+    // the session. An unchanged state yields nothing, and neither relist takes
+    // the other kind's objects for removed.
+    compact(&fx, "bump-1").await;
+    rec.until("both kinds relisted (two more snapshots)", STEP, |r| {
+        r.connected() >= 3
+    })
+    .await;
+    assert!(rec.events.is_empty(), "{rec:?}");
+
+    // 2. Again, with a deployment scaled at once: its watcher sees that live,
+    // or gets 410 first and finds it by relisting; once either way. The idle
+    // statefulset watcher relists for sure.
+    compact(&fx, "bump-2").await;
+    fx.scale(Kind::Deployment, "a", 0).await;
+    rec.until("a's scaling and another relist", STEP, |r| {
+        r.connected() >= 4 && !r.of(&a).is_empty()
+    })
+    .await;
+    fx.delete(Kind::Deployment, "b").await;
+    fx.scale(Kind::StatefulSet, "s", 0).await;
+    rec.until("b and s", STEP, |r| {
+        !r.of(&b).is_empty() && !r.of(&s).is_empty()
+    })
+    .await;
+
+    let kinds = |id: &str| rec.of(id).iter().map(|e| e.0).collect::<Vec<_>>();
+    assert_eq!(kinds(&a), [Stopped], "{rec:?}");
+    assert_eq!(kinds(&b), [Removed], "{rec:?}");
+    assert_eq!(kinds(&s), [Stopped], "{rec:?}");
+    assert_eq!(rec.disconnected(), 0, "a 410 is no disconnect: {rec:?}");
+    report("compaction 410", t);
+}
+
+/// A frozen apiserver (SIGSTOP) is noticed within the stall bound
+/// (`probe_after` + `probe_timeout`); after SIGCONT the watch recovers.
+#[tokio::test(flavor = "current_thread")]
+async fn k8s_stopped_apiserver_is_noticed_and_recovered() {
+    let t = Instant::now();
+    let (_lock, kubeconfig, fx) = setup(true, &[(Kind::Deployment, "a", 1)]).await;
+    let a = fx.id(Kind::Deployment, "a");
+    let cfg = config(&kubeconfig, Some(&fx.ns));
+    let bound = cfg.watch.probe_after + cfg.watch.probe_timeout;
+    let mut rec = Recorder::new(cfg);
+    rec.until("first snapshot", STEP, |r| r.connected() >= 1)
+        .await;
+
+    let cont = Cont;
+    engines::k8s_signal_apiserver("STOP").unwrap_or_else(|e| panic!("{e}"));
+    let stopped = Instant::now();
+    rec.until("disconnected", bound * 4, |r| r.disconnected() >= 1)
+        .await;
+    let noticed = stopped.elapsed();
+    let (_, first) = rec
+        .statuses
+        .iter()
+        .find(|(_, s)| matches!(s, Status::Disconnected { .. }))
+        .expect("disconnected");
+    let Status::Disconnected { error, .. } = first else {
+        unreachable!()
+    };
+    assert!(
+        matches!(
+            **error,
+            Error::ProbeTimeout { .. } | Error::ProbeFailed { .. }
+        ),
+        "{error}"
+    );
+    eprintln!("[k8s] SIGSTOP noticed after {noticed:.2?} (bound {bound:?}): {error}");
+    // The bound plus scheduling slack.
+    assert!(
+        noticed <= bound + Duration::from_millis(1500),
+        "{noticed:?} > {bound:?}: {rec:?}"
+    );
+
+    drop(cont);
+    let connected = rec.connected();
+    rec.until("recovered", Duration::from_secs(30), |r| {
+        r.connected() > connected
+    })
+    .await;
+    fx.scale(Kind::Deployment, "a", 0).await;
+    rec.until("live again", STEP, |r| !r.of(&a).is_empty())
+        .await;
+    assert_eq!(rec.of(&a), [(Stopped, Live)], "{rec:?}");
+    report("SIGSTOP", t);
+}
+
+/// Dropping the stream leaves no task behind and closes its connections,
+/// the apiserver's ends included.
+#[test]
+fn k8s_drop_closes_connections_and_leaves_no_task() {
+    let t = Instant::now();
+    let runtime = || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime")
+    };
+    // The fixture's client lives on a runtime of its own.
+    let fixture_rt = runtime();
+    let (_lock, kubeconfig, fx) = fixture_rt.block_on(setup(true, &[(Kind::Deployment, "a", 1)]));
+    let (_, port) = apiserver(&kubeconfig);
+    let before: HashSet<(u16, u16)> = my_connections_to(port).into_iter().collect();
+
+    let rt = runtime();
+    let mut rec = Recorder::new(config(&kubeconfig, Some(&fx.ns)));
+    rt.block_on(async {
+        rec.until("first snapshot", STEP, |r| r.connected() >= 1)
+            .await;
+    });
+    fixture_rt.block_on(fx.scale(Kind::Deployment, "a", 0));
+    let a = fx.id(Kind::Deployment, "a");
+    rt.block_on(async {
+        rec.until("live", STEP, |r| !r.of(&a).is_empty()).await;
+    });
+    let ours: Vec<(u16, u16)> = my_connections_to(port)
+        .into_iter()
+        .filter(|c| !before.contains(c))
+        .collect();
+    assert!(
+        !ours.is_empty(),
+        "the watch holds connections to the apiserver"
+    );
+    let tasks = rt.metrics().num_alive_tasks();
+    eprintln!(
+        "[k8s] while watching: {} connection(s) {ours:?}, {tasks} task(s)",
+        ours.len()
+    );
+
+    drop(rec);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let gone = |ours: &[(u16, u16)]| {
+        ours.iter()
+            .all(|(local, remote)| !established(*local, *remote))
+    };
+    rt.block_on(async {
+        while (rt.metrics().num_alive_tasks() > 0 || !gone(&ours)) && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    assert_eq!(rt.metrics().num_alive_tasks(), 0, "tasks left after drop");
+    assert!(gone(&ours), "connections left after drop: {ours:?}");
+    drop(rt);
+    drop(fx);
+    drop(fixture_rt);
+    report("drop", t);
+}
+
+// ------------------------------------------------------------------ the fake apiserver
+
+fn fake_config(fake: &FakeApi, kinds: &[Kind]) -> K8sConfig {
+    K8sConfig {
+        kubeconfig: Some(fake.kubeconfig(&std::env::temp_dir())),
+        namespace: Some("fake".into()),
+        kinds: kinds.to_vec(),
+        label_selector: None,
+        watch: fast_watch_config(),
+    }
+}
+
+fn dep(name: &str, rv: u64, replicas: &serde_json::Value) -> serde_json::Value {
+    object(
+        Kind::Deployment,
+        "fake",
+        name,
+        &format!("uid-{name}"),
+        rv,
+        replicas,
+    )
+}
+
+const WEB: &str = "deployment/fake/web";
+
+/// A watch response that ends in the middle of a chunk: the watch is resumed
+/// from the last complete event's version; nothing lost, nothing repeated.
+#[tokio::test(flavor = "current_thread")]
+async fn fake_watch_cut_mid_chunk_resumes() {
+    let gate = Gate::default();
+    let g = gate.clone();
+    let fake = FakeApi::start(move |r| match (r.resource.as_deref(), r.watch, r.nth) {
+        (Some("deployments"), false, _) => list(Kind::Deployment, 10, &[dep("web", 10, &json!(1))]),
+        (Some("deployments"), true, 0) => Reply::Watch(vec![
+            Frame::Gate(g.clone()),
+            Frame::Line(event("MODIFIED", &dep("web", 11, &json!(0)))),
+            Frame::Cut(event("MODIFIED", &dep("web", 12, &json!(2)))),
+        ]),
+        (Some("deployments"), true, _) => Reply::Watch(vec![
+            Frame::Line(event("MODIFIED", &dep("web", 12, &json!(2)))),
+            Frame::Hold,
+        ]),
+        _ => Reply::Json(404, "{}".into()),
+    });
+    let mut rec = Recorder::new(fake_config(&fake, &[Kind::Deployment]));
+    rec.until("first snapshot", STEP, |r| r.connected() >= 1)
+        .await;
+    gate.open();
+    rec.until("stopped, started", STEP, |r| r.of(WEB).len() >= 2)
+        .await;
+    assert_eq!(rec.of(WEB), [(Stopped, Live), (Started, Live)], "{rec:?}");
+    let watches: Vec<Option<String>> = fake
+        .requests()
+        .iter()
+        .filter(|r| r.watch)
+        .map(|r| r.resource_version().map(Into::into))
+        .collect();
+    assert_eq!(
+        watches[..2],
+        [Some("10".into()), Some("11".into())],
+        "{rec:?}"
+    );
+    assert_eq!(
+        fake.requests()
+            .iter()
+            .filter(|r| r.resource.is_some() && !r.watch)
+            .count(),
+        1,
+        "resumed, not relisted: {rec:?}"
+    );
+    assert_eq!(rec.disconnected(), 0, "{rec:?}");
+}
+
+/// Objects and events that cannot be read are skipped; the session goes on.
+#[tokio::test(flavor = "current_thread")]
+async fn fake_undecodable_objects_are_skipped() {
+    let fake = FakeApi::start(move |r| match (r.resource.as_deref(), r.watch, r.nth) {
+        (Some("deployments"), false, _) => list(
+            Kind::Deployment,
+            10,
+            &[dep("web", 10, &json!(1)), dep("bad", 10, &json!("two"))],
+        ),
+        (Some("deployments"), true, 0) => Reply::Watch(vec![
+            Frame::Line("{not json".into()),
+            Frame::Line(event("MODIFIED", &json!({ "metadata": { "name": 5 } }))),
+            Frame::Line(event("MODIFIED", &dep("web", 11, &json!("x")))),
+            Frame::Line(event("ADDED", &dep("bad", 12, &json!(true)))),
+            Frame::Line(event("MODIFIED", &dep("web", 13, &json!(0)))),
+            Frame::Hold,
+        ]),
+        (Some("deployments"), true, _) => Reply::Watch(vec![Frame::Hold]),
+        _ => Reply::Json(404, "{}".into()),
+    });
+    let mut rec = Recorder::new(fake_config(&fake, &[Kind::Deployment]));
+    rec.until("stopped", STEP, |r| !r.of(WEB).is_empty()).await;
+    assert_eq!(rec.of(WEB), [(Stopped, Live)], "{rec:?}");
+    assert!(rec.of("deployment/fake/bad").is_empty(), "{rec:?}");
+    assert_eq!(rec.disconnected(), 0, "{rec:?}");
+    assert_eq!(rec.connected(), 1, "{rec:?}");
+}
+
+/// `410 Gone` on one kind's watch: that kind relists inside the session; its
+/// vanished object is reported Removed and its missed scaling Stopped, as a
+/// resync; the other kind's object is not taken for removed.
+#[tokio::test(flavor = "current_thread")]
+async fn fake_410_relists_one_kind_and_keeps_the_other() {
+    let gate = Gate::default();
+    let g = gate.clone();
+    let sts = object(Kind::StatefulSet, "fake", "db", "uid-db", 10, &json!(1));
+    let fake = FakeApi::start(move |r| match (r.resource.as_deref(), r.watch, r.nth) {
+        (Some("deployments"), false, 0) => list(
+            Kind::Deployment,
+            10,
+            &[dep("web", 10, &json!(1)), dep("api", 10, &json!(1))],
+        ),
+        (Some("deployments"), false, _) => list(Kind::Deployment, 20, &[dep("web", 20, &json!(0))]),
+        (Some("deployments"), true, 0) => Reply::Watch(vec![
+            Frame::Gate(g.clone()),
+            Frame::Line(error_event(
+                410,
+                "Expired",
+                "too old resource version: 10 (15)",
+            )),
+        ]),
+        (Some("statefulsets"), false, _) => list(Kind::StatefulSet, 10, std::slice::from_ref(&sts)),
+        (Some(_), true, _) => Reply::Watch(vec![Frame::Hold]),
+        _ => Reply::Json(404, "{}".into()),
+    });
+    let mut rec = Recorder::new(fake_config(&fake, &Kind::ALL));
+    rec.until("first snapshot", STEP, |r| r.connected() >= 1)
+        .await;
+    gate.open();
+    rec.until("the relist's snapshot", STEP, |r| r.connected() >= 2)
+        .await;
+    assert_eq!(rec.of(WEB), [(Stopped, Resync)], "{rec:?}");
+    assert_eq!(
+        rec.of("deployment/fake/api"),
+        [(Removed, Resync)],
+        "{rec:?}"
+    );
+    assert_eq!(rec.of("statefulset/fake/db"), [], "{rec:?}");
+    assert_eq!(rec.disconnected(), 0, "{rec:?}");
+    let lists = |res: &str| {
+        fake.requests()
+            .iter()
+            .filter(|r| r.resource.as_deref() == Some(res) && !r.watch)
+            .count()
+    };
+    assert_eq!(
+        (lists("deployments"), lists("statefulsets")),
+        (2, 1),
+        "{rec:?}"
+    );
+}
+
+/// Any other failure ends the session: Disconnected, the core's backoff, a
+/// redial with fresh lists whose differences are reported as a resync.
+#[tokio::test(flavor = "current_thread")]
+async fn fake_errors_end_the_session_and_redial() {
+    let gate = Gate::default();
+    let g = gate.clone();
+    let fake = FakeApi::start(move |r| match (r.resource.as_deref(), r.watch, r.nth) {
+        (Some("deployments"), false, 0) => Reply::Json(
+            403,
+            json!({ "kind": "Status", "apiVersion": "v1", "status": "Failure",
+                    "message": "forbidden", "reason": "Forbidden", "code": 403 })
+            .to_string(),
+        ),
+        (Some("deployments"), false, 1) => list(Kind::Deployment, 10, &[dep("web", 10, &json!(1))]),
+        (Some("deployments"), false, _) => list(Kind::Deployment, 30, &[dep("web", 30, &json!(0))]),
+        (Some("deployments"), true, 0) => Reply::Watch(vec![
+            Frame::Gate(g.clone()),
+            Frame::Line(error_event(500, "InternalError", "etcd is sad")),
+        ]),
+        (Some("deployments"), true, _) => Reply::Watch(vec![Frame::Hold]),
+        _ => Reply::Json(404, "{}".into()),
+    });
+    let mut rec = Recorder::new(fake_config(&fake, &[Kind::Deployment]));
+    rec.until("first snapshot", STEP, |r| r.connected() >= 1)
+        .await;
+    assert_eq!(rec.disconnected(), 1, "the 403 list: {rec:?}");
+    let Status::Disconnected { error, .. } = &rec.statuses[0].1 else {
+        panic!("{rec:?}")
+    };
+    assert!(matches!(**error, Error::Dial(_)), "{error}");
+    assert!(error.to_string().contains("deployment"), "{error}");
+    gate.open();
+    rec.until("redialed", STEP, |r| r.connected() >= 2).await;
+    assert_eq!(rec.disconnected(), 2, "{rec:?}");
+    let Status::Disconnected { error, .. } = &rec.statuses[2].1 else {
+        panic!("{rec:?}")
+    };
+    assert!(matches!(**error, Error::Session(_)), "{error}");
+    assert!(error.to_string().contains("etcd is sad"), "{error}");
+    assert_eq!(rec.of(WEB), [(Stopped, Resync)], "{rec:?}");
+}
