@@ -80,18 +80,39 @@ pub fn apiserver(kubeconfig: &Path) -> (String, u16) {
     (server, port)
 }
 
-/// A copy of `kubeconfig` whose server is `https://127.0.0.1:PORT` (a relay):
-/// the testbed's serving certificate holds the IP, so TLS still verifies.
+/// A file removed on drop.
+#[derive(Debug)]
+pub struct TempFile(PathBuf);
+
+impl TempFile {
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// A copy of `kubeconfig` (in the temp dir, removed on drop) whose server is
+/// `https://127.0.0.1:PORT` (a relay): the testbed's serving certificate holds
+/// the IP, so TLS still verifies.
 ///
 /// # Panics
 /// When the file cannot be read or written.
-pub fn kubeconfig_via(kubeconfig: &Path, port: u16, dir: &Path) -> PathBuf {
+pub fn kubeconfig_via(kubeconfig: &Path, port: u16) -> TempFile {
     let (server, _) = apiserver(kubeconfig);
     let text = std::fs::read_to_string(kubeconfig).expect("k8s: read kubeconfig");
     let relayed = text.replace(&server, &format!("https://127.0.0.1:{port}"));
-    let path = dir.join(format!("kubeconfig-relay-{port}"));
+    let path = std::env::temp_dir().join(format!(
+        "lookout-kubeconfig-relay-{}-{port}",
+        std::process::id()
+    ));
     std::fs::write(&path, relayed).expect("k8s: write relayed kubeconfig");
-    path
+    TempFile(path)
 }
 
 /// A name no other test run uses: `PREFIX-PID-NANOS`.
@@ -728,6 +749,8 @@ type Handler = dyn Fn(&Request) -> Reply + Send + Sync;
 pub struct FakeApi {
     server: Background,
     requests: Arc<Mutex<Vec<Request>>>,
+    /// Kubeconfigs written for it, removed on drop.
+    files: Mutex<Vec<PathBuf>>,
 }
 
 impl FakeApi {
@@ -742,7 +765,11 @@ impl FakeApi {
         let server = Background::start("fake apiserver", move |conn| {
             serve_one(conn, Arc::clone(&handler), Arc::clone(&seen))
         });
-        Self { server, requests }
+        Self {
+            server,
+            requests,
+            files: Mutex::default(),
+        }
     }
 
     /// Every request so far.
@@ -759,7 +786,10 @@ impl FakeApi {
     /// When the file cannot be written.
     pub fn kubeconfig(&self, dir: &Path) -> PathBuf {
         let port = self.server.port;
-        let path = dir.join(format!("kubeconfig-fake-{port}"));
+        let path = dir.join(format!(
+            "lookout-kubeconfig-fake-{}-{port}",
+            std::process::id()
+        ));
         let text = format!(
             "apiVersion: v1\nkind: Config\n\
              clusters:\n- name: fake\n  cluster:\n    server: http://127.0.0.1:{port}\n\
@@ -768,7 +798,20 @@ impl FakeApi {
              current-context: fake\n"
         );
         std::fs::write(&path, text).expect("fake: write kubeconfig");
+        self.files
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(path.clone());
         path
+    }
+}
+
+impl Drop for FakeApi {
+    fn drop(&mut self) {
+        let files = self.files.get_mut().unwrap_or_else(PoisonError::into_inner);
+        for file in files.drain(..) {
+            let _ = std::fs::remove_file(file);
+        }
     }
 }
 

@@ -203,9 +203,8 @@ async fn k8s_apiserver_restart_reports_missed_transitions_once() {
     let [a, b, s] = TRIO.map(|(kind, name, _)| fx.id(kind, name));
     let (_, port) = apiserver(&kubeconfig);
     let relay = Relay::start(port);
-    let dir = std::env::temp_dir();
-    let relayed = kubeconfig_via(&kubeconfig, relay.port(), &dir);
-    let mut rec = Recorder::new(config(&relayed, Some(&fx.ns)));
+    let relayed = kubeconfig_via(&kubeconfig, relay.port());
+    let mut rec = Recorder::new(config(relayed.path(), Some(&fx.ns)));
     rec.until("first snapshot", STEP, |r| r.connected() >= 1)
         .await;
 
@@ -241,7 +240,7 @@ async fn k8s_apiserver_restart_reports_missed_transitions_once() {
     assert_eq!(rec.of(&s), [(Stopped, Live)], "{rec:?}");
     drop(rec);
     drop(relay);
-    let _ = std::fs::remove_file(relayed);
+    drop(relayed);
     report("apiserver restart", t);
 }
 
