@@ -1,0 +1,236 @@
+//! `lookout`: one `docker events` / `kubectl get -w` for Docker, Podman, Swarm
+//! and Kubernetes that survives engine restarts.
+//!
+//! Events go to stdout (one line each, flushed), connection status to stderr.
+//! See `lookout --help`.
+
+// Doc comments of the clap types are the `--help` text: no Markdown there.
+#![allow(clippy::doc_markdown)]
+
+mod output;
+
+use std::io::{self, IsTerminal};
+use std::path::PathBuf;
+use std::pin::pin;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use lookout_core::{Item, Labels, Watch, WatchConfig};
+use tokio_stream::{Stream, StreamExt};
+
+use crate::output::{Format, event_line, status_line, write_line};
+
+/// Watch containers, services and workloads start, stop, appear and vanish —
+/// across engine restarts, without losing or repeating a transition.
+#[derive(Debug, Parser)]
+#[command(name = "lookout", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    engine: Engine,
+}
+
+#[derive(Debug, Subcommand)]
+enum Engine {
+    /// Containers of a Docker engine.
+    Docker(EngineArgs),
+    /// Containers of Podman (its Docker-compatible API service).
+    Podman(EngineArgs),
+    /// Deployments and StatefulSets of a Kubernetes cluster.
+    K8s(K8sArgs),
+}
+
+#[derive(Debug, Args)]
+struct Common {
+    /// Print one JSON object per line (events on stdout, status on stderr).
+    #[arg(long)]
+    json: bool,
+    /// Also print the first snapshot as events with origin `initial`.
+    #[arg(long)]
+    initial: bool,
+}
+
+#[derive(Debug, Args)]
+struct EngineArgs {
+    /// Engine address: `unix:///path` or `tcp://host:port` (default: as the
+    /// provider discovers it: DOCKER_HOST; podman: CONTAINER_HOST, its sockets).
+    #[arg(long, value_name = "URI")]
+    host: Option<String>,
+    /// Only instances with this label (repeatable; all must match).
+    #[arg(long = "label", value_name = "KEY=VALUE", value_parser = parse_label)]
+    labels: Vec<(String, String)>,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum KindArg {
+    Deployment,
+    Statefulset,
+}
+
+#[derive(Debug, Args)]
+struct K8sArgs {
+    /// Path to a kubeconfig (default: KUBECONFIG, ~/.kube/config, in-cluster).
+    #[arg(long, value_name = "PATH")]
+    kubeconfig: Option<PathBuf>,
+    /// Only this namespace (default: all).
+    #[arg(long, value_name = "NS")]
+    namespace: Option<String>,
+    /// Which kinds to watch (repeatable; default: both).
+    #[arg(long = "kind", value_enum)]
+    kinds: Vec<KindArg>,
+    /// A Kubernetes label selector, e.g. `app=web,tier!=db`.
+    #[arg(long, value_name = "SELECTOR")]
+    label_selector: Option<String>,
+    #[command(flatten)]
+    common: Common,
+}
+
+fn parse_label(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+        _ => Err(format!("expected KEY=VALUE, got `{s}`")),
+    }
+}
+
+/// The settings of an engine speaking the Docker API (Docker, Podman).
+fn compat_config(a: &EngineArgs) -> lookout_docker::compat::Config {
+    let labels: Labels = a.labels.iter().cloned().collect();
+    let config = lookout_docker::compat::Config::default()
+        .labels(labels)
+        .watch_config(watch_config(&a.common));
+    match &a.host {
+        Some(host) => config.host(host.clone()),
+        None => config,
+    }
+}
+
+fn watch_config(common: &Common) -> WatchConfig {
+    WatchConfig::default().initial(common.initial)
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(io::stderr)
+            .init();
+    }
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("lookout: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(dispatch(cli.engine))
+}
+
+/// Exit 2 for configuration that can never work (as for bad flags).
+fn usage_error(what: &str, e: &(dyn std::error::Error + 'static)) -> ExitCode {
+    eprintln!("lookout: {what}: {}", output::error_chain(e));
+    ExitCode::from(2)
+}
+
+async fn dispatch(engine: Engine) -> ExitCode {
+    match engine {
+        Engine::Docker(a) => match lookout_docker::watch(compat_config(&a)) {
+            Ok(w) => run("docker", w, &a.common).await,
+            Err(e) => usage_error("invalid --host", &e),
+        },
+        Engine::Podman(a) => match lookout_podman::watch(compat_config(&a)) {
+            Ok(w) => run("podman", w, &a.common).await,
+            Err(e) => usage_error("invalid --host", &e),
+        },
+        Engine::K8s(a) => {
+            let kinds = if a.kinds.is_empty() {
+                vec![
+                    lookout_k8s::Kind::Deployment,
+                    lookout_k8s::Kind::StatefulSet,
+                ]
+            } else {
+                a.kinds
+                    .iter()
+                    .map(|k| match k {
+                        KindArg::Deployment => lookout_k8s::Kind::Deployment,
+                        KindArg::Statefulset => lookout_k8s::Kind::StatefulSet,
+                    })
+                    .collect()
+            };
+            let config = lookout_k8s::K8sConfig {
+                kubeconfig: a.kubeconfig,
+                namespace: a.namespace,
+                kinds,
+                label_selector: a.label_selector,
+                watch: watch_config(&a.common),
+            };
+            match lookout_k8s::watch(config) {
+                Ok(w) => run("k8s", w, &a.common).await,
+                Err(e) => usage_error("invalid configuration", &e),
+            }
+        }
+    }
+}
+
+async fn run<D: lookout_core::Dial>(provider: &str, watch: Watch<D>, common: &Common) -> ExitCode {
+    let stdout_tty = io::stdout().is_terminal();
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    let events_fmt = Format {
+        json: common.json,
+        color: stdout_tty && !no_color,
+    };
+    let status_fmt = Format {
+        json: common.json,
+        color: false,
+    };
+    consume(provider, watch, events_fmt, status_fmt).await
+}
+
+async fn consume(
+    provider: &str,
+    mut stream: impl Stream<Item = Item> + Unpin,
+    events_fmt: Format,
+    status_fmt: Format,
+) -> ExitCode {
+    let mut sigterm = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+    {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("lookout: cannot listen for SIGTERM: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut ctrl_c = pin!(tokio::signal::ctrl_c());
+    loop {
+        tokio::select! {
+            _ = &mut ctrl_c => return ExitCode::SUCCESS,
+            _ = sigterm.recv() => return ExitCode::SUCCESS,
+            item = stream.next() => match item {
+                Some(Item::Event(e)) => {
+                    let line = event_line(provider, &e, events_fmt);
+                    match write_line(&mut io::stdout().lock(), &line) {
+                        Ok(()) => {}
+                        // The reader went away (`lookout … | head`): exit quietly.
+                        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return ExitCode::SUCCESS,
+                        Err(e) => {
+                            eprintln!("lookout: cannot write to stdout: {e}");
+                            return ExitCode::FAILURE;
+                        }
+                    }
+                }
+                Some(Item::Status(s)) => {
+                    // A closed stderr is no reason to stop delivering events.
+                    let _ = write_line(&mut io::stderr().lock(), &status_line(provider, &s, status_fmt));
+                }
+                None => {
+                    eprintln!("lookout: the event stream ended unexpectedly");
+                    return ExitCode::FAILURE;
+                }
+            },
+        }
+    }
+}

@@ -1,0 +1,260 @@
+//! What `lookout` prints: events on stdout, connection status on stderr.
+
+use std::io::{self, Write};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use lookout_core::{EventKind, InstanceEvent, Labels, Status};
+use serde::Serialize;
+
+/// How to print.
+#[derive(Clone, Copy, Debug)]
+pub struct Format {
+    pub json: bool,
+    pub color: bool,
+}
+
+#[derive(Serialize)]
+struct JsonEvent<'a> {
+    provider: &'a str,
+    instance: &'a str,
+    kind: &'a str,
+    origin: &'a str,
+    at: String,
+    labels: &'a Labels,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "status", rename_all = "lowercase")]
+enum JsonStatus {
+    Connected {
+        instances: usize,
+    },
+    Disconnected {
+        error: String,
+        attempt: u32,
+        retry_in_ms: u128,
+    },
+}
+
+/// RFC 3339 in UTC with nanoseconds, e.g. `2026-11-30T03:42:18.979493067Z`.
+pub fn rfc3339_nanos(time: SystemTime) -> String {
+    let (secs, nanos) = match time.duration_since(UNIX_EPOCH) {
+        Ok(after) => (
+            i64::try_from(after.as_secs()).unwrap_or(i64::MAX),
+            after.subsec_nanos(),
+        ),
+        Err(before) => {
+            // Before 1970: borrow a second so that nanos stay positive.
+            let before = before.duration();
+            let whole = i64::try_from(before.as_secs()).unwrap_or(i64::MAX);
+            match before.subsec_nanos() {
+                0 => (-whole, 0),
+                sub => (-whole - 1, 1_000_000_000 - sub),
+            }
+        }
+    };
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{nanos:09}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = u32::try_from(doy - (153 * mp + 2) / 5 + 1).unwrap_or(1);
+    let m = u32::try_from(if mp < 10 { mp + 3 } else { mp - 9 }).unwrap_or(1);
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+/// One event as a line (without the newline).
+pub fn event_line(provider: &str, e: &InstanceEvent, f: Format) -> String {
+    if f.json {
+        let j = JsonEvent {
+            provider,
+            instance: e.id.as_str(),
+            kind: e.kind.as_str(),
+            origin: e.origin.as_str(),
+            at: rfc3339_nanos(e.at),
+            labels: &e.labels,
+        };
+        return serde_json::to_string(&j).unwrap_or_default();
+    }
+    let labels = e
+        .labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let kind = format!("{:<7}", e.kind.as_str());
+    let kind = if f.color {
+        let code = match e.kind {
+            EventKind::Created => "34",
+            EventKind::Started => "32",
+            EventKind::Stopped => "33",
+            EventKind::Removed => "31",
+        };
+        format!("\x1b[{code}m{kind}\x1b[0m")
+    } else {
+        kind
+    };
+    format!(
+        "{}  {provider:<6}  {kind}  {:<7}  {:<32}  {labels}",
+        rfc3339_nanos(e.at),
+        e.origin.as_str(),
+        e.id.as_str(),
+    )
+    .trim_end()
+    .to_owned()
+}
+
+/// One status as a line (without the newline).
+pub fn status_line(provider: &str, s: &Status, f: Format) -> String {
+    if f.json {
+        let j = match s {
+            Status::Connected { instances } => JsonStatus::Connected {
+                instances: *instances,
+            },
+            Status::Disconnected {
+                error,
+                attempt,
+                retry_in,
+            } => JsonStatus::Disconnected {
+                error: error_chain(&**error),
+                attempt: *attempt,
+                retry_in_ms: retry_in.as_millis(),
+            },
+        };
+        return serde_json::to_string(&j).unwrap_or_default();
+    }
+    match s {
+        Status::Connected { instances } => {
+            format!("lookout: {provider}: connected, {instances} instances known")
+        }
+        Status::Disconnected {
+            error,
+            attempt,
+            retry_in,
+        } => format!(
+            "lookout: {provider}: disconnected: {} (attempt {attempt}, retrying in {:.1}s)",
+            error_chain(&**error),
+            retry_in.as_secs_f64()
+        ),
+    }
+}
+
+/// An error and its sources, `: `-separated, without repeating a source that
+/// the message already contains.
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(cause) = src {
+        let c = cause.to_string();
+        if !s.contains(&c) {
+            s.push_str(": ");
+            s.push_str(&c);
+        }
+        src = cause.source();
+    }
+    s
+}
+
+/// Writes one line and flushes (stdout is piped into other tools).
+pub fn write_line(w: &mut impl Write, line: &str) -> io::Result<()> {
+    w.write_all(line.as_bytes())?;
+    w.write_all(b"\n")?;
+    w.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    #[test]
+    fn rfc3339_known_values() {
+        let t = UNIX_EPOCH + Duration::new(1_796_010_138, 979_493_067);
+        assert_eq!(rfc3339_nanos(t), "2026-11-30T03:42:18.979493067Z");
+        assert_eq!(rfc3339_nanos(UNIX_EPOCH), "1970-01-01T00:00:00.000000000Z");
+        let leap = UNIX_EPOCH + Duration::from_secs(951_782_400); // 2000-02-29
+        assert_eq!(rfc3339_nanos(leap), "2000-02-29T00:00:00.000000000Z");
+        let before = UNIX_EPOCH - Duration::from_millis(1);
+        assert_eq!(rfc3339_nanos(before), "1969-12-31T23:59:59.999000000Z");
+    }
+
+    fn event() -> InstanceEvent {
+        InstanceEvent {
+            id: "web".into(),
+            kind: EventKind::Stopped,
+            at: UNIX_EPOCH + Duration::new(1_796_010_138, 979_493_067),
+            origin: lookout_core::Origin::Live,
+            labels: Arc::new(Labels::from([("app".into(), "web".into())])),
+        }
+    }
+
+    #[test]
+    fn json_event_has_exactly_the_documented_keys_in_order() {
+        let f = Format {
+            json: true,
+            color: false,
+        };
+        assert_eq!(
+            event_line("docker", &event(), f),
+            r#"{"provider":"docker","instance":"web","kind":"stopped","origin":"live","at":"2026-11-30T03:42:18.979493067Z","labels":{"app":"web"}}"#
+        );
+    }
+
+    #[test]
+    fn human_line_is_aligned_and_colourless_unless_asked() {
+        let plain = Format {
+            json: false,
+            color: false,
+        };
+        let line = event_line("docker", &event(), plain);
+        assert!(line.starts_with("2026-11-30T03:42:18.979493067Z  docker  stopped  live     web"));
+        assert!(line.ends_with("app=web"));
+        assert!(!line.contains('\x1b'));
+        let coloured = event_line(
+            "docker",
+            &event(),
+            Format {
+                json: false,
+                color: true,
+            },
+        );
+        assert!(coloured.contains("\x1b[33mstopped"));
+    }
+
+    #[test]
+    fn status_json() {
+        let f = Format {
+            json: true,
+            color: false,
+        };
+        assert_eq!(
+            status_line("docker", &Status::Connected { instances: 3 }, f),
+            r#"{"status":"connected","instances":3}"#
+        );
+        let s = Status::Disconnected {
+            error: Arc::new(lookout_core::Error::SessionEnded),
+            attempt: 2,
+            retry_in: Duration::from_secs(1),
+        };
+        assert_eq!(
+            status_line("docker", &s, f),
+            r#"{"status":"disconnected","error":"the engine closed the change feed","attempt":2,"retry_in_ms":1000}"#
+        );
+    }
+}

@@ -1,0 +1,445 @@
+//! The built `lookout` binary against the real engines: JSON lines checked
+//! field by field, status on stderr, exit codes, signals, a closed pipe, and an
+//! engine that is down at start and comes up later.
+//!
+//! Needs the engines: `cargo xtask engines up docker k8s` (CI sets
+//! `LOOKOUT_ENGINES=1` and brings them up).
+
+// Test code reads the child's pipes on threads; only library crates may not spawn.
+#![allow(clippy::disallowed_methods)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use lookout_e2e::engines;
+use serde_json::Value;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn require_docker() -> engines::EngineLock {
+    if let Err(e) = engines::docker_up() {
+        panic!(
+            "docker is not usable ({e}).\nRun `cargo xtask engines up docker` first \
+             (or run the tests under `cargo xtask ci`)."
+        );
+    }
+    engines::lock_engine("docker", false).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn unique(what: &str) -> String {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    format!(
+        "lookout-cli-{what}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A running `lookout`, its stdout and stderr lines, killed on drop.
+struct Lookout {
+    child: Child,
+    out: Option<mpsc::Receiver<String>>,
+    err: mpsc::Receiver<String>,
+    stderr_seen: Vec<String>,
+}
+
+fn lines(r: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        for line in BufReader::new(r).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+impl Lookout {
+    fn spawn(args: &[&str]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_lookout"))
+            .args(args)
+            .env("DOCKER_HOST", engines::docker_host())
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn lookout");
+        let out = lines(child.stdout.take().expect("stdout"));
+        let err = lines(child.stderr.take().expect("stderr"));
+        Self {
+            child,
+            out: Some(out),
+            err,
+            stderr_seen: Vec::new(),
+        }
+    }
+
+    /// The next stdout line as JSON.
+    fn event(&self) -> Value {
+        let line = self
+            .out
+            .as_ref()
+            .expect("stdout open")
+            .recv_timeout(WAIT)
+            .unwrap_or_else(|_| panic!("no event line within {WAIT:?}"));
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+    }
+
+    /// Waits for a stderr JSON status line satisfying `pred`.
+    fn status(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let Ok(line) = self.err.recv_timeout(left) else {
+                panic!(
+                    "no {what} status within {WAIT:?}; stderr: {:?}",
+                    self.stderr_seen
+                );
+            };
+            self.stderr_seen.push(line.clone());
+            let v: Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("stderr line is not JSON ({e}): {line}"));
+            if pred(&v) {
+                return v;
+            }
+        }
+    }
+
+    fn connected(&mut self) -> Value {
+        self.status("connected", |v| v["status"] == "connected")
+    }
+
+    /// Waits (bounded) for the process to exit by itself.
+    fn exit_within(&mut self, d: Duration) -> ExitStatus {
+        let deadline = Instant::now() + d;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "lookout did not exit within {d:?}"
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn signal(&self, sig: &str) {
+        let ok = Command::new("kill")
+            .args([&format!("-{sig}"), &self.child.id().to_string()])
+            .status()
+            .expect("kill")
+            .success();
+        assert!(ok, "kill -{sig} lookout");
+    }
+}
+
+impl Drop for Lookout {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Removes the test's containers whatever happens.
+struct Containers(Vec<String>);
+
+impl Drop for Containers {
+    fn drop(&mut self) {
+        for name in &self.0 {
+            let _ = engines::docker(&["rm", "-f", name]);
+        }
+    }
+}
+
+fn create(name: &str, label: &str) {
+    let image = engines::test_image();
+    engines::docker(&[
+        "create",
+        "--name",
+        name,
+        "--label",
+        label,
+        "--network",
+        "none",
+        &image,
+        "sleep",
+        "3600",
+    ])
+    .unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// `2026-11-30T03:42:18.979493067Z`: RFC 3339, UTC, nanoseconds.
+fn assert_rfc3339_nanos(at: &str) {
+    let b = at.as_bytes();
+    assert_eq!(b.len(), 30, "{at}");
+    for (i, c) in b.iter().enumerate() {
+        match i {
+            4 | 7 => assert_eq!(*c, b'-', "{at}"),
+            10 => assert_eq!(*c, b'T', "{at}"),
+            13 | 16 => assert_eq!(*c, b':', "{at}"),
+            19 => assert_eq!(*c, b'.', "{at}"),
+            29 => assert_eq!(*c, b'Z', "{at}"),
+            _ => assert!(c.is_ascii_digit(), "{at}"),
+        }
+    }
+}
+
+#[test]
+fn docker_json_lines_field_by_field() {
+    let _lock = require_docker();
+    let name = unique("json");
+    let label = format!("lookout.cli={name}");
+    let mut lookout = Lookout::spawn(&["docker", "--json", "--label", &label]);
+    let connected = lookout.connected();
+    assert_eq!(connected["instances"], 0, "{connected}");
+    let containers = Containers(vec![name.clone(), format!("{name}-other")]);
+    // Not labelled: filtered out by the engine.
+    create(&containers.0[1], "lookout.cli=someone-else");
+    create(&name, &label);
+    engines::docker(&["start", &name]).expect("start");
+    engines::docker(&["stop", "-t", "1", &name]).expect("stop");
+    engines::docker(&["rm", &name]).expect("rm");
+
+    let today = {
+        let out = Command::new("date")
+            .args(["-u", "+%Y-%m-%d"])
+            .output()
+            .expect("date");
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    for kind in ["created", "started", "stopped", "removed"] {
+        let e = lookout.event();
+        let obj = e.as_object().expect("an object");
+        let keys: Vec<&str> = obj.keys().map(String::as_str).collect();
+        let mut sorted = keys.clone();
+        sorted.sort_unstable();
+        assert_eq!(
+            sorted,
+            ["at", "instance", "kind", "labels", "origin", "provider"],
+            "{e}"
+        );
+        assert_eq!(e["provider"], "docker", "{e}");
+        assert_eq!(e["instance"], name.as_str(), "{e}");
+        assert_eq!(e["kind"], kind, "{e}");
+        assert_eq!(e["origin"], "live", "{e}");
+        let at = e["at"].as_str().expect("at is a string");
+        assert_rfc3339_nanos(at);
+        assert!(
+            at.starts_with(&today) || at < today.as_str(),
+            "{at} vs {today}"
+        );
+        assert_eq!(e["labels"]["lookout.cli"], name.as_str(), "{e}");
+    }
+    lookout.signal("TERM");
+    let status = lookout.exit_within(Duration::from_secs(5));
+    assert_eq!(status.code(), Some(0), "SIGTERM exits 0");
+}
+
+#[test]
+fn initial_snapshot_then_sigint() {
+    let _lock = require_docker();
+    let name = unique("initial");
+    let label = format!("lookout.cli={name}");
+    let _containers = Containers(vec![name.clone()]);
+    create(&name, &label);
+    engines::docker(&["start", &name]).expect("start");
+    let mut lookout = Lookout::spawn(&["docker", "--json", "--initial", "--label", &label]);
+    for kind in ["created", "started"] {
+        let e = lookout.event();
+        assert_eq!(
+            (
+                e["instance"].as_str(),
+                e["kind"].as_str(),
+                e["origin"].as_str()
+            ),
+            (Some(name.as_str()), Some(kind), Some("initial")),
+            "{e}"
+        );
+    }
+    assert_eq!(lookout.connected()["instances"], 1);
+    lookout.signal("INT");
+    assert_eq!(lookout.exit_within(Duration::from_secs(5)).code(), Some(0));
+}
+
+#[test]
+fn human_output_without_json() {
+    let _lock = require_docker();
+    let name = unique("human");
+    let label = format!("lookout.cli={name}");
+    let _containers = Containers(vec![name.clone()]);
+    let lookout = Lookout::spawn(&["docker", "--label", &label]);
+    // Human status line on stderr.
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let line = lookout
+            .err
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .expect("a status line");
+        if line.contains("connected, 0 instances known") {
+            break;
+        }
+    }
+    create(&name, &label);
+    let line = lookout
+        .out
+        .as_ref()
+        .expect("stdout")
+        .recv_timeout(WAIT)
+        .expect("an event line");
+    let words: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(words.len(), 6, "{line}");
+    assert_rfc3339_nanos(words[0]);
+    assert_eq!(
+        &words[1..5],
+        ["docker", "created", "live", name.as_str()],
+        "{line}"
+    );
+    // key=value,… (the test image adds a label of its own).
+    assert!(words[5].split(',').any(|l| l == label), "{line}");
+    assert!(
+        !line.contains('\x1b'),
+        "no colour when stdout is not a terminal"
+    );
+}
+
+#[test]
+fn bad_input_exits_2() {
+    let cases: &[&[&str]] = &[
+        &["docker", "--host", "ftp://example"],
+        &["podman", "--host", "unix://"],
+        &["docker", "--label", "novalue"],
+        &["docker", "--label", "=v"],
+        &["k8s", "--kind", "pod"],
+        &["docker", "--no-such-flag"],
+        &["kubernetes"],
+        &[],
+    ];
+    for args in cases {
+        let out = Command::new(env!("CARGO_BIN_EXE_lookout"))
+            .args(*args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run lookout");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{args:?}: nothing on stdout");
+        assert!(!stderr.trim().is_empty(), "{args:?}: a message on stderr");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn engine_down_at_start_then_up() {
+    let _lock = require_docker();
+    // A socket path that does not exist yet: the engine is "down".
+    let link = std::env::temp_dir().join(format!("{}.sock", unique("down")));
+    let _ = std::fs::remove_file(&link);
+    let host = format!("unix://{}", link.display());
+    let name = unique("late");
+    let label = format!("lookout.cli={name}");
+    let _containers = Containers(vec![name.clone()]);
+    let mut lookout = Lookout::spawn(&["docker", "--json", "--host", &host, "--label", &label]);
+    for attempt in 1..=2 {
+        let d = lookout.status("disconnected", |v| v["status"] == "disconnected");
+        assert_eq!(d["attempt"], attempt, "{d}");
+        assert!(d["retry_in_ms"].is_u64(), "{d}");
+        assert!(
+            d["error"]
+                .as_str()
+                .is_some_and(|e| e.contains(&link.display().to_string())),
+            "the error names the address: {d}"
+        );
+    }
+    assert!(
+        lookout.child.try_wait().expect("try_wait").is_none(),
+        "still running"
+    );
+    // The engine "comes up" at that address.
+    let real = engines::docker_host();
+    let real = real.strip_prefix("unix://").expect("a unix docker host");
+    std::os::unix::fs::symlink(real, &link).expect("symlink");
+    let connected = lookout.connected();
+    assert_eq!(connected["instances"], 0);
+    create(&name, &label);
+    let e = lookout.event();
+    assert_eq!(
+        (e["instance"].as_str(), e["kind"].as_str()),
+        (Some(name.as_str()), Some("created"))
+    );
+    let _ = std::fs::remove_file(&link);
+}
+
+#[test]
+fn closed_stdout_exits_quietly() {
+    let _lock = require_docker();
+    let name = unique("pipe");
+    let label = format!("lookout.cli={name}");
+    let _containers = Containers(vec![name.clone()]);
+    let mut lookout = Lookout::spawn(&["docker", "--json", "--label", &label]);
+    lookout.connected();
+    create(&name, &label);
+    let first = lookout.event();
+    assert_eq!(first["kind"], "created");
+    // The reader goes away (`lookout … | head -1`).
+    drop(lookout.out.take());
+    // Reading thread ends on its next line; the pipe closes with it.
+    engines::docker(&["start", &name]).expect("start");
+    engines::docker(&["stop", "-t", "1", &name]).expect("stop");
+    engines::docker(&["start", &name]).expect("start");
+    let status = lookout.exit_within(WAIT);
+    assert_eq!(status.code(), Some(0), "a broken pipe is a quiet exit");
+    let rest: Vec<String> = lookout.err.try_iter().collect();
+    assert!(
+        rest.iter()
+            .all(|l| !l.contains("panicked") && !l.contains("Broken pipe")),
+        "{rest:?}"
+    );
+}
+
+#[test]
+fn k8s_json_lines() {
+    let kubeconfig = lookout_e2e::k8s_util::require();
+    let _lock = engines::lock_engine("k8s", false).unwrap_or_else(|e| panic!("{e}"));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let fixture = rt.block_on(lookout_e2e::k8s_util::Fixture::new(&kubeconfig));
+    let ns = fixture.id(lookout_k8s::Kind::Deployment, "x");
+    let ns = ns.split('/').nth(1).expect("namespace").to_owned();
+    let kc = kubeconfig.display().to_string();
+    let mut lookout = Lookout::spawn(&[
+        "k8s",
+        "--json",
+        "--kubeconfig",
+        &kc,
+        "--namespace",
+        &ns,
+        "--kind",
+        "deployment",
+    ]);
+    lookout.connected();
+    rt.block_on(fixture.create(lookout_k8s::Kind::Deployment, "web", 1, &[("app", "web")]));
+    rt.block_on(fixture.scale(lookout_k8s::Kind::Deployment, "web", 0));
+    let id = format!("deployment/{ns}/web");
+    for kind in ["created", "started", "stopped"] {
+        let e = lookout.event();
+        assert_eq!(e["provider"], "k8s", "{e}");
+        assert_eq!(e["instance"], id.as_str(), "{e}");
+        assert_eq!(e["kind"], kind, "{e}");
+        assert_eq!(e["origin"], "live", "{e}");
+        assert_eq!(e["labels"]["app"], "web", "{e}");
+        assert_rfc3339_nanos(e["at"].as_str().expect("at"));
+    }
+    rt.block_on(fixture.delete(lookout_k8s::Kind::Deployment, "web"));
+    assert_eq!(lookout.event()["kind"], "removed");
+    lookout.signal("TERM");
+    assert_eq!(lookout.exit_within(Duration::from_secs(5)).code(), Some(0));
+}
