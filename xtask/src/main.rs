@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! cargo xtask ci                                   the whole CI pipeline (.ci/run)
+//! cargo xtask demo                                 lookout docker through a container's life and a dockerd restart
 //! cargo xtask engines up   [docker|podman|swarm|k8s|all]...
 //! cargo xtask engines down [docker|podman|swarm|k8s|all]...
 //! cargo xtask engines status
@@ -17,6 +18,7 @@
 use std::process::ExitCode;
 
 mod ci;
+mod demo;
 mod engines_cmd;
 
 // The engine control shared with the end-to-end tests (std-only).
@@ -29,6 +31,7 @@ usage: cargo xtask COMMAND
 
 commands:
   ci                                   fmt, clippy, deny, engines up all, test, doc, package
+  demo                                 watch a demo container through its life and a dockerd restart
   engines up   [ENGINE]...             start engines (docker, podman, swarm, k8s, all; default all)
   engines down [ENGINE]...             stop engines (default all)
   engines status                       which engines answer
@@ -40,6 +43,7 @@ fn main() -> ExitCode {
     let rest = args.get(1..).unwrap_or_default();
     let result = match args.first().map(String::as_str) {
         Some("ci") => ci::run(rest),
+        Some("demo") => demo::run(),
         Some("engines") => engines_cmd::run(rest),
         Some("help" | "-h" | "--help") => {
             print!("{USAGE}");
