@@ -41,6 +41,8 @@ struct Shared {
     /// Lines waiting to be injected into the next `/events` response chunk boundary.
     poison: Mutex<Vec<Vec<u8>>>,
     poison_ready: Notify,
+    /// Closes every open connection.
+    cut: Notify,
 }
 
 impl Shared {
@@ -90,6 +92,7 @@ impl Relay {
             hold: AtomicBool::new(false),
             poison: Mutex::new(Vec::new()),
             poison_ready: Notify::new(),
+            cut: Notify::new(),
         });
         let (shutdown, shutdown_rx) = oneshot::channel();
         let thread = {
@@ -143,6 +146,11 @@ impl Relay {
             .expect("relay: poison lock")
             .push(line);
         self.shared.poison_ready.notify_waiters();
+    }
+
+    /// Closes every open connection (both sides), as a network blip would.
+    pub fn cut(&self) {
+        self.shared.cut.notify_waiters();
     }
 
     /// Waits until the counts satisfy `pred`, at most `timeout`.
@@ -217,8 +225,15 @@ impl Drop for Live {
     }
 }
 
-async fn relay_one(mut client: UnixStream, shared: Arc<Shared>) {
+async fn relay_one(client: UnixStream, shared: Arc<Shared>) {
     let _live = Live::new(Arc::clone(&shared));
+    tokio::select! {
+        () = shared.cut.notified() => {}
+        () = relay_pair(client, &shared) => {}
+    }
+}
+
+async fn relay_pair(mut client: UnixStream, shared: &Shared) {
     if shared.hold.load(Ordering::SeqCst) {
         // Read and discard until the client gives up.
         let mut sink = [0u8; 4096];
@@ -258,7 +273,7 @@ async fn relay_one(mut client: UnixStream, shared: Arc<Shared>) {
             return;
         };
         if events {
-            relay_events(&mut server_rx, &mut client_tx, &shared).await;
+            relay_events(&mut server_rx, &mut client_tx, shared).await;
         } else {
             let _ = tokio::io::copy(&mut server_rx, &mut client_tx).await;
         }

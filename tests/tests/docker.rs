@@ -7,7 +7,7 @@ use lookout_e2e::relay::scenarios::Engine;
 
 /// `kill -9` dockerd and start it again: without live-restore, the restarted
 /// daemon stops the containers that ran.
-fn restart_stopping(_container: &str) -> Result<(), String> {
+fn restart_stopping(_containers: &[&str]) -> Result<(), String> {
     engines::docker_kill9()?;
     engines::docker_start()
 }

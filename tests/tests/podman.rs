@@ -6,11 +6,13 @@
 use lookout_e2e::engines;
 use lookout_e2e::relay::scenarios::Engine;
 
-/// `kill -9` the API service, stop the container with the CLI (which needs
+/// `kill -9` the API service, stop the containers with the CLI (which needs
 /// no service), start the service again.
-fn restart_stopping(container: &str) -> Result<(), String> {
+fn restart_stopping(containers: &[&str]) -> Result<(), String> {
     engines::podman_kill9()?;
-    engines::podman(&["stop", "-t", "0", container])?;
+    let mut stop = vec!["stop", "-t", "0"];
+    stop.extend_from_slice(containers);
+    engines::podman(&stop)?;
     engines::podman_start()
 }
 

@@ -26,11 +26,12 @@
 //!   under the one reconnect policy, forever;
 //! - after each (re)connect, a container list is diffed against the known
 //!   state and every missed transition is reported once
-//!   ([`Origin::Resync`](lookout_core::Origin::Resync)); the events dockerd
-//!   still buffers (its last 256) are replayed with `since` and pass only when
-//!   they change the known state;
+//!   ([`Origin::Resync`](lookout_core::Origin::Resync)); the events after
+//!   the last one seen that dockerd still buffers (its last 256) are replayed
+//!   with `since`, so a short outage's transitions still come through live
+//!   with their times, each passing only when it changes the known state;
 //! - a silent connection is probed (`GET /_ping` on a connection of its own)
-//!   after [`WatchConfig::probe_after`] and replaced when the probe fails or
+//!   after [`WatchConfig::probe_after`](lookout_core::WatchConfig::probe_after) and replaced when the probe fails or
 //!   is late;
 //! - an event line the client cannot decode is skipped (one `warn`), never
 //!   ends the session, and is never replayed in a loop;

@@ -27,10 +27,11 @@
 //! transitions reported once after each reconnect, a silent connection probed
 //! with `/_ping`, an undecodable event skipped, nothing left behind on drop.
 //! Podman keeps its events (journald or a file), so a redial's `since`
-//! replays everything after the cursor, not only a recent buffer: events
-//! older than the cursor are dropped, the core's state swallows the rest that
-//! it already knows, and events of containers gone before the resync's list
-//! are dropped (the resync reported them).
+//! replays everything after the cursor, not only a recent buffer: the events
+//! at or before the cursor (already seen; Podman's `since` is a float, so the
+//! redial asks from 1 µs early) are dropped, the core's state swallows the
+//! rest that it already knows, and events of containers gone before the
+//! resync's list are dropped (the resync reported them).
 //!
 //! # Mapping
 //!

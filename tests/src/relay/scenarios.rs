@@ -8,6 +8,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use EventKind::{Created, Removed, Started, Stopped};
+use Origin::{Live, Resync};
 use lookout_core::{
     Error, EventKind, InstanceEvent, Item, Labels, Origin, ReconnectPolicy, Status, Watch,
     WatchConfig,
@@ -31,9 +33,9 @@ pub struct Engine {
     pub cli: fn(&[&str]) -> Result<String, String>,
     /// Signals the engine's daemon (`STOP`, `CONT`).
     pub signal: fn(&str) -> Result<(), String>,
-    /// Takes the daemon down while `container` runs, and brings it back with
-    /// the container stopped.
-    pub restart_stopping: fn(container: &str) -> Result<(), String>,
+    /// Takes the daemon down while `containers` run, and brings it back with
+    /// them stopped.
+    pub restart_stopping: fn(containers: &[&str]) -> Result<(), String>,
     /// The provider's `watch` (`lookout_docker::watch`, `lookout_podman::watch`).
     pub watch: fn(Config) -> Result<Watch<CompatDial>, ConfigError>,
 }
@@ -51,6 +53,11 @@ macro_rules! compat_engine_tests {
         #[tokio::test]
         async fn a_daemon_restart_reports_the_stop_once() {
             $crate::relay::scenarios::daemon_restart(&$engine).await;
+        }
+
+        #[tokio::test]
+        async fn a_connection_blip_replays_what_was_missed_once() {
+            $crate::relay::scenarios::blip(&$engine).await;
         }
 
         #[tokio::test]
@@ -160,9 +167,14 @@ impl Containers {
     fn remove_all(&self) {
         let filter = format!("label=lookout.cleanup={}", self.tag);
         if let Ok(ids) = (self.engine.cli)(&["ps", "-aq", "--filter", &filter]) {
-            for id in ids.split_whitespace() {
-                let _ = (self.engine.cli)(&["rm", "-f", id]);
+            let ids: Vec<&str> = ids.split_whitespace().collect();
+            if ids.is_empty() {
+                return;
             }
+            // SIGKILL first: Podman's `rm -f` would wait out the stop timeout
+            // (busybox as PID 1 ignores SIGTERM).
+            let _ = (self.engine.cli)(&[["kill"].as_slice(), &ids].concat());
+            let _ = (self.engine.cli)(&[["rm", "-f"].as_slice(), &ids].concat());
         }
     }
 }
@@ -267,6 +279,13 @@ impl Watcher {
         }
     }
 
+    /// Waits until `done` holds for everything yielded so far.
+    pub async fn wait_until(&mut self, done: impl Fn(&Self) -> bool) {
+        while !done(self) {
+            self.next(ITEM).await;
+        }
+    }
+
     /// How many `Disconnected` statuses it yielded.
     pub fn disconnects(&self) -> usize {
         self.seen
@@ -367,8 +386,10 @@ pub async fn lifecycle(engine: &'static Engine) {
     report(engine, "lifecycle", started, &w);
 }
 
-/// The daemon goes away while a container runs and comes back with it
-/// stopped: the stop is reported exactly once, and live events flow after.
+/// The daemon goes away while containers run and comes back with them
+/// stopped: each stop is reported exactly once — `a` was only ever listed,
+/// `b` was seen live (so the redial resumes with `since` and the engine
+/// replays what it still has) — and live events flow after.
 pub async fn daemon_restart(engine: &'static Engine) {
     let started = Instant::now();
     require(engine);
@@ -378,21 +399,72 @@ pub async fn daemon_restart(engine: &'static Engine) {
     c.cli(&["start", &a]);
     let mut w = Watcher::new(engine, (engine.host)(), c.filter(), test_config());
     assert_eq!(w.connected().await, 1, "the running container is listed");
-    (engine.restart_stopping)(&a).unwrap_or_else(|e| panic!("{}: {e}", engine.name));
-    let stopped = w.events_until(&a, EventKind::Stopped).await;
-    // The daemon is back: a live removal must come through.
+    let b = c.create("b", true);
+    c.cli(&["start", &b]);
+    w.events_until(&b, EventKind::Started).await;
+    (engine.restart_stopping)(&[a.as_str(), b.as_str()])
+        .unwrap_or_else(|e| panic!("{}: {e}", engine.name));
+    let stopped = |w: &Watcher, id: &str| w.events_of(id).iter().any(|e| e.0 == EventKind::Stopped);
+    w.wait_until(|w| stopped(w, &a) && stopped(w, &b)).await;
+    // The daemon is back: live removals must come through.
     c.cli(&["rm", "-f", &a]);
-    let removed = w.events_until(&a, EventKind::Removed).await;
-    let all: Vec<EventKind> = stopped.iter().chain(&removed).map(|e| e.kind).collect();
+    c.cli(&["rm", "-f", &b]);
+    w.events_until(&b, EventKind::Removed).await;
+    let kinds_of = |id: &str| -> Vec<EventKind> { w.events_of(id).iter().map(|e| e.0).collect() };
+    assert_eq!(kinds_of(&a), [Stopped, Removed], "{}", summary(&w.seen));
     assert_eq!(
-        all,
-        [EventKind::Stopped, EventKind::Removed],
+        kinds_of(&b),
+        [Created, Started, Stopped, Removed],
         "{}",
         summary(&w.seen)
     );
-    assert_eq!(removed[0].origin, Origin::Live, "{}", summary(&w.seen));
     assert!(w.disconnects() >= 1, "{}", summary(&w.seen));
     report(engine, "daemon_restart", started, &w);
+}
+
+/// The connection drops while a watched container stops, starts and stops
+/// again: the redial resumes with `since`, the engine replays what it
+/// missed, and each transition is reported once — the first stop by the
+/// resync, the rest live, in order.
+pub async fn blip(engine: &'static Engine) {
+    let started = Instant::now();
+    require(engine);
+    let _lock = engines::lock_engine(engine.name, false).expect("engine lock");
+    let c = Containers::new(engine, "blip");
+    let relay = Relay::start(&(engine.host)());
+    let mut w = Watcher::new(engine, relay.host(), c.filter(), test_config());
+    w.connected().await;
+    let a = c.create("a", true);
+    c.cli(&["start", &a]);
+    w.events_until(&a, EventKind::Started).await;
+    relay.cut();
+    relay
+        .wait(ITEM, |c| c.live == 0)
+        .await
+        .unwrap_or_else(|c| panic!("the relay did not cut: {c:?}"));
+    // Nothing polls the watch meanwhile: all of this happens while it is
+    // disconnected.
+    c.cli(&["stop", "-t", "0", &a]);
+    c.cli(&["start", &a]);
+    c.cli(&["stop", "-t", "0", &a]);
+    w.connected().await;
+    c.cli(&["rm", &a]);
+    w.events_until(&a, EventKind::Removed).await;
+    assert_eq!(
+        w.events_of(&a),
+        [
+            (Created, Live),
+            (Started, Live),
+            (Stopped, Resync),
+            (Started, Live),
+            (Stopped, Live),
+            (Removed, Live),
+        ],
+        "{}",
+        summary(&w.seen)
+    );
+    assert_eq!(relay.counts().events_requests, 2, "one redial");
+    report(engine, "blip", started, &w);
 }
 
 /// A stopped (`SIGSTOP`) daemon is noticed by the probe within

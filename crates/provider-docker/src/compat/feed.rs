@@ -15,8 +15,10 @@ use super::mapping::Mapping;
 ///
 /// A redial asks for the events `since` this time, minus 1 µs: Docker's `since`
 /// is inclusive and exact, Podman parses it as a float (precise to about
-/// 0.25 µs). The feed then drops every event older than the cursor, and the
-/// core's state swallows the re-sent ones at the cursor itself.
+/// 0.25 µs). The feed then drops every event at or before the cursor: those
+/// were seen before the redial (two events in the same nanosecond, one seen
+/// and one not, would lose the second; engines stamp events with the
+/// nanosecond clock, so this is left as it is).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Cursor(i64);
 
@@ -150,7 +152,10 @@ impl Feed {
         let Some(time) = event_time(&event) else {
             return poison("no timeNano/time", None);
         };
-        if self.resume.is_some_and(|r| time < r) {
+        if self.resume.is_some_and(|r| time <= r) {
+            // Seen before the redial. Passing it on again is not harmless: the
+            // snapshot may have moved the state on since (a replayed `start`
+            // after a resync found the container stopped would restart it).
             tracing::trace!(provider, ?time, "replayed from before the resume point");
             return Some(Observation::Progress(None));
         }
@@ -498,13 +503,15 @@ mod tests {
             &mut feed,
             &[
                 event("create", "c1", "web", 99),
+                // The event at the cursor itself was seen: Docker's `since`
+                // is inclusive.
                 event("create", "c2", "db", 100),
-                event("start", "c2", "db", 101),
+                event("create", "c3", "db", 101),
             ],
         );
         assert_eq!(out[0], Observation::Progress(None));
-        assert_eq!(change(&out[1]), ("db", EventKind::Created, 100));
-        assert_eq!(change(&out[2]), ("db", EventKind::Started, 101));
+        assert_eq!(out[1], Observation::Progress(None));
+        assert_eq!(change(&out[2]), ("db", EventKind::Created, 101));
     }
 
     #[test]

@@ -20,7 +20,8 @@
 //!   The session never ends because of one, so a redial never replays it in a
 //!   loop.
 //! - **the cursor** ([`Cursor`]): the event's `timeNano`; a redial passes
-//!   `since` (1 µs early, see [`Cursor`]) and drops anything older.
+//!   `since` (1 µs early, see [`Cursor`]) and drops every event at or before
+//!   the cursor: it was seen, and the snapshot may have moved on since.
 //! - **coherence with the snapshot**: an event of a container that the
 //!   snapshot did not list and whose `create` the session has not seen is
 //!   dropped (it is from before the snapshot; the resync reported the
@@ -115,7 +116,7 @@ pub fn watch(mapping: &'static Mapping, config: Config) -> Result<Watch<CompatDi
 /// The largest container list accepted (64 MiB: about 100 000 containers).
 const MAX_LIST: usize = 64 << 20;
 
-/// Dials an engine's Docker-compatible API; what [`Watch`](lookout_core::Watch) drives.
+/// Dials an engine's Docker-compatible API; what [`Watch`] drives.
 ///
 /// Made by a provider from its [`Mapping`]: see `lookout_docker::watch` and
 /// `lookout_podman::watch`.
