@@ -14,13 +14,17 @@ struct Known {
     running: bool,
     uid: Option<Arc<str>>,
     labels: Arc<Labels>,
+    /// The last resync that listed it (live changes keep it).
+    epoch: u64,
 }
 
 /// Last known state of each instance (O(instances)) plus the snapshot being built.
 #[derive(Debug, Default)]
 pub(crate) struct Tracker {
     known: HashMap<InstanceId, Known>,
-    snapshot: Option<HashMap<InstanceId, Listed>>,
+    /// The snapshot being listed, in listing order.
+    snapshot: Option<Vec<Listed>>,
+    epoch: u64,
 }
 
 fn different_incarnation(known: Option<&Arc<str>>, seen: Option<&Arc<str>>) -> bool {
@@ -33,15 +37,15 @@ impl Tracker {
     }
 
     pub(crate) fn begin_resync(&mut self) {
-        self.snapshot = Some(HashMap::with_capacity(self.known.len()));
+        self.snapshot = Some(Vec::with_capacity(self.known.len()));
     }
 
     pub(crate) fn listed(&mut self, listed: Listed) {
         let snapshot = self.snapshot.get_or_insert_with(|| {
             tracing::debug!("instance listed outside a resync: starting one");
-            HashMap::new()
+            Vec::new()
         });
-        snapshot.insert(listed.id.clone(), listed);
+        snapshot.push(listed);
     }
 
     /// Applies one live change; pushes the transitions it implies (none for a
@@ -112,6 +116,7 @@ impl Tracker {
                         running: want_running,
                         uid,
                         labels,
+                        epoch: self.epoch,
                     },
                 );
             }
@@ -123,26 +128,31 @@ impl Tracker {
     /// With `origin == None` the snapshot is a silent baseline. Returns false
     /// when no snapshot was in progress.
     pub(crate) fn end_resync(&mut self, origin: Option<Origin>, out: &mut VecDeque<Item>) -> bool {
-        let Some(mut snapshot) = self.snapshot.take() else {
+        let Some(snapshot) = self.snapshot.take() else {
             return false;
         };
         let at = SystemTime::now();
+        // Update the known state in place: every listed instance is stamped
+        // with this resync's epoch, and those left unstamped have vanished.
+        self.epoch += 1;
+        let epoch = self.epoch;
         let mut found: Vec<(InstanceId, EventKind, Arc<Labels>)> = Vec::new();
-        let old = std::mem::replace(&mut self.known, HashMap::with_capacity(snapshot.len()));
-        for (id, k) in old {
-            match snapshot.remove(&id) {
-                None => found.push((id, EventKind::Removed, k.labels)),
-                Some(l) => {
-                    let labels = if *k.labels == l.labels {
-                        k.labels
-                    } else {
-                        Arc::new(l.labels)
-                    };
+        self.known
+            .reserve(snapshot.len().saturating_sub(self.known.len()));
+        // An instance listed twice: the later entry wins, through the same rules.
+        for l in snapshot {
+            let id = l.id;
+            match self.known.get_mut(&id) {
+                Some(k) => {
+                    k.epoch = epoch;
+                    if *k.labels != l.labels {
+                        k.labels = Arc::new(l.labels);
+                    }
                     if different_incarnation(k.uid.as_ref(), l.uid.as_ref()) {
-                        found.push((id.clone(), EventKind::Removed, Arc::clone(&labels)));
-                        found.push((id.clone(), EventKind::Created, Arc::clone(&labels)));
+                        found.push((id.clone(), EventKind::Removed, Arc::clone(&k.labels)));
+                        found.push((id.clone(), EventKind::Created, Arc::clone(&k.labels)));
                         if l.running {
-                            found.push((id.clone(), EventKind::Started, Arc::clone(&labels)));
+                            found.push((id, EventKind::Started, Arc::clone(&k.labels)));
                         }
                     } else if k.running != l.running {
                         let kind = if l.running {
@@ -150,36 +160,42 @@ impl Tracker {
                         } else {
                             EventKind::Stopped
                         };
-                        found.push((id.clone(), kind, Arc::clone(&labels)));
+                        found.push((id, kind, Arc::clone(&k.labels)));
+                    }
+                    k.running = l.running;
+                    if l.uid.is_some() {
+                        k.uid = l.uid;
+                    }
+                }
+                None => {
+                    let labels = Arc::new(l.labels);
+                    if origin.is_some() {
+                        found.push((id.clone(), EventKind::Created, Arc::clone(&labels)));
+                        if l.running {
+                            found.push((id.clone(), EventKind::Started, Arc::clone(&labels)));
+                        }
                     }
                     self.known.insert(
                         id,
                         Known {
                             running: l.running,
-                            uid: l.uid.or(k.uid),
+                            uid: l.uid,
                             labels,
+                            epoch,
                         },
                     );
                 }
             }
         }
-        for (id, l) in snapshot {
-            let labels = Arc::new(l.labels);
-            found.push((id.clone(), EventKind::Created, Arc::clone(&labels)));
-            if l.running {
-                found.push((id.clone(), EventKind::Started, Arc::clone(&labels)));
+        self.known.retain(|id, k| {
+            if k.epoch != epoch {
+                found.push((id.clone(), EventKind::Removed, Arc::clone(&k.labels)));
             }
-            self.known.insert(
-                id,
-                Known {
-                    running: l.running,
-                    uid: l.uid,
-                    labels,
-                },
-            );
-        }
+            k.epoch == epoch
+        });
         if let Some(origin) = origin {
-            // Stable sort: per instance the pushed order (Removed, Created, Started) holds.
+            // Stable sort: per instance the pushed order (Removed, Created, Started)
+            // holds; a vanished instance was pushed last but is alone under its id.
             found.sort_by(|a, b| a.0.cmp(&b.0));
             out.extend(found.into_iter().map(|(id, kind, labels)| {
                 Item::Event(InstanceEvent {

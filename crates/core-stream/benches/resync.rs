@@ -1,0 +1,223 @@
+//! Resync at scale: the snapshot diff of 10k and 100k instances.
+//!
+//! A synthetic session lists N instances (a silent baseline), then lists them
+//! again with 1% of them flipped, 0.5% gone and 0.5% new (the resync). Items
+//! are generated lazily, so the heap measured after the first snapshot is the
+//! state the watch keeps: bytes per tracked instance. The time is that of the
+//! second snapshot, from its first item to its `Connected` (listing + diff +
+//! emitting the transitions).
+//!
+//! `cargo bench -p lookout-core --bench resync`; without `--bench` (as
+//! `cargo test --benches` runs it) a smoke run of 2k instances.
+#![allow(clippy::cast_precision_loss, clippy::cast_possible_truncation)]
+
+use std::time::{Duration, Instant};
+
+use lookout_core::{
+    BoxError, Dial, DialFuture, Item, Labels, Listed, Observation, Status, Watch, WatchConfig,
+};
+use tokio_stream::StreamExt;
+
+#[global_allocator]
+static ALLOC: dhat::Alloc = dhat::Alloc;
+
+type Obs = Result<Observation<u64>, BoxError>;
+
+/// An always-ready stream over a lazy iterator.
+struct Ready<I>(I);
+
+impl<I: Iterator + Unpin> tokio_stream::Stream for Ready<I> {
+    type Item = I::Item;
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<I::Item>> {
+        std::task::Poll::Ready(self.0.next())
+    }
+}
+
+fn labels(n: usize, with_labels: bool) -> Labels {
+    if with_labels {
+        Labels::from([
+            ("app".to_owned(), format!("app-{}", n % 100)),
+            ("tier".to_owned(), "web".to_owned()),
+        ])
+    } else {
+        Labels::new()
+    }
+}
+
+fn listed(n: usize, running: bool, with_labels: bool) -> Obs {
+    Ok(Observation::Listed(Listed {
+        id: format!("container-{n:08}").into(),
+        running,
+        // A container id: 64 hex digits.
+        uid: Some(format!("{n:064x}").into()),
+        labels: labels(n, with_labels),
+    }))
+}
+
+fn snapshot(
+    n: usize,
+    second: bool,
+    with_labels: bool,
+) -> impl Iterator<Item = Obs> + Send + Unpin + 'static {
+    let begin = std::iter::once(Ok(Observation::ResyncBegin));
+    let done = std::iter::once(Ok(Observation::ResyncDone));
+    let items = (0..n + n / 200).filter_map(move |i| {
+        if !second {
+            return (i < n).then(|| listed(i, true, with_labels));
+        }
+        if i >= n {
+            // 0.5% new
+            return Some(listed(i, true, with_labels));
+        }
+        match i % 200 {
+            // 0.5% gone
+            0 => None,
+            // 1% flipped
+            1 | 2 => Some(listed(i, false, with_labels)),
+            _ => Some(listed(i, true, with_labels)),
+        }
+    });
+    begin.chain(items).chain(done)
+}
+
+struct Synthetic {
+    n: usize,
+    with_labels: bool,
+    dials: usize,
+    /// The second snapshot, built before the watch consumes it (timing runs),
+    /// or `None` to generate it lazily too (memory runs).
+    second: Option<Vec<Obs>>,
+}
+
+impl Dial for Synthetic {
+    type Cursor = u64;
+    fn dial(&mut self, _resume: Option<&u64>) -> DialFuture<u64> {
+        self.dials += 1;
+        let (n, with_labels, first) = (self.n, self.with_labels, self.dials == 1);
+        let second = self.second.take();
+        Box::pin(async move {
+            if !first {
+                std::future::pending::<()>().await;
+            }
+            let first = snapshot(n, false, with_labels);
+            let session: lookout_core::Session<u64> = match second {
+                Some(v) => Box::pin(Ready(first.chain(v)).chain(tokio_stream::pending())),
+                None => Box::pin(
+                    Ready(first.chain(snapshot(n, true, with_labels)))
+                        .chain(tokio_stream::pending()),
+                ),
+            };
+            Ok(session)
+        })
+    }
+}
+
+struct Run {
+    bytes_per_instance: f64,
+    diff: Duration,
+    transitions: usize,
+}
+
+/// With `memory`, the heap is measured (dhat running) and the second snapshot
+/// generated lazily; without, the second snapshot is built beforehand and only
+/// its consumption is timed.
+async fn run(n: usize, with_labels: bool, memory: bool) -> Run {
+    let second = (!memory).then(|| snapshot(n, true, with_labels).collect::<Vec<_>>());
+    let heap = || {
+        if memory {
+            dhat::HeapStats::get().curr_bytes
+        } else {
+            0
+        }
+    };
+    let before = heap();
+    let mut watch = Watch::new(
+        Synthetic {
+            n,
+            with_labels,
+            dials: 0,
+            second,
+        },
+        WatchConfig::default(),
+    );
+    // The baseline.
+    while !matches!(
+        watch.next().await,
+        Some(Item::Status(Status::Connected { .. }))
+    ) {}
+    let held = heap().saturating_sub(before);
+    let start = Instant::now();
+    let mut transitions = 0;
+    loop {
+        match watch.next().await {
+            Some(Item::Event(e)) => {
+                std::hint::black_box(&e);
+                transitions += 1;
+            }
+            Some(Item::Status(Status::Connected { instances })) => {
+                assert_eq!(instances, n, "as many instances after the resync");
+                break;
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    let diff = start.elapsed();
+    Run {
+        bytes_per_instance: held as f64 / n as f64,
+        diff,
+        transitions,
+    }
+}
+
+fn peak_rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn main() {
+    let full = std::env::args().any(|a| a == "--bench");
+    let sizes: &[usize] = if full { &[10_000, 100_000] } else { &[2_000] };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("runtime");
+    println!("resync at scale: second snapshot with 1% flipped, 0.5% gone, 0.5% new");
+    println!("| instances | labels | diff time | transitions | bytes per tracked instance |");
+    println!("|---|---|---|---|---|");
+    let mut rows = Vec::new();
+    // Timing first, with the allocation profiler off.
+    for &n in sizes {
+        for with_labels in [false, true] {
+            let r = rt.block_on(run(n, with_labels, false));
+            assert_eq!(
+                r.transitions,
+                n / 100 + n / 200 * 3,
+                "each change reported once"
+            );
+            rows.push((n, with_labels, r.diff, r.transitions));
+        }
+    }
+    let _profiler = dhat::Profiler::builder().testing().build();
+    for (n, with_labels, diff, transitions) in rows {
+        let r = rt.block_on(run(n, with_labels, true));
+        println!(
+            "| {n} | {} | {:.1} ms | {transitions} | {:.0} |",
+            if with_labels { "2 each" } else { "none" },
+            diff.as_secs_f64() * 1e3,
+            r.bytes_per_instance
+        );
+    }
+    println!(
+        "peak RSS of the whole bench process: {} KiB",
+        peak_rss_kib()
+    );
+}
