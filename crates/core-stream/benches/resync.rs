@@ -9,7 +9,11 @@
 //!
 //! `cargo bench -p lookout-core --bench resync`; without `--bench` (as
 //! `cargo test --benches` runs it) a smoke run of 2k instances.
-#![allow(clippy::cast_precision_loss, clippy::cast_possible_truncation)]
+#![allow(
+    clippy::cast_precision_loss,
+    clippy::cast_possible_truncation,
+    clippy::unnecessary_wraps
+)]
 
 use std::time::{Duration, Instant};
 

@@ -142,49 +142,46 @@ impl Tracker {
         // An instance listed twice: the later entry wins, through the same rules.
         for l in snapshot {
             let id = l.id;
-            match self.known.get_mut(&id) {
-                Some(k) => {
-                    k.epoch = epoch;
-                    if *k.labels != l.labels {
-                        k.labels = Arc::new(l.labels);
+            if let Some(k) = self.known.get_mut(&id) {
+                k.epoch = epoch;
+                if *k.labels != l.labels {
+                    k.labels = Arc::new(l.labels);
+                }
+                if different_incarnation(k.uid.as_ref(), l.uid.as_ref()) {
+                    found.push((id.clone(), EventKind::Removed, Arc::clone(&k.labels)));
+                    found.push((id.clone(), EventKind::Created, Arc::clone(&k.labels)));
+                    if l.running {
+                        found.push((id, EventKind::Started, Arc::clone(&k.labels)));
                     }
-                    if different_incarnation(k.uid.as_ref(), l.uid.as_ref()) {
-                        found.push((id.clone(), EventKind::Removed, Arc::clone(&k.labels)));
-                        found.push((id.clone(), EventKind::Created, Arc::clone(&k.labels)));
-                        if l.running {
-                            found.push((id, EventKind::Started, Arc::clone(&k.labels)));
-                        }
-                    } else if k.running != l.running {
-                        let kind = if l.running {
-                            EventKind::Started
-                        } else {
-                            EventKind::Stopped
-                        };
-                        found.push((id, kind, Arc::clone(&k.labels)));
-                    }
-                    k.running = l.running;
-                    if l.uid.is_some() {
-                        k.uid = l.uid;
+                } else if k.running != l.running {
+                    let kind = if l.running {
+                        EventKind::Started
+                    } else {
+                        EventKind::Stopped
+                    };
+                    found.push((id, kind, Arc::clone(&k.labels)));
+                }
+                k.running = l.running;
+                if l.uid.is_some() {
+                    k.uid = l.uid;
+                }
+            } else {
+                let labels = Arc::new(l.labels);
+                if origin.is_some() {
+                    found.push((id.clone(), EventKind::Created, Arc::clone(&labels)));
+                    if l.running {
+                        found.push((id.clone(), EventKind::Started, Arc::clone(&labels)));
                     }
                 }
-                None => {
-                    let labels = Arc::new(l.labels);
-                    if origin.is_some() {
-                        found.push((id.clone(), EventKind::Created, Arc::clone(&labels)));
-                        if l.running {
-                            found.push((id.clone(), EventKind::Started, Arc::clone(&labels)));
-                        }
-                    }
-                    self.known.insert(
-                        id,
-                        Known {
-                            running: l.running,
-                            uid: l.uid,
-                            labels,
-                            epoch,
-                        },
-                    );
-                }
+                self.known.insert(
+                    id,
+                    Known {
+                        running: l.running,
+                        uid: l.uid,
+                        labels,
+                        epoch,
+                    },
+                );
             }
         }
         self.known.retain(|id, k| {
