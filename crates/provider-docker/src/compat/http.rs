@@ -75,8 +75,8 @@ impl AsyncWrite for Io {
     }
 }
 
-/// Opens a socket to the host (TLS material is read now, on every dial).
-pub(crate) async fn connect(host: &Host) -> Result<Io, CompatError> {
+/// Opens a socket to the host (TLS material is read now, on every connection).
+pub(crate) async fn connect(host: &Host, tls_env: &TlsEnv) -> Result<Io, CompatError> {
     let connect_error = |source| CompatError::Connect {
         host: host.to_string(),
         source,
@@ -97,7 +97,7 @@ pub(crate) async fn connect(host: &Host) -> Result<Io, CompatError> {
             // Events are small and latency matters more than throughput.
             tcp.set_nodelay(true).map_err(connect_error)?;
             if *tls {
-                tls_connect(name, tcp, &TlsEnv::from_env()).await
+                tls_connect(name, tcp, tls_env).await
             } else {
                 Ok(Io::Tcp(tcp))
             }
@@ -141,8 +141,12 @@ pub(crate) struct Exchange {
 
 /// `GET path_and_query` on a new connection to `host`; resolves once the
 /// response head has arrived.
-pub(crate) async fn get(host: &Host, path_and_query: &str) -> Result<Exchange, CompatError> {
-    let io = connect(host).await?;
+pub(crate) async fn get(
+    host: &Host,
+    tls_env: &TlsEnv,
+    path_and_query: &str,
+) -> Result<Exchange, CompatError> {
+    let io = connect(host, tls_env).await?;
     let request_error = |source| CompatError::Http {
         path: strip_query(path_and_query).to_owned(),
         source,

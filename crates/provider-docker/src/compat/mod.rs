@@ -159,11 +159,14 @@ impl CompatDial {
 
     /// The engine's address as the next dial would resolve it.
     pub fn resolve(&self) -> Result<Host, ConfigError> {
-        host::resolve(
-            self.host.as_deref(),
-            &self.mapping.discovery,
-            &host::TlsEnv::from_env(),
-        )
+        self.endpoint().map(|(host, _)| host)
+    }
+
+    /// The address and the TLS settings, read from the environment now.
+    fn endpoint(&self) -> Result<(Host, host::TlsEnv), ConfigError> {
+        let tls = host::TlsEnv::from_env();
+        let host = host::resolve(self.host.as_deref(), &self.mapping.discovery, &tls)?;
+        Ok((host, tls))
     }
 
     /// The provider's table.
@@ -209,19 +212,19 @@ impl Dial for CompatDial {
     fn dial(&mut self, resume: Option<&Cursor>) -> DialFuture<Cursor> {
         let mapping = self.mapping;
         let resume = resume.copied();
-        let host = self.resolve();
+        let endpoint = self.endpoint();
         let events_path = self.events_path(resume);
         let list_path = self.list_path();
         Box::pin(async move {
-            let host = host?;
+            let (host, tls) = endpoint?;
             tracing::debug!(provider = mapping.provider, %host, ?resume, "subscribing to /events");
-            let events = http::get(&host, &events_path)
+            let events = http::get(&host, &tls, &events_path)
                 .instrument(tracing::debug_span!("conn", provider = mapping.provider, %host, request = "events"))
                 .await?
                 .ok("/events")
                 .await?;
             let list = async {
-                http::get(&host, &list_path)
+                http::get(&host, &tls, &list_path)
                     .await?
                     .ok("/containers/json")
                     .await?
@@ -244,13 +247,13 @@ impl Dial for CompatDial {
     }
 
     fn probe(&mut self) -> Option<ProbeFuture> {
-        let host = self.resolve();
+        let endpoint = self.endpoint();
         let provider = self.mapping.provider;
         Some(Box::pin(async move {
-            let host = host?;
+            let (host, tls) = endpoint?;
             let span = tracing::debug_span!("conn", provider, %host, request = "ping");
             async {
-                http::get(&host, "/_ping")
+                http::get(&host, &tls, "/_ping")
                     .await?
                     .ok("/_ping")
                     .await?
