@@ -19,6 +19,9 @@ use lookout_core::{
 };
 use tokio_stream::StreamExt;
 
+mod support;
+use support::Ready;
+
 #[global_allocator]
 static ALLOC: dhat::Alloc = dhat::Alloc;
 
@@ -55,21 +58,6 @@ fn items(instances: usize, changes: usize) -> (Vec<Obs>, Vec<Obs>) {
         })
         .collect();
     (snapshot, live)
-}
-
-/// A stream over a vector that is always ready (like `futures::stream::iter`;
-/// `tokio_stream::iter` yields to the runtime every 32 items, which would
-/// measure the scheduler instead of the combinator).
-struct Ready<I>(I);
-
-impl<I: Iterator + Unpin> tokio_stream::Stream for Ready<I> {
-    type Item = I::Item;
-    fn poll_next(
-        mut self: std::pin::Pin<&mut Self>,
-        _cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<I::Item>> {
-        std::task::Poll::Ready(self.0.next())
-    }
 }
 
 /// Hands out one pre-built session, then nothing.

@@ -22,23 +22,13 @@ use lookout_core::{
 };
 use tokio_stream::StreamExt;
 
+mod support;
+use support::Ready;
+
 #[global_allocator]
 static ALLOC: dhat::Alloc = dhat::Alloc;
 
 type Obs = Result<Observation<u64>, BoxError>;
-
-/// An always-ready stream over a lazy iterator.
-struct Ready<I>(I);
-
-impl<I: Iterator + Unpin> tokio_stream::Stream for Ready<I> {
-    type Item = I::Item;
-    fn poll_next(
-        mut self: std::pin::Pin<&mut Self>,
-        _cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<I::Item>> {
-        std::task::Poll::Ready(self.0.next())
-    }
-}
 
 fn labels(n: usize, with_labels: bool) -> Labels {
     if with_labels {
