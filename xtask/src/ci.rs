@@ -8,8 +8,10 @@
 //!    advisories are not checked: their database cannot be fetched here)
 //! 4. `engines up all`: dockerd, podman, swarm, k8s; any failure fails CI
 //! 5. `cargo test --workspace --locked` with the engines' environment
-//! 6. `cargo doc --workspace --no-deps --locked` with `RUSTDOCFLAGS=-D warnings`
-//! 7. `cargo package --workspace --locked --exclude xtask --exclude lookout-e2e`
+//! 6. `cargo test --benches --workspace --locked`: the benches' smoke runs
+//!    (each bench without `--bench` runs a small size; see `cargo xtask bench`)
+//! 7. `cargo doc --workspace --no-deps --locked` with `RUSTDOCFLAGS=-D warnings`
+//! 8. `cargo package --workspace --locked --exclude xtask --exclude lookout-e2e`
 //!    (verified: each packaged crate is built from its .crate file)
 //!
 //! The engines are left running; `cargo xtask engines down` stops them.
@@ -96,7 +98,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
 }
 
 /// The pipeline. `ci`: running in CI (a fresh clone), else on a developer's tree.
-fn steps(ci: bool) -> [Step; 7] {
+fn steps(ci: bool) -> [Step; 8] {
     let package_args: &'static [&'static str] = if ci {
         &[
             "package",
@@ -160,6 +162,14 @@ fn steps(ci: bool) -> [Step; 7] {
             timeout: 45 * MINUTE,
             action: Action::Test {
                 args: &["test", "--workspace", "--locked"],
+            },
+        },
+        Step {
+            name: "bench smoke",
+            timeout: 10 * MINUTE,
+            action: Action::Cargo {
+                args: &["test", "--benches", "--workspace", "--locked"],
+                env: vec![],
             },
         },
         Step {

@@ -1,6 +1,7 @@
 //! Project automation, run as `cargo xtask COMMAND` (alias in `.cargo/config.toml`).
 //!
 //! ```text
+//! cargo xtask bench [--smoke]                      the full benches (core overhead, resync, docker firehose)
 //! cargo xtask ci                                   the whole CI pipeline (.ci/run)
 //! cargo xtask demo                                 lookout docker through a container's life and a dockerd restart
 //! cargo xtask engines up   [docker|podman|swarm|k8s|all]...
@@ -17,6 +18,7 @@
 
 use std::process::ExitCode;
 
+mod bench;
 mod ci;
 mod demo;
 mod engines_cmd;
@@ -30,6 +32,7 @@ const USAGE: &str = "\
 usage: cargo xtask COMMAND
 
 commands:
+  bench [--smoke]                      the full benches and their tables (machine and load noted)
   ci                                   fmt, clippy, deny, engines up all, test, doc, package
   demo                                 watch a demo container through its life and a dockerd restart
   engines up   [ENGINE]...             start engines (docker, podman, swarm, k8s, all; default all)
@@ -42,6 +45,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let rest = args.get(1..).unwrap_or_default();
     let result = match args.first().map(String::as_str) {
+        Some("bench") => bench::run(rest),
         Some("ci") => ci::run(rest),
         Some("demo") => demo::run(),
         Some("engines") => engines_cmd::run(rest),

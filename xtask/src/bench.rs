@@ -1,0 +1,111 @@
+//! `cargo xtask bench`: the full benches in one go, their tables printed as
+//! they come (stdout), preceded by the machine and its load (the figures are
+//! wall-clock and shift with whatever else runs).
+//!
+//! 1. `cargo bench -p lookout-core --bench overhead`
+//! 2. `cargo bench -p lookout-core --bench resync`
+//! 3. `cargo bench -p lookout-docker --bench firehose` (when that bench exists)
+//!
+//! `cargo xtask bench --smoke` runs the same benches as `cargo test --benches`
+//! does (small sizes), for a quick check that they still work.
+
+use std::fs;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use crate::engines;
+
+/// (package, bench, file that must exist for it to be run).
+const BENCHES: &[(&str, &str, &str)] = &[
+    (
+        "lookout-core",
+        "overhead",
+        "crates/core-stream/benches/overhead.rs",
+    ),
+    (
+        "lookout-core",
+        "resync",
+        "crates/core-stream/benches/resync.rs",
+    ),
+    (
+        "lookout-docker",
+        "firehose",
+        "crates/provider-docker/benches/firehose.rs",
+    ),
+];
+
+pub fn run(args: &[String]) -> Result<(), String> {
+    let smoke = match args.first().map(String::as_str) {
+        None => false,
+        Some("--smoke") => true,
+        Some(a) => {
+            return Err(format!(
+                "`cargo xtask bench` takes only `--smoke` (got {a:?})"
+            ));
+        }
+    };
+    let root = engines::workspace_root();
+    println!("machine: {}", machine());
+    println!("load before: {}", load());
+    let total = Instant::now();
+    for (package, bench, file) in BENCHES {
+        if !root.join(file).exists() {
+            eprintln!("==> bench `{bench}`: {file} is missing, skipped");
+            continue;
+        }
+        let mut cargo_args = vec!["bench", "--locked", "-p", package, "--bench", bench];
+        if smoke {
+            // Without `--bench` after `--`, each bench runs its smoke size.
+            cargo_args = vec!["test", "--locked", "-p", package, "--bench", bench];
+        }
+        println!("\n## {package} / {bench}  (load before: {})", load());
+        eprintln!("==> cargo {}", cargo_args.join(" "));
+        let t = Instant::now();
+        let status = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+            .args(&cargo_args)
+            .current_dir(&root)
+            .stdin(Stdio::null())
+            .status()
+            .map_err(|e| format!("cannot run cargo: {e}"))?;
+        if !status.success() {
+            return Err(format!(
+                "`cargo {}` exited with {status}",
+                cargo_args.join(" ")
+            ));
+        }
+        println!(
+            "({bench}: {:.1?} wall, load after: {})",
+            t.elapsed(),
+            load()
+        );
+    }
+    println!(
+        "\nall benches: {:.1?}; load after: {}",
+        total.elapsed(),
+        load()
+    );
+    Ok(())
+}
+
+/// `N cores, MODEL` from `nproc`'s view and /proc/cpuinfo.
+fn machine() -> String {
+    let cores = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
+    let model = fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, m)| m.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".to_owned());
+    format!("{cores} cores, {model}")
+}
+
+/// The 1/5/15-minute load averages from /proc/loadavg.
+fn load() -> String {
+    fs::read_to_string("/proc/loadavg").map_or_else(
+        |_| "unknown".to_owned(),
+        |s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
+    )
+}
