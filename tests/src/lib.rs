@@ -2,5 +2,5 @@
 //! `cargo xtask engines` runs) and test utilities.
 
 pub mod engines;
-pub mod relay;
 pub mod k8s_util;
+pub mod relay;
