@@ -37,6 +37,13 @@ pub trait Dial: Send + 'static {
     /// seen so far (`None` on the first dial, or when the engine gave none).
     /// The session must start with a snapshot. Resolve the engine's address
     /// anew on every dial (a socket file may have been recreated).
+    ///
+    /// A session must not yield again the changes at or before `resume` (an
+    /// inclusive `since` replays the last one): they were applied before the
+    /// new snapshot, which may have moved on since, so a replayed `start` after
+    /// a snapshot that says "stopped" would be a new (wrong) transition. The
+    /// core swallows a replay that changes nothing, not one that contradicts
+    /// the snapshot.
     fn dial(&mut self, resume: Option<&Self::Cursor>) -> DialFuture<Self::Cursor>;
 
     /// A cheap liveness check (Docker's `/_ping`) the core runs when a session
