@@ -42,6 +42,14 @@ pub enum CompatError {
         /// The engine's message.
         message: String,
     },
+    /// The engine did not answer a request in time.
+    #[error("GET {path} did not answer within {after:?}")]
+    Timeout {
+        /// The request path, without the query.
+        path: String,
+        /// How long lookout waited.
+        after: std::time::Duration,
+    },
     /// A response was larger than lookout accepts.
     #[error("the response to GET {path} exceeds {limit} bytes")]
     TooLarge {
@@ -50,7 +58,12 @@ pub enum CompatError {
         /// The limit in bytes.
         limit: usize,
     },
-    /// The container list could not be decoded.
-    #[error("cannot decode the container list: {0}")]
-    List(String),
+    /// The object list (`/containers/json`, `/services`) could not be decoded.
+    #[error("cannot decode the list from GET {path}: {reason}")]
+    List {
+        /// The request path, without the query.
+        path: String,
+        /// What is wrong with it.
+        reason: String,
+    },
 }

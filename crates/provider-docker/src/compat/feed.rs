@@ -1,24 +1,27 @@
-//! Decoding: the container list, and the `/events` body line by line into
-//! observations. Pure (no I/O), so every case is unit-tested.
+//! Decoding the `/events` body line by line into observations. Pure (no
+//! I/O), so every case is unit-tested.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
 
-use lookout_core::{Change, EventKind, InstanceId, Labels, Listed, Observation};
+use lookout_core::{Change, InstanceId, Labels, Listed, Observation};
 use serde_json::Value;
 
-use super::error::CompatError;
-use super::mapping::Mapping;
+use super::objects::{Decision, Event, KnownObjects, Objects, preview};
 
 /// A position in an engine's event feed: the event's `timeNano`.
 ///
 /// A redial asks for the events `since` this time, minus 1 µs: Docker's `since`
 /// is inclusive and exact, Podman parses it as a float (precise to about
-/// 0.25 µs). The feed then drops every event at or before the cursor: those
-/// were seen before the redial (two events in the same nanosecond, one seen
-/// and one not, would lose the second; engines stamp events with the
-/// nanosecond clock, so this is left as it is).
+/// 0.25 µs). The feed then drops what it replays of the events seen before
+/// the redial: with ordered times (containers) every event at or before the
+/// cursor (two events in the same nanosecond, one seen and one not, would lose
+/// the second; engines stamp events with the nanosecond clock, so this is left
+/// as it is); without (Swarm services) only those from `since` to the cursor
+/// (see [`Objects::ordered_times`](super::Objects::ordered_times)).
+///
+/// The cursor only moves forward: it is the newest time seen, whatever the
+/// order the events came in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Cursor(i64);
 
@@ -35,60 +38,75 @@ impl Cursor {
 
     /// The `since` query value: `seconds.nanoseconds`, 1 µs before the cursor.
     pub(crate) fn since(self) -> String {
-        let t = self.0.saturating_sub(1_000).max(0);
+        let t = self.since_nanos();
         format!("{}.{:09}", t / 1_000_000_000, t % 1_000_000_000)
+    }
+
+    /// The `since` of a redial from this cursor, in nanoseconds.
+    pub(crate) fn since_nanos(self) -> i64 {
+        self.0.saturating_sub(1_000).max(0)
     }
 }
 
 /// One decoded observation from the feed.
 pub(crate) type Obs = Observation<Cursor>;
 
+/// What the feed makes of one line.
+#[derive(Debug)]
+pub(crate) enum Step {
+    /// An observation to yield.
+    Obs(Obs),
+    /// Inspect the event's object (`GET path`) before deciding: see
+    /// [`Feed::inspected`].
+    Inspect { event: Event, path: String },
+}
+
 /// The longest event line accepted; a longer one is skipped as undecodable.
 pub(crate) const MAX_LINE: usize = 1 << 20;
 
 /// Turns the `/events` body of one session into observations.
 ///
-/// Besides decoding, it keeps the session coherent with its snapshot: a
-/// change passes only for a container the snapshot listed or whose `create`
-/// this session saw. Any other event is from before the snapshot, about a
-/// container that was already gone when it was taken (the resync reported its
-/// removal): passing it on would resurrect the container for a moment.
+/// It frames and decodes the lines (an undecodable one costs that event
+/// only), keeps the cursor, drops what a redial replays of the events seen
+/// before it, and hands each event of the watched type to the session's
+/// [`KnownObjects`], which says what it means.
 #[derive(Debug)]
-pub(crate) struct Feed {
-    mapping: &'static Mapping,
+pub(crate) struct Feed<K> {
+    provider: &'static str,
+    event_type: &'static str,
+    ordered_times: bool,
     resume: Option<Cursor>,
     /// The newest cursor reported: cursors only move forward, so that an
     /// event with a bogus old time cannot send a redial far back.
     newest: Option<Cursor>,
-    /// Container id → labels, of the containers this session may report.
-    containers: HashMap<Arc<str>, Labels>,
+    known: K,
     /// A line not yet terminated by `\n`.
     partial: Vec<u8>,
     /// Inside a line longer than [`MAX_LINE`], already reported: skip to `\n`.
     overlong: bool,
 }
 
-impl Feed {
-    pub(crate) fn new(
-        mapping: &'static Mapping,
+impl<K: KnownObjects> Feed<K> {
+    pub(crate) fn new<O: Objects<Known = K>>(
+        objects: &'static O,
+        labels: &Labels,
         resume: Option<Cursor>,
         listed: &[Listed],
     ) -> Self {
         Self {
-            mapping,
+            provider: objects.provider(),
+            event_type: objects.event_type(),
+            ordered_times: objects.ordered_times(),
             resume,
             newest: resume,
-            containers: listed
-                .iter()
-                .filter_map(|l| Some((Arc::clone(l.uid.as_ref()?), l.labels.clone())))
-                .collect(),
+            known: objects.known(labels, listed),
             partial: Vec::new(),
             overlong: false,
         }
     }
 
-    /// Feeds a piece of the body; pushes an observation per complete line.
-    pub(crate) fn push(&mut self, mut chunk: &[u8], out: &mut VecDeque<Obs>) {
+    /// Feeds a piece of the body; pushes a step per complete line.
+    pub(crate) fn push(&mut self, mut chunk: &[u8], out: &mut VecDeque<Step>) {
         while let Some(pos) = chunk.iter().position(|b| *b == b'\n') {
             let (head, rest) = (&chunk[..pos], &chunk[pos + 1..]);
             chunk = rest;
@@ -96,14 +114,14 @@ impl Feed {
                 self.overlong = false;
                 continue;
             }
-            let obs = if self.partial.is_empty() {
+            let step = if self.partial.is_empty() {
                 self.line(head)
             } else {
                 let mut line = std::mem::take(&mut self.partial);
                 line.extend_from_slice(head);
                 self.line(&line)
             };
-            out.extend(obs);
+            out.extend(step);
         }
         if self.overlong {
             return;
@@ -111,36 +129,76 @@ impl Feed {
         self.partial.extend_from_slice(chunk);
         if self.partial.len() > MAX_LINE {
             tracing::warn!(
-                provider = self.mapping.provider,
+                provider = self.provider,
                 limit = MAX_LINE,
                 start = %preview(&self.partial),
                 "skipping an event line longer than the limit"
             );
             self.partial = Vec::new();
             self.overlong = true;
-            out.push_back(Observation::Progress(None));
+            out.push_back(Step::Obs(Observation::Progress(None)));
         }
     }
 
     /// The body ended: decodes a last line that had no `\n`.
-    pub(crate) fn finish(&mut self, out: &mut VecDeque<Obs>) {
+    pub(crate) fn finish(&mut self, out: &mut VecDeque<Step>) {
         let line = std::mem::take(&mut self.partial);
         if !self.overlong {
             out.extend(self.line(&line));
         }
     }
 
+    /// What the event means now that its object was inspected: `Ok(None)`
+    /// when the engine says it is gone, `Err` when it answered something
+    /// unusable (the event is then skipped with a warning).
+    pub(crate) fn inspected(
+        &mut self,
+        event: Event,
+        object: Result<Option<&Value>, String>,
+    ) -> Obs {
+        let decision = match object {
+            Ok(object) => match self.known.inspected(&event, object) {
+                Decision::Inspect(_) => Decision::Undecodable("asked to inspect again"),
+                decision => decision,
+            },
+            Err(reason) => {
+                tracing::warn!(
+                    provider = self.provider,
+                    id = event.name(),
+                    action = event.action(),
+                    %reason,
+                    "skipping an event whose object cannot be inspected"
+                );
+                return Observation::Progress(event.cursor);
+            }
+        };
+        match self.decided(event, decision) {
+            Step::Obs(obs) => obs,
+            Step::Inspect { event, .. } => Observation::Progress(event.cursor),
+        }
+    }
+
+    /// Whether an event at `time` may be one the sessions before the redial
+    /// saw, replayed by its `since` (see [`Objects::ordered_times`]).
+    fn seen_before(&self, time: Cursor) -> bool {
+        match self.resume {
+            None => false,
+            Some(r) if self.ordered_times => time <= r,
+            Some(r) => r.since_nanos() <= time.0 && time <= r,
+        }
+    }
+
     /// Decodes one line. `None` for a blank line; an undecodable, unwanted or
     /// stale event is `Progress`, with its cursor when it has one.
-    fn line(&mut self, line: &[u8]) -> Option<Obs> {
+    fn line(&mut self, line: &[u8]) -> Option<Step> {
         let line = line.trim_ascii();
         if line.is_empty() {
             return None;
         }
-        let provider = self.mapping.provider;
+        let provider = self.provider;
         let poison = |reason: &str, cursor: Option<Cursor>| {
             tracing::warn!(provider, reason, line = %preview(line), "skipping an undecodable event");
-            Some(Observation::Progress(cursor))
+            Some(Step::Obs(Observation::Progress(cursor)))
         };
         let event: Value = match serde_json::from_slice(line) {
             Ok(v) => v,
@@ -152,12 +210,12 @@ impl Feed {
         let Some(time) = event_time(&event) else {
             return poison("no timeNano/time", None);
         };
-        if self.resume.is_some_and(|r| time <= r) {
+        if self.seen_before(time) {
             // Seen before the redial. Passing it on again is not harmless: the
             // snapshot may have moved the state on since (a replayed `start`
             // after a resync found the container stopped would restart it).
             tracing::trace!(provider, ?time, "replayed from before the resume point");
-            return Some(Observation::Progress(None));
+            return Some(Step::Obs(Observation::Progress(None)));
         }
         let cursor = if self.newest.is_none_or(|n| time >= n) {
             self.newest = Some(time);
@@ -165,26 +223,29 @@ impl Feed {
         } else {
             None
         };
-        match self.event(&event, time, cursor) {
-            Ok(obs) => Some(obs),
+        match self.event(event, time, cursor) {
+            Ok(step) => Some(step),
             Err(reason) => poison(reason, cursor),
         }
     }
 
-    /// Maps one decoded event with a time; `Err` names what it lacks.
+    /// Decodes what every event has and asks the session's objects what it
+    /// means; `Err` names what it lacks.
     fn event(
         &mut self,
-        event: &Value,
+        mut event: Value,
         time: Cursor,
         cursor: Option<Cursor>,
-    ) -> Result<Obs, &'static str> {
-        let provider = self.mapping.provider;
-        let progress = Ok(Observation::Progress(cursor));
+    ) -> Result<Step, &'static str> {
         match event.get("Type").and_then(Value::as_str) {
-            Some("container") => {}
+            Some(t) if t == self.event_type => {}
             Some(other) => {
-                tracing::debug!(provider, r#type = other, "ignoring a non-container event");
-                return progress;
+                tracing::debug!(
+                    provider = self.provider,
+                    r#type = other,
+                    "ignoring an event of another type"
+                );
+                return Ok(Step::Obs(Observation::Progress(cursor)));
             }
             None => return Err("no Type"),
         }
@@ -192,64 +253,70 @@ impl Feed {
             .get("Action")
             .or_else(|| event.get("status"))
             .and_then(Value::as_str)
-            .ok_or("no Action")?;
-        let Some(kind) = self.mapping.kind(action) else {
-            if self.mapping.is_ignored(action) {
-                tracing::trace!(provider, action, "ignoring an action");
-            } else {
-                tracing::debug!(provider, action, "ignoring an unknown action");
-            }
-            return progress;
-        };
-        let actor = event.get("Actor");
-        let uid = actor
+            .ok_or("no Action")?
+            .to_owned();
+        let uid: Arc<str> = event
+            .get("Actor")
             .and_then(|a| a.get("ID"))
             .or_else(|| event.get("id"))
             .and_then(Value::as_str)
             .filter(|id| !id.is_empty())
-            .ok_or("no Actor.ID")?;
-        let attributes = actor
-            .and_then(|a| a.get("Attributes"))
-            .and_then(Value::as_object);
+            .ok_or("no Actor.ID")?
+            .into();
+        let attributes = match event
+            .get_mut("Actor")
+            .and_then(|a| a.get_mut("Attributes"))
+            .map(Value::take)
+        {
+            Some(Value::Object(attributes)) => attributes,
+            _ => serde_json::Map::new(),
+        };
         let name = attributes
-            .and_then(|a| a.get("name"))
+            .get("name")
             .and_then(Value::as_str)
             .map(|n| n.trim_start_matches('/'))
             .filter(|n| !n.is_empty())
-            .ok_or("no Actor.Attributes.name")?;
-        let labels = if let Some(labels) = self.containers.get(uid) {
-            labels.clone()
-        } else if kind == EventKind::Created {
-            let labels: Labels = attributes
-                .into_iter()
-                .flatten()
-                .filter(|(k, _)| !self.mapping.non_label_attributes.contains(&k.as_str()))
-                .map(|(k, v)| (k.clone(), string_value(v)))
-                .collect();
-            self.containers.insert(Arc::from(uid), labels.clone());
-            labels
-        } else {
-            tracing::debug!(
-                provider,
-                id = name,
-                action,
-                "skipping an event of a container the snapshot did not list and this session \
-                 did not see created: it was gone before the snapshot, which reported it"
-            );
-            return progress;
-        };
-        if kind == EventKind::Removed {
-            self.containers.remove(uid);
-        }
-        let nanos = u64::try_from(time.0).unwrap_or(0);
-        Ok(Observation::Change(Change {
-            id: InstanceId::from(name),
-            kind,
-            uid: Some(Arc::from(uid)),
-            labels: Some(labels),
-            at: SystemTime::UNIX_EPOCH + Duration::from_nanos(nanos),
+            .ok_or("no Actor.Attributes.name")?
+            .to_owned();
+        let event = Event {
+            action,
+            uid,
+            name,
+            attributes,
+            time,
             cursor,
-        }))
+        };
+        match self.known.event(&event) {
+            Decision::Undecodable(reason) => Err(reason),
+            decision => Ok(self.decided(event, decision)),
+        }
+    }
+
+    /// Turns a decision about an event into a step.
+    fn decided(&mut self, event: Event, decision: Decision) -> Step {
+        let cursor = event.cursor;
+        match decision {
+            Decision::Skip => Step::Obs(Observation::Progress(cursor)),
+            Decision::Report { kind, labels } => Step::Obs(Observation::Change(Change {
+                at: event.at(),
+                id: InstanceId::from(event.name),
+                kind,
+                uid: Some(event.uid),
+                labels: Some(labels),
+                cursor,
+            })),
+            Decision::Inspect(path) => Step::Inspect { event, path },
+            Decision::Undecodable(reason) => {
+                tracing::warn!(
+                    provider = self.provider,
+                    reason,
+                    id = event.name(),
+                    action = event.action(),
+                    "skipping an undecodable event"
+                );
+                Step::Obs(Observation::Progress(cursor))
+            }
+        }
     }
 }
 
@@ -262,89 +329,14 @@ fn event_time(event: &Value) -> Option<Cursor> {
     secs.checked_mul(1_000_000_000).map(Cursor)
 }
 
-fn string_value(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
-
-/// The start of a line, for a log message.
-fn preview(line: &[u8]) -> String {
-    const MAX: usize = 200;
-    let text = String::from_utf8_lossy(&line[..line.len().min(MAX)]);
-    if line.len() > MAX {
-        format!("{text}…")
-    } else {
-        text.into_owned()
-    }
-}
-
-/// Decodes `GET /containers/json?all=1`. An entry without an id or a name is
-/// skipped with a warning.
-pub(crate) fn parse_list(body: &[u8], mapping: &Mapping) -> Result<Vec<Listed>, CompatError> {
-    let value: Value =
-        serde_json::from_slice(body).map_err(|e| CompatError::List(e.to_string()))?;
-    let Value::Array(entries) = value else {
-        return Err(CompatError::List("not a JSON array".to_owned()));
-    };
-    let mut listed = Vec::with_capacity(entries.len());
-    for entry in &entries {
-        let uid = entry
-            .get("Id")
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty());
-        let name = container_name(entry);
-        let (Some(uid), Some(name)) = (uid, name) else {
-            tracing::warn!(
-                provider = mapping.provider,
-                entry = %preview(entry.to_string().as_bytes()),
-                "skipping a listed container without an Id or a name"
-            );
-            continue;
-        };
-        let state = entry.get("State").and_then(Value::as_str).unwrap_or("");
-        let labels = entry
-            .get("Labels")
-            .and_then(Value::as_object)
-            .map(|l| {
-                l.iter()
-                    .map(|(k, v)| (k.clone(), string_value(v)))
-                    .collect()
-            })
-            .unwrap_or_default();
-        listed.push(Listed {
-            id: InstanceId::from(name),
-            // A paused container still runs: no event says otherwise (`pause`
-            // is not a stop). A restarting one has died and not started yet.
-            running: matches!(state, "running" | "paused"),
-            uid: Some(Arc::from(uid)),
-            labels,
-        });
-    }
-    Ok(listed)
-}
-
-/// The container's own name from `Names`: without the leading `/`, and not a
-/// legacy link alias (`/other/alias`).
-fn container_name(entry: &Value) -> Option<&str> {
-    let names = entry.get("Names")?.as_array()?;
-    let names = || {
-        names
-            .iter()
-            .filter_map(Value::as_str)
-            .map(|n| n.trim_start_matches('/'))
-            .filter(|n| !n.is_empty())
-    };
-    names()
-        .find(|n| !n.contains('/'))
-        .or_else(|| names().next())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::compat::containers::KnownContainers;
     use crate::compat::host::Discovery;
+    use crate::compat::mapping::Mapping;
+    use lookout_core::EventKind;
+    use std::time::{Duration, SystemTime};
 
     static TABLE: Mapping = Mapping {
         provider: "test",
@@ -369,11 +361,25 @@ mod tests {
         )
     }
 
+    fn feed(resume: Option<Cursor>, listed: &[Listed]) -> Feed<KnownContainers> {
+        Feed::new(&TABLE, &Labels::new(), resume, listed)
+    }
+
+    /// The observations of steps that need no inspection.
+    fn obs(out: &mut VecDeque<Step>) -> Vec<Obs> {
+        out.drain(..)
+            .map(|s| match s {
+                Step::Obs(o) => o,
+                Step::Inspect { path, .. } => panic!("a container needs no inspection: {path}"),
+            })
+            .collect()
+    }
+
     /// Feeds `lines`, each ended by `\n`, as one chunk.
-    fn feed_lines(feed: &mut Feed, lines: &[String]) -> Vec<Obs> {
+    fn feed_lines(feed: &mut Feed<KnownContainers>, lines: &[String]) -> Vec<Obs> {
         let mut out = VecDeque::new();
         feed.push((lines.join("\n") + "\n").as_bytes(), &mut out);
-        out.into()
+        obs(&mut out)
     }
 
     fn change(obs: &Obs) -> (&str, EventKind, i64) {
@@ -389,7 +395,7 @@ mod tests {
 
     #[test]
     fn decodes_a_lifecycle_with_labels_from_create() {
-        let mut feed = Feed::new(&TABLE, None, &[]);
+        let mut feed = feed(None, &[]);
         let out = feed_lines(
             &mut feed,
             &[
@@ -412,12 +418,15 @@ mod tests {
         assert_eq!(c.labels, Some(Labels::from([("app".into(), "web".into())])));
         assert_eq!(c.uid.as_deref(), Some("c1"));
         assert_eq!(c.at, SystemTime::UNIX_EPOCH + Duration::from_nanos(10));
-        assert!(feed.containers.is_empty(), "destroy forgets the container");
+        assert!(
+            feed.known.containers.is_empty(),
+            "destroy forgets the container"
+        );
     }
 
     #[test]
     fn lines_split_across_chunks_and_blank_lines() {
-        let mut feed = Feed::new(&TABLE, None, &[]);
+        let mut feed = feed(None, &[]);
         let line = event("create", "c1", "web", 10) + "\n\n";
         let (a, b) = line.split_at(17);
         let mut out = VecDeque::new();
@@ -429,12 +438,13 @@ mod tests {
         feed.push(event("start", "c1", "web", 20).as_bytes(), &mut out);
         assert_eq!(out.len(), 1);
         feed.finish(&mut out);
+        let out = obs(&mut out);
         assert_eq!(change(&out[1]), ("web", EventKind::Started, 20));
     }
 
     #[test]
     fn poison_is_skipped_and_the_cursor_advances_when_it_can() {
-        let mut feed = Feed::new(&TABLE, None, &[]);
+        let mut feed = feed(None, &[]);
         let out = feed_lines(
             &mut feed,
             &[
@@ -480,25 +490,26 @@ mod tests {
 
     #[test]
     fn an_overlong_line_is_skipped_once() {
-        let mut feed = Feed::new(&TABLE, None, &[]);
+        let mut feed = feed(None, &[]);
         let mut out = VecDeque::new();
         let junk = vec![b'x'; MAX_LINE / 2 + 1];
         feed.push(&junk, &mut out);
         assert!(out.is_empty());
         feed.push(&junk, &mut out);
-        assert_eq!(out.pop_front(), Some(Observation::Progress(None)));
+        assert_eq!(obs(&mut out), [Observation::Progress(None)]);
         feed.push(&junk, &mut out);
         feed.push(
             format!("xx\n{}\n", event("create", "c1", "web", 3)).as_bytes(),
             &mut out,
         );
+        let out = obs(&mut out);
         assert_eq!(out.len(), 1, "{out:?}");
         assert_eq!(change(&out[0]), ("web", EventKind::Created, 3));
     }
 
     #[test]
     fn events_older_than_the_resume_point_are_dropped() {
-        let mut feed = Feed::new(&TABLE, Some(Cursor(100)), &[]);
+        let mut feed = feed(Some(Cursor(100)), &[]);
         let out = feed_lines(
             &mut feed,
             &[
@@ -522,7 +533,7 @@ mod tests {
             uid: Some("k1".into()),
             labels: Labels::from([("from".into(), "list".into())]),
         }];
-        let mut feed = Feed::new(&TABLE, Some(Cursor(1)), &listed);
+        let mut feed = feed(Some(Cursor(1)), &listed);
         let out = feed_lines(
             &mut feed,
             &[
@@ -552,7 +563,7 @@ mod tests {
 
     #[test]
     fn the_cursor_never_moves_back() {
-        let mut feed = Feed::new(&TABLE, None, &[]);
+        let mut feed = feed(None, &[]);
         let out = feed_lines(
             &mut feed,
             &[
@@ -579,38 +590,140 @@ mod tests {
         assert_eq!(Cursor(10).since(), "0.000000000");
     }
 
-    #[test]
-    fn parses_the_list() {
-        let body = br#"[
-          {"Id":"a1","Names":["/web"],"State":"running","Labels":{"app":"web"}},
-          {"Id":"b2","Names":["/other/alias","/db"],"State":"exited","Labels":null},
-          {"Id":"c3","Names":["/paused"],"State":"paused","Labels":{}},
-          {"Id":"d4","Names":["/restarting"],"State":"restarting"},
-          {"Names":["/no-id"],"State":"running"},
-          {"Id":"e5","Names":[],"State":"running"}
-        ]"#;
-        let listed = parse_list(body, &TABLE).expect("valid list");
-        let summary: Vec<(&str, bool, &str, usize)> = listed
-            .iter()
-            .map(|l| {
-                (
-                    l.id.as_str(),
-                    l.running,
-                    l.uid.as_deref().unwrap_or(""),
-                    l.labels.len(),
-                )
+    /// A kind whose event times are not ordered and whose every event needs
+    /// an inspection: the object's `{"running": bool}`.
+    #[derive(Debug)]
+    struct Inspected;
+
+    struct KnownInspected;
+
+    impl Objects for Inspected {
+        type Known = KnownInspected;
+        fn provider(&self) -> &'static str {
+            "test"
+        }
+        fn discovery(&self) -> &Discovery {
+            &TABLE.discovery
+        }
+        fn event_type(&self) -> &'static str {
+            "thing"
+        }
+        fn actions(&self) -> Vec<&'static str> {
+            Vec::new()
+        }
+        fn labels_in_events(&self) -> bool {
+            false
+        }
+        fn list_path(&self) -> &'static str {
+            "/things"
+        }
+        fn parse_list(&self, _body: &[u8]) -> Result<Vec<Listed>, String> {
+            Ok(Vec::new())
+        }
+        fn ordered_times(&self) -> bool {
+            false
+        }
+        fn known(&'static self, _labels: &Labels, _listed: &[Listed]) -> KnownInspected {
+            KnownInspected
+        }
+    }
+
+    impl KnownObjects for KnownInspected {
+        fn event(&mut self, event: &Event) -> Decision {
+            Decision::Inspect(format!("/things/{}", event.uid()))
+        }
+        fn inspected(&mut self, event: &Event, object: Option<&Value>) -> Decision {
+            match object.map(|o| o.get("running").and_then(Value::as_bool)) {
+                None => Decision::Skip,
+                Some(None) => Decision::Inspect(format!("/things/{}", event.uid())),
+                Some(Some(running)) => Decision::Report {
+                    kind: if running {
+                        EventKind::Started
+                    } else {
+                        EventKind::Stopped
+                    },
+                    labels: Labels::new(),
+                },
+            }
+        }
+    }
+
+    fn thing(uid: &str, nanos: i64) -> String {
+        format!(
+            r#"{{"Type":"thing","Action":"update","Actor":{{"ID":"{uid}","Attributes":{{"name":"{uid}"}}}},"timeNano":{nanos}}}"#
+        )
+    }
+
+    /// The events of `lines` that pass, each inspected as `object`.
+    fn inspect_all(
+        feed: &mut Feed<KnownInspected>,
+        lines: &[String],
+        object: &Result<Option<Value>, String>,
+    ) -> Vec<Obs> {
+        let mut out = VecDeque::new();
+        feed.push((lines.join("\n") + "\n").as_bytes(), &mut out);
+        out.into_iter()
+            .map(|s| match s {
+                Step::Obs(o) => o,
+                Step::Inspect { event, path } => {
+                    assert_eq!(path, format!("/things/{}", event.uid()));
+                    let object = object.as_ref().map(Option::as_ref).map_err(String::clone);
+                    feed.inspected(event, object)
+                }
             })
-            .collect();
-        assert_eq!(
-            summary,
-            [
-                ("web", true, "a1", 1),
-                ("db", false, "b2", 0),
-                ("paused", true, "c3", 0),
-                ("restarting", false, "d4", 0),
-            ]
+            .collect()
+    }
+
+    #[test]
+    fn unordered_times_drop_only_the_replay_window() {
+        // Redialed from 1_000_000: the engine replays from 999_000 on.
+        let mut feed = Feed::new(&Inspected, &Labels::new(), Some(Cursor(1_000_000)), &[]);
+        let running = Ok(Some(serde_json::json!({"running": true})));
+        let out = inspect_all(
+            &mut feed,
+            &[
+                // Replayed: seen before the redial.
+                thing("a", 1_000_000),
+                thing("b", 999_000),
+                // Older than `since`: no replay, a live event with an old stamp.
+                thing("c", 998_999),
+                thing("d", 5),
+                // Newer than the cursor: never seen.
+                thing("e", 1_000_001),
+            ],
+            &running,
         );
-        assert!(parse_list(b"{}", &TABLE).is_err());
-        assert!(parse_list(b"[", &TABLE).is_err());
+        assert_eq!(out[0], Observation::Progress(None));
+        assert_eq!(out[1], Observation::Progress(None));
+        // A live event older than the cursor passes, without moving it back.
+        assert_eq!(change(&out[2]), ("c", EventKind::Started, -1));
+        assert_eq!(change(&out[3]), ("d", EventKind::Started, -1));
+        assert_eq!(change(&out[4]), ("e", EventKind::Started, 1_000_001));
+    }
+
+    #[test]
+    fn an_inspection_decides_or_costs_the_event_only() {
+        let mut feed = Feed::new(&Inspected, &Labels::new(), None, &[]);
+        let stopped = Ok(Some(serde_json::json!({"running": false})));
+        let out = inspect_all(&mut feed, &[thing("a", 10)], &stopped);
+        assert_eq!(change(&out[0]), ("a", EventKind::Stopped, 10));
+        let Observation::Change(c) = &out[0] else {
+            unreachable!()
+        };
+        assert_eq!(c.uid.as_deref(), Some("a"));
+        // Gone meanwhile, an unusable answer, a second inspection: skipped,
+        // the cursor moves on.
+        for (object, nanos) in [
+            (Ok(None), 11),
+            (Err("GET /things/a answered 500: boom".to_owned()), 12),
+            (Ok(Some(serde_json::json!({"state": "?"}))), 13),
+        ] {
+            let out = inspect_all(&mut feed, &[thing("a", nanos)], &object);
+            assert_eq!(out, [Observation::Progress(Some(Cursor(nanos)))]);
+        }
+        // Another type is skipped without an inspection.
+        let other = r#"{"Type":"container","Action":"start","Actor":{"ID":"x","Attributes":{"name":"x"}},"timeNano":20}"#;
+        let out = inspect_all(&mut feed, &[other.to_owned()], &stopped);
+        assert_eq!(out, [Observation::Progress(Some(Cursor(20)))]);
     }
 }

@@ -192,7 +192,8 @@ pub(crate) async fn get(
     })
 }
 
-fn strip_query(path_and_query: &str) -> &str {
+/// The path of a request, without its query.
+pub(crate) fn strip_query(path_and_query: &str) -> &str {
     path_and_query
         .split_once('?')
         .map_or(path_and_query, |(p, _)| p)

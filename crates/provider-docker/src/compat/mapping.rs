@@ -1,11 +1,14 @@
-//! The one thing that differs between engines speaking the Docker API: a table.
+//! The one thing that differs between engines whose containers lookout
+//! watches through the Docker API: a table.
 
 use lookout_core::EventKind;
 
 use super::host::Discovery;
 
-/// How one engine's Docker-compatible API is read: which actions mean what,
-/// which attributes are not labels, and where the engine is found.
+/// How one engine's containers are read through its Docker-compatible API:
+/// which actions mean what, which attributes are not labels, and where the
+/// engine is found. A `Mapping` is the [`Objects`](super::Objects) of a
+/// container watch (Docker, Podman).
 ///
 /// Everything else (connecting, subscribing, listing, decoding, the cursor,
 /// the probe) is shared by every engine in [`compat`](super).

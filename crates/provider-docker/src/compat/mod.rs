@@ -1,61 +1,75 @@
 //! The Docker-compatible API machinery that Docker, Podman and Swarm share.
 //!
-//! An engine is a [`Mapping`] (its vocabulary and where it listens); the rest
-//! is here, once:
+//! An engine is a table: the [`Objects`] it watches (containers as a
+//! [`Mapping`] describes them, or Swarm's services), their vocabulary and
+//! where the engine listens. The rest is here, once:
 //!
 //! - **connecting**: each request gets a connection of its own (unix socket,
 //!   TCP, or TLS with rustls), driven by whoever polls it: no pool, no spawned
 //!   task, so dropping the session or the probe closes its socket at once.
 //!   The host is resolved anew on every dial.
 //! - **a session** ([`CompatDial`]): subscribe to `/events` with server-side
-//!   filters (`type=container`, the mapped actions, the caller's labels, and
-//!   `since` when resuming), then list `/containers/json?all=1` with the same
-//!   label filters, then yield `ResyncBegin`, the containers, `ResyncDone`, and
-//!   the events as they come (those that raced the list included: the core
+//!   filters (the objects' `type`, their actions, the caller's labels when
+//!   the events carry labels, and `since` when resuming), then list the
+//!   objects (`/containers/json?all=1`, `/services`) with the caller's label
+//!   filter, then yield `ResyncBegin`, the objects, `ResyncDone`, and the
+//!   events as they come (those that raced the list included: the core
 //!   swallows what it already knows).
 //! - **decoding** the `/events` body line by line, so that one bad line costs
-//!   one event, never the session: an undecodable line (bad JSON, unknown
-//!   `Type`, missing fields, over 1 MiB) is skipped with one `warn` and yields
+//!   one event, never the session: an undecodable line (bad JSON, missing
+//!   fields, over 1 MiB) is skipped with one `warn` and yields
 //!   [`Observation::Progress`] (with its cursor when its time was readable).
 //!   The session never ends because of one, so a redial never replays it in a
-//!   loop.
-//! - **the cursor** ([`Cursor`]): the event's `timeNano`; a redial passes
-//!   `since` (1 µs early, see [`Cursor`]) and drops every event at or before
-//!   the cursor: it was seen, and the snapshot may have moved on since.
-//! - **coherence with the snapshot**: an event of a container that the
-//!   snapshot did not list and whose `create` the session has not seen is
-//!   dropped (it is from before the snapshot; the resync reported the
-//!   container's end).
+//!   loop. Events of another `Type` are skipped quietly.
+//! - **what an event means** is the objects' [`KnownObjects`]: a transition,
+//!   nothing, or "inspect the object first" (`GET` on a connection of its
+//!   own; an object gone meanwhile, or an answer that cannot be used, costs
+//!   that event only; a connection failure, or no answer within 30 s, ends
+//!   the session).
+//! - **the cursor** ([`Cursor`]): the newest `timeNano` seen; a redial passes
+//!   `since` (1 µs early, see [`Cursor`]) and drops what the engine replays
+//!   of the events seen before: they were seen, and the snapshot may have
+//!   moved on since (see [`Objects::ordered_times`] for engines whose event
+//!   times are not in order).
 //! - **the probe**: `GET /_ping` on a connection of its own.
 //!
-//! Container identity: the instance id is the container name (without the
-//! leading `/`), the `uid` the container id, so a container recreated under
-//! the same name is reported `Removed` then `Created`.
+//! Containers: the instance id is the container name (without the leading
+//! `/`), the `uid` the container id, so a container recreated under the same
+//! name is reported `Removed` then `Created`. An event of a container that
+//! the snapshot did not list and whose `create` the session has not seen is
+//! dropped (it is from before the snapshot; the resync reported the
+//! container's end).
 
+mod containers;
 mod error;
 mod feed;
 mod host;
 mod http;
 mod mapping;
+mod objects;
 #[cfg(feature = "tls")]
 mod tls;
 
 use std::collections::VecDeque;
 use std::fmt;
+use std::time::Duration;
 
 use lookout_core::{
-    BoxError, Dial, DialFuture, Labels, Observation, ProbeFuture, Session, Watch, WatchConfig,
+    BoxError, Dial, DialFuture, Labels, Listed, Observation, ProbeFuture, Session, Watch,
+    WatchConfig,
 };
-use serde_json::json;
+use serde_json::{Value, json};
 use tracing::Instrument;
 
+pub use containers::KnownContainers;
 pub use error::CompatError;
 pub use feed::Cursor;
 pub use host::{ConfigError, Discovery, Host};
 pub use mapping::Mapping;
+pub use objects::{Decision, Event, KnownObjects, Objects, labels_of, matches, string_value};
 
 /// What to watch on an engine speaking the Docker API (`DockerConfig`,
-/// `PodmanConfig`).
+/// `PodmanConfig`, `SwarmConfig`).
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct Config {
@@ -67,7 +81,7 @@ pub struct Config {
     /// `key.pem` from `DOCKER_CERT_PATH` (default `~/.docker`) on every dial
     /// and always verifies the server.
     pub host: Option<String>,
-    /// Only containers carrying all of these labels (filtered by the engine).
+    /// Only the containers (services) carrying all of these labels.
     pub labels: Labels,
     /// Reconnect, probe and resync settings.
     pub watch: WatchConfig,
@@ -81,14 +95,14 @@ impl Config {
         self
     }
 
-    /// Adds a label that containers must carry.
+    /// Adds a label that containers (services) must carry.
     #[must_use]
     pub fn label(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         self.labels.insert(key.into(), value.into());
         self
     }
 
-    /// Sets [`labels`](Self::labels): containers must carry all of them.
+    /// Sets [`labels`](Self::labels): containers (services) must carry all of them.
     #[must_use]
     pub fn labels(mut self, labels: Labels) -> Self {
         self.labels = labels;
@@ -103,53 +117,67 @@ impl Config {
     }
 }
 
-/// Watches the containers of the engine `mapping` describes.
+/// Watches the `objects` (containers as a [`Mapping`] describes them,
+/// services…) of an engine speaking the Docker API.
 ///
 /// Fails only when the host (given, or from the discovery's environment
 /// variable now) cannot be parsed; an engine that is down is no error: the
 /// stream reports it and retries.
-pub fn watch(mapping: &'static Mapping, config: Config) -> Result<Watch<CompatDial>, ConfigError> {
-    let dial = CompatDial::new(mapping, config.host, config.labels)?;
+pub fn watch<O: Objects>(
+    objects: &'static O,
+    config: Config,
+) -> Result<Watch<CompatDial<O>>, ConfigError> {
+    let dial = CompatDial::new(objects, config.host, config.labels)?;
     Ok(Watch::new(dial, config.watch))
 }
 
-/// The largest container list accepted (64 MiB: about 100 000 containers).
+/// The largest object list accepted (64 MiB: about 100 000 containers).
 const MAX_LIST: usize = 64 << 20;
+
+/// The largest inspected object accepted.
+const MAX_OBJECT: usize = 16 << 20;
+
+/// How long an inspection may take. The session reads no event meanwhile,
+/// and the probe (on a connection of its own) would not notice an engine that
+/// answers `/_ping` but not this request: past it, the session ends and the
+/// core redials.
+const INSPECT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Dials an engine's Docker-compatible API; what [`Watch`] drives.
 ///
-/// Made by a provider from its [`Mapping`]: see `lookout_docker::watch` and
-/// `lookout_podman::watch`.
-pub struct CompatDial {
-    mapping: &'static Mapping,
+/// Made by a provider from its [`Objects`] (by default containers, as a
+/// [`Mapping`] describes them): see `lookout_docker::watch`,
+/// `lookout_podman::watch` and `lookout_swarm::watch`.
+pub struct CompatDial<O: Objects = Mapping> {
+    objects: &'static O,
     host: Option<String>,
     labels: Labels,
 }
 
-impl fmt::Debug for CompatDial {
+impl<O: Objects> fmt::Debug for CompatDial<O> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CompatDial")
-            .field("provider", &self.mapping.provider)
+            .field("provider", &self.objects.provider())
             .field("host", &self.host)
             .field("labels", &self.labels)
             .finish()
     }
 }
 
-impl CompatDial {
-    /// A dial for the engine `mapping` describes, at `host` (`None`: discover
-    /// it on every dial), watching the containers that carry all of `labels`.
+impl<O: Objects> CompatDial<O> {
+    /// A dial for the `objects` of an engine, at `host` (`None`: discover it
+    /// on every dial), watching the objects that carry all of `labels`.
     ///
     /// Fails when the host (given, or from the discovery's environment
     /// variable now) cannot be parsed; a host that does not answer is no
     /// error: the watch reports it and retries.
     pub fn new(
-        mapping: &'static Mapping,
+        objects: &'static O,
         host: Option<String>,
         labels: Labels,
     ) -> Result<Self, ConfigError> {
         let dial = Self {
-            mapping,
+            objects,
             host,
             labels,
         };
@@ -165,13 +193,13 @@ impl CompatDial {
     /// The address and the TLS settings, read from the environment now.
     fn endpoint(&self) -> Result<(Host, host::TlsEnv), ConfigError> {
         let tls = host::TlsEnv::from_env();
-        let host = host::resolve(self.host.as_deref(), &self.mapping.discovery, &tls)?;
+        let host = host::resolve(self.host.as_deref(), self.objects.discovery(), &tls)?;
         Ok((host, tls))
     }
 
     /// The provider's table.
-    pub fn mapping(&self) -> &'static Mapping {
-        self.mapping
+    pub fn objects(&self) -> &'static O {
+        self.objects
     }
 
     fn label_filter(&self) -> Vec<String> {
@@ -182,9 +210,12 @@ impl CompatDial {
     }
 
     fn events_path(&self, resume: Option<Cursor>) -> String {
-        let actions: Vec<&str> = self.mapping.actions.iter().map(|(a, _)| *a).collect();
-        let mut filters = json!({ "type": ["container"], "event": actions });
-        if !self.labels.is_empty() {
+        let mut filters = json!({ "type": [self.objects.event_type()] });
+        let actions = self.objects.actions();
+        if !actions.is_empty() {
+            filters["event"] = json!(actions);
+        }
+        if self.objects.labels_in_events() && !self.labels.is_empty() {
             filters["label"] = json!(self.label_filter());
         }
         let mut path = format!("/events?filters={}", encode(&filters.to_string()));
@@ -196,59 +227,62 @@ impl CompatDial {
     }
 
     fn list_path(&self) -> String {
-        let mut path = "/containers/json?all=1".to_owned();
+        let mut path = self.objects.list_path().to_owned();
         if !self.labels.is_empty() {
             let filters = json!({ "label": self.label_filter() });
-            path.push_str("&filters=");
+            path.push(if path.contains('?') { '&' } else { '?' });
+            path.push_str("filters=");
             path.push_str(&encode(&filters.to_string()));
         }
         path
     }
 }
 
-impl Dial for CompatDial {
+impl<O: Objects> Dial for CompatDial<O> {
     type Cursor = Cursor;
 
     fn dial(&mut self, resume: Option<&Cursor>) -> DialFuture<Cursor> {
-        let mapping = self.mapping;
+        let objects = self.objects;
+        let provider = objects.provider();
         let resume = resume.copied();
         let endpoint = self.endpoint();
         let events_path = self.events_path(resume);
         let list_path = self.list_path();
+        let labels = self.labels.clone();
         Box::pin(async move {
             let (host, tls) = endpoint?;
-            tracing::debug!(provider = mapping.provider, %host, ?resume, "subscribing to /events");
+            tracing::debug!(provider, %host, ?resume, "subscribing to /events");
             let events = http::get(&host, &tls, &events_path)
-                .instrument(tracing::debug_span!("conn", provider = mapping.provider, %host, request = "events"))
+                .instrument(tracing::debug_span!("conn", provider, %host, request = "events"))
                 .await?
                 .ok("/events")
                 .await?;
+            let path = http::strip_query(&list_path);
             let list = async {
                 http::get(&host, &tls, &list_path)
                     .await?
-                    .ok("/containers/json")
+                    .ok(path)
                     .await?
-                    .body("/containers/json", MAX_LIST)
+                    .body(path, MAX_LIST)
                     .await
             }
-            .instrument(
-                tracing::debug_span!("conn", provider = mapping.provider, %host, request = "list"),
-            )
+            .instrument(tracing::debug_span!("conn", provider, %host, request = "list"))
             .await?;
-            let listed = feed::parse_list(&list, mapping)?;
-            tracing::debug!(
-                provider = mapping.provider,
-                containers = listed.len(),
-                "listed"
-            );
-            let feed = feed::Feed::new(mapping, resume, &listed);
-            Ok(session(listed, feed, events))
+            let listed = objects
+                .parse_list(&list)
+                .map_err(|reason| CompatError::List {
+                    path: path.to_owned(),
+                    reason,
+                })?;
+            tracing::debug!(provider, objects = listed.len(), "listed");
+            let feed = feed::Feed::new(objects, &labels, resume, &listed);
+            Ok(session(host, tls, provider, listed, feed, events))
         })
     }
 
     fn probe(&mut self) -> Option<ProbeFuture> {
         let endpoint = self.endpoint();
-        let provider = self.mapping.provider;
+        let provider = self.objects.provider();
         Some(Box::pin(async move {
             let (host, tls) = endpoint?;
             let span = tracing::debug_span!("conn", provider, %host, request = "ping");
@@ -268,10 +302,14 @@ impl Dial for CompatDial {
     }
 }
 
-/// The session: the snapshot, then the events as they are decoded.
-fn session(
-    listed: Vec<lookout_core::Listed>,
-    mut feed: feed::Feed,
+/// The session: the snapshot, then the events as they are decoded (each
+/// inspection they ask for on a connection of its own, in order).
+fn session<K: KnownObjects>(
+    host: Host,
+    tls: host::TlsEnv,
+    provider: &'static str,
+    listed: Vec<Listed>,
+    mut feed: feed::Feed<K>,
     mut events: http::Exchange,
 ) -> Session<Cursor> {
     Box::pin(async_stream::stream! {
@@ -281,27 +319,85 @@ fn session(
         }
         yield Ok(Observation::ResyncDone);
         let mut out = VecDeque::new();
-        loop {
-            match events.chunk().await {
-                Some(Ok(chunk)) => feed.push(&chunk, &mut out),
+        'session: loop {
+            let ended = match events.chunk().await {
+                Some(Ok(chunk)) => {
+                    feed.push(&chunk, &mut out);
+                    false
+                }
                 Some(Err(source)) => {
                     yield Err(BoxError::from(CompatError::Http { path: "/events".to_owned(), source }));
                     break;
                 }
                 None => {
                     feed.finish(&mut out);
-                    for obs in out.drain(..) {
-                        yield Ok(obs);
+                    true
+                }
+            };
+            while let Some(step) = out.pop_front() {
+                match step {
+                    feed::Step::Obs(obs) => yield Ok(obs),
+                    feed::Step::Inspect { event, path } => {
+                        let span = tracing::debug_span!("conn", provider, %host, request = "inspect");
+                        match inspect(&host, &tls, &path, INSPECT_TIMEOUT).instrument(span).await {
+                            Ok(object) => {
+                                let object = object.as_ref().map(Option::as_ref).map_err(String::clone);
+                                yield Ok(feed.inspected(event, object));
+                            }
+                            Err(e) => {
+                                yield Err(BoxError::from(e));
+                                break 'session;
+                            }
+                        }
                     }
-                    // The end of the stream tells the core the feed closed.
-                    break;
                 }
             }
-            for obs in out.drain(..) {
-                yield Ok(obs);
+            if ended {
+                // The end of the stream tells the core the feed closed.
+                break;
             }
         }
     })
+}
+
+/// `GET path` of one object: `Ok(Ok(None))` when the engine says it does
+/// not exist (404), `Ok(Err(..))` when it answers something unusable (another
+/// error status, a body that is not JSON), `Err` when the connection fails
+/// or the engine does not answer within `timeout`.
+async fn inspect(
+    host: &Host,
+    tls: &host::TlsEnv,
+    path: &str,
+    timeout: Duration,
+) -> Result<Result<Option<Value>, String>, CompatError> {
+    tokio::time::timeout(timeout, inspect_now(host, tls, path))
+        .await
+        .unwrap_or_else(|_| {
+            Err(CompatError::Timeout {
+                path: http::strip_query(path).to_owned(),
+                after: timeout,
+            })
+        })
+}
+
+async fn inspect_now(
+    host: &Host,
+    tls: &host::TlsEnv,
+    path: &str,
+) -> Result<Result<Option<Value>, String>, CompatError> {
+    let name = http::strip_query(path);
+    let exchange = http::get(host, tls, path).await?;
+    let body = match exchange.ok(name).await {
+        Ok(exchange) => exchange.body(name, MAX_OBJECT).await?,
+        Err(CompatError::Status { status: 404, .. }) => return Ok(Ok(None)),
+        Err(CompatError::Status {
+            status, message, ..
+        }) => return Ok(Err(format!("GET {name} answered {status}: {message}"))),
+        Err(e) => return Err(e),
+    };
+    Ok(serde_json::from_slice(&body)
+        .map(Some)
+        .map_err(|e| format!("GET {name}: not JSON: {e}")))
 }
 
 /// Percent-encodes a query value (everything but RFC 3986's unreserved characters).
@@ -389,5 +485,69 @@ mod tests {
         assert!(err.to_string().contains("/nonexistent/test.sock"), "{err}");
         let probe = dial.probe().expect("a probe").await;
         assert!(probe.is_err());
+    }
+
+    /// Inspects `path` with `timeout` on a one-shot engine that answers with
+    /// `status` and `body`, or never (until the client hangs up) when
+    /// `status` is 0.
+    async fn inspect_on(
+        status: u16,
+        body: &str,
+        path: &str,
+        timeout: Duration,
+    ) -> Result<Result<Option<Value>, String>, CompatError> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let socket = std::env::temp_dir().join(format!(
+            "lookout-compat-inspect-{}-{status}.sock",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_file(&socket);
+        let listener = tokio::net::UnixListener::bind(&socket).expect("bind");
+        let server = async {
+            let (mut conn, _) = listener.accept().await.expect("a connection");
+            let mut buf = [0u8; 4096];
+            let _ = conn.read(&mut buf).await;
+            if status == 0 {
+                let _ = conn.read(&mut buf).await;
+            } else {
+                let response = format!(
+                    "HTTP/1.1 {status} X\r\nContent-Length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = conn.write_all(response.as_bytes()).await;
+            }
+        };
+        let host = Host::Unix(socket.clone());
+        let tls = host::TlsEnv::default();
+        let client = inspect(&host, &tls, path, timeout);
+        let ((), result) = tokio::join!(server, client);
+        let _ = std::fs::remove_file(&socket);
+        result
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn an_inspection_tells_found_gone_unusable_and_hung_apart() {
+        let t = Duration::from_secs(5);
+        let found = inspect_on(200, r#"{"ID":1}"#, "/things/a", t).await;
+        assert_eq!(found.expect("answered"), Ok(Some(json!({"ID": 1}))));
+        let gone = inspect_on(404, r#"{"message":"not found"}"#, "/things/a", t).await;
+        assert_eq!(gone.expect("answered"), Ok(None));
+        let bad = inspect_on(500, "boom", "/things/a", t).await;
+        assert_eq!(
+            bad.expect("answered"),
+            Err("GET /things/a answered 500: boom".to_owned())
+        );
+        let junk = inspect_on(201, "{", "/things/a", t).await;
+        assert!(
+            junk.expect("answered")
+                .is_err_and(|e| e.contains("not JSON"))
+        );
+        let started = std::time::Instant::now();
+        let hung = inspect_on(0, "", "/things/a?x=1", Duration::from_millis(200)).await;
+        assert!(
+            matches!(&hung, Err(CompatError::Timeout { path, .. }) if path == "/things/a"),
+            "{hung:?}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(2));
     }
 }

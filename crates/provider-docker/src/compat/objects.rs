@@ -1,0 +1,243 @@
+//! What a session watches: the engine's objects of one type (containers,
+//! Swarm services), pluggable into the shared machinery.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use lookout_core::{EventKind, Labels, Listed};
+use serde_json::{Map, Value};
+
+use super::feed::Cursor;
+use super::host::Discovery;
+
+/// The objects one kind of session watches on an engine speaking the Docker
+/// API: containers (a [`Mapping`](super::Mapping)), or Swarm services
+/// (`lookout_swarm`).
+///
+/// It says what to subscribe to and list, how to decode the list, and makes
+/// per session a [`KnownObjects`] that maps each event. Everything else —
+/// connecting, the `/events` framing and its undecodable lines, the cursor and
+/// `since`, the snapshot, inspecting an object, the probe — is
+/// [`compat`](super)'s, the same for every kind.
+pub trait Objects: fmt::Debug + Send + Sync + 'static {
+    /// What one session knows of the objects, to map their events.
+    type Known: KnownObjects;
+
+    /// The provider's name, in logs and errors (`docker`, `podman`, `swarm`).
+    fn provider(&self) -> &'static str;
+
+    /// Where the engine listens when the caller names no host.
+    fn discovery(&self) -> &Discovery;
+
+    /// The `Type` of the events (`container`, `service`): the session
+    /// subscribes with a `type` filter and skips events of any other type.
+    fn event_type(&self) -> &'static str;
+
+    /// The actions to subscribe to (an `event` filter); all when empty.
+    fn actions(&self) -> Vec<&'static str>;
+
+    /// Whether an event's attributes carry the object's labels, so that the
+    /// engine can filter the events by label. When they do not, the session
+    /// subscribes to the events of every object and its [`KnownObjects`]
+    /// filters them.
+    fn labels_in_events(&self) -> bool;
+
+    /// The list of every object, without filters (`/containers/json?all=1`,
+    /// `/services`); the session adds the label filter.
+    fn list_path(&self) -> &'static str;
+
+    /// Decodes the list; `Err` says why it is unusable.
+    fn parse_list(&self, body: &[u8]) -> Result<Vec<Listed>, String>;
+
+    /// Whether the engine stamps events in the order it sends them.
+    ///
+    /// With ordered times (Docker's and Podman's container events), a redial
+    /// drops every event at or before the cursor: it can only be a replay of
+    /// one seen before. Without (Swarm stamps a service event with the
+    /// service's `UpdatedAt`), an event older than the redial's `since` cannot
+    /// be a replay — the engine replays only from `since` — so it is a live
+    /// event and passes; only the window from `since` to the cursor, where
+    /// the events seen last are replayed, is dropped.
+    fn ordered_times(&self) -> bool {
+        true
+    }
+
+    /// What a new session knows: the objects the snapshot `listed`, under the
+    /// caller's label filter `labels`.
+    fn known(&'static self, labels: &Labels, listed: &[Listed]) -> Self::Known;
+}
+
+/// What one session knows of the objects (their labels, which of them it
+/// reports), and how it maps each event.
+pub trait KnownObjects: Send + 'static {
+    /// What an event means.
+    fn event(&mut self, event: &Event) -> Decision;
+
+    /// What an event means now that the object it is about was inspected, as
+    /// [`Decision::Inspect`] asked: `None` when the engine says the object no
+    /// longer exists. Asking to inspect again is taken as undecodable.
+    fn inspected(&mut self, event: &Event, object: Option<&Value>) -> Decision {
+        let _ = (event, object);
+        Decision::Skip
+    }
+}
+
+/// What a [`KnownObjects`] makes of one event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Nothing lookout reports (an ignored action, an object outside the
+    /// filter, a stale event): the cursor moves past it.
+    Skip,
+    /// A transition of the event's object, with the object's labels.
+    Report {
+        /// The transition.
+        kind: EventKind,
+        /// The object's labels.
+        labels: Labels,
+    },
+    /// Read the object first (`GET` this path, on a connection of its own),
+    /// then decide with [`KnownObjects::inspected`].
+    Inspect(String),
+    /// The event cannot be used: it is skipped with a warning, as an
+    /// undecodable line is.
+    Undecodable(&'static str),
+}
+
+/// One event of the feed with what every kind needs decoded: its action,
+/// its object's id and name, its attributes and its time.
+#[derive(Debug, Clone)]
+pub struct Event {
+    pub(crate) action: String,
+    pub(crate) uid: Arc<str>,
+    pub(crate) name: String,
+    pub(crate) attributes: Map<String, Value>,
+    pub(crate) time: Cursor,
+    /// Where to resume after it, when it moved the feed forward.
+    pub(crate) cursor: Option<Cursor>,
+}
+
+impl Event {
+    /// An event as the feed decodes it (for a kind's tests): its cursor is
+    /// its time.
+    pub fn new(
+        action: impl Into<String>,
+        uid: impl Into<Arc<str>>,
+        name: impl Into<String>,
+        attributes: Map<String, Value>,
+        time: Cursor,
+    ) -> Self {
+        Self {
+            action: action.into(),
+            uid: uid.into(),
+            name: name.into(),
+            attributes,
+            time,
+            cursor: Some(time),
+        }
+    }
+
+    /// `Action` (or the legacy `status`).
+    pub fn action(&self) -> &str {
+        &self.action
+    }
+
+    /// The object's id: `Actor.ID` (or the legacy `id`).
+    pub fn uid(&self) -> &Arc<str> {
+        &self.uid
+    }
+
+    /// The object's name (`Actor.Attributes.name`, without a leading `/`):
+    /// the instance id.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// All of `Actor.Attributes`.
+    pub fn attributes(&self) -> &Map<String, Value> {
+        &self.attributes
+    }
+
+    /// One attribute as a string (a non-string value as its JSON text).
+    pub fn attribute(&self, key: &str) -> Option<String> {
+        self.attributes.get(key).map(string_value)
+    }
+
+    /// The event's time.
+    pub fn time(&self) -> Cursor {
+        self.time
+    }
+
+    /// The event's time as a [`SystemTime`].
+    pub fn at(&self) -> SystemTime {
+        SystemTime::UNIX_EPOCH
+            + Duration::from_nanos(u64::try_from(self.time.unix_nanos()).unwrap_or(0))
+    }
+}
+
+/// A JSON value as a label value: a string as it is, anything else as its
+/// JSON text.
+pub fn string_value(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The labels in a JSON object (`Labels`, `Spec.Labels`); none for `null`
+/// or a missing one.
+pub fn labels_of(object: Option<&Value>) -> Labels {
+    object
+        .and_then(Value::as_object)
+        .map(|l| {
+            l.iter()
+                .map(|(k, v)| (k.clone(), string_value(v)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Whether `labels` carry every label of `filter` (as the engine's `label`
+/// filter with `key=value` terms matches).
+pub fn matches(labels: &Labels, filter: &Labels) -> bool {
+    filter.iter().all(|(k, v)| labels.get(k) == Some(v))
+}
+
+/// The start of a text, for a log message.
+pub(crate) fn preview(text: &[u8]) -> String {
+    const MAX: usize = 200;
+    let shown = String::from_utf8_lossy(&text[..text.len().min(MAX)]);
+    if text.len() > MAX {
+        format!("{shown}…")
+    } else {
+        shown.into_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_helpers() {
+        let v: Value = serde_json::from_str(r#"{"a":"1","n":2,"b":null}"#).expect("json");
+        let labels = labels_of(Some(&v));
+        assert_eq!(
+            labels,
+            Labels::from([
+                ("a".into(), "1".into()),
+                ("b".into(), "null".into()),
+                ("n".into(), "2".into())
+            ])
+        );
+        assert!(labels_of(Some(&Value::Null)).is_empty());
+        assert!(labels_of(None).is_empty());
+        assert!(matches(&labels, &Labels::new()));
+        assert!(matches(&labels, &Labels::from([("a".into(), "1".into())])));
+        assert!(!matches(&labels, &Labels::from([("a".into(), "2".into())])));
+        assert!(!matches(
+            &labels,
+            &Labels::from([("z".into(), String::new())])
+        ));
+    }
+}
