@@ -1,0 +1,349 @@
+//! Docker Swarm's services as a resilient, leak-free stream.
+//!
+//! [`watch`] connects to a Swarm manager's Docker API and returns a
+//! [`Watch`]: a `Stream` of [`Item`](lookout_core::Item)s — instance events
+//! and connection statuses — that never ends and never gives up. An instance
+//! is a service. The connection, the `/events` decoding, the cursor and the
+//! probe are [`lookout_docker::compat`]'s; this crate says what a service
+//! event means ([`SERVICES`]).
+//!
+//! ```no_run
+//! use lookout_swarm::{SwarmConfig, watch};
+//! use tokio_stream::StreamExt;
+//!
+//! # async fn run() -> Result<(), lookout_swarm::ConfigError> {
+//! // Host: DOCKER_HOST or the default socket; it must be a manager's.
+//! let config = SwarmConfig::default().label("app", "web");
+//! let mut events = watch(config)?.events(); // only events; statuses go to `tracing`
+//! while let Some(event) = events.next().await {
+//!     println!("{} {} ({}) {:?}", event.id, event.kind, event.origin, event.labels);
+//! }
+//! // Dropping `events` closes the connection; nothing keeps running.
+//! # Ok(()) }
+//! ```
+//!
+//! # Guarantees
+//!
+//! Those of [`Watch`], for Swarm services:
+//! - a manager that is down, restarting or hung is no error: the stream
+//!   yields [`Status::Disconnected`](lookout_core::Status::Disconnected) and
+//!   redials under the one reconnect policy, forever;
+//! - after each (re)connect, the service list is diffed against the known
+//!   state and every missed transition is reported once
+//!   ([`Origin::Resync`](lookout_core::Origin::Resync)); what dockerd still
+//!   buffers of the events after the last one seen is replayed with `since`,
+//!   each event passing only when it changes the known state;
+//! - a silent connection is probed (`GET /_ping` on a connection of its own)
+//!   and replaced when the probe fails or is late;
+//! - an event the client cannot decode, or whose service cannot be
+//!   inspected, is skipped (one `warn`) and never ends the session;
+//! - dropping the stream closes every connection at once (the events
+//!   subscription, an inspection under way, the probe): nothing is spawned.
+//!
+//! # Mapping
+//!
+//! The id is the service name, the uid the service ID, the labels the
+//! service's own labels (`Spec.Labels`, not its containers'). "Running" is the
+//! desired state, not the tasks' state: a replicated service runs while its
+//! desired replicas are above 0; a global service (or a job) runs while it
+//! exists.
+//!
+//! | service event (`type=service`) | event |
+//! |---|---|
+//! | `create` | [`Created`](lookout_core::EventKind::Created), then [`Started`](lookout_core::EventKind::Started) unless it has 0 replicas |
+//! | `update` with `replicas.new` = 0 | [`Stopped`](lookout_core::EventKind::Stopped) |
+//! | `update` with `replicas.new` > 0 | [`Started`](lookout_core::EventKind::Started) |
+//! | `update` without `replicas.*` (an image, env or label change, a mode change, `--force`) | the service is inspected: its desired state and labels now |
+//! | `remove` | [`Removed`](lookout_core::EventKind::Removed) |
+//!
+//! Each passes only when it changes the known state: scaling 1 → 2 reports
+//! nothing, 0 → 2 `Started`, 2 → 0 `Stopped`.
+//!
+//! # What dockerd sends, and what follows
+//!
+//! Measured on dockerd 20.10: a service event carries only the attributes
+//! `name` and, when an update changed the replica count, `replicas.old` and
+//! `replicas.new` — never the service's labels. So:
+//! - the label filter ([`SwarmConfig::labels`](lookout_docker::compat::Config::labels))
+//!   is applied by the engine to the service list, and by lookout to the
+//!   events, with the labels it knows of each service: from the list, or from
+//!   an inspection (`GET /services/{id}`) of a service first seen in an event
+//!   (a `create`, or a service whose labels changed). An update that changes
+//!   the labels moves a service into the watch (`Created`) or out of it
+//!   (`Removed`), as the next resync would find it. An update that scales and
+//!   changes the labels at once keeps the known labels until the next update
+//!   without `replicas.*` or the next resync;
+//! - an inspection reads the service as it is now, which may already be
+//!   ahead of the event (a service scaled right after its creation is
+//!   reported created with its replicas then); a service removed before its
+//!   inspection is not reported at all;
+//! - a service event's time is the service's `CreatedAt`/`UpdatedAt` (set by
+//!   the manager that made the change; a `remove` is stamped with the local
+//!   clock), so times are not in order across the feed. The cursor is the
+//!   newest time seen, and on a redial only what dockerd replays from
+//!   `since` to the cursor (the events seen last) is dropped; an event with
+//!   an older time passes, and the core's state swallows what it already
+//!   knows ([`Objects::ordered_times`]).
+//!
+//! # Managers only
+//!
+//! Service events and the service list come from the Swarm's state, which
+//! only managers hold: point the watch at a manager (any manager, not only
+//! the leader). On a worker, or on an engine that is in no Swarm, listing
+//! services fails (`503 This node is not a swarm manager…`): the stream
+//! reports it as [`Status::Disconnected`](lookout_core::Status::Disconnected)
+//! and keeps retrying, so a node promoted later is picked up. A manager
+//! that loses its events for a while (a leader election, a hung connection)
+//! is caught up by the periodic resync
+//! ([`WatchConfig::resync_every`](lookout_core::WatchConfig::resync_every)),
+//! the safety net for any event the engine did not send.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use lookout_core::{EventKind, InstanceId, Labels, Listed, Watch};
+use lookout_docker::compat::{
+    self, Decision, Discovery, Event, KnownObjects, Objects, labels_of, matches,
+};
+use serde_json::Value;
+
+pub use lookout_docker::{CompatError, ConfigError, Cursor};
+
+/// What to watch: [`compat::Config`] (host, labels, watch settings). Without
+/// a host: `DOCKER_HOST`, else `unix:///var/run/docker.sock`, resolved anew
+/// on every dial.
+pub type SwarmConfig = compat::Config;
+
+/// Dials a Swarm manager; the [`Dial`](lookout_core::Dial) behind [`watch`].
+pub type SwarmDial = compat::CompatDial<Services>;
+
+/// Swarm's services, as [`compat`] watches them.
+pub static SERVICES: Services = Services;
+
+/// Watches the services of the Swarm whose manager `config` points at.
+///
+/// Fails only when the host (given, or `DOCKER_HOST` now) cannot be parsed;
+/// an engine that is down (or not a manager) is no error: the stream reports
+/// it and retries.
+pub fn watch(config: SwarmConfig) -> Result<Watch<SwarmDial>, ConfigError> {
+    compat::watch(&SERVICES, config)
+}
+
+/// The table of Swarm's services: subscribe to `type=service` events (scope
+/// `swarm`), list `/services`, inspect `/services/{id}`. See the
+/// [crate documentation](crate) for the mapping.
+#[derive(Debug, Clone, Copy)]
+pub struct Services;
+
+impl Objects for Services {
+    type Known = KnownServices;
+
+    fn provider(&self) -> &'static str {
+        "swarm"
+    }
+
+    fn discovery(&self) -> &Discovery {
+        &lookout_docker::MAPPING.discovery
+    }
+
+    fn event_type(&self) -> &'static str {
+        "service"
+    }
+
+    fn actions(&self) -> Vec<&'static str> {
+        vec!["create", "update", "remove"]
+    }
+
+    fn labels_in_events(&self) -> bool {
+        false
+    }
+
+    fn list_path(&self) -> &'static str {
+        "/services"
+    }
+
+    fn parse_list(&self, body: &[u8]) -> Result<Vec<Listed>, String> {
+        let value: Value = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+        let Value::Array(entries) = value else {
+            return Err("not a JSON array".to_owned());
+        };
+        Ok(entries
+            .iter()
+            .filter_map(|entry| {
+                let Some(s) = Service::decode(entry) else {
+                    tracing::warn!(
+                        provider = "swarm",
+                        entry = %entry.to_string().chars().take(200).collect::<String>(),
+                        "skipping a listed service without an ID or a Spec.Name"
+                    );
+                    return None;
+                };
+                Some(Listed {
+                    id: InstanceId::from(s.name),
+                    running: s.running,
+                    uid: Some(Arc::from(s.uid)),
+                    labels: s.labels,
+                })
+            })
+            .collect())
+    }
+
+    fn ordered_times(&self) -> bool {
+        false
+    }
+
+    fn known(&'static self, labels: &Labels, listed: &[Listed]) -> KnownServices {
+        KnownServices {
+            filter: labels.clone(),
+            services: listed
+                .iter()
+                .filter_map(|l| Some((Arc::clone(l.uid.as_ref()?), l.labels.clone())))
+                .collect(),
+        }
+    }
+}
+
+/// The services one session reports — those carrying the filter's labels,
+/// listed or seen in an event — and their labels.
+#[derive(Debug)]
+pub struct KnownServices {
+    filter: Labels,
+    /// Service ID → labels.
+    services: HashMap<Arc<str>, Labels>,
+}
+
+impl KnownObjects for KnownServices {
+    fn event(&mut self, event: &Event) -> Decision {
+        let uid = event.uid();
+        match event.action() {
+            "create" => inspect(uid),
+            "update" => match (self.services.get(uid), desired_replicas(event)) {
+                (Some(labels), Some(replicas)) => Decision::Report {
+                    kind: if replicas > 0 {
+                        EventKind::Started
+                    } else {
+                        EventKind::Stopped
+                    },
+                    labels: labels.clone(),
+                },
+                // Not scaled (or not known yet): read what it is now.
+                _ => inspect(uid),
+            },
+            "remove" => {
+                if let Some(labels) = self.services.remove(uid) {
+                    Decision::Report {
+                        kind: EventKind::Removed,
+                        labels,
+                    }
+                } else {
+                    tracing::debug!(
+                        provider = "swarm",
+                        id = event.name(),
+                        "skipping the removal of a service not watched (outside the label \
+                         filter, or gone before the snapshot)"
+                    );
+                    Decision::Skip
+                }
+            }
+            action => {
+                tracing::debug!(provider = "swarm", action, "ignoring an unknown action");
+                Decision::Skip
+            }
+        }
+    }
+
+    fn inspected(&mut self, event: &Event, object: Option<&Value>) -> Decision {
+        let Some(object) = object else {
+            tracing::debug!(
+                provider = "swarm",
+                id = event.name(),
+                action = event.action(),
+                "the service was removed before it could be inspected"
+            );
+            return Decision::Skip;
+        };
+        let Some(service) = Service::decode(object) else {
+            return Decision::Undecodable("the inspected service has no ID or Spec.Name");
+        };
+        let uid = event.uid();
+        if service.uid != &**uid {
+            return Decision::Undecodable("the inspected service is another one");
+        }
+        if matches(&service.labels, &self.filter) {
+            self.services
+                .insert(Arc::clone(uid), service.labels.clone());
+            let kind = match (service.running, event.action()) {
+                (true, _) => EventKind::Started,
+                (false, "create") => EventKind::Created,
+                (false, _) => EventKind::Stopped,
+            };
+            Decision::Report {
+                kind,
+                labels: service.labels,
+            }
+        } else if let Some(labels) = self.services.remove(uid) {
+            // Its labels changed: it leaves the watch, as a resync would find.
+            Decision::Report {
+                kind: EventKind::Removed,
+                labels,
+            }
+        } else {
+            Decision::Skip
+        }
+    }
+}
+
+/// `GET /services/{id}`, for an ID that cannot smuggle anything into the path.
+fn inspect(uid: &str) -> Decision {
+    if uid.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        Decision::Inspect(format!("/services/{uid}"))
+    } else {
+        Decision::Undecodable("a service ID that is not alphanumeric")
+    }
+}
+
+/// The desired replica count an update event says it set (`replicas.new`).
+fn desired_replicas(event: &Event) -> Option<u64> {
+    event.attribute("replicas.new")?.trim().parse().ok()
+}
+
+/// What lookout reads of a service (an entry of `/services`, or
+/// `/services/{id}`).
+struct Service<'a> {
+    uid: &'a str,
+    name: &'a str,
+    labels: Labels,
+    running: bool,
+}
+
+impl<'a> Service<'a> {
+    fn decode(v: &'a Value) -> Option<Self> {
+        let uid = v.get("ID")?.as_str().filter(|s| !s.is_empty())?;
+        let spec = v.get("Spec")?;
+        let name = spec.get("Name")?.as_str().filter(|s| !s.is_empty())?;
+        Some(Self {
+            uid,
+            name,
+            labels: labels_of(spec.get("Labels")),
+            running: desired_running(spec.get("Mode")),
+        })
+    }
+}
+
+/// A replicated service runs while its desired replicas are above 0; any
+/// other mode (global, a job) while it exists.
+fn desired_running(mode: Option<&Value>) -> bool {
+    match mode.and_then(|m| m.get("Replicated")) {
+        Some(replicated) => {
+            replicated
+                .get("Replicas")
+                .and_then(Value::as_u64)
+                .unwrap_or(0)
+                > 0
+        }
+        None => true,
+    }
+}
+
+#[cfg(test)]
+mod tests;

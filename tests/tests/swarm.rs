@@ -1,0 +1,529 @@
+//! lookout-swarm against a real single-node Swarm (dockerd as its manager):
+//! `cargo xtask engines up swarm` first (CI sets `LOOKOUT_ENGINES=1`).
+//!
+//! Every test takes the `docker` and `swarm` engine locks, shared (the one
+//! that kills dockerd, exclusive), names its services after itself and the
+//! process, and removes them on drop. Services are created with
+//! `--no-resolve-image` (no registry) and without `--network none` (Swarm has
+//! no such network); lookout reports desired state, so no test waits for
+//! tasks to run.
+
+use std::time::{Duration, Instant};
+
+use lookout_core::{EventKind, InstanceEvent, Item, Labels, Origin, Status, Watch, WatchConfig};
+use lookout_e2e::engines::{self, EngineLock};
+use lookout_e2e::relay::Relay;
+use lookout_e2e::relay::scenarios::test_config;
+use lookout_swarm::{SwarmConfig, SwarmDial};
+use tokio_stream::StreamExt;
+
+use EventKind::{Created, Removed, Started, Stopped};
+use Origin::{Live, Resync};
+
+/// The bound of every single expected item.
+const ITEM: Duration = Duration::from_secs(30);
+
+/// Takes the engine locks (in the order `cargo xtask engines up swarm`
+/// takes them), then makes sure dockerd answers and is a Swarm manager: a
+/// test of another binary may be restarting dockerd under its exclusive lock.
+fn require(exclusive: bool) -> (EngineLock, EngineLock) {
+    let docker = engines::lock_engine("docker", exclusive).expect("docker lock");
+    let swarm = engines::lock_engine("swarm", exclusive).expect("swarm lock");
+    let host = engines::docker_host();
+    assert!(
+        engines::engines_enabled() || engines::ping(&host, Duration::from_secs(2)).is_ok(),
+        "swarm: {host} does not answer /_ping and {var} is not set: run \
+         `cargo xtask engines up swarm` first (CI runs it and sets {var}=1)",
+        var = engines::ENV_ENGINES,
+    );
+    engines::swarm_up().unwrap_or_else(|e| panic!("swarm: cannot bring the engine up: {e}"));
+    (docker, swarm)
+}
+
+fn docker(args: &[&str]) -> String {
+    engines::docker(args).unwrap_or_else(|e| panic!("swarm: {args:?} failed: {e}"))
+}
+
+/// The services of one test: each carries `lookout.cleanup=<tag>`, and the
+/// guard removes them all on drop, whatever the test did.
+struct Services {
+    tag: String,
+}
+
+impl Services {
+    fn new(test: &str) -> Self {
+        let s = Self {
+            tag: format!("lk-{test}-{}", std::process::id()),
+        };
+        s.remove_all();
+        s
+    }
+
+    /// The label filter of the test's watch: `lookout.test=<tag>`.
+    fn filter(&self) -> Labels {
+        Labels::from([("lookout.test".to_owned(), self.tag.clone())])
+    }
+
+    fn watched_label(&self) -> String {
+        format!("lookout.test={}", self.tag)
+    }
+
+    /// Creates `<tag>-<suffix>` (`--detach`), with the watch's label when
+    /// `watched`, with `args` before the image. Returns its name.
+    fn create(&self, suffix: &str, watched: bool, args: &[&str]) -> String {
+        let name = format!("{}-{suffix}", self.tag);
+        let cleanup = format!("lookout.cleanup={}", self.tag);
+        let watched_label = self.watched_label();
+        let image = engines::test_image();
+        let mut cmd = vec![
+            "service",
+            "create",
+            "--detach",
+            "--no-resolve-image",
+            "--name",
+            &name,
+            "--label",
+            &cleanup,
+        ];
+        if watched {
+            cmd.extend(["--label", &watched_label]);
+        }
+        cmd.extend(args);
+        cmd.extend([image.as_str(), "sleep", "3600"]);
+        docker(&cmd);
+        name
+    }
+
+    fn scale(name: &str, replicas: u32) {
+        Self::update(&["scale", "--detach", &format!("{name}={replicas}")]);
+    }
+
+    /// `docker service ARGS` for a change of a service, retried while the
+    /// manager answers `update out of sequence` (the CLI read the service
+    /// while the orchestrator was updating it, as after `--force`).
+    fn update(args: &[&str]) {
+        let mut cmd = vec!["service"];
+        cmd.extend(args);
+        let deadline = Instant::now() + ITEM;
+        loop {
+            match engines::docker(&cmd) {
+                Ok(_) => return,
+                Err(e) if e.contains("out of sequence") && Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                Err(e) => panic!("swarm: {cmd:?} failed: {e}"),
+            }
+        }
+    }
+
+    fn remove_all(&self) {
+        let filter = format!("label=lookout.cleanup={}", self.tag);
+        if let Ok(ids) = engines::docker(&["service", "ls", "-q", "--filter", &filter]) {
+            let ids: Vec<&str> = ids.split_whitespace().collect();
+            if !ids.is_empty() {
+                let mut rm = vec!["service", "rm"];
+                rm.extend(ids);
+                let _ = engines::docker(&rm);
+            }
+        }
+    }
+}
+
+impl Drop for Services {
+    fn drop(&mut self) {
+        self.remove_all();
+    }
+}
+
+/// A watch under test, with everything it yielded.
+struct Watcher {
+    watch: Watch<SwarmDial>,
+    seen: Vec<Item>,
+}
+
+impl Watcher {
+    fn new(host: String, labels: Labels) -> Self {
+        Self::with(host, labels, test_config())
+    }
+
+    fn with(host: String, labels: Labels, config: WatchConfig) -> Self {
+        let config = SwarmConfig::default()
+            .host(host)
+            .labels(labels)
+            .watch_config(config);
+        Self {
+            watch: lookout_swarm::watch(config).expect("a valid host"),
+            seen: Vec::new(),
+        }
+    }
+
+    async fn next(&mut self, timeout: Duration) -> Item {
+        let item = tokio::time::timeout(timeout, self.watch.next())
+            .await
+            .unwrap_or_else(|_| panic!("no item within {timeout:?}; so far: {}", self.summary()))
+            .expect("the watch stream never ends");
+        self.seen.push(item.clone());
+        item
+    }
+
+    async fn connected(&mut self) -> usize {
+        loop {
+            if let Item::Status(Status::Connected { instances }) = self.next(ITEM).await {
+                return instances;
+            }
+        }
+    }
+
+    /// Collects the events of `id` until one of kind `until`.
+    async fn events_until(&mut self, id: &str, until: EventKind) -> Vec<InstanceEvent> {
+        let mut events = Vec::new();
+        loop {
+            if let Item::Event(e) = self.next(ITEM).await
+                && e.id.as_str() == id
+            {
+                let done = e.kind == until;
+                events.push(e);
+                if done {
+                    return events;
+                }
+            }
+        }
+    }
+
+    fn events_of(&self, id: &str) -> Vec<(EventKind, Origin)> {
+        self.seen
+            .iter()
+            .filter_map(|i| match i {
+                Item::Event(e) if e.id.as_str() == id => Some((e.kind, e.origin)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Asserts the events of `id`, with everything seen when they differ.
+    fn assert_events(&self, id: &str, expected: &[(EventKind, Origin)]) {
+        assert_eq!(self.events_of(id), expected, "{}", self.summary());
+    }
+
+    fn disconnects(&self) -> usize {
+        self.seen
+            .iter()
+            .filter(|i| matches!(i, Item::Status(Status::Disconnected { .. })))
+            .count()
+    }
+
+    fn summary(&self) -> String {
+        let lines: Vec<String> = self
+            .seen
+            .iter()
+            .map(|i| match i {
+                Item::Event(e) => format!("{} {} ({})", e.id, e.kind, e.origin),
+                Item::Status(Status::Connected { instances }) => {
+                    format!("connected ({instances})")
+                }
+                Item::Status(Status::Disconnected { error, attempt, .. }) => {
+                    format!("disconnected #{attempt}: {error}")
+                }
+            })
+            .collect();
+        format!("[{}]", lines.join("; "))
+    }
+
+    /// Asserts that the watch never disconnected, and reports.
+    fn done(&self, test: &str, started: Instant) {
+        assert_eq!(self.disconnects(), 0, "{}", self.summary());
+        self.report(test, started);
+    }
+
+    fn report(&self, test: &str, started: Instant) {
+        eprintln!(
+            "[swarm] {test} in {:.1?}: {}",
+            started.elapsed(),
+            self.summary()
+        );
+    }
+}
+
+/// A test's start: the engine locks (shared), its services, and a watch of
+/// them on dockerd (through `relay` if given) that has connected.
+async fn start(
+    test: &str,
+    relay: Option<&Relay>,
+) -> (Instant, (EngineLock, EngineLock), Services, Watcher) {
+    let started = Instant::now();
+    let locks = require(false);
+    let s = Services::new(test);
+    let host = relay.map_or_else(engines::docker_host, Relay::host);
+    let mut w = Watcher::new(host, s.filter());
+    w.connected().await;
+    (started, locks, s, w)
+}
+
+fn tasks() -> usize {
+    tokio::runtime::Handle::current()
+        .metrics()
+        .num_alive_tasks()
+}
+
+/// Create a labelled service with one replica, scale it to 0 and back to 1,
+/// remove it: exactly `Created`, `Started`, `Stopped`, `Started`, `Removed`,
+/// once each, in order, live, with the service's labels. An unlabelled
+/// service worked on meanwhile never shows.
+#[tokio::test]
+async fn lifecycle_is_reported_once_in_order_with_labels() {
+    let (started, _locks, s, mut w) = start("lifecycle", None).await;
+    let a = s.create("a", true, &["--replicas", "1", "--label", "tier=web"]);
+    let b = s.create("b", false, &["--replicas", "1"]);
+    w.events_until(&a, Started).await;
+    Services::scale(&a, 0);
+    Services::scale(&b, 0);
+    w.events_until(&a, Stopped).await;
+    Services::scale(&a, 1);
+    Services::scale(&b, 1);
+    w.events_until(&a, Started).await;
+    let inspected = docker(&[
+        "service",
+        "inspect",
+        "--format",
+        "{{json .Spec.Labels}}",
+        &a,
+    ]);
+    let engine_labels: Labels = serde_json::from_str(&inspected)
+        .unwrap_or_else(|e| panic!("labels of {a}: {e}: {inspected}"));
+    docker(&["service", "rm", &b]);
+    docker(&["service", "rm", &a]);
+    w.events_until(&a, Removed).await;
+    w.assert_events(
+        &a,
+        &[
+            (Created, Live),
+            (Started, Live),
+            (Stopped, Live),
+            (Started, Live),
+            (Removed, Live),
+        ],
+    );
+    assert_eq!(engine_labels.get("tier").map(String::as_str), Some("web"));
+    for item in &w.seen {
+        if let Item::Event(e) = item {
+            assert_eq!(*e.labels, engine_labels, "labels of {} {}", e.id, e.kind);
+        }
+    }
+    // Events arrive in order: anything about `b` would have come before `a`'s removal.
+    w.assert_events(&b, &[]);
+    w.done("lifecycle", started);
+}
+
+/// Updates that do not scale are inspected: a label change moves a service
+/// into the watch and out of it, `--force` reports nothing, and a global
+/// service runs while it exists.
+#[tokio::test]
+async fn updates_without_replicas_are_inspected() {
+    let (started, _locks, s, mut w) = start("inspect", None).await;
+    let a = s.create("a", false, &["--replicas", "1"]);
+    let watched = s.watched_label();
+    Services::update(&["update", "--detach", "--label-add", &watched, &a]);
+    w.events_until(&a, Started).await;
+    Services::update(&["update", "--detach", "--force", &a]);
+    Services::update(&["update", "--detach", "--label-rm", "lookout.test", &a]);
+    w.events_until(&a, Removed).await;
+    let g = s.create("g", true, &["--mode", "global"]);
+    w.events_until(&g, Started).await;
+    docker(&["service", "rm", &g]);
+    w.events_until(&g, Removed).await;
+    w.assert_events(&a, &[(Created, Live), (Started, Live), (Removed, Live)]);
+    w.assert_events(&g, &[(Created, Live), (Started, Live), (Removed, Live)]);
+    w.done("inspect", started);
+}
+
+/// Twenty rounds of scaling to 0 and back to 1, as fast as the CLI goes: the
+/// watch ends in the engine's state, and never reports the same kind twice
+/// in a row.
+#[tokio::test]
+async fn a_scale_storm_ends_in_the_engine_state_without_repeats() {
+    let (started, _locks, s, mut w) = start("storm", None).await;
+    let a = s.create("a", true, &["--replicas", "1"]);
+    w.events_until(&a, Started).await;
+    let storm = Instant::now();
+    for _ in 0..20 {
+        Services::scale(&a, 0);
+        Services::scale(&a, 1);
+    }
+    let storm = storm.elapsed();
+    Services::scale(&a, 0);
+    let replicas = docker(&[
+        "service",
+        "inspect",
+        "--format",
+        "{{.Spec.Mode.Replicated.Replicas}}",
+        &a,
+    ]);
+    assert_eq!(replicas, "0");
+    // A sentinel created after the storm: the feed is in order, so once it
+    // shows, every storm event before it was handled.
+    let sentinel = s.create("sentinel", true, &["--replicas", "0"]);
+    w.events_until(&sentinel, Created).await;
+    let events = w.events_of(&a);
+    assert_eq!(events.last().map(|e| e.0), Some(Stopped), "{}", w.summary());
+    for pair in events.windows(2) {
+        assert_ne!(pair[0].0, pair[1].0, "a repeat: {}", w.summary());
+    }
+    assert!(events.iter().all(|e| e.1 == Live), "{}", w.summary());
+    eprintln!(
+        "[swarm] storm: {} events for 41 scales in {storm:.1?}",
+        events.len()
+    );
+    w.done("storm", started);
+}
+
+/// The connection drops; the service is scaled to 0 while nothing watches:
+/// the redial's snapshot reports the stop once, as a resync, and what dockerd
+/// replays of it is swallowed. Live events flow after.
+#[tokio::test]
+async fn a_scale_missed_while_cut_off_is_reported_once_as_resync() {
+    let relay = Relay::start(&engines::docker_host());
+    let (started, _locks, s, mut w) = start("cut", Some(&relay)).await;
+    let a = s.create("a", true, &["--replicas", "1"]);
+    w.events_until(&a, Started).await;
+    relay.cut();
+    relay
+        .wait(ITEM, |c| c.live == 0)
+        .await
+        .unwrap_or_else(|c| panic!("the relay did not cut: {c:?}"));
+    // Nothing polls the watch meanwhile: this happens while it is disconnected.
+    Services::scale(&a, 0);
+    w.connected().await;
+    Services::scale(&a, 1);
+    w.events_until(&a, Started).await;
+    docker(&["service", "rm", &a]);
+    w.events_until(&a, Removed).await;
+    w.assert_events(
+        &a,
+        &[
+            (Created, Live),
+            (Started, Live),
+            (Stopped, Resync),
+            (Started, Live),
+            (Removed, Live),
+        ],
+    );
+    assert_eq!(relay.counts().events_requests, 2, "one redial");
+    w.report("cut", started);
+}
+
+/// dockerd is killed (`kill -9`) and started again; the service is scaled to
+/// 0 after the restart, before the watch redials: the stop is reported once,
+/// as a resync, and live events flow after.
+#[tokio::test]
+async fn a_daemon_restart_then_a_scale_to_zero_is_reported_once() {
+    let started = Instant::now();
+    let _locks = require(true);
+    let s = Services::new("restart");
+    let a = s.create("a", true, &["--replicas", "1"]);
+    let mut w = Watcher::new(engines::docker_host(), s.filter());
+    assert_eq!(w.connected().await, 1, "the service is listed");
+    // Nothing polls the watch from here until dockerd is back and `a` scaled.
+    let down = Instant::now();
+    engines::docker_kill9().unwrap_or_else(|e| panic!("{e}"));
+    engines::docker_start().unwrap_or_else(|e| panic!("{e}"));
+    engines::swarm_up().unwrap_or_else(|e| panic!("{e}"));
+    let scale = Instant::now();
+    let mut last = String::new();
+    while scale.elapsed() < ITEM {
+        match engines::docker(&["service", "scale", "--detach", &format!("{a}=0")]) {
+            Ok(_) => break,
+            // The manager may still be electing itself.
+            Err(e) => last = e,
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert!(
+        scale.elapsed() < ITEM,
+        "cannot scale {a} after the restart: {last}"
+    );
+    let back = down.elapsed();
+    w.events_until(&a, Stopped).await;
+    Services::scale(&a, 1);
+    w.events_until(&a, Started).await;
+    docker(&["service", "rm", &a]);
+    w.events_until(&a, Removed).await;
+    w.assert_events(&a, &[(Stopped, Resync), (Started, Live), (Removed, Live)]);
+    assert!(w.disconnects() >= 1, "{}", w.summary());
+    eprintln!("[swarm] restart: dockerd back and scaled in {back:.1?}");
+    w.report("restart", started);
+}
+
+/// Undecodable lines and events of services that do not exist, injected
+/// into the `/events` body, are skipped: the session goes on (no redial) and
+/// live events keep flowing.
+#[tokio::test]
+async fn an_undecodable_event_is_skipped_without_replay() {
+    let relay = Relay::start(&engines::docker_host());
+    let (started, _locks, s, mut w) = start("poison", Some(&relay)).await;
+    relay.inject(br#"{"Type":"service","Action":"update","Actor":{"ID":"#);
+    relay.inject(br#"{"Type":"service","Action":"create","Actor":{"ID":"../../_ping","Attributes":{"name":"x"}},"timeNano":2}"#);
+    relay.inject(br#"{"Type":"service","Action":"create","Actor":{"ID":"nosuchservice0000000000000","Attributes":{"name":"ghost"}},"timeNano":3}"#);
+    relay.inject(b"\x00\x01 not json at all");
+    relay
+        .wait(ITEM, |c| c.injected == 4)
+        .await
+        .unwrap_or_else(|c| panic!("the relay did not inject: {c:?}"));
+    let a = s.create("a", true, &["--replicas", "1"]);
+    w.events_until(&a, Started).await;
+    w.assert_events(&a, &[(Created, Live), (Started, Live)]);
+    w.assert_events("ghost", &[]);
+    assert_eq!(w.disconnects(), 0, "{}", w.summary());
+    assert_eq!(relay.counts().events_requests, 1, "no redial");
+    w.report("poison", started);
+}
+
+/// Dropping the stream closes its connections within 100 ms — while
+/// streaming, and while an inspection hangs on an engine that accepts but
+/// does not answer — and leaves no task on the runtime (the relay runs on a
+/// runtime of its own).
+#[tokio::test]
+async fn dropping_the_stream_closes_its_connections() {
+    const CLOSED: Duration = Duration::from_millis(100);
+    let _locks = require(false);
+    let s = Services::new("drop");
+    let relay = Relay::start(&engines::docker_host());
+    assert_eq!(tasks(), 0);
+
+    // Streaming: only the /events connection stays open.
+    let mut w = Watcher::new(relay.host(), s.filter());
+    w.connected().await;
+    relay
+        .wait(Duration::from_secs(2), |c| c.live == 1)
+        .await
+        .unwrap_or_else(|c| panic!("streaming holds one connection: {c:?}"));
+    assert_eq!(tasks(), 0, "the watch spawned a task");
+    drop(w);
+    relay
+        .wait(CLOSED, |c| c.live == 0)
+        .await
+        .unwrap_or_else(|c| panic!("dropped while streaming, still open after {CLOSED:?}: {c:?}"));
+
+    // Inspecting a new service on a connection the engine never answers.
+    let mut w = Watcher::with(
+        relay.host(),
+        s.filter(),
+        test_config().probe_after(Duration::from_secs(20)),
+    );
+    w.connected().await;
+    relay.hold(true);
+    let before = relay.counts().accepted;
+    s.create("a", true, &["--replicas", "1"]);
+    tokio::select! {
+        item = w.next(ITEM) => panic!("a held inspection yielded {item:?}"),
+        held = relay.wait(ITEM, |c| c.accepted > before && c.live == 2) => {
+            held.unwrap_or_else(|c| panic!("the inspection never connected: {c:?}"));
+        }
+    }
+    assert_eq!(tasks(), 0, "the watch spawned a task");
+    drop(w);
+    relay
+        .wait(CLOSED, |c| c.live == 0)
+        .await
+        .unwrap_or_else(|c| panic!("dropped while inspecting, still open after {CLOSED:?}: {c:?}"));
+    assert_eq!(tasks(), 0);
+}
