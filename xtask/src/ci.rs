@@ -69,7 +69,12 @@ pub fn run(args: &[String]) -> Result<(), String> {
         eprintln!("\n==> ci step `{}` ({})", step.name, step.describe());
         let t = Instant::now();
         let result = match &step.action {
-            Action::Cargo { args, env } => cargo(&root, args, env, step.timeout),
+            Action::Cargo { args, env } => {
+                if args.first() == Some(&"package") {
+                    forget_packaged_sources();
+                }
+                cargo(&root, args, env, step.timeout)
+            }
             Action::Test { args } => {
                 cargo_test(&root, args, &test_env(), step.timeout, &mut counts)
             }
@@ -95,6 +100,38 @@ pub fn run(args: &[String]) -> Result<(), String> {
         steps.len()
     );
     Ok(())
+}
+
+/// `cargo package --workspace` verifies each crate against the others through
+/// a local registry whose sources cargo extracts under
+/// `~/.cargo/registry/src/`, and an extraction of the same name and version
+/// is reused by later runs even when our sources changed since. Our crates are
+/// not on crates.io, so every `lookout-*` extraction there is such a leftover:
+/// remove them before packaging.
+fn forget_packaged_sources() {
+    let Some(home) = std::env::var_os("CARGO_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cargo")))
+    else {
+        return;
+    };
+    let Ok(registries) = std::fs::read_dir(home.join("registry/src")) else {
+        return;
+    };
+    for registry in registries.flatten() {
+        let Ok(crates) = std::fs::read_dir(registry.path()) else {
+            continue;
+        };
+        for krate in crates.flatten() {
+            if krate.file_name().to_string_lossy().starts_with("lookout-") {
+                eprintln!(
+                    "==> removing the stale extraction {}",
+                    krate.path().display()
+                );
+                let _ = std::fs::remove_dir_all(krate.path());
+            }
+        }
+    }
 }
 
 /// The pipeline. `ci`: running in CI (a fresh clone), else on a developer's tree.

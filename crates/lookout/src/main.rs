@@ -35,6 +35,8 @@ enum Engine {
     Docker(EngineArgs),
     /// Containers of Podman (its Docker-compatible API service).
     Podman(EngineArgs),
+    /// Replicated and global services of a Docker Swarm (on a manager).
+    Swarm(EngineArgs),
     /// Deployments and StatefulSets of a Kubernetes cluster.
     K8s(K8sArgs),
 }
@@ -93,7 +95,7 @@ fn parse_label(s: &str) -> Result<(String, String), String> {
     }
 }
 
-/// The settings of an engine speaking the Docker API (Docker, Podman).
+/// The settings of an engine speaking the Docker API (Docker, Podman, Swarm).
 fn compat_config(a: &EngineArgs) -> lookout_docker::compat::Config {
     let labels: Labels = a.labels.iter().cloned().collect();
     let config = lookout_docker::compat::Config::default()
@@ -144,6 +146,10 @@ async fn dispatch(engine: Engine) -> ExitCode {
         },
         Engine::Podman(a) => match lookout_podman::watch(compat_config(&a)) {
             Ok(w) => run("podman", w, &a.common).await,
+            Err(e) => usage_error("invalid --host", &e),
+        },
+        Engine::Swarm(a) => match lookout_swarm::watch(compat_config(&a)) {
+            Ok(w) => run("swarm", w, &a.common).await,
             Err(e) => usage_error("invalid --host", &e),
         },
         Engine::K8s(a) => {

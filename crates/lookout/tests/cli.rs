@@ -443,3 +443,57 @@ fn k8s_json_lines() {
     lookout.signal("TERM");
     assert_eq!(lookout.exit_within(Duration::from_secs(5)).code(), Some(0));
 }
+
+/// Removes the test's swarm services whatever happens.
+struct Services(Vec<String>);
+
+impl Drop for Services {
+    fn drop(&mut self) {
+        for name in &self.0 {
+            let _ = engines::docker(&["service", "rm", name]);
+        }
+    }
+}
+
+#[test]
+fn swarm_json_lines() {
+    let _docker = require_docker();
+    let _swarm = engines::lock_engine("swarm", false).unwrap_or_else(|e| panic!("{e}"));
+    engines::swarm_up().unwrap_or_else(|e| panic!("swarm: {e}"));
+    let name = unique("svc");
+    let label = format!("lookout.cli={name}");
+    let _services = Services(vec![name.clone()]);
+    let mut lookout = Lookout::spawn(&["swarm", "--json", "--label", &label]);
+    lookout.connected();
+    let image = engines::test_image();
+    engines::docker(&[
+        "service",
+        "create",
+        "--detach",
+        "--no-resolve-image",
+        "--name",
+        &name,
+        "--label",
+        &label,
+        "--replicas",
+        "1",
+        &image,
+        "sleep",
+        "3600",
+    ])
+    .unwrap_or_else(|e| panic!("{e}"));
+    engines::docker(&["service", "scale", "--detach", &format!("{name}=0")])
+        .unwrap_or_else(|e| panic!("{e}"));
+    engines::docker(&["service", "rm", &name]).unwrap_or_else(|e| panic!("{e}"));
+    for kind in ["created", "started", "stopped", "removed"] {
+        let e = lookout.event();
+        assert_eq!(e["provider"], "swarm", "{e}");
+        assert_eq!(e["instance"], name.as_str(), "{e}");
+        assert_eq!(e["kind"], kind, "{e}");
+        assert_eq!(e["origin"], "live", "{e}");
+        assert_eq!(e["labels"]["lookout.cli"], name.as_str(), "{e}");
+        assert_rfc3339_nanos(e["at"].as_str().expect("at"));
+    }
+    lookout.signal("TERM");
+    assert_eq!(lookout.exit_within(Duration::from_secs(5)).code(), Some(0));
+}
