@@ -38,12 +38,13 @@ pub trait Dial: Send + 'static {
     /// The session must start with a snapshot. Resolve the engine's address
     /// anew on every dial (a socket file may have been recreated).
     ///
-    /// A session must not yield again the changes at or before `resume` (an
-    /// inclusive `since` replays the last one): they were applied before the
-    /// new snapshot, which may have moved on since, so a replayed `start` after
-    /// a snapshot that says "stopped" would be a new (wrong) transition. The
-    /// core swallows a replay that changes nothing, not one that contradicts
-    /// the snapshot.
+    /// A session must not yield again a change already seen up to `resume`
+    /// (an inclusive `since` replays the last one; for a feed with ordered
+    /// times, that is every change at or before the cursor): it was applied
+    /// before the new snapshot, which may have moved on since, so a replayed
+    /// `start` after a snapshot that says "stopped" would be a new (wrong)
+    /// transition. The core swallows a replay that changes nothing, not one
+    /// that contradicts the snapshot.
     fn dial(&mut self, resume: Option<&Self::Cursor>) -> DialFuture<Self::Cursor>;
 
     /// A cheap liveness check (Docker's `/_ping`) the core runs when a session
