@@ -1094,11 +1094,19 @@ pub fn ensure_test_image() -> Result<(), String> {
 /// Check that a container of the test image runs and stops on Docker:
 /// `run -d --network none IMAGE sleep 3600`, running, `stop`, exited, `rm`.
 pub fn docker_verify() -> Result<(), String> {
+    verify_container("docker", &docker)
+}
+
+/// The check of [`docker_verify`] and [`podman_verify`], through `cli`.
+fn verify_container(
+    engine: &str,
+    cli: &dyn Fn(&[&str]) -> Result<String, String>,
+) -> Result<(), String> {
     let name = format!("lookout-engines-check-{}", std::process::id());
     let image = test_image();
-    let _ = docker(&["rm", "-f", &name]);
+    let _ = cli(&["rm", "-f", &name]);
     let result = (|| {
-        docker(&[
+        cli(&[
             "run",
             "-d",
             "--name",
@@ -1109,22 +1117,23 @@ pub fn docker_verify() -> Result<(), String> {
             "sleep",
             "3600",
         ])?;
-        let running = docker(&["inspect", "--format", "{{.State.Running}}", &name])?;
+        let running = cli(&["inspect", "--format", "{{.State.Running}}", &name])?;
         if running != "true" {
             return Err(format!(
-                "docker: check container {name} is not running ({running})"
+                "{engine}: check container {name} is not running ({running})"
             ));
         }
-        docker(&["stop", "-t", "1", &name])?;
-        let status = docker(&["inspect", "--format", "{{.State.Status}}", &name])?;
-        if status != "exited" {
+        cli(&["stop", "-t", "1", &name])?;
+        let status = cli(&["inspect", "--format", "{{.State.Status}}", &name])?;
+        // Podman says `exited` or `stopped`.
+        if status != "exited" && status != "stopped" {
             return Err(format!(
-                "docker: check container {name} is {status}, not exited, after stop"
+                "{engine}: check container {name} is {status}, not exited, after stop"
             ));
         }
         Ok(())
     })();
-    let _ = docker(&["rm", "-f", &name]);
+    let _ = cli(&["rm", "-f", &name]);
     result
 }
 
@@ -1372,8 +1381,6 @@ fn ensure_podman_image() -> Result<(), String> {
 /// API service (`podman --url HOST run -d --network none IMAGE sleep 3600`).
 pub fn podman_verify() -> Result<(), String> {
     let host = podman_host();
-    let name = format!("lookout-engines-check-{}", std::process::id());
-    let image = test_image();
     let remote = |args: &[&str]| -> Result<String, String> {
         run(
             podman_command()?.args(["--url", &host]).args(args),
@@ -1381,36 +1388,7 @@ pub fn podman_verify() -> Result<(), String> {
             CLI_TIMEOUT,
         )
     };
-    let _ = remote(&["rm", "-f", &name]);
-    let result = (|| {
-        remote(&[
-            "run",
-            "-d",
-            "--name",
-            &name,
-            "--network",
-            "none",
-            &image,
-            "sleep",
-            "3600",
-        ])?;
-        let running = remote(&["inspect", "--format", "{{.State.Running}}", &name])?;
-        if running != "true" {
-            return Err(format!(
-                "podman: check container {name} is not running ({running})"
-            ));
-        }
-        remote(&["stop", "-t", "1", &name])?;
-        let status = remote(&["inspect", "--format", "{{.State.Status}}", &name])?;
-        if status != "exited" && status != "stopped" {
-            return Err(format!(
-                "podman: check container {name} is {status}, not exited, after stop"
-            ));
-        }
-        Ok(())
-    })();
-    let _ = remote(&["rm", "-f", &name]);
-    result
+    verify_container("podman", &remote)
 }
 
 // ------------------------------------------------------------------ swarm
@@ -1492,26 +1470,31 @@ pub fn swarm_wait_running(service: &str, want: usize, timeout: Duration) -> Resu
     ))
 }
 
+/// `docker service create --detach --no-resolve-image --name NAME ARGS…
+/// IMAGE sleep 3600`: a service of the test image (no registry, hence
+/// `--no-resolve-image`; services take no `--network none`).
+pub fn swarm_service_create(name: &str, args: &[&str]) -> Result<String, String> {
+    let image = test_image();
+    let mut cmd = vec![
+        "service",
+        "create",
+        "--detach",
+        "--no-resolve-image",
+        "--name",
+        name,
+    ];
+    cmd.extend(args);
+    cmd.extend([image.as_str(), "sleep", "3600"]);
+    docker(&cmd)
+}
+
 /// Check that a replicated service of the test image can be created (no
 /// registry: `--no-resolve-image`), scaled 1 → 2, and removed.
 pub fn swarm_verify() -> Result<(), String> {
     let name = format!("lookout-engines-check-{}", std::process::id());
-    let image = test_image();
     let _ = docker(&["service", "rm", &name]);
     let result = (|| {
-        docker(&[
-            "service",
-            "create",
-            "--detach",
-            "--no-resolve-image",
-            "--name",
-            &name,
-            "--replicas",
-            "1",
-            &image,
-            "sleep",
-            "3600",
-        ])?;
+        swarm_service_create(&name, &["--replicas", "1"])?;
         swarm_wait_running(&name, 1, Duration::from_secs(60))?;
         docker(&["service", "scale", "--detach", &format!("{name}=2")])?;
         swarm_wait_running(&name, 2, Duration::from_secs(60))

@@ -74,23 +74,13 @@ impl Services {
         let name = format!("{}-{suffix}", self.tag);
         let cleanup = format!("lookout.cleanup={}", self.tag);
         let watched_label = self.watched_label();
-        let image = engines::test_image();
-        let mut cmd = vec![
-            "service",
-            "create",
-            "--detach",
-            "--no-resolve-image",
-            "--name",
-            &name,
-            "--label",
-            &cleanup,
-        ];
+        let mut cmd = vec!["--label", &cleanup];
         if watched {
             cmd.extend(["--label", &watched_label]);
         }
         cmd.extend(args);
-        cmd.extend([image.as_str(), "sleep", "3600"]);
-        docker(&cmd);
+        engines::swarm_service_create(&name, &cmd)
+            .unwrap_or_else(|e| panic!("swarm: create {name} failed: {e}"));
         name
     }
 

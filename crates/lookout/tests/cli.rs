@@ -465,23 +465,8 @@ fn swarm_json_lines() {
     let _services = Services(vec![name.clone()]);
     let mut lookout = Lookout::spawn(&["swarm", "--json", "--label", &label]);
     lookout.connected();
-    let image = engines::test_image();
-    engines::docker(&[
-        "service",
-        "create",
-        "--detach",
-        "--no-resolve-image",
-        "--name",
-        &name,
-        "--label",
-        &label,
-        "--replicas",
-        "1",
-        &image,
-        "sleep",
-        "3600",
-    ])
-    .unwrap_or_else(|e| panic!("{e}"));
+    engines::swarm_service_create(&name, &["--label", &label, "--replicas", "1"])
+        .unwrap_or_else(|e| panic!("{e}"));
     engines::docker(&["service", "scale", "--detach", &format!("{name}=0")])
         .unwrap_or_else(|e| panic!("{e}"));
     engines::docker(&["service", "rm", &name]).unwrap_or_else(|e| panic!("{e}"));
