@@ -1241,12 +1241,15 @@ pub fn podman_up() -> Result<(), String> {
     if let Some(pid) = podman_pid()
         && !has_our_containers_conf(pid)
     {
+        // Its containers would fail (`error setting rlimit`, or `write child:
+        // broken pipe` once the configuration it was started with is gone).
         eprintln!(
-            "[engines] podman: WARNING: the service on {host} (pid {pid}) was not started with \
-             CONTAINERS_CONF={}: its containers may fail with `error setting rlimit`. Restart it: \
-             `cargo xtask engines down podman && cargo xtask engines up podman`",
+            "[engines] podman: the service on {host} (pid {pid}) does not run with our \
+             CONTAINERS_CONF={}: restarting it",
             containers_conf()?.display()
         );
+        podman_kill9()?;
+        podman_start()?;
     }
     ensure_podman_image()
 }
