@@ -1091,6 +1091,16 @@ pub fn ensure_test_image() -> Result<(), String> {
     Ok(())
 }
 
+/// `docker create --name NAME ARGS… --network none IMAGE sleep 3600`: a
+/// stopped container of the test image, without network.
+pub fn docker_create_test_container(name: &str, args: &[&str]) -> Result<String, String> {
+    let image = test_image();
+    let mut cmd = vec!["create", "--name", name];
+    cmd.extend(args);
+    cmd.extend(["--network", "none", image.as_str(), "sleep", "3600"]);
+    docker(&cmd)
+}
+
 /// Check that a container of the test image runs and stops on Docker:
 /// `run -d --network none IMAGE sleep 3600`, running, `stop`, exited, `rm`.
 pub fn docker_verify() -> Result<(), String> {

@@ -134,30 +134,26 @@ fn forget_packaged_sources() {
     }
 }
 
+/// `cargo package` for every publishable crate. The last argument,
+/// `--allow-dirty`, is only for a developer's tree, which usually has
+/// uncommitted changes; CI's fresh clone has none.
+const PACKAGE: &[&str] = &[
+    "package",
+    "--workspace",
+    "--locked",
+    "--exclude",
+    "xtask",
+    "--exclude",
+    "lookout-e2e",
+    "--allow-dirty",
+];
+
 /// The pipeline. `ci`: running in CI (a fresh clone), else on a developer's tree.
 fn steps(ci: bool) -> [Step; 8] {
-    let package_args: &'static [&'static str] = if ci {
-        &[
-            "package",
-            "--workspace",
-            "--locked",
-            "--exclude",
-            "xtask",
-            "--exclude",
-            "lookout-e2e",
-        ]
+    let package_args = if ci {
+        &PACKAGE[..PACKAGE.len() - 1]
     } else {
-        // A developer's tree usually has uncommitted changes; CI's fresh clone has none.
-        &[
-            "package",
-            "--workspace",
-            "--locked",
-            "--exclude",
-            "xtask",
-            "--exclude",
-            "lookout-e2e",
-            "--allow-dirty",
-        ]
+        PACKAGE
     };
     [
         Step {

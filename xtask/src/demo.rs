@@ -140,20 +140,8 @@ pub fn run() -> Result<(), String> {
     };
     connected(&err_rx)?;
 
-    let image = engines::test_image();
     say(&format!("docker create {name}"));
-    engines::docker(&[
-        "create",
-        "--name",
-        &name,
-        "--label",
-        &label,
-        "--network",
-        "none",
-        &image,
-        "sleep",
-        "3600",
-    ])?;
+    engines::docker_create_test_container(&name, &["--label", &label])?;
     expect(&out_rx, &name, "created", &["live"])?;
 
     say(&format!("docker start {name}"));

@@ -159,20 +159,8 @@ impl Drop for Containers {
 }
 
 fn create(name: &str, label: &str) {
-    let image = engines::test_image();
-    engines::docker(&[
-        "create",
-        "--name",
-        name,
-        "--label",
-        label,
-        "--network",
-        "none",
-        &image,
-        "sleep",
-        "3600",
-    ])
-    .unwrap_or_else(|e| panic!("{e}"));
+    engines::docker_create_test_container(name, &["--label", label])
+        .unwrap_or_else(|e| panic!("{e}"));
 }
 
 /// `2026-11-30T03:42:18.979493067Z`: RFC 3339, UTC, nanoseconds.
