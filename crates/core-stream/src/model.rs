@@ -173,8 +173,11 @@ pub struct Change<C> {
     pub kind: EventKind,
     /// The engine's identity of this incarnation, when known (see [`Listed::uid`]).
     pub uid: Option<Arc<str>>,
-    /// The instance's labels when the change carries them; `None` keeps the known ones.
-    pub labels: Option<Labels>,
+    /// The instance's labels when the change carries them; `None` keeps the
+    /// known ones. Shared: a provider that keeps each instance's labels hands
+    /// the same `Arc` to every change, and an unchanged one reaches the
+    /// emitted [`InstanceEvent`]s without a copy.
+    pub labels: Option<Arc<Labels>>,
     /// The engine's timestamp of the change.
     pub at: SystemTime,
     /// Where to resume the feed after this change, if the engine supports resuming.

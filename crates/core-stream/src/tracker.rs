@@ -84,8 +84,10 @@ impl Tracker {
         let want_running = kind == EventKind::Started;
         match known {
             Some(k) if !different_incarnation(k.uid.as_ref(), uid.as_ref()) => {
-                if let Some(labels) = labels.filter(|l| *l != *k.labels) {
-                    k.labels = Arc::new(labels);
+                if let Some(labels) =
+                    labels.filter(|l| !Arc::ptr_eq(l, &k.labels) && **l != *k.labels)
+                {
+                    k.labels = labels;
                 }
                 if k.uid.is_none() {
                     k.uid = uid;
@@ -98,7 +100,7 @@ impl Tracker {
             }
             known => {
                 let labels = match (labels, known.as_ref()) {
-                    (Some(l), _) => Arc::new(l),
+                    (Some(l), _) => l,
                     (None, Some(k)) => Arc::clone(&k.labels),
                     (None, None) => Arc::new(Labels::new()),
                 };
@@ -320,7 +322,7 @@ mod tests {
         t.change(change("a", EventKind::Started, None), &mut out);
         out.clear();
         let mut c = change("a", EventKind::Started, None);
-        c.labels = Some(Labels::from([("k".into(), "v".into())]));
+        c.labels = Some(Arc::new(Labels::from([("k".into(), "v".into())])));
         t.change(c, &mut out);
         assert!(out.is_empty());
         t.change(change("a", EventKind::Stopped, None), &mut out);

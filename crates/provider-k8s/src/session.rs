@@ -126,7 +126,7 @@ impl Merge {
                                 EventKind::Stopped
                             },
                             uid: l.uid.clone(),
-                            labels: Some(l.labels.clone()),
+                            labels: Some(Arc::new(l.labels.clone())),
                             at: SystemTime::now(),
                             cursor: None,
                         }));

@@ -197,7 +197,7 @@ impl Objects for Services {
             filter: labels.clone(),
             services: listed
                 .iter()
-                .filter_map(|l| Some((Arc::clone(l.uid.as_ref()?), l.labels.clone())))
+                .filter_map(|l| Some((Arc::clone(l.uid.as_ref()?), Arc::new(l.labels.clone()))))
                 .collect(),
         }
     }
@@ -209,7 +209,7 @@ impl Objects for Services {
 pub struct KnownServices {
     filter: Labels,
     /// Service ID → labels.
-    services: HashMap<Arc<str>, Labels>,
+    services: HashMap<Arc<str>, Arc<Labels>>,
 }
 
 impl KnownObjects for KnownServices {
@@ -224,7 +224,7 @@ impl KnownObjects for KnownServices {
                     } else {
                         EventKind::Stopped
                     },
-                    labels: labels.clone(),
+                    labels: Arc::clone(labels),
                 },
                 // Not scaled (or not known yet): read what it is now.
                 _ => inspect(uid),
@@ -270,17 +270,14 @@ impl KnownObjects for KnownServices {
             return Decision::Undecodable("the inspected service is another one");
         }
         if matches(&service.labels, &self.filter) {
-            self.services
-                .insert(Arc::clone(uid), service.labels.clone());
+            let labels = Arc::new(service.labels);
+            self.services.insert(Arc::clone(uid), Arc::clone(&labels));
             let kind = match (service.running, event.action()) {
                 (true, _) => EventKind::Started,
                 (false, "create") => EventKind::Created,
                 (false, _) => EventKind::Stopped,
             };
-            Decision::Report {
-                kind,
-                labels: service.labels,
-            }
+            Decision::Report { kind, labels }
         } else if let Some(labels) = self.services.remove(uid) {
             // Its labels changed: it leaves the watch, as a resync would find.
             Decision::Report {

@@ -28,7 +28,10 @@ fn app(value: &str) -> Labels {
 }
 
 fn report(kind: EventKind, labels: Labels) -> Decision {
-    Decision::Report { kind, labels }
+    Decision::Report {
+        kind,
+        labels: Arc::new(labels),
+    }
 }
 
 /// A session that listed `listed` under the filter `app=web`.

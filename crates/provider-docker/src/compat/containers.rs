@@ -47,7 +47,7 @@ impl Objects for Mapping {
             mapping: self,
             containers: listed
                 .iter()
-                .filter_map(|l| Some((Arc::clone(l.uid.as_ref()?), l.labels.clone())))
+                .filter_map(|l| Some((Arc::clone(l.uid.as_ref()?), Arc::new(l.labels.clone()))))
                 .collect(),
         }
     }
@@ -64,7 +64,7 @@ impl Objects for Mapping {
 pub struct KnownContainers {
     mapping: &'static Mapping,
     /// Container id → labels.
-    pub(crate) containers: HashMap<Arc<str>, Labels>,
+    pub(crate) containers: HashMap<Arc<str>, Arc<Labels>>,
 }
 
 impl KnownObjects for KnownContainers {
@@ -81,16 +81,18 @@ impl KnownObjects for KnownContainers {
         };
         let uid = event.uid();
         let labels = if let Some(labels) = self.containers.get(uid) {
-            labels.clone()
+            Arc::clone(labels)
         } else if kind == EventKind::Created {
             // The engine mixes the labels into the attributes.
-            let labels: Labels = event
-                .attributes()
-                .iter()
-                .filter(|(k, _)| !self.mapping.non_label_attributes.contains(&k.as_str()))
-                .map(|(k, v)| (k.clone(), string_value(v)))
-                .collect();
-            self.containers.insert(Arc::clone(uid), labels.clone());
+            let labels: Arc<Labels> = Arc::new(
+                event
+                    .attributes()
+                    .iter()
+                    .filter(|(k, _)| !self.mapping.non_label_attributes.contains(&k.as_str()))
+                    .map(|(k, v)| (k.clone(), string_value(v)))
+                    .collect(),
+            );
+            self.containers.insert(Arc::clone(uid), Arc::clone(&labels));
             labels
         } else {
             tracing::debug!(

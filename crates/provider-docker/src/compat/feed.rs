@@ -1,13 +1,18 @@
 //! Decoding the `/events` body line by line into observations. Pure (no
 //! I/O), so every case is unit-tested.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
+use std::fmt;
 use std::sync::Arc;
 
 use lookout_core::{Change, InstanceId, Labels, Listed, Observation};
+use serde::Deserializer as _;
+use serde::de::{self, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
-use super::objects::{Decision, Event, KnownObjects, Objects, preview};
+use super::objects::{Attributes, Decision, Event, KnownObjects, Objects, preview};
 
 /// A position in an engine's event feed: the event's `timeNano`.
 ///
@@ -107,7 +112,7 @@ impl<K: KnownObjects> Feed<K> {
 
     /// Feeds a piece of the body; pushes a step per complete line.
     pub(crate) fn push(&mut self, mut chunk: &[u8], out: &mut VecDeque<Step>) {
-        while let Some(pos) = chunk.iter().position(|b| *b == b'\n') {
+        while let Some(pos) = memchr::memchr(b'\n', chunk) {
             let (head, rest) = (&chunk[..pos], &chunk[pos + 1..]);
             chunk = rest;
             if self.overlong {
@@ -200,14 +205,12 @@ impl<K: KnownObjects> Feed<K> {
             tracing::warn!(provider, reason, line = %preview(line), "skipping an undecodable event");
             Some(Step::Obs(Observation::Progress(cursor)))
         };
-        let event: Value = match serde_json::from_slice(line) {
-            Ok(v) => v,
+        let event = match Wire::decode(line) {
+            Ok(event) => event,
+            Err(e) if e.is_data() => return poison("not a JSON object", None),
             Err(e) => return poison(&format!("not JSON: {e}"), None),
         };
-        if !event.is_object() {
-            return poison("not a JSON object", None);
-        }
-        let Some(time) = event_time(&event) else {
+        let Some(time) = event.time() else {
             return poison("no timeNano/time", None);
         };
         if self.seen_before(time) {
@@ -233,11 +236,11 @@ impl<K: KnownObjects> Feed<K> {
     /// means; `Err` names what it lacks.
     fn event(
         &mut self,
-        mut event: Value,
+        event: Wire<'_>,
         time: Cursor,
         cursor: Option<Cursor>,
     ) -> Result<Step, &'static str> {
-        match event.get("Type").and_then(Value::as_str) {
+        match event.r#type.str() {
             Some(t) if t == self.event_type => {}
             Some(other) => {
                 tracing::debug!(
@@ -250,30 +253,22 @@ impl<K: KnownObjects> Feed<K> {
             None => return Err("no Type"),
         }
         let action = event
-            .get("Action")
-            .or_else(|| event.get("status"))
-            .and_then(Value::as_str)
+            .action
+            .or(event.status)
+            .into_str()
             .ok_or("no Action")?
-            .to_owned();
+            .into_owned();
         let uid: Arc<str> = event
-            .get("Actor")
-            .and_then(|a| a.get("ID"))
-            .or_else(|| event.get("id"))
-            .and_then(Value::as_str)
+            .actor_id
+            .or(event.id)
+            .str()
             .filter(|id| !id.is_empty())
             .ok_or("no Actor.ID")?
             .into();
-        let attributes = match event
-            .get_mut("Actor")
-            .and_then(|a| a.get_mut("Attributes"))
-            .map(Value::take)
-        {
-            Some(Value::Object(attributes)) => attributes,
-            _ => serde_json::Map::new(),
-        };
-        let name = attributes
-            .get("name")
-            .and_then(Value::as_str)
+        let name = event
+            .attributes
+            .and_then(attribute_name)
+            .as_deref()
             .map(|n| n.trim_start_matches('/'))
             .filter(|n| !n.is_empty())
             .ok_or("no Actor.Attributes.name")?
@@ -282,7 +277,7 @@ impl<K: KnownObjects> Feed<K> {
             action,
             uid,
             name,
-            attributes,
+            attributes: event.attributes.map(Attributes::raw).unwrap_or_default(),
             time,
             cursor,
         };
@@ -320,13 +315,324 @@ impl<K: KnownObjects> Feed<K> {
     }
 }
 
-/// `timeNano`, else `time` in seconds.
-fn event_time(event: &Value) -> Option<Cursor> {
-    if let Some(n) = event.get("timeNano").and_then(Value::as_i64) {
-        return Some(Cursor(n));
+/// What lookout reads of an event line, borrowed from the line where it can:
+/// a visitor over the line's object that skips every other field without
+/// building it (the engine's events carry a dozen fields lookout does not
+/// use). It reads each field as a lookup in the whole decoded document
+/// would: a field of another JSON type than expected is there but unusable
+/// (an `Action` that is a number does not fall back to `status`), a repeated
+/// field counts by its last value, `Actor` is read only when it is an object.
+#[derive(Default)]
+struct Wire<'a> {
+    r#type: Loose<'a>,
+    action: Loose<'a>,
+    status: Loose<'a>,
+    id: Loose<'a>,
+    time_nano: Option<i64>,
+    time: Option<i64>,
+    /// `Actor.ID`
+    actor_id: Loose<'a>,
+    /// `Actor.Attributes`, any JSON value.
+    attributes: Option<&'a RawValue>,
+}
+
+impl<'a> Wire<'a> {
+    /// Decodes a line; an error of the data category means valid JSON that
+    /// is not an object.
+    fn decode(line: &'a [u8]) -> Result<Self, serde_json::Error> {
+        let mut de = serde_json::Deserializer::from_slice(line);
+        let wire = de.deserialize_any(WireVisitor)?;
+        de.end()?;
+        Ok(wire)
     }
-    let secs = event.get("time").and_then(Value::as_i64)?;
-    secs.checked_mul(1_000_000_000).map(Cursor)
+
+    /// `timeNano`, else `time` in seconds.
+    fn time(&self) -> Option<Cursor> {
+        if let Some(n) = self.time_nano {
+            return Some(Cursor(n));
+        }
+        self.time?.checked_mul(1_000_000_000).map(Cursor)
+    }
+}
+
+/// A field read as a string: missing, present as another JSON type, or a
+/// string (borrowed from the line unless it has escapes).
+#[derive(Default)]
+enum Loose<'a> {
+    #[default]
+    Missing,
+    Other,
+    Str(Cow<'a, str>),
+}
+
+impl<'a> Loose<'a> {
+    /// This field, or `other` when this one is missing.
+    fn or(self, other: Self) -> Self {
+        match self {
+            Self::Missing => other,
+            present => present,
+        }
+    }
+
+    fn str(&self) -> Option<&str> {
+        match self {
+            Self::Str(s) => Some(s),
+            Self::Missing | Self::Other => None,
+        }
+    }
+
+    fn into_str(self) -> Option<Cow<'a, str>> {
+        match self {
+            Self::Str(s) => Some(s),
+            Self::Missing | Self::Other => None,
+        }
+    }
+}
+
+/// The top-level fields lookout reads.
+enum Key {
+    Type,
+    Action,
+    Status,
+    Id,
+    TimeNano,
+    Time,
+    Actor,
+    Other,
+}
+
+impl Key {
+    fn of(key: &str) -> Self {
+        match key {
+            "Type" => Self::Type,
+            "Action" => Self::Action,
+            "status" => Self::Status,
+            "id" => Self::Id,
+            "timeNano" => Self::TimeNano,
+            "time" => Self::Time,
+            "Actor" => Self::Actor,
+            _ => Self::Other,
+        }
+    }
+}
+
+/// A map key, borrowed from the line unless it has escapes.
+struct MapKey<'a>(Cow<'a, str>);
+
+impl<'de> de::Deserialize<'de> for MapKey<'de> {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = MapKey<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string key")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(MapKey(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(MapKey(Cow::Owned(v.to_owned())))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+struct WireVisitor;
+
+impl<'de> Visitor<'de> for WireVisitor {
+    type Value = Wire<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an event object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Wire<'de>, A::Error> {
+        let mut wire = Wire::default();
+        while let Some(MapKey(key)) = map.next_key()? {
+            match Key::of(&key) {
+                Key::Type => wire.r#type = map.next_value()?,
+                Key::Action => wire.action = map.next_value()?,
+                Key::Status => wire.status = map.next_value()?,
+                Key::Id => wire.id = map.next_value()?,
+                Key::TimeNano => wire.time_nano = map.next_value::<LooseInt>()?.0,
+                Key::Time => wire.time = map.next_value::<LooseInt>()?.0,
+                Key::Actor => {
+                    let Actor { id, attributes } = map.next_value()?;
+                    (wire.actor_id, wire.attributes) = (id, attributes);
+                }
+                Key::Other => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(wire)
+    }
+}
+
+/// The visits of the JSON types a field visitor does not expect: the value
+/// is skipped and the field reads as `$value`. Strings and numbers are each
+/// visitor's own.
+macro_rules! skip_other_types {
+    ($value:expr) => {
+        fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+        fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            Ok($value)
+        }
+    };
+}
+
+impl<'de> de::Deserialize<'de> for Loose<'de> {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Loose<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Loose::Str(Cow::Borrowed(v)))
+            }
+            // A string with escapes, unescaped into a scratch buffer.
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Loose::Str(Cow::Owned(v.to_owned())))
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+                Ok(Loose::Other)
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+                Ok(Loose::Other)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Loose::Other)
+            }
+            skip_other_types!(Loose::Other);
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A field read as an integer: `None` when missing, not an integer, or
+/// out of `i64`'s range.
+struct LooseInt(Option<i64>);
+
+impl<'de> de::Deserialize<'de> for LooseInt {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = LooseInt;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+                Ok(LooseInt(Some(v)))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+                Ok(LooseInt(i64::try_from(v).ok()))
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+                Ok(LooseInt(None))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(LooseInt(None))
+            }
+            skip_other_types!(LooseInt(None));
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// `Actor`: its `ID` and `Attributes` when it is an object; nothing when it
+/// is anything else.
+#[derive(Default)]
+struct Actor<'a> {
+    id: Loose<'a>,
+    attributes: Option<&'a RawValue>,
+}
+
+impl<'de> de::Deserialize<'de> for Actor<'de> {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Actor<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut actor = Actor::default();
+                while let Some(MapKey(key)) = map.next_key()? {
+                    match &*key {
+                        "ID" => actor.id = map.next_value()?,
+                        "Attributes" => actor.attributes = Some(map.next_value()?),
+                        _ => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(actor)
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+                Ok(Actor::default())
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+                Ok(Actor::default())
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+                Ok(Actor::default())
+            }
+            skip_other_types!(Actor::default());
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// `name` in the attributes' JSON text, when they are an object and it is a
+/// string (the last one, if repeated).
+fn attribute_name(attributes: &RawValue) -> Option<Cow<'_, str>> {
+    struct V;
+    impl<'de> Visitor<'de> for V {
+        type Value = Option<Cow<'de, str>>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("any JSON value")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut name = None;
+            while let Some(MapKey(key)) = map.next_key()? {
+                if key == "name" {
+                    name = map.next_value::<Loose<'de>>()?.into_str();
+                } else {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+            Ok(name)
+        }
+        fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        skip_other_types!(None);
+    }
+    // The text was valid JSON when the line was decoded.
+    serde_json::Deserializer::from_str(attributes.get())
+        .deserialize_any(V)
+        .ok()
+        .flatten()
 }
 
 #[cfg(test)]
@@ -415,7 +721,10 @@ mod tests {
         let Observation::Change(c) = &out[0] else {
             unreachable!()
         };
-        assert_eq!(c.labels, Some(Labels::from([("app".into(), "web".into())])));
+        assert_eq!(
+            c.labels.as_deref(),
+            Some(&Labels::from([("app".into(), "web".into())]))
+        );
         assert_eq!(c.uid.as_deref(), Some("c1"));
         assert_eq!(c.at, SystemTime::UNIX_EPOCH + Duration::from_nanos(10));
         assert!(
@@ -488,6 +797,83 @@ mod tests {
         assert_eq!(change(&out[out.len() - 1]), ("web", EventKind::Created, 11));
     }
 
+    /// The line decoder reads each field as a lookup in the whole document
+    /// would (the decoder before it built that document).
+    #[test]
+    fn fields_are_read_as_a_lookup_in_the_document() {
+        let mut feed = feed(None, &[]);
+        let attrs = r#""Attributes":{"name":"web","app":"x"}"#;
+        let out = feed_lines(
+            &mut feed,
+            &[
+                // A string with escapes; unknown fields of every JSON type skipped.
+                r#"{"Type":"cont\u0061iner","Action":"cr\u0065ate","x":[1,{"a":null}],"y":{"z":[true]},"w":1.5,"Actor":{"ID":"c\/1","Attributes":{"name":"\/w\u0065b","app":"x"}},"timeNano":1}"#.to_owned(),
+                // `Action` present but not a string: no fall-back to `status`.
+                format!(r#"{{"Type":"container","Action":7,"status":"start","Actor":{{"ID":"c/1",{attrs}}},"timeNano":2}}"#),
+                // `Action` missing: `status`; `Actor` not an object: `id`,
+                // but no attributes, so no name: poison, with its cursor.
+                r#"{"Type":"container","status":"start","Actor":[1],"id":"c/1","timeNano":3}"#.to_owned(),
+                // `Actor` without `ID`: `id`, and its attributes.
+                format!(r#"{{"Type":"container","status":"start","id":"c/1","Actor":{{{attrs}}},"timeNano":4}}"#),
+                // A repeated field counts by its last value.
+                format!(r#"{{"Type":"container","Action":"create","Action":"start","Actor":{{"ID":"c/1",{attrs}}},"timeNano":5}}"#),
+                // `timeNano` beyond i64 (or not an integer): `time` in seconds.
+                format!(r#"{{"Type":"container","Action":"die","Actor":{{"ID":"c/1",{attrs}}},"timeNano":18446744073709551615,"time":6}}"#),
+                format!(r#"{{"Type":"container","Action":"start","Actor":{{"ID":"c/1",{attrs}}},"timeNano":"7","time":7}}"#),
+                // Attributes not an object: no name.
+                r#"{"Type":"container","Action":"die","Actor":{"ID":"c/1","Attributes":["name","web"]},"timeNano":8000000000}"#.to_owned(),
+                // Trailing garbage after the object: not JSON.
+                format!(r#"{{"Type":"container","Action":"die","Actor":{{"ID":"c/1",{attrs}}},"timeNano":8000000001}} x"#),
+                format!(r#"{{"Type":"container","Action":"die","Actor":{{"ID":"c/1",{attrs}}},"timeNano":8000000002}}"#),
+            ],
+        );
+        let summary: Vec<String> = out
+            .iter()
+            .map(|o| match o {
+                Observation::Progress(c) => format!("progress {:?}", c.map(Cursor::unix_nanos)),
+                Observation::Change(c) => format!(
+                    "{} {:?} {} {} {:?}",
+                    c.id.as_str(),
+                    c.kind,
+                    c.uid.as_deref().unwrap_or("-"),
+                    c.cursor.map_or(0, Cursor::unix_nanos),
+                    c.labels
+                        .as_deref()
+                        .map(|l| l.keys().cloned().collect::<Vec<_>>())
+                ),
+                other => format!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                r#"web Created c/1 1 Some(["app"])"#,
+                "progress Some(2)",
+                "progress Some(3)",
+                r#"web Started c/1 4 Some(["app"])"#,
+                r#"web Started c/1 5 Some(["app"])"#,
+                r#"web Stopped c/1 6000000000 Some(["app"])"#,
+                r#"web Started c/1 7000000000 Some(["app"])"#,
+                "progress Some(8000000000)",
+                "progress None",
+                r#"web Stopped c/1 8000000002 Some(["app"])"#,
+            ]
+        );
+        let created = match &out[0] {
+            Observation::Change(c) => c.labels.clone(),
+            other => panic!("not a change: {other:?}"),
+        };
+        let started = match &out[4] {
+            Observation::Change(c) => c.labels.clone(),
+            other => panic!("not a change: {other:?}"),
+        };
+        // One label map per container, shared by its events.
+        assert!(Arc::ptr_eq(
+            &created.expect("labels"),
+            &started.expect("labels")
+        ));
+    }
+
     #[test]
     fn an_overlong_line_is_skipped_once() {
         let mut feed = feed(None, &[]);
@@ -555,7 +941,7 @@ mod tests {
         let Observation::Change(c) = &out[2] else {
             unreachable!()
         };
-        assert_eq!(c.labels, Some(listed[0].labels.clone()));
+        assert_eq!(c.labels.as_deref(), Some(&listed[0].labels));
         assert_eq!(change(&out[3]), ("brief", EventKind::Created, 13));
         assert_eq!(change(&out[4]), ("brief", EventKind::Removed, 14));
         assert_eq!(out[5], Observation::Progress(Some(Cursor(14))));
@@ -642,7 +1028,7 @@ mod tests {
                     } else {
                         EventKind::Stopped
                     },
-                    labels: Labels::new(),
+                    labels: Arc::new(Labels::new()),
                 },
             }
         }

@@ -2,10 +2,11 @@
 //! Swarm services), pluggable into the shared machinery.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
 
 use lookout_core::{EventKind, Labels, Listed};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::feed::Cursor;
@@ -93,8 +94,9 @@ pub enum Decision {
     Report {
         /// The transition.
         kind: EventKind,
-        /// The object's labels.
-        labels: Labels,
+        /// The object's labels (shared: a [`KnownObjects`] that keeps each
+        /// object's labels hands out the same `Arc` for each event).
+        labels: Arc<Labels>,
     },
     /// Read the object first (`GET` this path, on a connection of its own),
     /// then decide with [`KnownObjects::inspected`].
@@ -111,7 +113,7 @@ pub struct Event {
     pub(crate) action: String,
     pub(crate) uid: Arc<str>,
     pub(crate) name: String,
-    pub(crate) attributes: Map<String, Value>,
+    pub(crate) attributes: Attributes,
     pub(crate) time: Cursor,
     /// Where to resume after it, when it moved the feed forward.
     pub(crate) cursor: Option<Cursor>,
@@ -131,7 +133,7 @@ impl Event {
             action: action.into(),
             uid: uid.into(),
             name: name.into(),
-            attributes,
+            attributes: Attributes::decoded(attributes),
             time,
             cursor: Some(time),
         }
@@ -153,14 +155,16 @@ impl Event {
         &self.name
     }
 
-    /// All of `Actor.Attributes`.
+    /// All of `Actor.Attributes` (empty when the event has none, or when
+    /// they are not a JSON object). Decoded on the first call: most events
+    /// need only the name, which the feed reads as it decodes the line.
     pub fn attributes(&self) -> &Map<String, Value> {
-        &self.attributes
+        self.attributes.get()
     }
 
     /// One attribute as a string (a non-string value as its JSON text).
     pub fn attribute(&self, key: &str) -> Option<String> {
-        self.attributes.get(key).map(string_value)
+        self.attributes().get(key).map(string_value)
     }
 
     /// The event's time.
@@ -172,6 +176,42 @@ impl Event {
     pub fn at(&self) -> SystemTime {
         SystemTime::UNIX_EPOCH
             + Duration::from_nanos(u64::try_from(self.time.unix_nanos()).unwrap_or(0))
+    }
+}
+
+/// An event's `Actor.Attributes`: the engine's JSON text, decoded into a map
+/// on first use.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Attributes {
+    raw: Option<Box<RawValue>>,
+    decoded: OnceLock<Map<String, Value>>,
+}
+
+impl Attributes {
+    /// Attributes as the engine wrote them (any JSON value; only an object
+    /// has attributes).
+    pub(crate) fn raw(raw: &RawValue) -> Self {
+        Self {
+            raw: Some(raw.to_owned()),
+            decoded: OnceLock::new(),
+        }
+    }
+
+    /// Attributes already decoded.
+    pub(crate) fn decoded(map: Map<String, Value>) -> Self {
+        Self {
+            raw: None,
+            decoded: OnceLock::from(map),
+        }
+    }
+
+    fn get(&self) -> &Map<String, Value> {
+        self.decoded.get_or_init(|| {
+            self.raw
+                .as_deref()
+                .and_then(|raw| serde_json::from_str(raw.get()).ok())
+                .unwrap_or_default()
+        })
     }
 }
 
