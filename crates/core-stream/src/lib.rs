@@ -63,7 +63,7 @@ pub use events::Events;
 pub use model::{
     Change, EventKind, InstanceEvent, InstanceId, Labels, Listed, Observation, Origin,
 };
-pub use watch::{Item, Status, Watch, WatchConfig};
+pub use watch::{Item, LAG_RESYNC_SPACING, Status, Watch, WatchConfig};
 
 #[cfg(test)]
 mod tests;

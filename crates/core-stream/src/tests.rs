@@ -17,8 +17,8 @@ use tokio_stream::StreamExt;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
 use crate::{
-    BoxError, Change, Dial, DialFuture, Error, EventKind, InstanceEvent, Item, Listed, Observation,
-    Origin, ProbeFuture, ReconnectPolicy, Status, Watch, WatchConfig,
+    BoxError, Change, Dial, DialFuture, Error, EventKind, InstanceEvent, Item, LAG_RESYNC_SPACING,
+    Listed, Observation, Origin, ProbeFuture, ReconnectPolicy, Status, Watch, WatchConfig,
 };
 
 type Obs = Result<Observation<u64>, BoxError>;
@@ -493,6 +493,82 @@ async fn session_errors_and_periodic_resync() {
     );
     assert!(s2.is_closed());
     assert_eq!(dial.dials(), [None, Some(5), Some(5)]);
+}
+
+/// A consumer that leaves the stream unpolled past `resync_after_lag` gets
+/// the backlog that is still there, then a relist (the engine may have
+/// dropped events meanwhile); one that waits on the stream, or comes back
+/// quickly, causes none; a lag soon after a snapshot waits out the spacing.
+#[tokio::test(start_paused = true)]
+async fn a_lagging_consumer_gets_a_relist() {
+    let dial = Scripted::default();
+    let s1 = dial.session();
+    let s2 = dial.session();
+    let s3 = dial.session();
+    let mut w = Watch::new(dial.clone(), quick());
+    snapshot(&s1, &[("a", true)]);
+    expect_connected(&mut w).await;
+    let synced = Instant::now();
+    // Waiting on the stream is no lag, however long.
+    expect_quiet(&mut w, Duration::from_secs(60)).await;
+    let _ = s1.send(change("a", EventKind::Stopped, 5));
+    next_event(&mut w).await;
+    // Back within the bound: no relist.
+    tokio::time::sleep(Duration::from_millis(1900)).await;
+    let _ = s1.send(change("a", EventKind::Started, 6));
+    next_event(&mut w).await;
+    expect_quiet(&mut w, Duration::from_secs(30)).await;
+    assert_eq!(dial.dials(), [None]);
+
+    // Unpolled for 3 s: the engine queued one event and dropped another
+    // (`b` was created and started; only the relist can tell).
+    let _ = s1.send(change("a", EventKind::Stopped, 7));
+    next_event(&mut w).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let _ = s1.send(change("a", EventKind::Started, 8));
+    snapshot(&s2, &[("a", true), ("b", true)]);
+    let e = next_event(&mut w).await;
+    assert_eq!(short(&e), ("a".into(), EventKind::Started, Origin::Live));
+    let resync: Vec<_> = [next_event(&mut w).await, next_event(&mut w).await]
+        .iter()
+        .map(short)
+        .collect();
+    assert_eq!(
+        resync,
+        [
+            ("b".into(), EventKind::Created, Origin::Resync),
+            ("b".into(), EventKind::Started, Origin::Resync)
+        ]
+    );
+    expect_connected(&mut w).await;
+    assert!(s1.is_closed());
+    assert_eq!(dial.dials(), [None, Some(8)]);
+    assert!(Instant::now().duration_since(synced) > LAG_RESYNC_SPACING);
+
+    // A lag right after that snapshot: the relist waits for the spacing.
+    let relisted = Instant::now();
+    let _ = s2.send(change("b", EventKind::Stopped, 9));
+    next_event(&mut w).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    snapshot(&s3, &[("a", true), ("b", false)]);
+    expect_connected(&mut w).await;
+    let times = dial.dial_times();
+    assert_eq!(times.len(), 3);
+    assert_eq!(times[2].duration_since(relisted), LAG_RESYNC_SPACING);
+    assert_eq!(dial.dials(), [None, Some(8), Some(9)]);
+
+    // Turned off: no relist however long the lag.
+    let dial = Scripted::default();
+    let s1 = dial.session();
+    let mut w = Watch::new(dial.clone(), quick().resync_after_lag(None));
+    snapshot(&s1, &[("a", true)]);
+    expect_connected(&mut w).await;
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let _ = s1.send(change("a", EventKind::Stopped, 5));
+    next_event(&mut w).await;
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    expect_quiet(&mut w, Duration::from_secs(60)).await;
+    assert_eq!(dial.dials(), [None]);
 }
 
 /// Which state the consumer abandons the watch in.

@@ -70,7 +70,20 @@ pub struct WatchConfig {
     /// Report the first snapshot as events with [`Origin::Initial`] instead of
     /// taking it as a silent baseline. Default off.
     pub initial: bool,
+    /// When the consumer leaves the stream unpolled this long, relist (by
+    /// redialing from the current cursor) once the session has nothing more
+    /// ready, and at the earliest [`LAG_RESYNC_SPACING`] after the previous
+    /// snapshot. While nobody reads, the engine may drop events (dockerd
+    /// drops them for a subscriber that is over 1024 events behind, with no
+    /// sign in the feed); the relist reports what they would have. `None`
+    /// turns it off. Default 2 s.
+    pub resync_after_lag: Option<Duration>,
 }
+
+/// The least time between a snapshot and a relist for consumer lag (see
+/// [`WatchConfig::resync_after_lag`]): a consumer that is slow on every event
+/// costs at most one relist per this.
+pub const LAG_RESYNC_SPACING: Duration = Duration::from_secs(10);
 
 impl Default for WatchConfig {
     fn default() -> Self {
@@ -80,6 +93,7 @@ impl Default for WatchConfig {
             probe_after: Duration::from_secs(30),
             probe_timeout: Duration::from_secs(5),
             resync_every: Some(Duration::from_secs(300)),
+            resync_after_lag: Some(Duration::from_secs(2)),
             initial: false,
         }
     }
@@ -116,6 +130,12 @@ impl WatchConfig {
         self.resync_every = d;
         self
     }
+    /// Sets [`resync_after_lag`](Self::resync_after_lag).
+    #[must_use]
+    pub fn resync_after_lag(mut self, d: Option<Duration>) -> Self {
+        self.resync_after_lag = d;
+        self
+    }
     /// Sets [`initial`](Self::initial).
     #[must_use]
     pub fn initial(mut self, on: bool) -> Self {
@@ -135,6 +155,8 @@ struct Streaming<C> {
     synced_at: Option<Instant>,
     /// An in-flight liveness probe and when it started.
     probe: Option<(ProbeFuture, Instant)>,
+    /// A relist asked for because the consumer lagged: when it is due.
+    lag_resync: Option<Instant>,
 }
 
 enum State<C> {
@@ -176,8 +198,11 @@ impl<C> State<C> {
 /// - dropping it, in any state, drops the dial, the session and the probe
 ///   synchronously: no task is spawned, the connections close.
 ///
-/// `Watch` is `Unpin` and `Send`. When the consumer stops polling, nothing is read: the engine's buffer
-/// fills and the engine may drop events, which the next resync reports.
+/// `Watch` is `Unpin` and `Send`. When the consumer stops polling, nothing is
+/// read: the engine's buffer fills and the engine may drop events. A consumer
+/// that comes back after more than [`WatchConfig::resync_after_lag`] gets
+/// the backlog that is still there, then a relist that reports what was
+/// dropped ([`Origin::Resync`]).
 ///
 /// ```
 /// use lookout_core::{Dial, DialFuture, Item, Observation, Watch, WatchConfig};
@@ -235,6 +260,9 @@ where
     out: VecDeque<Item>,
     synced_once: bool,
     dials: u64,
+    /// When the last item was handed to the consumer (`None` after a
+    /// `Pending`: then the consumer waits for the stream, not the reverse).
+    yielded_at: Option<Instant>,
     // One timer serves every state: the dial timeout, the backoff delay, and
     // while streaming the earliest of silence, probe timeout and resync. Boxed
     // (once, lazily) so that `Watch` is `Unpin`: `watch.next().await` just works.
@@ -270,6 +298,7 @@ impl<D: Dial> Watch<D> {
             out: VecDeque::new(),
             synced_once: false,
             dials: 0,
+            yielded_at: None,
             timer: None,
         }
     }
@@ -314,8 +343,28 @@ impl<D: Dial> Stream for Watch<D> {
     #[allow(clippy::too_many_lines)]
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Item>> {
         let this = &mut *self.get_mut();
+        // One clock read per busy poll: when the consumer came back, when
+        // the observations it gets arrived, and when it got its item (close
+        // enough: the work below is short against every bound it serves).
+        let entered = Instant::now();
+        if let (Some(yielded), Some(bound), State::Streaming(s)) = (
+            this.yielded_at,
+            this.config.resync_after_lag,
+            &mut this.state,
+        ) {
+            let lag = entered.saturating_duration_since(yielded);
+            if lag >= bound && s.lag_resync.is_none() {
+                let due = s
+                    .synced_at
+                    .map_or(entered, |t| (t + LAG_RESYNC_SPACING).max(entered));
+                let _g = s.span.enter();
+                tracing::debug!(?lag, in = ?due.duration_since(entered), "consumer lagged: relist due");
+                s.lag_resync = Some(due);
+            }
+        }
         loop {
             if let Some(item) = this.out.pop_front() {
+                this.yielded_at = Some(entered);
                 return Poll::Ready(Some(item));
             }
             // Why the current session must end, if it must.
@@ -338,6 +387,7 @@ impl<D: Dial> Stream for Watch<D> {
                         this.state = State::Idle;
                         continue;
                     }
+                    this.yielded_at = None;
                     return Poll::Pending;
                 }
                 State::Dialing { fut, span } => {
@@ -354,6 +404,7 @@ impl<D: Dial> Stream for Watch<D> {
                                 healthy_since: None,
                                 synced_at: None,
                                 probe: None,
+                                lag_resync: None,
                             }));
                             continue;
                         }
@@ -362,6 +413,7 @@ impl<D: Dial> Stream for Watch<D> {
                             if fired(&mut this.timer, cx) {
                                 Error::DialTimeout(this.config.dial_timeout)
                             } else {
+                                this.yielded_at = None;
                                 return Poll::Pending;
                             }
                         }
@@ -372,7 +424,9 @@ impl<D: Dial> Stream for Watch<D> {
                     let _g = span.enter();
                     match s.session.as_mut().poll_next(cx) {
                         Poll::Ready(Some(Ok(obs))) => {
-                            let now = Instant::now();
+                            // The poll's one clock read: an observation is
+                            // timed by when the consumer asked for it.
+                            let now = entered;
                             s.last_seen = now;
                             s.probe = None;
                             match obs {
@@ -450,12 +504,19 @@ impl<D: Dial> Stream for Watch<D> {
                                     Some((_, started)) => *started + this.config.probe_timeout,
                                     None => s.last_seen + this.config.probe_after,
                                 };
-                                let resync = this
+                                let periodic = this
                                     .config
                                     .resync_every
                                     .and_then(|every| s.synced_at.map(|t| t + every));
+                                let resync = match (periodic, s.lag_resync) {
+                                    (Some(p), Some(l)) => Some(p.min(l)),
+                                    (p, l) => p.or(l),
+                                };
                                 if resync.is_some_and(|r| r <= now) {
-                                    tracing::debug!("periodic resync: redialing from the cursor");
+                                    tracing::debug!(
+                                        lagged = s.lag_resync.is_some(),
+                                        "resync: redialing from the cursor"
+                                    );
                                     this.state = State::Idle;
                                     continue;
                                 }
@@ -483,6 +544,7 @@ impl<D: Dial> Stream for Watch<D> {
                                     if fired(&mut this.timer, cx) {
                                         continue;
                                     }
+                                    this.yielded_at = None;
                                     return Poll::Pending;
                                 }
                             }
