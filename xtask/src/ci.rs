@@ -8,10 +8,14 @@
 //!    advisories are not checked: their database cannot be fetched here)
 //! 4. `engines up all`: dockerd, podman, swarm, k8s; any failure fails CI
 //! 5. `cargo test --workspace --locked` with the engines' environment
-//! 6. `cargo test --benches --workspace --locked`: the benches' smoke runs
-//!    (each bench without `--bench` runs a small size; see `cargo xtask bench`)
-//! 7. `cargo doc --workspace --no-deps --locked` with `RUSTDOCFLAGS=-D warnings`
-//! 8. `cargo package --workspace --locked --exclude xtask --exclude lookout-e2e`
+//! 6. `cargo test --benches --workspace --locked` with the engines'
+//!    environment: the benches' smoke runs (each bench without `--bench` runs
+//!    a small size, the real-engine ones against the engines; see `cargo
+//!    xtask bench`)
+//! 7. `cargo test --workspace --bench soak --locked -- --minutes 1`: the
+//!    1-minute soak (`cargo xtask soak` runs the long one)
+//! 8. `cargo doc --workspace --no-deps --locked` with `RUSTDOCFLAGS=-D warnings`
+//! 9. `cargo package --workspace --locked --exclude xtask --exclude lookout-e2e`
 //!    (verified: each packaged crate is built from its .crate file)
 //!
 //! The engines are left running; `cargo xtask engines down` stops them.
@@ -47,8 +51,14 @@ enum Action {
         args: &'static [&'static str],
         env: Vec<(String, String)>,
     },
-    /// `cargo test`, with the environment of the engines as they are when it starts.
+    /// `cargo test`, with the environment of the engines as they are when it
+    /// starts; its `test result:` lines count in the run's total.
     Test {
+        args: &'static [&'static str],
+    },
+    /// A cargo command with the engines' environment (the benches' and the
+    /// soak's smoke runs), not counted as tests.
+    WithEngines {
         args: &'static [&'static str],
     },
     Deny,
@@ -78,6 +88,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
             Action::Test { args } => {
                 cargo_test(&root, args, &test_env(), step.timeout, &mut counts)
             }
+            Action::WithEngines { args } => cargo(&root, args, &test_env(), step.timeout),
             Action::Deny => deny(&root, step.timeout),
             Action::Engines => engines_cmd::up(&engines_cmd::ALL),
         };
@@ -149,7 +160,7 @@ const PACKAGE: &[&str] = &[
 ];
 
 /// The pipeline. `ci`: running in CI (a fresh clone), else on a developer's tree.
-fn steps(ci: bool) -> [Step; 8] {
+fn steps(ci: bool) -> [Step; 9] {
     let package_args = if ci {
         &PACKAGE[..PACKAGE.len() - 1]
     } else {
@@ -200,8 +211,26 @@ fn steps(ci: bool) -> [Step; 8] {
         Step {
             name: "bench smoke",
             timeout: 10 * MINUTE,
-            action: Action::Cargo {
+            action: Action::WithEngines {
                 args: &["test", "--benches", "--workspace", "--locked"],
+            },
+        },
+        Step {
+            name: "soak",
+            timeout: 5 * MINUTE,
+            action: Action::Cargo {
+                // The debug build `bench smoke` made (with `-p` instead of
+                // `--workspace` the features differ and it recompiles).
+                args: &[
+                    "test",
+                    "--workspace",
+                    "--bench",
+                    "soak",
+                    "--locked",
+                    "--",
+                    "--minutes",
+                    "1",
+                ],
                 env: vec![],
             },
         },
@@ -235,7 +264,7 @@ impl Step {
                     .collect();
                 format!("{}cargo {}", vars.concat(), args.join(" "))
             }
-            Action::Test { args } => format!(
+            Action::Test { args } | Action::WithEngines { args } => format!(
                 "RUST_BACKTRACE=1 {ENV}=1 (and the engines' variables) cargo {}",
                 args.join(" "),
                 ENV = engines::ENV_ENGINES

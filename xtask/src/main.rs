@@ -8,6 +8,7 @@
 //! cargo xtask engines down [docker|podman|swarm|k8s|all]...
 //! cargo xtask engines status
 //! cargo xtask engines env                          `export` lines for a shell
+//! cargo xtask soak [--minutes N]                   dial/drop, reconnects, a paused consumer; resources flat
 //! ```
 //!
 //! Each command is a module with `pub fn run(args: &[String]) -> Result<(), String>`;
@@ -22,6 +23,7 @@ mod bench;
 mod ci;
 mod demo;
 mod engines_cmd;
+mod soak;
 
 // The engine control shared with the end-to-end tests (std-only).
 #[path = "../../tests/src/engines.rs"]
@@ -39,6 +41,7 @@ commands:
   engines down [ENGINE]...             stop engines (default all)
   engines status                       which engines answer
   engines env                          the test environment as `export` lines
+  soak [--minutes N]                   the soak test: RSS, fds, tasks flat over N minutes (default 10)
 ";
 
 fn main() -> ExitCode {
@@ -49,6 +52,7 @@ fn main() -> ExitCode {
         Some("ci") => ci::run(rest),
         Some("demo") => demo::run(),
         Some("engines") => engines_cmd::run(rest),
+        Some("soak") => soak::run(rest),
         Some("help" | "-h" | "--help") => {
             print!("{USAGE}");
             Ok(())

@@ -75,8 +75,12 @@ pub struct WatchConfig {
     /// ready, and at the earliest [`LAG_RESYNC_SPACING`] after the previous
     /// snapshot. While nobody reads, the engine may drop events (dockerd
     /// drops them for a subscriber that is over 1024 events behind, with no
-    /// sign in the feed); the relist reports what they would have. `None`
-    /// turns it off. Default 2 s.
+    /// sign in the feed); the relist reports what they would have. The lag
+    /// is the time from handing out an item to the next poll: a consumer
+    /// that abandons a pending `next()` (a `select!` whose other branch then
+    /// takes long) is not seen lagging, and only the periodic
+    /// [`resync_every`](Self::resync_every) covers it. `None` turns it off.
+    /// Default 2 s.
     pub resync_after_lag: Option<Duration>,
 }
 

@@ -2,16 +2,25 @@
 //! API for `lookout_docker::watch` and the `docker` CLI (`/_ping`, `/version`,
 //! `/containers/json`, `/events` as a chunked body of the chunks it is given).
 //! Shared by the decoder fuzz test and the firehose bench (`#[path]`-included).
+//!
+//! [`start`] serves a fixed [`Script`]; [`start_live`] serves a [`Live`]
+//! engine instead: a set of containers whose state the caller changes
+//! ([`Live::mutate`], [`Live::cut`]), `/containers/json` listing their true
+//! state and `/events` broadcasting each change to every subscriber (with
+//! dockerd's `since` replay of its last 256 events and its treatment of a
+//! subscriber that does not read: see [`SlowReader`]). The soak bench uses it.
 #![allow(dead_code)]
 // A test server, not library code: it spawns its accept loop and connections.
 #![allow(clippy::disallowed_methods)]
 
+use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::{mpsc, oneshot};
 
 /// What `/events` serves.
 #[derive(Debug, Clone)]
@@ -30,6 +39,8 @@ pub struct FakeEngine {
     dir: PathBuf,
     /// How many `/events` requests were served.
     pub events_requests: Arc<AtomicUsize>,
+    /// How many client connections are open now (engine side).
+    pub open_connections: Arc<AtomicUsize>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -42,8 +53,24 @@ impl Drop for FakeEngine {
 
 static SEQ: AtomicUsize = AtomicUsize::new(0);
 
-/// Start serving on the current tokio runtime.
+/// What the engine serves.
+#[derive(Debug, Clone)]
+enum Backend {
+    Script(Script),
+    Live(Arc<Live>),
+}
+
+/// Start serving `script` on the current tokio runtime.
 pub fn start(script: Script) -> FakeEngine {
+    start_backend(Backend::Script(script))
+}
+
+/// Start serving a [`Live`] engine on the current tokio runtime.
+pub fn start_live(live: Arc<Live>) -> FakeEngine {
+    start_backend(Backend::Live(live))
+}
+
+fn start_backend(backend: Backend) -> FakeEngine {
     let dir = std::env::temp_dir().join(format!(
         "lookout-fake-engine-{}-{}",
         std::process::id(),
@@ -54,16 +81,21 @@ pub fn start(script: Script) -> FakeEngine {
     let socket = dir.join("docker.sock");
     let listener = UnixListener::bind(&socket).expect("bind the fake engine's socket");
     let events_requests = Arc::new(AtomicUsize::new(0));
+    let open_connections = Arc::new(AtomicUsize::new(0));
     let counter = events_requests.clone();
+    let open = open_connections.clone();
     let task = tokio::spawn(async move {
         loop {
             let Ok((conn, _)) = listener.accept().await else {
                 return;
             };
-            let script = script.clone();
+            let backend = backend.clone();
             let counter = counter.clone();
+            let open = open.clone();
+            open.fetch_add(1, Ordering::SeqCst);
             tokio::spawn(async move {
-                let _ = serve(conn, &script, &counter).await;
+                let _ = serve(conn, &backend, &counter).await;
+                open.fetch_sub(1, Ordering::SeqCst);
             });
         }
     });
@@ -72,13 +104,14 @@ pub fn start(script: Script) -> FakeEngine {
         socket,
         dir,
         events_requests,
+        open_connections,
         task,
     }
 }
 
 async fn serve(
     mut conn: UnixStream,
-    script: &Script,
+    backend: &Backend,
     counter: &AtomicUsize,
 ) -> std::io::Result<()> {
     loop {
@@ -111,9 +144,21 @@ async fn serve(
                 )
                 .await?;
             }
-            "/containers/json" => fixed(&mut conn, "application/json", b"[]").await?,
+            "/containers/json" => match backend {
+                Backend::Script(_) => fixed(&mut conn, "application/json", b"[]").await?,
+                Backend::Live(feed) => {
+                    let body = feed.containers_json();
+                    fixed(&mut conn, "application/json", &body).await?;
+                }
+            },
             "/events" => {
                 counter.fetch_add(1, Ordering::SeqCst);
+                let script = match backend {
+                    Backend::Script(script) => script,
+                    Backend::Live(feed) => {
+                        return live_events(conn, feed, since_of(&target)).await;
+                    }
+                };
                 conn.write_all(
                     b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\
                       Api-Version: 1.47\r\nTransfer-Encoding: chunked\r\n\r\n",
@@ -169,6 +214,342 @@ async fn fixed(conn: &mut UnixStream, content_type: &str, body: &[u8]) -> std::i
     .await?;
     conn.write_all(body).await?;
     conn.flush().await
+}
+
+/// The `since` query parameter (`seconds.nanoseconds`) in nanoseconds.
+fn since_of(target: &str) -> Option<i64> {
+    let query = target.split_once('?')?.1;
+    let value = query.split('&').find_map(|p| p.strip_prefix("since="))?;
+    let (secs, frac) = value.split_once('.').unwrap_or((value, "0"));
+    let frac = format!("{frac:0<9}");
+    Some(secs.parse::<i64>().ok()? * 1_000_000_000 + frac.get(..9)?.parse::<i64>().ok()?)
+}
+
+/// `/events` of a [`Live`] engine: the replay `since` asks for, then every
+/// change as it happens, each line one HTTP chunk (batched into writes of up
+/// to 64 KiB), until the client goes or [`Live::cut`] (or a
+/// [`SlowReader::Close`]) closes the connection mid-body.
+async fn live_events(mut conn: UnixStream, feed: &Live, since: Option<i64>) -> std::io::Result<()> {
+    let (mut rx, mut kill) = feed.subscribe(since);
+    conn.write_all(
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\
+          Api-Version: 1.47\r\nTransfer-Encoding: chunked\r\n\r\n",
+    )
+    .await?;
+    conn.flush().await?;
+    let (mut rd, mut wr) = conn.split();
+    let mut sink = [0u8; 256];
+    let mut out = Vec::with_capacity(64 * 1024);
+    loop {
+        let first = tokio::select! {
+            biased;
+            _ = &mut kill => return Ok(()),
+            n = rd.read(&mut sink) => {
+                if n? == 0 {
+                    return Ok(());
+                }
+                continue;
+            }
+            line = rx.recv() => match line {
+                Some(line) => line,
+                None => return Ok(()),
+            },
+        };
+        out.clear();
+        push_chunk(&mut out, &first);
+        while out.len() < 64 * 1024 {
+            match rx.try_recv() {
+                Ok(line) => push_chunk(&mut out, &line),
+                Err(_) => break,
+            }
+        }
+        // A cut closes the connection even while a write is blocked on a
+        // client that does not read.
+        tokio::select! {
+            biased;
+            _ = &mut kill => return Ok(()),
+            written = async {
+                wr.write_all(&out).await?;
+                wr.flush().await
+            } => written?,
+        }
+    }
+}
+
+fn push_chunk(out: &mut Vec<u8>, chunk: &[u8]) {
+    out.extend_from_slice(format!("{:x}\r\n", chunk.len()).as_bytes());
+    out.extend_from_slice(chunk);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// What a [`Live`] engine does when a subscriber's queue is full (the client
+/// does not read the `/events` body fast enough, or at all).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlowReader {
+    /// Drop the events that do not fit, for that subscriber only, and keep
+    /// the connection: what dockerd does (its event publisher gives each
+    /// subscriber a 1024-event buffer and drops an event for it after a
+    /// 100 ms send timeout). Nothing tells the client.
+    Drop,
+    /// Close the connection mid-body.
+    Close,
+}
+
+/// A container's state in a [`Live`] engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    Created,
+    Running,
+    Exited,
+}
+
+#[derive(Debug)]
+struct Container {
+    uid: String,
+    state: State,
+}
+
+#[derive(Debug)]
+struct Subscriber {
+    tx: mpsc::Sender<Arc<[u8]>>,
+    /// Dropping it closes the connection at once.
+    _kill: oneshot::Sender<()>,
+}
+
+#[derive(Debug)]
+struct LiveState {
+    containers: BTreeMap<String, Container>,
+    /// The last [`Live::HISTORY`] events `(timeNano, line)`, for `since`.
+    history: VecDeque<(i64, Arc<[u8]>)>,
+    subscribers: Vec<Subscriber>,
+    last_nanos: i64,
+    next_uid: u64,
+    rng: u64,
+}
+
+/// A fake engine's containers and event feed, shared between the engine's
+/// runtime (serving) and the caller (changing the state, from any thread).
+///
+/// The containers are named `{prefix}-0` … `{prefix}-{names - 1}`; each
+/// [`mutate`](Self::mutate) step picks one at random and moves it on: absent
+/// → `create` → `start` → `die` → `start` again or `destroy` (a new container
+/// id at each `create`), and broadcasts the event (a real-format line, see
+/// [`event_line`]). `/containers/json` always lists the true state, so a
+/// relist taken at any time is right.
+#[derive(Debug)]
+pub struct Live {
+    state: Mutex<LiveState>,
+    prefix: String,
+    names: usize,
+    slow: SlowReader,
+    queue: usize,
+    /// Events published (each to every subscriber).
+    pub published: AtomicU64,
+    /// Event deliveries dropped because a subscriber's queue was full.
+    pub dropped: AtomicU64,
+    /// Subscribers closed as slow readers ([`SlowReader::Close`]).
+    pub closed_slow: AtomicU64,
+}
+
+impl Live {
+    /// How many past events `since` can replay (dockerd keeps 256).
+    pub const HISTORY: usize = 256;
+    /// dockerd's per-subscriber buffer.
+    pub const DOCKERD_QUEUE: usize = 1024;
+
+    /// An engine with no container yet; `queue` events fit in each
+    /// subscriber's buffer before `slow` applies.
+    pub fn new(prefix: &str, names: usize, slow: SlowReader, queue: usize, seed: u64) -> Arc<Self> {
+        Arc::new(Self {
+            state: Mutex::new(LiveState {
+                containers: BTreeMap::new(),
+                history: VecDeque::with_capacity(Self::HISTORY),
+                subscribers: Vec::new(),
+                last_nanos: 0,
+                next_uid: 1,
+                rng: seed,
+            }),
+            prefix: prefix.to_owned(),
+            names: names.max(1),
+            slow,
+            queue: queue.max(1),
+            published: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+            closed_slow: AtomicU64::new(0),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, LiveState> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// `n` random steps, each broadcast as it happens.
+    pub fn mutate(&self, n: usize) {
+        let mut st = self.lock();
+        for _ in 0..n {
+            let line = self.step(&mut st);
+            self.publish(&mut st, line);
+        }
+    }
+
+    /// Closes every `/events` connection now (mid-body, as a daemon that dies
+    /// does), then makes `silent` steps while nobody is subscribed. With
+    /// `restart`, the history is lost too (a restarted daemon replays nothing),
+    /// so only a relist can tell a client what changed.
+    pub fn cut(&self, restart: bool, silent: usize) {
+        let mut st = self.lock();
+        st.subscribers.clear();
+        for _ in 0..silent {
+            let line = self.step(&mut st);
+            self.publish(&mut st, line);
+        }
+        if restart {
+            st.history.clear();
+        }
+    }
+
+    /// The true state: name → running.
+    pub fn snapshot(&self) -> BTreeMap<String, bool> {
+        self.lock()
+            .containers
+            .iter()
+            .map(|(name, c)| (name.clone(), c.state == State::Running))
+            .collect()
+    }
+
+    /// How many containers exist.
+    pub fn len(&self) -> usize {
+        self.lock().containers.len()
+    }
+
+    /// How many `/events` subscribers are connected.
+    pub fn subscribers(&self) -> usize {
+        let mut st = self.lock();
+        st.subscribers.retain(|s| !s.tx.is_closed());
+        st.subscribers.len()
+    }
+
+    /// `GET /containers/json?all=1` of the true state (no filter applied).
+    pub fn containers_json(&self) -> Vec<u8> {
+        let st = self.lock();
+        let mut body = String::from("[");
+        for (i, (name, c)) in st.containers.iter().enumerate() {
+            if i > 0 {
+                body.push(',');
+            }
+            let state = match c.state {
+                State::Created => "created",
+                State::Running => "running",
+                State::Exited => "exited",
+            };
+            body.push_str(&format!(
+                concat!(
+                    r#"{{"Id":"{uid}","Names":["/{name}"],"Image":"nginx:1.27","State":"{state}","#,
+                    r#""Labels":{{"com.docker.compose.project":"bench","com.docker.compose.service":"web","#,
+                    r#""maintainer":"NGINX Docker Maintainers","tier":"frontend"}}}}"#
+                ),
+                uid = c.uid,
+                name = name,
+                state = state,
+            ));
+        }
+        body.push(']');
+        body.into_bytes()
+    }
+
+    /// A new subscriber: its queue (with the replay `since` asks for) and
+    /// its kill signal.
+    fn subscribe(&self, since: Option<i64>) -> (mpsc::Receiver<Arc<[u8]>>, oneshot::Receiver<()>) {
+        let mut st = self.lock();
+        st.subscribers.retain(|s| !s.tx.is_closed());
+        let (tx, rx) = mpsc::channel(self.queue.max(Self::HISTORY));
+        let (kill_tx, kill_rx) = oneshot::channel();
+        if let Some(since) = since {
+            for (nanos, line) in &st.history {
+                if *nanos >= since {
+                    let _ = tx.try_send(line.clone());
+                }
+            }
+        }
+        st.subscribers.push(Subscriber { tx, _kill: kill_tx });
+        (rx, kill_rx)
+    }
+
+    fn publish(&self, st: &mut LiveState, line: (i64, Arc<[u8]>)) {
+        self.published.fetch_add(1, Ordering::Relaxed);
+        let slow = self.slow;
+        st.subscribers
+            .retain(|s| match s.tx.try_send(line.1.clone()) {
+                Ok(()) => true,
+                Err(mpsc::error::TrySendError::Closed(_)) => false,
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    self.dropped.fetch_add(1, Ordering::Relaxed);
+                    if slow == SlowReader::Close {
+                        self.closed_slow.fetch_add(1, Ordering::Relaxed);
+                        false
+                    } else {
+                        true
+                    }
+                }
+            });
+        if st.history.len() == Self::HISTORY {
+            st.history.pop_front();
+        }
+        st.history.push_back(line);
+    }
+
+    /// One step of one random container; its event `(timeNano, line)`.
+    fn step(&self, st: &mut LiveState) -> (i64, Arc<[u8]>) {
+        // splitmix64
+        st.rng = st.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = st.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        let name = format!("{}-{}", self.prefix, z % self.names as u64);
+        let action = match st.containers.get_mut(&name) {
+            None => {
+                let uid = format!("{:064x}", st.next_uid.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+                st.next_uid += 1;
+                st.containers.insert(
+                    name.clone(),
+                    Container {
+                        uid,
+                        state: State::Created,
+                    },
+                );
+                "create"
+            }
+            Some(c) => match c.state {
+                State::Created => {
+                    c.state = State::Running;
+                    "start"
+                }
+                State::Running => {
+                    c.state = State::Exited;
+                    "die"
+                }
+                State::Exited if z & (1 << 40) == 0 => {
+                    c.state = State::Running;
+                    "start"
+                }
+                State::Exited => "destroy",
+            },
+        };
+        let uid = st.containers[&name].uid.clone();
+        if action == "destroy" {
+            st.containers.remove(&name);
+        }
+        // dockerd's clock: wall time, strictly increasing here.
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+        st.last_nanos = now.max(st.last_nanos + 1);
+        let line = event_line(action, &uid, &name, st.last_nanos);
+        (st.last_nanos, Arc::from(line.into_bytes()))
+    }
 }
 
 /// One real-format container event line (as dockerd 27 writes it), `\n`-terminated.
