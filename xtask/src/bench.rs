@@ -5,6 +5,14 @@
 //! 1. `cargo bench -p lookout-core --bench overhead`
 //! 2. `cargo bench -p lookout-core --bench resync`
 //! 3. `cargo bench -p lookout-docker --bench firehose` (when that bench exists)
+//! 4. `cargo bench -p lookout-e2e --bench k8s_churn` (the real test apiserver)
+//! 5. `cargo bench -p lookout-e2e --bench docker_latency` (the real dockerd)
+//!
+//! Every bench runs with the engines' environment (`engines::env_vars()`:
+//! `LOOKOUT_ENGINES=1`, the docker host, the testbed's kubeconfig, …), as
+//! `cargo xtask ci` runs the tests: the real-engine benches bring an engine
+//! that is down up themselves (and skip, printing "skipped: engines not
+//! configured", only without that environment).
 //!
 //! `cargo xtask bench --smoke` runs the same benches as `cargo test --benches`
 //! does (small sizes), for a quick check that they still work.
@@ -32,6 +40,12 @@ const BENCHES: &[(&str, &str, &str)] = &[
         "firehose",
         "crates/provider-docker/benches/firehose.rs",
     ),
+    ("lookout-e2e", "k8s_churn", "tests/benches/k8s_churn.rs"),
+    (
+        "lookout-e2e",
+        "docker_latency",
+        "tests/benches/docker_latency.rs",
+    ),
 ];
 
 pub fn run(args: &[String]) -> Result<(), String> {
@@ -45,6 +59,11 @@ pub fn run(args: &[String]) -> Result<(), String> {
         }
     };
     let root = engines::workspace_root();
+    // The real-engine benches need the engines' env, as `cargo xtask ci`'s tests do.
+    let env = engines::env_vars();
+    for (k, v) in &env {
+        eprintln!("    {k}={v}");
+    }
     println!("machine: {}", machine());
     println!("load before: {}", load());
     let total = Instant::now();
@@ -64,6 +83,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         let status = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
             .args(&cargo_args)
             .current_dir(&root)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .status()
             .map_err(|e| format!("cannot run cargo: {e}"))?;
