@@ -173,6 +173,27 @@ impl Merge {
                 tracing::warn!(%kind, "undecodable watch event skipped (not an event)");
                 self.out.push_back(Observation::Progress(None));
             }
+            // An `ERROR` frame whose object is no apiserver Status (no code):
+            // the watch stream goes on.
+            Err(watcher::Error::WatchError(status)) if status.code == 0 => {
+                tracing::warn!(%kind, "undecodable watch error frame skipped (not a Status)");
+                self.out.push_back(Observation::Progress(None));
+            }
+            // A line that is not UTF-8: kube's line reader ends that watch
+            // request; the watcher watches again from its resourceVersion.
+            Err(watcher::Error::WatchFailed(kube::Error::ReadEvents(e)))
+                if e.kind() == std::io::ErrorKind::InvalidData =>
+            {
+                tracing::warn!(%kind, error = %e, "undecodable watch line: watching again from the last resourceVersion");
+                self.out.push_back(Observation::Progress(None));
+            }
+            // An object without `metadata.resourceVersion`: the watcher
+            // cannot resume after it and relists (`Init`…) on its next poll,
+            // in this session; the relist's diff reports what it finds.
+            Err(watcher::Error::NoResourceVersion) => {
+                tracing::warn!(%kind, "watch event without a resourceVersion: relisting");
+                self.out.push_back(Observation::Progress(None));
+            }
             Err(source) => return Err(DialError::Watch { kind, source }),
         }
         Ok(())
