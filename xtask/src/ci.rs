@@ -14,8 +14,11 @@
 //!    xtask bench`)
 //! 7. `cargo test --workspace --bench soak --locked -- --minutes 1`: the
 //!    1-minute soak (`cargo xtask soak` runs the long one)
-//! 8. `cargo doc --workspace --no-deps --locked` with `RUSTDOCFLAGS=-D warnings`
-//! 9. `cargo package --workspace --locked --exclude xtask --exclude lookout-e2e`
+//! 8. `cargo xtask fuzz --seconds 30`: each decoder's fuzz target for 30 s
+//!    (libFuzzer on nightly, installing cargo-fuzz if missing; without
+//!    nightly, the same harnesses on stable with random inputs, said loudly)
+//! 9. `cargo doc --workspace --no-deps --locked` with `RUSTDOCFLAGS=-D warnings`
+//! 10. `cargo package --workspace --locked --exclude xtask --exclude lookout-e2e`
 //!    (verified: each packaged crate is built from its .crate file)
 //!
 //! The engines are left running; `cargo xtask engines down` stops them.
@@ -160,7 +163,7 @@ const PACKAGE: &[&str] = &[
 ];
 
 /// The pipeline. `ci`: running in CI (a fresh clone), else on a developer's tree.
-fn steps(ci: bool) -> [Step; 9] {
+fn steps(ci: bool) -> [Step; 10] {
     let package_args = if ci {
         &PACKAGE[..PACKAGE.len() - 1]
     } else {
@@ -231,6 +234,16 @@ fn steps(ci: bool) -> [Step; 9] {
                     "--minutes",
                     "1",
                 ],
+                env: vec![],
+            },
+        },
+        Step {
+            name: "fuzz",
+            // Cold: installing cargo-fuzz (~2 min) and the first sanitizer
+            // build of the fuzz crate (~6 min idle, 22 min measured at load 5).
+            timeout: 40 * MINUTE,
+            action: Action::Cargo {
+                args: &["xtask", "fuzz", "--seconds", "30"],
                 env: vec![],
             },
         },

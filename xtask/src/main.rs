@@ -8,6 +8,7 @@
 //! cargo xtask engines down [docker|podman|swarm|k8s|all]...
 //! cargo xtask engines status
 //! cargo xtask engines env                          `export` lines for a shell
+//! cargo xtask fuzz [--seconds N] [TARGET]...       the decoders' fuzz targets (libFuzzer; stable fallback)
 //! cargo xtask soak [--minutes N]                   dial/drop, reconnects, a paused consumer; resources flat
 //! ```
 //!
@@ -23,6 +24,7 @@ mod bench;
 mod ci;
 mod demo;
 mod engines_cmd;
+mod fuzz;
 mod soak;
 
 // The engine control shared with the end-to-end tests (std-only).
@@ -41,6 +43,8 @@ commands:
   engines down [ENGINE]...             stop engines (default all)
   engines status                       which engines answer
   engines env                          the test environment as `export` lines
+  fuzz [--seconds N] [--stable] [TARGET]...
+                                       the decoders' fuzz targets, N s each (default 150)
   soak [--minutes N]                   the soak test: RSS, fds, tasks flat over N minutes (default 10)
 ";
 
@@ -52,6 +56,7 @@ fn main() -> ExitCode {
         Some("ci") => ci::run(rest),
         Some("demo") => demo::run(),
         Some("engines") => engines_cmd::run(rest),
+        Some("fuzz") => fuzz::run(rest),
         Some("soak") => soak::run(rest),
         Some("help" | "-h" | "--help") => {
             print!("{USAGE}");

@@ -82,6 +82,9 @@
 //! TLS is rustls with *ring* (no OpenSSL). If no rustls `CryptoProvider` is
 //! installed in the process, a dial installs *ring*'s.
 
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod session;
 
 use std::path::PathBuf;

@@ -48,6 +48,10 @@
 //! a container created while watching from its `create` event's attributes
 //! minus `name`, `image`, `podId` and `containerExitCode`.
 
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
+
 use lookout_core::{EventKind, Watch};
 use lookout_docker::compat;
 

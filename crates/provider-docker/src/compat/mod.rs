@@ -43,6 +43,9 @@
 mod containers;
 mod error;
 mod feed;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod host;
 mod http;
 mod mapping;

@@ -1,0 +1,317 @@
+//! Fuzzing harnesses for the `/events` decoder (feature `fuzzing`; not a
+//! public API, no semver promise).
+//!
+//! [`run`] turns arbitrary bytes into one session's `/events` body, cut into
+//! chunks that the first bytes choose, feeds it through the decoder the
+//! sessions use, then appends one valid event and checks what must hold
+//! whatever came before:
+//!
+//! - no panic (the fuzzer's job);
+//! - **the stream continues**: the appended event is decoded and is the last
+//!   observation;
+//! - **one observation per line at most**: no replay, no loop;
+//! - **bounded memory**: the caller's `after_push` hook runs after every
+//!   chunk, when the decoder may hold no more than one partial line; with
+//!   [`retained_limit`] a fuzz target that counts allocations checks that
+//!   what stays allocated does not grow with the body.
+//!
+//! The input: byte 0 is a set of flags (resume point, a listed object, a
+//! label filter, the chunk sizes), byte 1 seeds the chunk sizes (and the
+//! answers to inspections), byte 2 repeats the body (`b` from `0xF8` on:
+//! `2^(b - 0xEB)` times, at most [`MAX_BODY`] bytes in all: a few bytes make
+//! a line of megabytes; below: once); the rest is the body. `fuzz/corpus/*` in the repository holds the seeds.
+
+use std::borrow::Cow;
+use std::collections::VecDeque;
+
+use lookout_core::{EventKind, Labels, Listed, Observation};
+use serde_json::Value;
+
+use super::feed::{Feed, MAX_LINE, Obs, Step};
+use super::{Cursor, Mapping, Objects};
+
+/// The largest chunk the harness feeds at once.
+pub const MAX_CHUNK: usize = 64 << 10;
+
+/// The most bytes one input expands to (the body repeated).
+pub const MAX_BODY: usize = 4 << 20;
+
+/// The bytes before the body.
+pub const HEADER: usize = 3;
+
+/// The appended event's time: after any resume point the flags choose.
+pub const TAIL_NANOS: i64 = 4_000_000_000_000_000_000;
+
+/// What may stay allocated between two chunks for an input of `input_len`
+/// bytes: the one partial line the decoder buffers (at most `MAX_LINE` plus
+/// a chunk, twice over for a `Vec`'s growth), what the session learnt from
+/// the events (never more than the input's distinct bytes can name, so a
+/// multiple of its length), and some slack. It does not grow with the body:
+/// a 4 MiB body without a newline fits only if the decoder drops it.
+pub fn retained_limit(input_len: usize) -> usize {
+    2 * (MAX_LINE + MAX_CHUNK) + (256 << 10) + 32 * input_len
+}
+
+/// One kind of objects to fuzz the decoder with: the table, what a session
+/// may know when the body starts, the valid event appended after the body,
+/// and the engine's answers to inspections.
+pub trait Target {
+    /// The table.
+    type Objects: Objects;
+
+    /// The table the sessions use.
+    fn objects(&self) -> &'static Self::Objects;
+
+    /// An object the snapshot lists when flag `0x04` is set.
+    fn listed(&self) -> Listed;
+
+    /// The caller's label filter when flag `0x08` is set.
+    fn labels(&self) -> Labels;
+
+    /// The valid event appended after the body, one line without `\n`, at
+    /// [`TAIL_NANOS`].
+    fn tail(&self) -> String;
+
+    /// The instance id and the kind the appended event must be decoded to.
+    fn tail_change(&self) -> (&'static str, EventKind);
+
+    /// The engine's answer to `GET path`; `choice` is arbitrary (from the
+    /// input), to pick among answers. The appended event's object must get
+    /// an answer that reports it.
+    fn inspect(&self, path: &str, choice: u64) -> Result<Option<Value>, String> {
+        let _ = (path, choice);
+        Ok(None)
+    }
+}
+
+/// Docker's or Podman's containers, as a [`Mapping`] describes them.
+#[derive(Debug, Clone, Copy)]
+pub struct Containers(pub &'static Mapping);
+
+impl Target for Containers {
+    type Objects = Mapping;
+
+    fn objects(&self) -> &'static Mapping {
+        self.0
+    }
+
+    fn listed(&self) -> Listed {
+        Listed {
+            id: "web".into(),
+            running: true,
+            uid: Some("0123456789ab".into()),
+            labels: Labels::from([("app".into(), "web".into())]),
+        }
+    }
+
+    fn labels(&self) -> Labels {
+        Labels::from([("app".into(), "web".into())])
+    }
+
+    fn tail(&self) -> String {
+        format!(
+            concat!(
+                r#"{{"status":"create","id":"f0220fa11ed0","from":"busybox","Type":"container","#,
+                r#""Action":"create","Actor":{{"ID":"f0220fa11ed0","Attributes":{{"app":"web","#,
+                r#""image":"busybox","name":"lookout-fuzz-tail"}}}},"scope":"local","#,
+                r#""time":{},"timeNano":{}}}"#
+            ),
+            TAIL_NANOS / 1_000_000_000,
+            TAIL_NANOS
+        )
+    }
+
+    fn tail_change(&self) -> (&'static str, EventKind) {
+        ("lookout-fuzz-tail", EventKind::Created)
+    }
+}
+
+/// Docker's containers ([`crate::MAPPING`]).
+pub fn docker_events(data: &[u8]) {
+    run(&Containers(&crate::MAPPING), data, &mut || {});
+}
+
+/// [`docker_events`], calling `after_push` after every chunk.
+pub fn docker_events_with(data: &[u8], after_push: &mut dyn FnMut()) {
+    run(&Containers(&crate::MAPPING), data, after_push);
+}
+
+/// A small deterministic generator (`SplitMix64`) for chunk sizes and answers.
+#[derive(Debug)]
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A number in `1..=max`.
+    fn upto(&mut self, max: usize) -> usize {
+        let max = u64::try_from(max).unwrap_or(u64::MAX).max(1);
+        usize::try_from(self.next() % max).unwrap_or(0) + 1
+    }
+}
+
+/// What one input says, decoded.
+#[derive(Debug)]
+struct Plan<'a> {
+    resume: Option<Cursor>,
+    listed: bool,
+    labels: bool,
+    max_chunk: usize,
+    rng: Rng,
+    body: &'a [u8],
+    repeats: usize,
+}
+
+impl<'a> Plan<'a> {
+    fn new(data: &'a [u8]) -> Self {
+        let header = |i: usize| data.get(i).copied().unwrap_or(0);
+        let (flags, seed, repeat) = (header(0), header(1), header(2));
+        let body = data.get(HEADER..).unwrap_or(&[]);
+        let resume = match flags & 0x03 {
+            0 => None,
+            1 => Some(Cursor::from_unix_nanos(1_000)),
+            2 => Some(Cursor::from_unix_nanos(1_796_012_924_361_184_687)),
+            _ => Some(Cursor::from_unix_nanos(TAIL_NANOS - 1)),
+        };
+        let max_chunk = match (flags >> 4) & 0x03 {
+            0 => 16,
+            1 => 1,
+            2 => 4096,
+            _ => MAX_CHUNK,
+        };
+        // Mostly once: libFuzzer rewards longer loops, and a corpus of
+        // megabyte inputs runs at a few inputs a second.
+        let wanted = repeat
+            .checked_sub(0xEB)
+            .filter(|s| *s >= 13)
+            .map_or(1, |shift| 1 << shift);
+        let repeats = if body.is_empty() {
+            1
+        } else {
+            wanted.min(MAX_BODY / body.len()).max(1)
+        };
+        Self {
+            resume,
+            listed: flags & 0x04 != 0,
+            labels: flags & 0x08 != 0,
+            max_chunk,
+            rng: Rng(u64::from(seed) ^ (u64::try_from(data.len()).unwrap_or(0) << 8)),
+            body,
+            repeats,
+        }
+    }
+}
+
+/// The harness: feeds `data` (see the [module](self)) and then one valid
+/// event through a `Feed` of `target`'s objects; panics when an invariant
+/// does not hold. `after_push` runs after every chunk.
+pub fn run<T: Target>(target: &T, data: &[u8], after_push: &mut dyn FnMut()) {
+    let mut plan = Plan::new(data);
+    let listed = if plan.listed {
+        vec![target.listed()]
+    } else {
+        Vec::new()
+    };
+    let labels = if plan.labels {
+        target.labels()
+    } else {
+        Labels::new()
+    };
+    let mut feed = Feed::new(target.objects(), &labels, plan.resume, &listed);
+    let mut out = VecDeque::new();
+    let mut seen = Seen::default();
+    // The body, `repeats` times over, in chunks: each a slice of `window`
+    // (the body repeated past a chunk's length), so that no per-byte loop
+    // of the harness weighs on the fuzzer (it instruments every comparison).
+    let body = plan.body;
+    let total = body.len() * plan.repeats;
+    let window: Cow<'_, [u8]> = if plan.repeats > 1 {
+        Cow::Owned(body.repeat(MAX_CHUNK.div_ceil(body.len()) + 1))
+    } else {
+        Cow::Borrowed(body)
+    };
+    // A harness: clarity over speed (once per input).
+    #[allow(clippy::naive_bytecount)]
+    let mut newlines = body.iter().filter(|b| **b == b'\n').count() * plan.repeats;
+    let mut bytes_fed = total;
+    let mut pos = 0;
+    while pos < total {
+        // At most 2^16 chunks: a body of megabytes in bytes would take seconds.
+        let size = plan
+            .rng
+            .upto(plan.max_chunk)
+            .max(total >> 16)
+            .min(total - pos);
+        let start = pos % body.len();
+        feed.push(&window[start..start + size], &mut out);
+        drain(target, &mut feed, &mut out, &mut plan.rng, &mut seen);
+        after_push();
+        pos += size;
+    }
+    drop(window);
+
+    // Then a valid event, on a line of its own.
+    let tail = format!("\n{}\n", target.tail());
+    newlines += 2;
+    bytes_fed += tail.len();
+    feed.push(tail.as_bytes(), &mut out);
+    feed.finish(&mut out);
+    drain(target, &mut feed, &mut out, &mut plan.rng, &mut seen);
+    after_push();
+
+    // One observation per line at most (and one per skipped over-long line).
+    let bound = newlines + 1 + bytes_fed / MAX_LINE + 1;
+    assert!(
+        seen.count <= bound,
+        "{} observations from {newlines} lines ({bytes_fed} bytes)",
+        seen.count
+    );
+    let (id, kind) = target.tail_change();
+    match &seen.last {
+        Some(Observation::Change(c)) if c.id.as_str() == id && c.kind == kind => {}
+        other => panic!(
+            "the valid event after the garbage was not decoded as {kind} of {id}: last \
+             observation {other:?}"
+        ),
+    }
+}
+
+/// Turns the steps into observations, answering inspections as the target says.
+fn drain<T: Target>(
+    target: &T,
+    feed: &mut Feed<<T::Objects as Objects>::Known>,
+    out: &mut VecDeque<Step>,
+    rng: &mut Rng,
+    seen: &mut Seen,
+) {
+    while let Some(step) = out.pop_front() {
+        let obs = match step {
+            Step::Obs(obs) => obs,
+            Step::Inspect { event, path } => {
+                let answer = target.inspect(&path, rng.next());
+                let object = answer.as_ref().map(Option::as_ref).map_err(String::clone);
+                feed.inspected(event, object)
+            }
+        };
+        assert!(
+            matches!(obs, Observation::Change(_) | Observation::Progress(_)),
+            "a feed yields changes and progress only: {obs:?}"
+        );
+        // The count and the last one only: a long body makes millions.
+        seen.count += 1;
+        seen.last = Some(obs);
+    }
+}
+
+/// What the feed yielded: how many observations, and the last one.
+#[derive(Debug, Default)]
+struct Seen {
+    count: usize,
+    last: Option<Obs>,
+}

@@ -1,0 +1,412 @@
+//! The fuzzing harness of the watch frames (feature `fuzzing`; not a public
+//! API, no semver promise).
+//!
+//! [`k8s_watch`] runs a whole [`Watch`] — the core, a session of this crate
+//! (`Merge`), kube's watchers and its client — against an apiserver in
+//! memory (a `tower` service, no socket): every list answers a valid list,
+//! the first watch of Deployments answers the input's bytes in chunks that
+//! the input chooses, then one valid `ADDED` frame; every later watch
+//! answers only that frame. Invariants:
+//!
+//! - no panic (the fuzzer's job);
+//! - **the stream continues**: the valid object after the garbage is
+//!   delivered as an event, in the same session (an undecodable frame, a
+//!   line that is not UTF-8, an object without a resourceVersion are
+//!   skipped) or, when the garbage holds an apiserver error frame (a Status
+//!   with a code other than 410) that ends it with `Disconnected`, after one
+//!   redial; the stream never ends;
+//! - **bounded**: at most one `Disconnected` and two dials (only the first
+//!   watch holds garbage), and no more than 10 s (a stall is a failure).
+//!
+//! The input: byte 0 is a set of flags (`0x01` both kinds, `0x02` one
+//! namespace, `0x04` the list holds an object, `0x08` a label selector,
+//! bits 4-5 the chunk sizes), byte 1 seeds the chunk sizes, byte 2 repeats
+//! the body (`b` from `0xF8` on: `2^(b - 0xEB)` times, at most [`MAX_BODY`]
+//! bytes; below: once); the rest is the watch body. `fuzz/corpus/k8s_watch/` in the repository holds the seeds.
+//!
+//! Not checked: memory. kube reads a watch body with an unbounded
+//! `LinesCodec`, so a line that never ends grows without bound (its buffer
+//! is kube's, not reachable from here).
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::future::{Ready, ready};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body::Frame;
+use lookout_core::{
+    Dial, DialFuture, Item, ProbeFuture, ReconnectPolicy, Session, Status, Watch, WatchConfig,
+};
+use tokio_stream::StreamExt;
+
+use crate::session::Merge;
+use crate::{Kind, ProbeLease, ProbeSlot, Settings};
+
+/// The largest chunk of the watch body.
+pub const MAX_CHUNK: usize = 64 << 10;
+
+/// The most bytes one input expands to (the body repeated).
+pub const MAX_BODY: usize = 4 << 20;
+
+/// The bytes before the body.
+pub const HEADER: usize = 3;
+
+/// The instance the valid frame after the garbage is about.
+const TAIL_ID: &str = "deployment/lookout-fuzz/tail";
+
+/// How long one input may take.
+const DEADLINE: Duration = Duration::from_secs(10);
+
+/// The valid `ADDED` frame after the garbage.
+const TAIL: &str = concat!(
+    r#"{"type":"ADDED","object":{"apiVersion":"apps/v1","kind":"Deployment","metadata":"#,
+    r#"{"name":"tail","namespace":"lookout-fuzz","uid":"f0220fa1-1ed0-4e00-8000-000000000001","#,
+    r#""resourceVersion":"900000","labels":{"app":"web"}},"spec":{"replicas":1}}}"#
+);
+
+/// A small deterministic generator (`SplitMix64`) for chunk sizes.
+#[derive(Debug, Clone)]
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A number in `1..=max`.
+    fn upto(&mut self, max: usize) -> usize {
+        let max = u64::try_from(max).unwrap_or(u64::MAX).max(1);
+        usize::try_from(self.next() % max).unwrap_or(0) + 1
+    }
+}
+
+/// What one input says, decoded (its flags are flags).
+#[derive(Debug)]
+#[allow(clippy::struct_excessive_bools)]
+struct Plan {
+    both_kinds: bool,
+    namespace: bool,
+    listed: bool,
+    selector: bool,
+    max_chunk: usize,
+    seed: u64,
+    /// The body, repeated past a chunk's length when it is repeated.
+    window: Arc<[u8]>,
+    body_len: usize,
+    /// The body's length times its repeats.
+    total: usize,
+}
+
+impl Plan {
+    fn new(data: &[u8]) -> Self {
+        let header = |i: usize| data.get(i).copied().unwrap_or(0);
+        let (flags, seed, repeat) = (header(0), header(1), header(2));
+        let body = data.get(HEADER..).unwrap_or(&[]);
+        // Mostly once: libFuzzer rewards longer loops, and a corpus of
+        // megabyte inputs runs at a few inputs a second.
+        let wanted = repeat
+            .checked_sub(0xEB)
+            .filter(|s| *s >= 13)
+            .map_or(1, |shift| 1 << shift);
+        let repeats = if body.is_empty() {
+            1
+        } else {
+            wanted.min(MAX_BODY / body.len()).max(1)
+        };
+        Self {
+            both_kinds: flags & 0x01 != 0,
+            namespace: flags & 0x02 != 0,
+            listed: flags & 0x04 != 0,
+            selector: flags & 0x08 != 0,
+            max_chunk: match (flags >> 4) & 0x03 {
+                0 => 16,
+                1 => 1,
+                2 => 4096,
+                _ => MAX_CHUNK,
+            },
+            seed: u64::from(seed) ^ (u64::try_from(data.len()).unwrap_or(0) << 8),
+            window: if repeats > 1 {
+                Arc::from(body.repeat(MAX_CHUNK.div_ceil(body.len()) + 1))
+            } else {
+                Arc::from(body)
+            },
+            body_len: body.len().max(1),
+            total: body.len() * repeats,
+        }
+    }
+}
+
+/// A response body: the garbage (`repeats` times over, in chunks), then
+/// `tail`; then it never ends (as a watch that stays open).
+#[derive(Debug)]
+struct FuzzBody {
+    /// The body repeated past a chunk's length: each chunk is a slice of it,
+    /// so that no per-byte loop of the harness weighs on the fuzzer.
+    garbage: Arc<[u8]>,
+    body_len: usize,
+    total: usize,
+    pos: usize,
+    max_chunk: usize,
+    rng: Rng,
+    tail: Option<Bytes>,
+    open: bool,
+}
+
+impl FuzzBody {
+    fn full(bytes: Bytes) -> Self {
+        Self {
+            garbage: Arc::from(&[][..]),
+            body_len: 1,
+            total: 0,
+            pos: 0,
+            max_chunk: 1,
+            rng: Rng(0),
+            tail: Some(bytes),
+            open: false,
+        }
+    }
+}
+
+impl http_body::Body for FuzzBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        let this = &mut *self;
+        if this.pos < this.total {
+            // At most 2^16 chunks: a body of megabytes in bytes would take seconds.
+            let size = this
+                .rng
+                .upto(this.max_chunk)
+                .max(this.total >> 16)
+                .min(this.total - this.pos);
+            let start = this.pos % this.body_len;
+            this.pos += size;
+            let chunk = Bytes::copy_from_slice(&this.garbage[start..start + size]);
+            return Poll::Ready(Some(Ok(Frame::data(chunk))));
+        }
+        if let Some(tail) = this.tail.take() {
+            return Poll::Ready(Some(Ok(Frame::data(tail))));
+        }
+        if this.open {
+            // A watch that stays open: never woken, dropped with the session.
+            Poll::Pending
+        } else {
+            Poll::Ready(None)
+        }
+    }
+}
+
+/// The apiserver in memory.
+#[derive(Debug, Clone)]
+struct FakeApi {
+    plan: Arc<Plan>,
+    /// Watch requests so far, per kind.
+    watches: Arc<Mutex<HashMap<Kind, usize>>>,
+}
+
+impl FakeApi {
+    fn answer(&self, req: &Request<kube::client::Body>) -> Response<FuzzBody> {
+        let path = req.uri().path();
+        let query = req.uri().query().unwrap_or("");
+        let (kind, list_kind) = if path.ends_with("/statefulsets") {
+            (Kind::StatefulSet, "StatefulSetList")
+        } else if path.ends_with("/deployments") {
+            (Kind::Deployment, "DeploymentList")
+        } else {
+            let body = Bytes::from_static(br#"{"kind":"Status","code":404,"message":"no"}"#);
+            return status(404, FuzzBody::full(body));
+        };
+        if !query.split('&').any(|kv| kv == "watch=true") {
+            let items = if self.plan.listed && kind == Kind::Deployment {
+                concat!(
+                    r#"[{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"listed","#,
+                    r#""namespace":"lookout-fuzz","uid":"u-listed","resourceVersion":"90","#,
+                    r#""labels":{"app":"web"}},"spec":{"replicas":1}}]"#
+                )
+            } else {
+                "[]"
+            };
+            let list = format!(
+                r#"{{"kind":"{list_kind}","apiVersion":"apps/v1","metadata":{{"resourceVersion":"100"}},"items":{items}}}"#
+            );
+            return status(200, FuzzBody::full(Bytes::from(list)));
+        }
+        let first = {
+            let mut watches = self.watches.lock().unwrap_or_else(PoisonError::into_inner);
+            let n = watches.entry(kind).or_default();
+            *n += 1;
+            *n == 1
+        };
+        let body = match kind {
+            Kind::Deployment if first => FuzzBody {
+                garbage: Arc::clone(&self.plan.window),
+                body_len: self.plan.body_len,
+                total: self.plan.total,
+                pos: 0,
+                max_chunk: self.plan.max_chunk,
+                rng: Rng(self.plan.seed),
+                tail: Some(Bytes::from(format!("\n{TAIL}\n"))),
+                open: true,
+            },
+            Kind::Deployment => FuzzBody {
+                open: true,
+                ..FuzzBody::full(Bytes::from(format!("{TAIL}\n")))
+            },
+            Kind::StatefulSet => FuzzBody {
+                open: true,
+                ..FuzzBody::full(Bytes::new())
+            },
+        };
+        status(200, body)
+    }
+}
+
+fn status(code: u16, body: FuzzBody) -> Response<FuzzBody> {
+    let mut response = Response::new(body);
+    *response.status_mut() = http::StatusCode::from_u16(code).unwrap_or_default();
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        "application/json".parse().expect("a header value"),
+    );
+    response
+}
+
+impl tower_service::Service<Request<kube::client::Body>> for FakeApi {
+    type Response = Response<FuzzBody>;
+    type Error = Infallible;
+    type Future = Ready<Result<Response<FuzzBody>, Infallible>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<kube::client::Body>) -> Self::Future {
+        ready(Ok(self.answer(&req)))
+    }
+}
+
+/// [`K8sDial`](crate::K8sDial)'s dial, with a client of the [`FakeApi`].
+#[derive(Debug)]
+struct FuzzDial {
+    settings: Arc<Settings>,
+    api: FakeApi,
+    probe: Arc<ProbeSlot>,
+    dials: u64,
+}
+
+impl Dial for FuzzDial {
+    type Cursor = ();
+
+    fn dial(&mut self, _resume: Option<&()>) -> DialFuture<()> {
+        self.dials += 1;
+        let settings = Arc::clone(&self.settings);
+        let lease = ProbeLease {
+            slot: Arc::clone(&self.probe),
+            dial: self.dials,
+        };
+        let api = self.api.clone();
+        Box::pin(async move {
+            let client = kube::Client::new(api, "default");
+            lease.fill(client.clone());
+            let mut session = Merge::new(&settings, &client, lease);
+            std::future::poll_fn(|cx| session.poll_synced(cx)).await?;
+            Ok(Box::pin(session) as Session<()>)
+        })
+    }
+
+    fn probe(&mut self) -> Option<ProbeFuture> {
+        None
+    }
+}
+
+/// Runs a watch whose first Deployment watch answers `data` (see the
+/// [module](self)), then one valid frame; panics when an invariant does not
+/// hold.
+pub fn k8s_watch(data: &[u8]) {
+    let plan = Arc::new(Plan::new(data));
+    let mut kinds = vec![Kind::Deployment];
+    if plan.both_kinds {
+        kinds.push(Kind::StatefulSet);
+    }
+    let settings = Arc::new(Settings {
+        kubeconfig: None,
+        namespace: plan.namespace.then(|| "lookout-fuzz".to_owned()),
+        kinds,
+        label_selector: plan.selector.then(|| "app=web".to_owned()),
+        watch_timeout: 290,
+    });
+    let dial = FuzzDial {
+        settings,
+        api: FakeApi {
+            plan,
+            watches: Arc::default(),
+        },
+        probe: Arc::default(),
+        dials: 0,
+    };
+    let config = WatchConfig::default().reconnect(ReconnectPolicy {
+        initial_delay: Duration::from_millis(1),
+        max_delay: Duration::from_millis(1),
+        jitter: false,
+        ..ReconnectPolicy::default()
+    });
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async move {
+        let started = Instant::now();
+        let mut watch = Watch::new(dial, config);
+        let mut disconnects = Vec::new();
+        loop {
+            let left = DEADLINE.saturating_sub(started.elapsed());
+            let Ok(item) = tokio::time::timeout(left, watch.next()).await else {
+                panic!(
+                    "the valid frame after the garbage was not delivered within {DEADLINE:?} \
+                     (disconnects: {disconnects:?})"
+                );
+            };
+            match item.expect("the stream never ends") {
+                Item::Event(e) if e.id.as_str() == TAIL_ID => break,
+                Item::Status(Status::Disconnected { error, .. }) => {
+                    // Only the apiserver's own error frame (a Status with a
+                    // code, not 410) ends the session; an undecodable frame
+                    // or line is skipped in it.
+                    let by_apiserver = match &*error {
+                        lookout_core::Error::Session(e) => matches!(
+                            e.downcast_ref::<crate::DialError>(),
+                            Some(crate::DialError::Watch {
+                                source: kube::runtime::watcher::Error::WatchError(status),
+                                ..
+                            }) if status.code != 0 && status.code != 410
+                        ),
+                        _ => false,
+                    };
+                    assert!(
+                        by_apiserver,
+                        "a session ended on something else than an apiserver error: {error}"
+                    );
+                    disconnects.push(error.to_string());
+                    assert!(
+                        disconnects.len() <= 1,
+                        "only the first watch holds garbage, yet: {disconnects:?}"
+                    );
+                }
+                _ => {}
+            }
+        }
+    });
+}

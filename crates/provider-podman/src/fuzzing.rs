@@ -1,0 +1,16 @@
+//! The fuzzing harness of Podman's events (feature `fuzzing`; not a public
+//! API): [`lookout_docker::compat::fuzzing`]'s, with Podman's [`MAPPING`](crate::MAPPING).
+
+use lookout_docker::compat::fuzzing::{Containers, run};
+
+/// Feeds `data` (see [`lookout_docker::compat::fuzzing`]) and then one valid
+/// event through the decoder of a Podman session; panics when an invariant
+/// does not hold.
+pub fn podman_events(data: &[u8]) {
+    run(&Containers(&crate::MAPPING), data, &mut || {});
+}
+
+/// [`podman_events`], calling `after_push` after every chunk.
+pub fn podman_events_with(data: &[u8], after_push: &mut dyn FnMut()) {
+    run(&Containers(&crate::MAPPING), data, after_push);
+}
