@@ -12,9 +12,10 @@
 //! - **the stream continues**: the valid object after the garbage is
 //!   delivered as an event, in the same session (an undecodable frame, a
 //!   line that is not UTF-8, an object without a resourceVersion are
-//!   skipped) or, when the garbage holds an apiserver error frame (a Status
-//!   with a code other than 410) that ends it with `Disconnected`, after one
-//!   redial; the stream never ends;
+//!   skipped) or, when the garbage holds an error the apiserver states (a
+//!   Status with a code other than 410, as an `ERROR` frame or a bare line)
+//!   that ends it with `Disconnected`, after one redial; the stream never
+//!   ends;
 //! - **bounded**: at most one `Disconnected` and two dials (only the first
 //!   watch holds garbage), and no more than 10 s (a stall is a failure).
 //!
@@ -382,17 +383,25 @@ pub fn k8s_watch(data: &[u8]) {
             match item.expect("the stream never ends") {
                 Item::Event(e) if e.id.as_str() == TAIL_ID => break,
                 Item::Status(Status::Disconnected { error, .. }) => {
-                    // Only the apiserver's own error frame (a Status with a
-                    // code, not 410) ends the session; an undecodable frame
-                    // or line is skipped in it.
+                    // Only an error the apiserver (or a proxy) states ends
+                    // the session: a Status with a code (not 410), as an
+                    // `ERROR` frame or a bare line. An undecodable frame or
+                    // line is skipped in it.
                     let by_apiserver = match &*error {
-                        lookout_core::Error::Session(e) => matches!(
-                            e.downcast_ref::<crate::DialError>(),
-                            Some(crate::DialError::Watch {
-                                source: kube::runtime::watcher::Error::WatchError(status),
-                                ..
-                            }) if status.code != 0 && status.code != 410
-                        ),
+                        lookout_core::Error::Session(e) => {
+                            match e.downcast_ref::<crate::DialError>() {
+                                Some(crate::DialError::Watch { source, .. }) => match source {
+                                    kube::runtime::watcher::Error::WatchError(status) => {
+                                        status.code != 0 && status.code != 410
+                                    }
+                                    kube::runtime::watcher::Error::WatchFailed(
+                                        kube::Error::Api(status),
+                                    ) => status.code != 0,
+                                    _ => false,
+                                },
+                                _ => false,
+                            }
+                        }
                         _ => false,
                     };
                     assert!(
