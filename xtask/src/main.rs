@@ -1,7 +1,7 @@
 //! Project automation, run as `cargo xtask COMMAND` (alias in `.cargo/config.toml`).
 //!
 //! ```text
-//! cargo xtask bench [--smoke]                      the full benches (core overhead, resync, docker firehose)
+//! cargo xtask bench [--smoke]                      the full benches (core, resync, firehose, k8s churn, latency)
 //! cargo xtask ci                                   the whole CI pipeline (.ci/run)
 //! cargo xtask demo                                 lookout docker through a container's life and a dockerd restart
 //! cargo xtask engines up   [docker|podman|swarm|k8s|all]...
@@ -37,7 +37,7 @@ usage: cargo xtask COMMAND
 
 commands:
   bench [--smoke]                      the full benches and their tables (machine and load noted)
-  ci                                   fmt, clippy, deny, engines up all, test, doc, package
+  ci                                   fmt, clippy, deny, engines up all, test, bench smoke, soak, fuzz, doc, package
   demo                                 watch a demo container through its life and a dockerd restart
   engines up   [ENGINE]...             start engines (docker, podman, swarm, k8s, all; default all)
   engines down [ENGINE]...             stop engines (default all)

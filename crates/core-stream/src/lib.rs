@@ -10,7 +10,10 @@
 //!   30 s, full jitter, reset after 60 s of health, no attempt limit);
 //! - **loses no transition**: after every (re)connect the snapshot is diffed
 //!   against the last known state, and each missed transition is reported once
-//!   with [`Origin::Resync`];
+//!   with [`Origin::Resync`]; so is a transition the engine dropped while the
+//!   consumer did not poll (a relist follows a lag over
+//!   [`WatchConfig::resync_after_lag`], and one every
+//!   [`WatchConfig::resync_every`]);
 //! - **repeats no transition**: a live change passes only when it changes the
 //!   known state (an inclusive `since` replay, a relist racing the feed);
 //! - **notices a hung connection**: silence is probed, and a failed or late
