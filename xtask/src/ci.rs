@@ -19,7 +19,7 @@
 //!    nightly, the same harnesses on stable with random inputs, said loudly)
 //! 9. `cargo doc --workspace --no-deps --locked` with `RUSTDOCFLAGS=-D warnings`
 //! 10. `cargo package --workspace --locked --exclude xtask --exclude lookout-e2e`
-//!    (verified: each packaged crate is built from its .crate file)
+//!     (verified: each packaged crate is built from its .crate file)
 //!
 //! The engines are left running; `cargo xtask engines down` stops them.
 //!
