@@ -140,7 +140,8 @@ pub fn init_tracing() {
 }
 
 /// Short timeouts for tests: probe after 1 s of silence, 1 s to answer, quick
-/// retries without jitter.
+/// retries without jitter; no periodic or consumer-lag relist (a test's
+/// thread blocks in apiserver commands between polls).
 pub fn fast_watch_config() -> WatchConfig {
     WatchConfig::default()
         .reconnect(ReconnectPolicy {
@@ -153,6 +154,7 @@ pub fn fast_watch_config() -> WatchConfig {
         .probe_after(Duration::from_secs(1))
         .probe_timeout(Duration::from_secs(1))
         .resync_every(None)
+        .resync_after_lag(None)
 }
 
 /// Builds a kube client from a kubeconfig file.

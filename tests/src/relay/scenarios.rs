@@ -77,13 +77,17 @@ macro_rules! compat_engine_tests {
     };
 }
 
-/// The short timings every scenario uses.
+/// The short timings every scenario uses. No relist but the ones a scenario
+/// causes: not the periodic one, nor the one for consumer lag (a scenario's
+/// thread blocks in engine commands between polls, a daemon restart for
+/// seconds; the lag relist is tested on paused time and by the soak).
 pub fn test_config() -> WatchConfig {
     WatchConfig::default()
         .probe_after(Duration::from_secs(2))
         .probe_timeout(Duration::from_secs(1))
         .dial_timeout(Duration::from_secs(2))
         .resync_every(None)
+        .resync_after_lag(None)
         .reconnect(ReconnectPolicy {
             initial_delay: Duration::from_millis(100),
             max_delay: Duration::from_secs(1),
