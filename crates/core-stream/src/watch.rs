@@ -205,8 +205,9 @@ impl<C> State<C> {
 /// `Watch` is `Unpin` and `Send`. When the consumer stops polling, nothing is
 /// read: the engine's buffer fills and the engine may drop events. A consumer
 /// that comes back after more than [`WatchConfig::resync_after_lag`] gets
-/// the backlog that is still there, then a relist that reports what was
-/// dropped ([`Origin::Resync`]).
+/// what the session has ready, then, at the session's first pause, a relist
+/// whose diff reports the net effect of what the engine dropped and of any
+/// backlog not yet read ([`Origin::Resync`]).
 ///
 /// ```
 /// use lookout_core::{Dial, DialFuture, Item, Observation, Watch, WatchConfig};
