@@ -108,7 +108,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
 }
 
 /// `N cores, MODEL` from `nproc`'s view and /proc/cpuinfo.
-fn machine() -> String {
+pub(crate) fn machine() -> String {
     let cores = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
     let model = fs::read_to_string("/proc/cpuinfo")
         .ok()
@@ -123,7 +123,7 @@ fn machine() -> String {
 }
 
 /// The 1/5/15-minute load averages from /proc/loadavg.
-fn load() -> String {
+pub(crate) fn load() -> String {
     fs::read_to_string("/proc/loadavg").map_or_else(
         |_| "unknown".to_owned(),
         |s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "),

@@ -9,10 +9,10 @@
 //! tolerances (see `crates/provider-docker/benches/soak.rs`). The wall time is
 //! about N minutes plus the build.
 
-use std::fs;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
+use crate::bench::{load, machine};
 use crate::engines;
 
 /// The default length, in minutes.
@@ -68,27 +68,4 @@ pub fn run(args: &[String]) -> Result<(), String> {
             cargo_args.join(" ")
         ))
     }
-}
-
-/// `N cores, MODEL` from `nproc`'s view and /proc/cpuinfo (as `cargo xtask bench` prints it).
-fn machine() -> String {
-    let cores = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
-    let model = fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, m)| m.trim().to_owned())
-        })
-        .unwrap_or_else(|| "unknown CPU".to_owned());
-    format!("{cores} cores, {model}")
-}
-
-/// The 1/5/15-minute load averages from /proc/loadavg.
-fn load() -> String {
-    fs::read_to_string("/proc/loadavg").map_or_else(
-        |_| "unknown".to_owned(),
-        |s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
-    )
 }
