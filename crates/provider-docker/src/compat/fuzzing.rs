@@ -27,7 +27,8 @@ use std::collections::VecDeque;
 use lookout_core::{EventKind, Labels, Listed, Observation};
 use serde_json::Value;
 
-use super::feed::{Feed, MAX_LINE, Obs, Step};
+use super::feed::{Feed, Obs, Step};
+use super::framing::MAX_LINE;
 use super::{Cursor, Mapping, Objects};
 
 /// The largest chunk the harness feeds at once.

@@ -21,9 +21,11 @@ use std::time::SystemTime;
 
 use lookout_core::Labels;
 
-use super::feed::{Cursor, Feed, Obs, Step, line_time};
+use super::cursor::Cursor;
+use super::feed::{Feed, Obs, Step};
 use super::host::{Host, TlsEnv};
 use super::objects::Objects;
+use super::wire::line_time;
 use super::{CompatError, INSPECT_TIMEOUT, http, inspect};
 
 /// How an engine serves, to a redial, the events its last session missed.

@@ -51,8 +51,10 @@
 //! never stands for the current one.
 
 mod containers;
+mod cursor;
 mod error;
 mod feed;
+mod framing;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
@@ -63,6 +65,7 @@ mod mapping;
 mod objects;
 #[cfg(feature = "tls")]
 mod tls;
+mod wire;
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -76,8 +79,8 @@ use serde_json::{Value, json};
 use tracing::Instrument;
 
 pub use containers::KnownContainers;
+pub use cursor::Cursor;
 pub use error::CompatError;
-pub use feed::Cursor;
 pub use history::History;
 pub use host::{ConfigError, Discovery, Host};
 pub use mapping::Mapping;

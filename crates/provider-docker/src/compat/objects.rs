@@ -9,7 +9,7 @@ use lookout_core::{EventKind, Labels, Listed};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use super::feed::Cursor;
+use super::cursor::Cursor;
 use super::history::History;
 use super::host::Discovery;
 
