@@ -31,7 +31,7 @@
 //!   reconnect's `Connected`; else as the container list's difference from
 //!   the known state ([`Origin::Resync`](lookout_core::Origin::Resync)).
 //!   Never both, and no `live` event after the list is older than the
-//!   reconnect (see [`compat::History`]);
+//!   reconnect (see [`moby::History`]);
 //! - a silent connection is probed (`GET /_ping` on a connection of its own)
 //!   after [`WatchConfig::probe_after`](lookout_core::WatchConfig::probe_after) and replaced when the probe fails or
 //!   is late;
@@ -57,19 +57,23 @@
 //! `execDuration` (Docker mixes the labels into the attributes). A container renamed
 //! while watched keeps its old id until the next resync.
 //!
-//! The shared Docker-API machinery is in [`compat`]; Podman and Swarm reuse it.
+//! The Docker Engine API machinery is [`lookout_moby`]'s (Podman and Swarm
+//! build on it too); this crate is Docker's [`MAPPING`] table.
 
-pub mod compat;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 
 use lookout_core::{EventKind, Watch};
+use lookout_moby as moby;
 
-pub use compat::{CompatError, ConfigError, Cursor};
+pub use lookout_moby::{CompatError, ConfigError, Cursor};
 
 /// Dials dockerd; the [`Dial`](lookout_core::Dial) behind [`watch`].
-pub type DockerDial = compat::CompatDial;
+pub type DockerDial = moby::CompatDial;
 
 /// Docker's vocabulary and discovery.
-pub static MAPPING: compat::Mapping = compat::Mapping {
+pub static MAPPING: moby::Mapping = moby::Mapping {
     provider: "docker",
     actions: &[
         ("create", EventKind::Created),
@@ -101,21 +105,18 @@ pub static MAPPING: compat::Mapping = compat::Mapping {
         "prune",
     ],
     non_label_attributes: &["name", "image", "exitCode", "signal", "execDuration"],
-    history: compat::History::Until,
-    discovery: compat::Discovery {
-        host_var: "DOCKER_HOST",
-        sockets: &[("", "/var/run/docker.sock")],
-    },
+    history: moby::History::Until,
+    discovery: moby::Discovery::DOCKER,
 };
 
-/// What to watch: [`compat::Config`]. Without a host: `DOCKER_HOST`, else
+/// What to watch: [`moby::Config`]. Without a host: `DOCKER_HOST`, else
 /// `unix:///var/run/docker.sock`, resolved anew on every dial.
-pub type DockerConfig = compat::Config;
+pub type DockerConfig = moby::Config;
 
 /// Watches dockerd's containers.
 ///
 /// Fails only when the host (given, or `DOCKER_HOST` now) cannot be parsed;
 /// an engine that is down is no error: the stream reports it and retries.
 pub fn watch(config: DockerConfig) -> Result<Watch<DockerDial>, ConfigError> {
-    compat::watch(&MAPPING, config)
+    moby::watch(&MAPPING, config)
 }

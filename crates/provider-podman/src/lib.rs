@@ -4,7 +4,7 @@
 //! through its Docker-compatible API and returns a [`Watch`]: a `Stream` of
 //! [`Item`](lookout_core::Item)s — instance events and connection statuses —
 //! that never ends and never gives up. All of the machinery is
-//! [`lookout_docker::compat`]'s; this crate is Podman's [`MAPPING`] table and
+//! [`lookout_moby`]'s; this crate is Podman's [`MAPPING`] table and
 //! host discovery.
 //!
 //! ```no_run
@@ -23,7 +23,7 @@
 //!
 //! # Guarantees
 //!
-//! Those of [`Watch`] and of `lookout_docker`: retried forever, missed
+//! Those of [`Watch`] (see its `# Guarantees`): retried forever, missed
 //! transitions reported once after each reconnect, a silent connection probed
 //! with `/_ping`, an undecodable event skipped, nothing left behind on drop.
 //! Podman keeps its events (journald or a file) across restarts of its
@@ -33,7 +33,7 @@
 //! from 1 µs early), and when the last event seen is in it, reports what
 //! follows as live transitions, in the log's order, before the reconnect's
 //! `Connected`; else the container list's difference (`resync`) tells the
-//! net effect. Never both (see [`compat::History`]).
+//! net effect. Never both (see [`lookout_moby::History`]).
 //!
 //! # Mapping
 //!
@@ -56,15 +56,15 @@
 pub mod fuzzing;
 
 use lookout_core::{EventKind, Watch};
-use lookout_docker::compat;
+use lookout_moby as moby;
 
-pub use lookout_docker::{CompatError, ConfigError, Cursor};
+pub use lookout_moby::{CompatError, ConfigError, Cursor};
 
 /// Dials Podman; the [`Dial`](lookout_core::Dial) behind [`watch`].
-pub type PodmanDial = compat::CompatDial;
+pub type PodmanDial = moby::CompatDial;
 
 /// Podman's vocabulary and discovery.
-pub static MAPPING: compat::Mapping = compat::Mapping {
+pub static MAPPING: moby::Mapping = moby::Mapping {
     provider: "podman",
     actions: &[
         ("create", EventKind::Created),
@@ -107,8 +107,8 @@ pub static MAPPING: compat::Mapping = compat::Mapping {
         "exitCode",
         "health_status",
     ],
-    history: compat::History::NoStream,
-    discovery: compat::Discovery {
+    history: moby::History::NoStream,
+    discovery: moby::Discovery {
         host_var: "CONTAINER_HOST",
         sockets: &[
             ("XDG_RUNTIME_DIR", "podman/podman.sock"),
@@ -117,10 +117,10 @@ pub static MAPPING: compat::Mapping = compat::Mapping {
     },
 };
 
-/// What to watch: [`compat::Config`]. Without a host: `CONTAINER_HOST`, else
+/// What to watch: [`moby::Config`]. Without a host: `CONTAINER_HOST`, else
 /// `$XDG_RUNTIME_DIR/podman/podman.sock` when it exists, else
 /// `/run/podman/podman.sock`, resolved anew on every dial.
-pub type PodmanConfig = compat::Config;
+pub type PodmanConfig = moby::Config;
 
 /// Watches Podman's containers.
 ///
@@ -128,5 +128,5 @@ pub type PodmanConfig = compat::Config;
 /// parsed; an engine that is down is no error: the stream reports it and
 /// retries.
 pub fn watch(config: PodmanConfig) -> Result<Watch<PodmanDial>, ConfigError> {
-    compat::watch(&MAPPING, config)
+    moby::watch(&MAPPING, config)
 }

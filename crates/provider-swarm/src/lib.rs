@@ -4,7 +4,7 @@
 //! [`Watch`]: a `Stream` of [`Item`](lookout_core::Item)s — instance events
 //! and connection statuses — that never ends and never gives up. An instance
 //! is a service. The connection, the `/events` decoding, the cursor and the
-//! probe are [`lookout_docker::compat`]'s; this crate says what a service
+//! probe are [`lookout_moby`]'s; this crate says what a service
 //! event means ([`SERVICES`]).
 //!
 //! ```no_run
@@ -33,7 +33,7 @@
 //!   ([`Origin::Resync`](lookout_core::Origin::Resync)), before anything
 //!   that happened after; nothing of the past is replayed (service events
 //!   carry the service's `UpdatedAt`, so `since` cannot prove a replay
-//!   complete: [`History::Unreliable`](lookout_docker::compat::History)),
+//!   complete: [`History::Unreliable`](lookout_moby::History)),
 //!   and the new subscription starts from now;
 //! - a silent connection is probed (`GET /_ping` on a connection of its own)
 //!   and replaced when the probe fails or is late;
@@ -66,7 +66,7 @@
 //! Measured on dockerd 20.10: a service event carries only the attributes
 //! `name` and, when an update changed the replica count, `replicas.old` and
 //! `replicas.new` — never the service's labels. So:
-//! - the label filter ([`SwarmConfig::labels`](lookout_docker::compat::Config::labels))
+//! - the label filter ([`SwarmConfig::labels`](lookout_moby::Config::labels))
 //!   is applied by the engine to the service list, and by lookout to the
 //!   events, with the labels it knows of each service: from the list, or from
 //!   an inspection (`GET /services/{id}`) of a service first seen in an event
@@ -107,22 +107,22 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use lookout_core::{EventKind, InstanceId, Labels, Listed, Watch};
-use lookout_docker::compat::{
-    self, Decision, Discovery, Event, History, KnownObjects, Objects, labels_of, matches,
+use lookout_moby::{
+    Decision, Discovery, Event, History, KnownObjects, Objects, labels_of, matches,
 };
 use serde_json::Value;
 
-pub use lookout_docker::{CompatError, ConfigError, Cursor};
+pub use lookout_moby::{CompatError, ConfigError, Cursor};
 
-/// What to watch: [`compat::Config`] (host, labels, watch settings). Without
+/// What to watch: [`lookout_moby::Config`] (host, labels, watch settings). Without
 /// a host: `DOCKER_HOST`, else `unix:///var/run/docker.sock`, resolved anew
 /// on every dial.
-pub type SwarmConfig = compat::Config;
+pub type SwarmConfig = lookout_moby::Config;
 
 /// Dials a Swarm manager; the [`Dial`](lookout_core::Dial) behind [`watch`].
-pub type SwarmDial = compat::CompatDial<Services>;
+pub type SwarmDial = lookout_moby::CompatDial<Services>;
 
-/// Swarm's services, as [`compat`] watches them.
+/// Swarm's services, as [`lookout_moby`] watches them.
 pub static SERVICES: Services = Services;
 
 /// Watches the services of the Swarm whose manager `config` points at.
@@ -131,7 +131,7 @@ pub static SERVICES: Services = Services;
 /// an engine that is down (or not a manager) is no error: the stream reports
 /// it and retries.
 pub fn watch(config: SwarmConfig) -> Result<Watch<SwarmDial>, ConfigError> {
-    compat::watch(&SERVICES, config)
+    lookout_moby::watch(&SERVICES, config)
 }
 
 /// The table of Swarm's services: subscribe to `type=service` events (scope
@@ -148,7 +148,7 @@ impl Objects for Services {
     }
 
     fn discovery(&self) -> &Discovery {
-        &lookout_docker::MAPPING.discovery
+        &Discovery::DOCKER
     }
 
     fn event_type(&self) -> &'static str {

@@ -6,10 +6,10 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use lookout_core::{Change, InstanceId, Labels, Listed, Observation};
-use serde_json::Value;
 
 use super::cursor::Cursor;
 use super::framing::{Framed, Lines, MAX_LINE};
+use super::inspect::Inspection;
 use super::objects::{Attributes, Decision, Event, KnownObjects, Objects, preview};
 use super::wire::{Wire, attribute_name};
 
@@ -118,20 +118,13 @@ impl<K: KnownObjects> Feed<K> {
         }
     }
 
-    /// What the event means now that its object was inspected: `Ok(None)`
-    /// when the engine says it is gone, `Err` when it answered something
-    /// unusable (the event is then skipped with a warning).
-    pub(crate) fn inspected(
-        &mut self,
-        event: Event,
-        object: Result<Option<&Value>, String>,
-    ) -> Obs {
-        let decision = match object {
-            Ok(object) => match self.known.inspected(&event, object) {
-                Decision::Inspect(_) => Decision::Undecodable("asked to inspect again"),
-                decision => decision,
-            },
-            Err(reason) => {
+    /// What the event means now that its object was inspected (an
+    /// unusable answer skips the event with a warning).
+    pub(crate) fn inspected(&mut self, event: Event, inspection: &Inspection) -> Obs {
+        let object = match inspection {
+            Inspection::Found(object) => Some(object),
+            Inspection::Gone => None,
+            Inspection::Unusable(reason) => {
                 tracing::warn!(
                     provider = self.provider,
                     id = event.name(),
@@ -141,6 +134,10 @@ impl<K: KnownObjects> Feed<K> {
                 );
                 return Observation::Progress(event.cursor);
             }
+        };
+        let decision = match self.known.inspected(&event, object) {
+            Decision::Inspect(_) => Decision::Undecodable("asked to inspect again"),
+            decision => decision,
         };
         match self.decided(event, decision) {
             Step::Obs(obs) => obs,

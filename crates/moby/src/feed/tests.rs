@@ -1,11 +1,12 @@
 //! The feed's cases: framing, poison, the resume point, inspections.
 
 use super::*;
-use crate::compat::History;
-use crate::compat::containers::KnownContainers;
-use crate::compat::host::Discovery;
-use crate::compat::mapping::Mapping;
+use crate::containers::KnownContainers;
+use crate::host::Discovery;
+use crate::mapping::Mapping;
+use crate::{History, Inspection};
 use lookout_core::EventKind;
+use serde_json::Value;
 use std::time::{Duration, SystemTime};
 
 static TABLE: Mapping = Mapping {
@@ -407,11 +408,11 @@ fn thing(uid: &str, nanos: i64) -> String {
     )
 }
 
-/// The events of `lines` that pass, each inspected as `object`.
+/// The events of `lines` that pass, each inspected as `inspection`.
 fn inspect_all(
     feed: &mut Feed<KnownInspected>,
     lines: &[String],
-    object: &Result<Option<Value>, String>,
+    inspection: &Inspection,
 ) -> Vec<Obs> {
     let mut out = VecDeque::new();
     feed.push((lines.join("\n") + "\n").as_bytes(), &mut out);
@@ -420,8 +421,7 @@ fn inspect_all(
             Step::Obs(o) => o,
             Step::Inspect { event, path } => {
                 assert_eq!(path, format!("/things/{}", event.uid()));
-                let object = object.as_ref().map(Option::as_ref).map_err(String::clone);
-                feed.inspected(event, object)
+                feed.inspected(event, inspection)
             }
         })
         .collect()
@@ -430,7 +430,7 @@ fn inspect_all(
 #[test]
 fn an_inspection_decides_or_costs_the_event_only() {
     let mut feed = Feed::new(&Inspected, &Labels::new(), None, &[]);
-    let stopped = Ok(Some(serde_json::json!({"running": false})));
+    let stopped = Inspection::Found(serde_json::json!({"running": false}));
     let out = inspect_all(&mut feed, &[thing("a", 10)], &stopped);
     assert_eq!(change(&out[0]), ("a", EventKind::Stopped, 10));
     let Observation::Change(c) = &out[0] else {
@@ -440,9 +440,12 @@ fn an_inspection_decides_or_costs_the_event_only() {
     // Gone meanwhile, an unusable answer, a second inspection: skipped,
     // the cursor moves on.
     for (object, nanos) in [
-        (Ok(None), 11),
-        (Err("GET /things/a answered 500: boom".to_owned()), 12),
-        (Ok(Some(serde_json::json!({"state": "?"}))), 13),
+        (Inspection::Gone, 11),
+        (
+            Inspection::Unusable("GET /things/a answered 500: boom".to_owned()),
+            12,
+        ),
+        (Inspection::Found(serde_json::json!({"state": "?"})), 13),
     ] {
         let out = inspect_all(&mut feed, &[thing("a", nanos)], &object);
         assert_eq!(
