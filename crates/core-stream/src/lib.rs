@@ -76,5 +76,3 @@ pub use model::{
 };
 pub use watch::{Item, Status, Watch};
 
-#[cfg(test)]
-mod tests;
