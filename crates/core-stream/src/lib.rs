@@ -75,4 +75,3 @@ pub use model::{
     Change, EventKind, InstanceEvent, InstanceId, Labels, Listed, Observation, Origin,
 };
 pub use watch::{Item, Status, Watch};
-

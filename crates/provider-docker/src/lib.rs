@@ -18,6 +18,9 @@
 //! # Ok(()) }
 //! ```
 //!
+//! A runnable example: `cargo run -p lookout-docker --example docker_watch`
+//! ([`examples/docker_watch.rs`](https://github.com/lookout-rs/lookout/blob/main/crates/provider-docker/examples/docker_watch.rs)).
+//!
 //! # Guarantees
 //!
 //! Those of [`Watch`], for Docker:

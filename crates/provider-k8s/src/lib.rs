@@ -23,6 +23,9 @@
 //! # }
 //! ```
 //!
+//! A runnable example: `cargo run -p lookout-k8s --example k8s_watch -- NAMESPACE`
+//! ([`examples/k8s_watch.rs`](https://github.com/lookout-rs/lookout/blob/main/crates/provider-k8s/examples/k8s_watch.rs)).
+//!
 //! # Mapping
 //!
 //! | Kubernetes | lookout |

@@ -21,6 +21,9 @@
 //! # Ok(()) }
 //! ```
 //!
+//! A runnable example: `cargo run -p lookout-podman --example podman_watch`
+//! ([`examples/podman_watch.rs`](https://github.com/lookout-rs/lookout/blob/main/crates/provider-podman/examples/podman_watch.rs)).
+//!
 //! # Guarantees
 //!
 //! Those of [`Watch`] (see its `# Guarantees`): retried forever, missed

@@ -22,6 +22,9 @@
 //! # Ok(()) }
 //! ```
 //!
+//! A runnable example: `cargo run -p lookout-swarm --example swarm_watch`
+//! ([`examples/swarm_watch.rs`](https://github.com/lookout-rs/lookout/blob/main/crates/provider-swarm/examples/swarm_watch.rs)).
+//!
 //! # Guarantees
 //!
 //! Those of [`Watch`], for Swarm services:
