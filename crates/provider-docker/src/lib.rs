@@ -23,24 +23,13 @@
 //!
 //! # Guarantees
 //!
-//! Those of [`Watch`], for Docker:
-//! - an engine that is down, restarting or hung is no error: the stream yields
-//!   [`Status::Disconnected`](lookout_core::Status::Disconnected) and redials
-//!   under the one reconnect policy, forever;
-//! - after a reconnect, what happened while disconnected is told once,
-//!   before anything that happened after: when dockerd still buffers the
-//!   last event seen (it keeps its last 256 events, none across a restart),
-//!   as the exact transitions, live, with their times, before the
-//!   reconnect's `Connected`; else as the container list's difference from
-//!   the known state ([`Origin::Resync`](lookout_core::Origin::Resync)).
-//!   Never both, and no `live` event after the list is older than the
-//!   reconnect (see [`moby::History`]);
-//! - a silent connection is probed (`GET /_ping` on a connection of its own)
-//!   after [`WatchConfig::probe_after`](lookout_core::WatchConfig::probe_after) and replaced when the probe fails or
-//!   is late;
-//! - an event line the client cannot decode is skipped (one `warn`), never
-//!   ends the session, and is never replayed in a loop;
-//! - dropping the stream closes every connection at once: nothing is spawned.
+//! Those of [`Watch`](lookout_core::Watch#guarantees). What is Docker's own:
+//! - after a reconnect, what happened meanwhile comes as dockerd's exact
+//!   replay (live, before `Connected`) when its in-memory buffer of its last
+//!   256 events still holds the last event seen; after a dockerd restart
+//!   (no buffer) or a longer gap, as the container list's difference
+//!   (`resync`). See [`lookout_moby::History::Until`];
+//! - the liveness probe is `GET /_ping`, on a connection of its own.
 //!
 //! # Mapping
 //!

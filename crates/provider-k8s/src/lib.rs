@@ -43,7 +43,8 @@
 //!
 //! # Guarantees
 //!
-//! Everything [`lookout_core::Watch`] guarantees, and:
+//! Everything [`lookout_core::Watch`] guarantees (see its
+//! [`# Guarantees`](lookout_core::Watch#guarantees)), and:
 //!
 //! - **The kubeconfig is resolved on every dial**, as kube does it: the
 //!   explicit [`K8sConfig::kubeconfig`], else `KUBECONFIG`, else

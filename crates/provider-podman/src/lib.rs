@@ -26,17 +26,13 @@
 //!
 //! # Guarantees
 //!
-//! Those of [`Watch`] (see its `# Guarantees`): retried forever, missed
-//! transitions reported once after each reconnect, a silent connection probed
-//! with `/_ping`, an undecodable event skipped, nothing left behind on drop.
-//! Podman keeps its events (journald or a file) across restarts of its
-//! service, so a redial can nearly always replay what it missed exactly: it
-//! reads the log `since` the last event seen (`stream=false`: the response
-//! ends at the log's end; Podman's `since` is a float, so the redial asks
-//! from 1 µs early), and when the last event seen is in it, reports what
-//! follows as live transitions, in the log's order, before the reconnect's
-//! `Connected`; else the container list's difference (`resync`) tells the
-//! net effect. Never both (see [`lookout_moby::History`]).
+//! Those of [`Watch`](lookout_core::Watch#guarantees). What is Podman's own:
+//! - Podman keeps its events (journald or a file) across restarts of its
+//!   service, so a reconnect nearly always replays what it missed exactly
+//!   (live, in the log's order, before `Connected`); the list's difference
+//!   (`resync`) tells it only when the log no longer holds the last event
+//!   seen. See [`lookout_moby::History::NoStream`];
+//! - the liveness probe is `GET /_ping`, on a connection of its own.
 //!
 //! # Mapping
 //!

@@ -27,23 +27,16 @@
 //!
 //! # Guarantees
 //!
-//! Those of [`Watch`], for Swarm services:
-//! - a manager that is down, restarting or hung is no error: the stream
-//!   yields [`Status::Disconnected`](lookout_core::Status::Disconnected) and
-//!   redials under the one reconnect policy, forever;
-//! - after each (re)connect, the service list is diffed against the known
-//!   state and every missed transition is reported once
-//!   ([`Origin::Resync`](lookout_core::Origin::Resync)), before anything
-//!   that happened after; nothing of the past is replayed (service events
-//!   carry the service's `UpdatedAt`, so `since` cannot prove a replay
-//!   complete: [`History::Unreliable`](lookout_moby::History)),
-//!   and the new subscription starts from now;
-//! - a silent connection is probed (`GET /_ping` on a connection of its own)
-//!   and replaced when the probe fails or is late;
-//! - an event the client cannot decode, or whose service cannot be
-//!   inspected, is skipped (one `warn`) and never ends the session;
-//! - dropping the stream closes every connection at once (the events
-//!   subscription, an inspection under way, the probe): nothing is spawned.
+//! Those of [`Watch`](lookout_core::Watch#guarantees). What is Swarm's own:
+//! - after a reconnect, what happened meanwhile comes only as the service
+//!   list's difference (`resync`): a service event carries the service's
+//!   `UpdatedAt`, so dockerd's `since` cannot prove a replay complete, and
+//!   the new subscription starts from now
+//!   ([`History::Unreliable`]);
+//! - an event whose service cannot be inspected is skipped (one `warn`),
+//!   like an undecodable one; an inspection under way is closed with the
+//!   stream;
+//! - the liveness probe is `GET /_ping`, on a connection of its own.
 //!
 //! # Mapping
 //!
