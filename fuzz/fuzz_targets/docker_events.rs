@@ -4,12 +4,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use lookout_moby::fuzzing::retained_limit;
+use lookout_testkit::fuzz::events::{docker_events_with, retained_limit};
 
 fuzz_target!(|data: &[u8]| {
-    lookout_fuzz::check_memory(
-        data,
-        retained_limit,
-        lookout_docker::fuzzing::docker_events_with,
-    );
+    lookout_fuzz::check_memory(data, retained_limit, docker_events_with);
 });

@@ -4,12 +4,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use lookout_moby::fuzzing::retained_limit;
+use lookout_testkit::fuzz::events::{retained_limit, swarm_events_with};
 
 fuzz_target!(|data: &[u8]| {
-    lookout_fuzz::check_memory(
-        data,
-        retained_limit,
-        lookout_swarm::fuzzing::swarm_events_with,
-    );
+    lookout_fuzz::check_memory(data, retained_limit, swarm_events_with);
 });

@@ -1,6 +1,6 @@
 //! Shared helpers of the end-to-end tests: engine control (the same code
 //! `cargo xtask engines` runs) and test utilities.
 
-pub mod engines;
+pub use lookout_engines as engines;
 pub mod k8s_util;
 pub mod relay;

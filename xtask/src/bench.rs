@@ -4,7 +4,7 @@
 //!
 //! 1. `cargo bench -p lookout-core --bench overhead`
 //! 2. `cargo bench -p lookout-core --bench resync`
-//! 3. `cargo bench -p lookout-docker --bench firehose` (when that bench exists)
+//! 3. `cargo bench -p lookout-e2e --bench firehose` (when that bench exists)
 //! 4. `cargo bench -p lookout-e2e --bench k8s_churn` (the real test apiserver)
 //! 5. `cargo bench -p lookout-e2e --bench docker_latency` (the real dockerd)
 //!
@@ -35,11 +35,7 @@ const BENCHES: &[(&str, &str, &str)] = &[
         "resync",
         "crates/core-stream/benches/resync.rs",
     ),
-    (
-        "lookout-docker",
-        "firehose",
-        "crates/provider-docker/benches/firehose.rs",
-    ),
+    ("lookout-e2e", "firehose", "tests/benches/firehose.rs"),
     ("lookout-e2e", "k8s_churn", "tests/benches/k8s_churn.rs"),
     (
         "lookout-e2e",

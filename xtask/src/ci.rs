@@ -18,7 +18,8 @@
 //!    (libFuzzer on nightly, installing cargo-fuzz if missing; without
 //!    nightly, the same harnesses on stable with random inputs, said loudly)
 //! 9. `cargo doc --workspace --no-deps --locked` with `RUSTDOCFLAGS=-D warnings`
-//! 10. `cargo package --workspace --locked --exclude xtask --exclude lookout-e2e`
+//! 10. `cargo package --workspace --locked --exclude xtask --exclude lookout-e2e
+//!     --exclude lookout-testkit`
 //!     (verified: each packaged crate is built from its .crate file)
 //!
 //! The engines are left running; `cargo xtask engines down` stops them.
@@ -159,6 +160,8 @@ const PACKAGE: &[&str] = &[
     "xtask",
     "--exclude",
     "lookout-e2e",
+    "--exclude",
+    "lookout-testkit",
     "--allow-dirty",
 ];
 

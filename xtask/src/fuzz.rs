@@ -3,8 +3,8 @@
 //! issue's 10 minutes), one after the other, then a table of what each did.
 //!
 //! Targets: `docker_events`, `podman_events`, `swarm_events` (the `/events`
-//! decoder through `lookout_moby::fuzzing`) and `k8s_watch` (watch
-//! frames through kube and `lookout_k8s::fuzzing`); default all.
+//! decoder through `lookout_testkit::fuzz::events`) and `k8s_watch` (watch
+//! frames through kube and `lookout_testkit::fuzz::k8s`); default all.
 //!
 //! With libFuzzer (nightly + cargo-fuzz): `cargo +nightly fuzz run -s none
 //! TARGET target/fuzz-corpus/TARGET fuzz/corpus/TARGET -- -max_total_time=N
@@ -17,7 +17,7 @@
 //!
 //! Without nightly (or when cargo-fuzz cannot be installed) it says so loudly
 //! and falls back to the stable replay of the same harnesses: `cargo test -p
-//! PACKAGE --test fuzz_corpus` with `LOOKOUT_FUZZ_SECONDS=N`, the seeds and
+//! lookout-testkit --test fuzz_corpus TARGET_` with `LOOKOUT_FUZZ_SECONDS=N`, the seeds and
 //! then N seconds of random inputs and mutated seeds, without coverage
 //! guidance. `--stable` forces that fallback.
 //!
@@ -34,12 +34,12 @@ use crate::engines;
 /// The cargo-fuzz that is installed when missing (pinned: its flags change).
 const CARGO_FUZZ: &str = "cargo-fuzz@0.13.2";
 
-/// (target, package of its harness and corpus replay test).
-const TARGETS: &[(&str, &str)] = &[
-    ("docker_events", "lookout-docker"),
-    ("podman_events", "lookout-podman"),
-    ("swarm_events", "lookout-swarm"),
-    ("k8s_watch", "lookout-k8s"),
+/// The targets; their harnesses and corpus replay tests are lookout-testkit's.
+const TARGETS: &[&str] = &[
+    "docker_events",
+    "podman_events",
+    "swarm_events",
+    "k8s_watch",
 ];
 
 /// libFuzzer's options besides the time: inputs of up to 16 KiB (the
@@ -69,19 +69,18 @@ pub fn run(args: &[String]) -> Result<(), String> {
             }
             "--stable" => stable = true,
             name => {
-                let Some((target, _)) = TARGETS.iter().find(|(t, _)| *t == name) else {
-                    let known: Vec<&str> = TARGETS.iter().map(|(t, _)| *t).collect();
+                let Some(target) = TARGETS.iter().find(|t| **t == name) else {
                     return Err(format!(
                         "unknown fuzz target {name:?} (targets: {})",
-                        known.join(", ")
+                        TARGETS.join(", ")
                     ));
                 };
-                targets.push(target);
+                targets.push(*target);
             }
         }
     }
     if targets.is_empty() {
-        targets = TARGETS.iter().map(|(t, _)| *t).collect();
+        targets = TARGETS.to_vec();
     }
     let root = engines::workspace_root();
     let why_not = if stable {
@@ -371,21 +370,21 @@ fn count_files(dir: &Path) -> usize {
 fn stable_run(root: &Path, target: &'static str, seconds: u64) -> Outcome {
     let mut out = Outcome::new(target);
     out.seconds = seconds.to_string();
-    let package = TARGETS
-        .iter()
-        .find_map(|(t, p)| (*t == target).then_some(*p))
-        .unwrap_or("?");
     out.corpus = count_files(&root.join("fuzz/corpus").join(target)).to_string();
-    eprintln!("\n==> fuzz {target} (stable fallback): cargo test -p {package} --test fuzz_corpus");
+    let tests = format!("{target}_");
+    eprintln!(
+        "\n==> fuzz {target} (stable fallback): cargo test -p lookout-testkit --test fuzz_corpus {tests}"
+    );
     let status = Command::new("cargo")
         .args([
             "test",
             "--locked",
             "-p",
-            package,
+            "lookout-testkit",
             "--test",
             "fuzz_corpus",
             "--",
+            &tests,
             "--nocapture",
         ])
         .env("LOOKOUT_FUZZ_SECONDS", seconds.to_string())

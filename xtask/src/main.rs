@@ -28,9 +28,7 @@ mod fuzz;
 mod soak;
 
 // The engine control shared with the end-to-end tests (std-only).
-#[path = "../../tests/src/engines.rs"]
-#[allow(dead_code)]
-mod engines;
+use lookout_engines as engines;
 
 const USAGE: &str = "\
 usage: cargo xtask COMMAND

@@ -2,11 +2,11 @@
 //! machine and its load (its figures are wall-clock and memory of one
 //! process, and shift with whatever else runs).
 //!
-//! It runs `cargo bench --locked -p lookout-docker --bench soak -- --minutes N`
+//! It runs `cargo bench --locked -p lookout-e2e --bench soak -- --minutes N`
 //! (default N = 10: the 10k dial/drop cycles and 1k forced reconnects,
 //! and a consumer paused for 2 minutes); the bench prints RSS, open fds and
 //! tokio alive tasks before and after and exits non-zero on growth beyond its
-//! tolerances (see `crates/provider-docker/benches/soak.rs`). The wall time is
+//! tolerances (see `tests/benches/soak.rs`). The wall time is
 //! about N minutes plus the build.
 
 use std::process::{Command, Stdio};
@@ -40,7 +40,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         "bench",
         "--locked",
         "-p",
-        "lookout-docker",
+        "lookout-e2e",
         "--bench",
         "soak",
         "--",

@@ -18,22 +18,31 @@ pub(crate) type Obs = Observation<Cursor>;
 
 /// What the feed makes of one line.
 #[derive(Debug)]
-pub(crate) enum Step {
+pub enum Step {
     /// An observation to yield.
-    Obs(Obs),
+    Obs(Observation<Cursor>),
     /// Inspect the event's object (`GET path`) before deciding: see
     /// [`Feed::inspected`].
-    Inspect { event: Event, path: String },
+    Inspect {
+        /// The event, decoded.
+        event: Event,
+        /// What to `GET`.
+        path: String,
+    },
 }
 
-/// Turns the `/events` body of one session into observations.
+/// Turns the `/events` body of one session into observations, without I/O:
+/// what [`CompatDial`](crate::CompatDial)'s sessions run on the bytes they
+/// read, for a program that reads the body itself (and for the fuzz
+/// harnesses).
 ///
 /// It frames and decodes the lines (an undecodable one costs that event
-/// only), keeps the cursor, drops what a redial replays of the events seen
-/// before it, and hands each event of the watched type to the session's
-/// [`KnownObjects`], which says what it means.
+/// only, with one `warn`: [`Observation::Progress`]), keeps the cursor,
+/// drops what a subscription resumed from a cursor replays of the events
+/// seen before it, and hands each event of the watched type to the
+/// session's [`KnownObjects`], which says what it means.
 #[derive(Debug)]
-pub(crate) struct Feed<K> {
+pub struct Feed<K> {
     provider: &'static str,
     event_type: &'static str,
     /// The cursor a subscription resumed from: every event at or before it
@@ -49,7 +58,7 @@ pub(crate) struct Feed<K> {
 impl<K: KnownObjects> Feed<K> {
     /// The feed of a subscription, resumed from `resume` (`None`: from now),
     /// after a snapshot that `listed` these objects.
-    pub(crate) fn new<O: Objects<Known = K>>(
+    pub fn new<O: Objects<Known = K>>(
         objects: &'static O,
         labels: &Labels,
         resume: Option<Cursor>,
@@ -86,19 +95,19 @@ impl<K: KnownObjects> Feed<K> {
     }
 
     /// The newest event time seen (or the cursor it started from).
-    pub(crate) fn newest(&self) -> Option<Cursor> {
+    pub fn newest(&self) -> Option<Cursor> {
         self.newest
     }
 
     /// Feeds a piece of the body; pushes a step per complete line.
-    pub(crate) fn push(&mut self, chunk: &[u8], out: &mut VecDeque<Step>) {
+    pub fn push(&mut self, chunk: &[u8], out: &mut VecDeque<Step>) {
         let mut lines = std::mem::take(&mut self.lines);
         lines.push(chunk, |framed| self.framed(framed, out));
         self.lines = lines;
     }
 
     /// The body ended: decodes a last line that had no `\n`.
-    pub(crate) fn finish(&mut self, out: &mut VecDeque<Step>) {
+    pub fn finish(&mut self, out: &mut VecDeque<Step>) {
         let mut lines = std::mem::take(&mut self.lines);
         lines.finish(|framed| self.framed(framed, out));
     }
@@ -120,7 +129,7 @@ impl<K: KnownObjects> Feed<K> {
 
     /// What the event means now that its object was inspected (an
     /// unusable answer skips the event with a warning).
-    pub(crate) fn inspected(&mut self, event: Event, inspection: &Inspection) -> Obs {
+    pub fn inspected(&mut self, event: Event, inspection: &Inspection) -> Observation<Cursor> {
         let object = match inspection {
             Inspection::Found(object) => Some(object),
             Inspection::Gone => None,

@@ -5,7 +5,7 @@
 use std::mem;
 
 /// The longest event line accepted; a longer one is skipped as undecodable.
-pub(crate) const MAX_LINE: usize = 1 << 20;
+pub const MAX_LINE: usize = 1 << 20;
 
 /// What the framing found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -61,9 +61,6 @@ mod cursor;
 mod error;
 mod feed;
 mod framing;
-#[cfg(feature = "fuzzing")]
-#[doc(hidden)]
-pub mod fuzzing;
 mod history;
 mod host;
 mod http;
@@ -88,6 +85,8 @@ use tracing::Instrument;
 pub use containers::KnownContainers;
 pub use cursor::Cursor;
 pub use error::CompatError;
+pub use feed::{Feed, Step};
+pub use framing::MAX_LINE;
 pub use history::History;
 pub use host::{ConfigError, Discovery, Host};
 pub use inspect::Inspection;

@@ -52,10 +52,6 @@
 //! The Docker Engine API machinery is [`lookout_moby`]'s (Podman and Swarm
 //! build on it too); this crate is Docker's [`MAPPING`] table.
 
-#[cfg(feature = "fuzzing")]
-#[doc(hidden)]
-pub mod fuzzing;
-
 use lookout_core::{EventKind, Watch};
 use lookout_moby as moby;
 

@@ -86,9 +86,6 @@
 //! TLS is rustls with *ring* (no OpenSSL). If no rustls `CryptoProvider` is
 //! installed in the process, a dial installs *ring*'s.
 
-#[cfg(feature = "fuzzing")]
-#[doc(hidden)]
-pub mod fuzzing;
 mod session;
 
 use std::path::PathBuf;
@@ -216,10 +213,26 @@ pub enum DialError {
     Probe(#[source] kube::Error),
 }
 
+/// Where each dial gets its client.
+enum Source {
+    /// The kubeconfig (explicit, else inferred), resolved anew on every dial.
+    Kubeconfig(Option<PathBuf>),
+    /// A client the program makes (see [`K8sDial::with_client`]).
+    Client(Box<dyn FnMut() -> Client + Send>),
+}
+
+impl std::fmt::Debug for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Kubeconfig(path) => f.debug_tuple("Kubeconfig").field(path).finish(),
+            Self::Client(_) => f.write_str("Client(..)"),
+        }
+    }
+}
+
 /// What every dial needs, shared by the dial and its sessions.
 #[derive(Debug)]
 struct Settings {
-    kubeconfig: Option<PathBuf>,
     namespace: Option<String>,
     kinds: Vec<Kind>,
     label_selector: Option<String>,
@@ -230,6 +243,7 @@ struct Settings {
 /// The dial of one Kubernetes cluster: plug it into [`Watch`] (or call [`watch`]).
 #[derive(Debug)]
 pub struct K8sDial {
+    source: Source,
     settings: Arc<Settings>,
     /// The client of the current session, for the probe.
     probe: Arc<ProbeSlot>,
@@ -239,6 +253,24 @@ pub struct K8sDial {
 impl K8sDial {
     /// Checks `config` and builds the dial; nothing is contacted.
     pub fn new(config: &K8sConfig) -> Result<Self, ConfigError> {
+        Self::from_source(config, Source::Kubeconfig(config.kubeconfig.clone()))
+    }
+
+    /// Like [`new`](Self::new), but every dial takes the client `connect`
+    /// returns instead of resolving a kubeconfig
+    /// ([`K8sConfig::kubeconfig`] is not used): a client with the program's
+    /// own middleware or credentials, or one over an apiserver in memory.
+    /// Return a clone of one client to share its connections across dials;
+    /// the client's connections must still belong to it (dropping the stream
+    /// drops the session's clone).
+    pub fn with_client(
+        config: &K8sConfig,
+        connect: impl FnMut() -> Client + Send + 'static,
+    ) -> Result<Self, ConfigError> {
+        Self::from_source(config, Source::Client(Box::new(connect)))
+    }
+
+    fn from_source(config: &K8sConfig, source: Source) -> Result<Self, ConfigError> {
         let mut kinds = config.kinds.clone();
         kinds.sort_unstable();
         kinds.dedup();
@@ -249,8 +281,8 @@ impl K8sDial {
             return Err(ConfigError::EmptyNamespace);
         }
         Ok(Self {
+            source,
             settings: Arc::new(Settings {
-                kubeconfig: config.kubeconfig.clone(),
                 namespace: config.namespace.clone(),
                 kinds,
                 label_selector: config.label_selector.clone(),
@@ -269,6 +301,16 @@ pub fn watch(config: K8sConfig) -> Result<Watch<K8sDial>, ConfigError> {
     Ok(Watch::new(dial, config.watch))
 }
 
+/// Watches with the clients `connect` makes, one call per dial (see
+/// [`K8sDial::with_client`]).
+pub fn watch_with_client(
+    config: K8sConfig,
+    connect: impl FnMut() -> Client + Send + 'static,
+) -> Result<Watch<K8sDial>, ConfigError> {
+    let dial = K8sDial::with_client(&config, connect)?;
+    Ok(Watch::new(dial, config.watch))
+}
+
 /// The server-side timeout of a watch request: the core's stall bound, within
 /// what the apiserver accepts.
 fn watch_timeout(config: &WatchConfig) -> u32 {
@@ -284,13 +326,20 @@ impl Dial for K8sDial {
 
     fn dial(&mut self, _resume: Option<&()>) -> DialFuture<()> {
         self.dials += 1;
+        let client = match &mut self.source {
+            Source::Kubeconfig(path) => Err(path.clone()),
+            Source::Client(connect) => Ok(connect()),
+        };
         let settings = Arc::clone(&self.settings);
         let lease = ProbeLease {
             slot: Arc::clone(&self.probe),
             dial: self.dials,
         };
         Box::pin(async move {
-            let client = connect(&settings).await?;
+            let client = match client {
+                Ok(given) => given,
+                Err(kubeconfig) => connect(kubeconfig.as_deref()).await?,
+            };
             lease.fill(client.clone());
             let mut session = session::Merge::new(&settings, &client, lease);
             std::future::poll_fn(|cx| session.poll_synced(cx)).await?;
@@ -310,12 +359,13 @@ impl Dial for K8sDial {
     }
 }
 
-/// Resolves the configuration anew and builds a client.
-async fn connect(settings: &Settings) -> Result<Client, DialError> {
-    let config = match &settings.kubeconfig {
+/// Resolves the configuration anew (`kubeconfig`, else inferred) and builds
+/// a client.
+async fn connect(kubeconfig: Option<&std::path::Path>) -> Result<Client, DialError> {
+    let config = match kubeconfig {
         Some(path) => {
             let to_err = |source| DialError::Kubeconfig {
-                path: path.clone(),
+                path: path.to_owned(),
                 source,
             };
             let kubeconfig = kube::config::Kubeconfig::read_from(path).map_err(to_err)?;

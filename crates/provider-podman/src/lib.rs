@@ -50,10 +50,6 @@
 //! from its event's attributes minus `name`, `image`, `podId`,
 //! `containerExitCode`, `exitCode` and `health_status`.
 
-#[cfg(feature = "fuzzing")]
-#[doc(hidden)]
-pub mod fuzzing;
-
 use lookout_core::{EventKind, Watch};
 use lookout_moby as moby;
 

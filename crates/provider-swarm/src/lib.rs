@@ -95,10 +95,6 @@
 //! ([`WatchConfig::resync_every`](lookout_core::WatchConfig::resync_every)),
 //! the safety net for any event the engine did not send.
 
-#[cfg(feature = "fuzzing")]
-#[doc(hidden)]
-pub mod fuzzing;
-
 use std::collections::HashMap;
 use std::sync::Arc;
 

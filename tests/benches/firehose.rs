@@ -9,7 +9,7 @@
 //! Docker firehose: how fast each consumer reads a burst of container events.
 //!
 //! A loopback fake engine (unix socket in a temp dir, its own thread and
-//! runtime; `tests/support/fake_engine.rs`) answers `/_ping`, `/version`,
+//! runtime; `lookout_testkit::fake_engine`) answers `/_ping`, `/version`,
 //! `/containers/json` (empty) and `/events`: N real-format event lines
 //! (create→start→die→destroy cycles over N/4 containers, dockerd 27's field
 //! layout), in 64 KiB writes as fast as the socket takes them, then the end of
@@ -22,12 +22,11 @@
 //! - the `docker` CLI (`docker -H unix://… events`, stdout to /dev/null): wall
 //!   time until it exits at the end of the body (process start included).
 //!
-//! `cargo bench -p lookout-docker --bench firehose` for the full run (N = 200k,
+//! `cargo bench -p lookout-e2e --bench firehose` for the full run (N = 200k,
 //! 3 rounds, medians); without `--bench` (as `cargo test --benches` runs it) a
 //! smoke run (N = 5k, 1 round).
 
-#[path = "../tests/support/fake_engine.rs"]
-mod fake_engine;
+use lookout_testkit::fake_engine;
 
 use std::process::{Command, Stdio};
 use std::sync::Arc;

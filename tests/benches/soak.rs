@@ -10,7 +10,7 @@
 //! Soak (issue #7): lookout against a loopback fake Docker engine for N
 //! minutes; resources before and after must be flat.
 //!
-//! The engine (`tests/support/fake_engine.rs`, [`fake_engine::Live`]; a unix
+//! The engine (`lookout_testkit::fake_engine`, [`fake_engine::Live`]; a unix
 //! socket in a temp dir, its own thread and runtime, so its tasks are not
 //! counted) has 48 containers' worth of names whose state the harness changes
 //! (create → start → die → start again or destroy, a new container id per
@@ -76,15 +76,14 @@
 //!   buffers: ≥ 8 KiB) per cycle would be ≥ 80 MB over the 10k cycles;
 //! - RSS during the pause: **+16 MiB** over the RSS when it began.
 //!
-//! `cargo bench -p lookout-docker --bench soak -- --minutes N` (N ≥ 1; without
+//! `cargo bench -p lookout-e2e --bench soak -- --minutes N` (N ≥ 1; without
 //! `--minutes`, N = 10), or `cargo xtask soak --minutes N`; `cargo test -p
 //! lookout-docker --bench soak -- --minutes N` runs the same on the debug
 //! build (about a third of the cycles per second). With no argument at all
 //! (as `cargo test --benches` runs it) a smoke run of a few seconds: 1 round
 //! of 40 cycles and 10 reconnects, a 1 s pause.
 
-#[path = "../tests/support/fake_engine.rs"]
-mod fake_engine;
+use lookout_testkit::fake_engine;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -780,7 +779,7 @@ fn main() {
         ),
         None => println!(
             "soak: smoke run ({} cycles, {} reconnects, a {:?} pause at {} changes/s); \
-             `cargo bench -p lookout-docker --bench soak -- --minutes N` for the real one",
+             `cargo bench -p lookout-e2e --bench soak -- --minutes N` for the real one",
             plan.cycles, plan.reconnects, plan.pause, plan.pause_rate
         ),
     }

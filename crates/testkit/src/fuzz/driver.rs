@@ -1,6 +1,5 @@
-//! The stable driver of the fuzz harnesses (shared by the `fuzz_corpus` tests
-//! of lookout-docker, lookout-podman, lookout-swarm and lookout-k8s by
-//! `#[path]`): replays the seed corpus in `fuzz/corpus/TARGET/`, and, when
+//! The stable driver of the fuzz harnesses (the `fuzz_corpus` tests of this
+//! crate run it): replays the seed corpus in `fuzz/corpus/TARGET/`, and, when
 //! `LOOKOUT_FUZZ_SECONDS` is set, feeds the harness random inputs and
 //! mutations of the seeds for that long (what `cargo xtask fuzz` falls back
 //! to when there is no nightly toolchain for cargo-fuzz). No coverage
@@ -9,11 +8,10 @@
 //! A failing input is written to `target/fuzz-stable/TARGET/` before the
 //! panic goes on, to replay with `cargo fuzz run TARGET FILE` or this test.
 
-// Random numbers cut down to bytes and indices: truncation is the point.
-#![allow(dead_code, clippy::cast_possible_truncation)]
-
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+
+use crate::rng::SplitMix64;
 
 /// The seed corpus of `target`, sorted by name.
 pub fn seeds(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
@@ -61,11 +59,11 @@ pub fn explore(target: &str, harness: impl Fn(&[u8])) {
         .unwrap_or_else(|| {
             std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
+                .map_or(1, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
         });
     eprintln!("{target}: random inputs for {secs} s (LOOKOUT_FUZZ_SEED={seed})");
     let seeds: Vec<Vec<u8>> = seeds(target).into_iter().map(|(_, d)| d).collect();
-    let mut rng = Rng(seed);
+    let mut rng = SplitMix64::new(seed);
     let deadline = Instant::now() + Duration::from_secs(secs);
     let mut runs = 0u64;
     while Instant::now() < deadline {
@@ -97,25 +95,11 @@ fn fnv(data: &[u8]) -> u64 {
     })
 }
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % (n.max(1) as u64)) as usize
-    }
-}
-
 /// Random bytes, or a seed with a few random edits (byte flips, inserted
 /// bytes and JSON tokens, cuts, pieces of another seed).
-fn mutate(seeds: &[Vec<u8>], rng: &mut Rng) -> Vec<u8> {
+// Random numbers cut down to bytes: truncation is the point.
+#[allow(clippy::cast_possible_truncation)]
+fn mutate(seeds: &[Vec<u8>], rng: &mut SplitMix64) -> Vec<u8> {
     const TOKENS: &[&[u8]] = &[
         b"\n",
         b"{",
@@ -139,7 +123,7 @@ fn mutate(seeds: &[Vec<u8>], rng: &mut Rng) -> Vec<u8> {
     ];
     if seeds.is_empty() || rng.below(8) == 0 {
         let len = rng.below(512);
-        return (0..len).map(|_| rng.next() as u8).collect();
+        return (0..len).map(|_| rng.next_u64() as u8).collect();
     }
     let mut data = seeds[rng.below(seeds.len())].clone();
     for _ in 0..=rng.below(8) {
@@ -147,7 +131,7 @@ fn mutate(seeds: &[Vec<u8>], rng: &mut Rng) -> Vec<u8> {
         match rng.below(6) {
             0 if !data.is_empty() => {
                 let i = rng.below(data.len());
-                data[i] = rng.next() as u8;
+                data[i] = rng.next_u64() as u8;
             }
             1 => {
                 let token = TOKENS[rng.below(TOKENS.len())];
@@ -167,7 +151,7 @@ fn mutate(seeds: &[Vec<u8>], rng: &mut Rng) -> Vec<u8> {
             _ if !data.is_empty() => {
                 // The header: flags, chunk seed, repeats.
                 let i = rng.below(data.len().min(3));
-                data[i] = rng.next() as u8;
+                data[i] = rng.next_u64() as u8;
             }
             _ => {}
         }

@@ -1,5 +1,5 @@
 //! The reconnect's ordering rule through the public path: `lookout_docker::watch`
-//! against a fake engine (`support/fake_engine.rs`: dockerd's `since`/`until`
+//! against a fake engine (`lookout_testkit::fake_engine`: dockerd's `since`/`until`
 //! over its last 256 events, its list, its cuts and restarts).
 //!
 //! What happened while the feed could not be seen is told either as the
@@ -7,8 +7,7 @@
 //! snapshot, or as the snapshot's net effect (`resync`), never both; after
 //! the snapshot, nothing older than it comes `live`.
 
-#[path = "support/fake_engine.rs"]
-mod fake_engine;
+use lookout_testkit::fake_engine;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -16,8 +16,7 @@
     clippy::cast_sign_loss
 )]
 
-#[path = "support/fake_engine.rs"]
-mod fake_engine;
+use lookout_testkit::fake_engine;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

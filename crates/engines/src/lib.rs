@@ -2,9 +2,10 @@
 //! against: dockerd, the Podman API service, a single-node Docker Swarm and a
 //! kube-apiserver + etcd testbed.
 //!
-//! This file is std-only. It is compiled into the test crate (`lookout-e2e`,
-//! as `lookout_e2e::engines`) and into xtask (`cargo xtask engines up|down`,
-//! `cargo xtask ci`), so tests and CI control the engines with the same code.
+//! A std-only crate: the end-to-end tests (`lookout-e2e`, as
+//! `lookout_e2e::engines`) and xtask (`cargo xtask engines up|down`, `cargo
+//! xtask ci`) depend on it, so tests and CI control the engines with the same
+//! code.
 //!
 //! Every function returns `Result<_, String>`; an error names the engine and
 //! the log file to read. Every wait is bounded in time, every loop in count.
@@ -74,7 +75,7 @@ const DEBIAN_PACKAGES: &[&str] = &["docker.io", "busybox-static", "podman"];
 /// The workspace root: the nearest ancestor holding a `Cargo.toml` with a
 /// `[workspace]` table, searched from `CARGO_MANIFEST_DIR` (set by cargo for
 /// `cargo run`/`cargo test`), then from the current directory; else the parent
-/// of the directory this file's crate was compiled in (`xtask/` or `tests/`).
+/// of `crates/`, where this crate was compiled.
 pub fn workspace_root() -> PathBuf {
     let mut starts: Vec<PathBuf> = Vec::new();
     if let Some(dir) = std::env::var_os("CARGO_MANIFEST_DIR") {
@@ -93,7 +94,11 @@ pub fn workspace_root() -> PathBuf {
         }
     }
     let compiled = Path::new(env!("CARGO_MANIFEST_DIR"));
-    compiled.parent().unwrap_or(compiled).to_path_buf()
+    compiled
+        .ancestors()
+        .nth(2)
+        .unwrap_or(compiled)
+        .to_path_buf()
 }
 
 /// `<workspace>/target/engines`, created if missing: logs, pid files, configs.

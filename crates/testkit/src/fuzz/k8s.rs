@@ -1,9 +1,8 @@
-//! The fuzzing harness of the watch frames (feature `fuzzing`; not a public
-//! API, no semver promise).
+//! The fuzz harness of the Kubernetes watch frames.
 //!
-//! [`k8s_watch`] runs a whole [`Watch`] — the core, a session of this crate
-//! (`Merge`), kube's watchers and its client — against an apiserver in
-//! memory (a `tower` service, no socket): every list answers a valid list,
+//! [`k8s_watch`] runs a whole [`Watch`] — the core, `lookout-k8s`'s own dial
+//! and session ([`lookout_k8s::watch_with_client`]), kube's watchers and its
+//! client — against an apiserver in memory (a `tower` service, no socket): every list answers a valid list,
 //! the first watch of Deployments answers the input's bytes in chunks that
 //! the input chooses, then one valid `ADDED` frame; every later watch
 //! answers only that frame. Invariants:
@@ -40,13 +39,11 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body::Frame;
-use lookout_core::{
-    Dial, DialFuture, Item, ProbeFuture, ReconnectPolicy, Session, Status, Watch, WatchConfig,
-};
+use lookout_core::{Item, ReconnectPolicy, Status, Watch, WatchConfig};
+use lookout_k8s::{DialError, K8sConfig, Kind};
 use tokio_stream::StreamExt;
 
-use crate::session::Merge;
-use crate::{Kind, ProbeLease, ProbeSlot, Settings};
+use crate::rng::SplitMix64;
 
 /// The largest chunk of the watch body.
 pub const MAX_CHUNK: usize = 64 << 10;
@@ -69,26 +66,6 @@ const TAIL: &str = concat!(
     r#"{"name":"tail","namespace":"lookout-fuzz","uid":"f0220fa1-1ed0-4e00-8000-000000000001","#,
     r#""resourceVersion":"900000","labels":{"app":"web"}},"spec":{"replicas":1}}}"#
 );
-
-/// A small deterministic generator (`SplitMix64`) for chunk sizes.
-#[derive(Debug, Clone)]
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A number in `1..=max`.
-    fn upto(&mut self, max: usize) -> usize {
-        let max = u64::try_from(max).unwrap_or(u64::MAX).max(1);
-        usize::try_from(self.next() % max).unwrap_or(0) + 1
-    }
-}
 
 /// What one input says, decoded (its flags are flags).
 #[derive(Debug)]
@@ -157,7 +134,7 @@ struct FuzzBody {
     total: usize,
     pos: usize,
     max_chunk: usize,
-    rng: Rng,
+    rng: SplitMix64,
     tail: Option<Bytes>,
     open: bool,
 }
@@ -170,7 +147,7 @@ impl FuzzBody {
             total: 0,
             pos: 0,
             max_chunk: 1,
-            rng: Rng(0),
+            rng: SplitMix64::new(0),
             tail: Some(bytes),
             open: false,
         }
@@ -258,7 +235,7 @@ impl FakeApi {
                 total: self.plan.total,
                 pos: 0,
                 max_chunk: self.plan.max_chunk,
-                rng: Rng(self.plan.seed),
+                rng: SplitMix64::new(self.plan.seed),
                 tail: Some(Bytes::from(format!("\n{TAIL}\n"))),
                 open: true,
             },
@@ -299,40 +276,6 @@ impl tower_service::Service<Request<kube::client::Body>> for FakeApi {
     }
 }
 
-/// [`K8sDial`](crate::K8sDial)'s dial, with a client of the [`FakeApi`].
-#[derive(Debug)]
-struct FuzzDial {
-    settings: Arc<Settings>,
-    api: FakeApi,
-    probe: Arc<ProbeSlot>,
-    dials: u64,
-}
-
-impl Dial for FuzzDial {
-    type Cursor = ();
-
-    fn dial(&mut self, _resume: Option<&()>) -> DialFuture<()> {
-        self.dials += 1;
-        let settings = Arc::clone(&self.settings);
-        let lease = ProbeLease {
-            slot: Arc::clone(&self.probe),
-            dial: self.dials,
-        };
-        let api = self.api.clone();
-        Box::pin(async move {
-            let client = kube::Client::new(api, "default");
-            lease.fill(client.clone());
-            let mut session = Merge::new(&settings, &client, lease);
-            std::future::poll_fn(|cx| session.poll_synced(cx)).await?;
-            Ok(Box::pin(session) as Session<()>)
-        })
-    }
-
-    fn probe(&mut self) -> Option<ProbeFuture> {
-        None
-    }
-}
-
 /// Runs a watch whose first Deployment watch answers `data` (see the
 /// [module](self)), then one valid frame; panics when an invariant does not
 /// hold.
@@ -342,35 +285,34 @@ pub fn k8s_watch(data: &[u8]) {
     if plan.both_kinds {
         kinds.push(Kind::StatefulSet);
     }
-    let settings = Arc::new(Settings {
-        kubeconfig: None,
+    let api = FakeApi {
+        plan: Arc::clone(&plan),
+        watches: Arc::default(),
+    };
+    // Its silence bound (probe after 30 s) is past the harness's deadline:
+    // the probe never runs.
+    let config = K8sConfig {
         namespace: plan.namespace.then(|| "lookout-fuzz".to_owned()),
         kinds,
         label_selector: plan.selector.then(|| "app=web".to_owned()),
-        watch_timeout: 290,
-    });
-    let dial = FuzzDial {
-        settings,
-        api: FakeApi {
-            plan,
-            watches: Arc::default(),
-        },
-        probe: Arc::default(),
-        dials: 0,
+        watch: WatchConfig::default().reconnect(ReconnectPolicy {
+            initial_delay: Duration::from_millis(1),
+            max_delay: Duration::from_millis(1),
+            jitter: false,
+            ..ReconnectPolicy::default()
+        }),
+        ..K8sConfig::default()
     };
-    let config = WatchConfig::default().reconnect(ReconnectPolicy {
-        initial_delay: Duration::from_millis(1),
-        max_delay: Duration::from_millis(1),
-        jitter: false,
-        ..ReconnectPolicy::default()
-    });
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
         .expect("a runtime");
     runtime.block_on(async move {
         let started = Instant::now();
-        let mut watch = Watch::new(dial, config);
+        let mut watch: Watch<_> = lookout_k8s::watch_with_client(config, move || {
+            kube::Client::new(api.clone(), "default")
+        })
+        .expect("a valid configuration");
         let mut disconnects = Vec::new();
         loop {
             let left = DEADLINE.saturating_sub(started.elapsed());
@@ -388,20 +330,18 @@ pub fn k8s_watch(data: &[u8]) {
                     // `ERROR` frame or a bare line. An undecodable frame or
                     // line is skipped in it.
                     let by_apiserver = match &*error {
-                        lookout_core::Error::Session(e) => {
-                            match e.downcast_ref::<crate::DialError>() {
-                                Some(crate::DialError::Watch { source, .. }) => match source {
-                                    kube::runtime::watcher::Error::WatchError(status) => {
-                                        status.code != 0 && status.code != 410
-                                    }
-                                    kube::runtime::watcher::Error::WatchFailed(
-                                        kube::Error::Api(status),
-                                    ) => status.code != 0,
-                                    _ => false,
-                                },
+                        lookout_core::Error::Session(e) => match e.downcast_ref::<DialError>() {
+                            Some(DialError::Watch { source, .. }) => match source {
+                                kube::runtime::watcher::Error::WatchError(status) => {
+                                    status.code != 0 && status.code != 410
+                                }
+                                kube::runtime::watcher::Error::WatchFailed(kube::Error::Api(
+                                    status,
+                                )) => status.code != 0,
                                 _ => false,
-                            }
-                        }
+                            },
+                            _ => false,
+                        },
                         _ => false,
                     };
                     assert!(

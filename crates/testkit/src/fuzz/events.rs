@@ -1,10 +1,10 @@
-//! Fuzzing harnesses for the `/events` decoder (feature `fuzzing`; not a
-//! public API, no semver promise).
+//! The fuzz harness of the Docker-API `/events` decoder
+//! ([`lookout_moby::Feed`], what every session runs on the bytes it reads),
+//! and its targets: Docker's and Podman's containers, Swarm's services.
 //!
 //! [`run`] turns arbitrary bytes into one session's `/events` body, cut into
-//! chunks that the first bytes choose, feeds it through the decoder the
-//! sessions use, then appends one valid event and checks what must hold
-//! whatever came before:
+//! chunks that the first bytes choose, feeds it through the decoder, then
+//! appends one valid event and checks what must hold whatever came before:
 //!
 //! - no panic (the fuzzer's job);
 //! - **the stream continues**: the appended event is decoded and is the last
@@ -25,10 +25,13 @@ use std::borrow::Cow;
 use std::collections::VecDeque;
 
 use lookout_core::{EventKind, Labels, Listed, Observation};
+use serde_json::{Value, json};
 
-use crate::feed::{Feed, Obs, Step};
-use crate::framing::MAX_LINE;
-use crate::{Cursor, Inspection, Mapping, Objects};
+use lookout_moby::{Cursor, Feed, Inspection, MAX_LINE, Mapping, Objects, Step};
+
+use crate::rng::SplitMix64;
+
+type Obs = Observation<Cursor>;
 
 /// The largest chunk the harness feeds at once.
 pub const MAX_CHUNK: usize = 64 << 10;
@@ -126,26 +129,6 @@ impl Target for Containers {
     }
 }
 
-/// A small deterministic generator (`SplitMix64`) for chunk sizes and answers.
-#[derive(Debug)]
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A number in `1..=max`.
-    fn upto(&mut self, max: usize) -> usize {
-        let max = u64::try_from(max).unwrap_or(u64::MAX).max(1);
-        usize::try_from(self.next() % max).unwrap_or(0) + 1
-    }
-}
-
 /// What one input says, decoded.
 #[derive(Debug)]
 struct Plan<'a> {
@@ -153,7 +136,7 @@ struct Plan<'a> {
     listed: bool,
     labels: bool,
     max_chunk: usize,
-    rng: Rng,
+    rng: SplitMix64,
     body: &'a [u8],
     repeats: usize,
 }
@@ -191,7 +174,7 @@ impl<'a> Plan<'a> {
             listed: flags & 0x04 != 0,
             labels: flags & 0x08 != 0,
             max_chunk,
-            rng: Rng(u64::from(seed) ^ (u64::try_from(data.len()).unwrap_or(0) << 8)),
+            rng: SplitMix64::new(u64::from(seed) ^ (u64::try_from(data.len()).unwrap_or(0) << 8)),
             body,
             repeats,
         }
@@ -277,14 +260,14 @@ fn drain<T: Target>(
     target: &T,
     feed: &mut Feed<<T::Objects as Objects>::Known>,
     out: &mut VecDeque<Step>,
-    rng: &mut Rng,
+    rng: &mut SplitMix64,
     seen: &mut Seen,
 ) {
     while let Some(step) = out.pop_front() {
         let obs = match step {
             Step::Obs(obs) => obs,
             Step::Inspect { event, path } => {
-                feed.inspected(event, &target.inspect(&path, rng.next()))
+                feed.inspected(event, &target.inspect(&path, rng.next_u64()))
             }
         };
         assert!(
@@ -302,4 +285,127 @@ fn drain<T: Target>(
 struct Seen {
     count: usize,
     last: Option<Obs>,
+}
+
+/// Docker's containers ([`lookout_docker::MAPPING`]).
+pub fn docker_events(data: &[u8]) {
+    run(&Containers(&lookout_docker::MAPPING), data, &mut || {});
+}
+
+/// [`docker_events`], calling `after_push` after every chunk.
+pub fn docker_events_with(data: &[u8], after_push: &mut dyn FnMut()) {
+    run(&Containers(&lookout_docker::MAPPING), data, after_push);
+}
+
+/// Podman's containers ([`lookout_podman::MAPPING`]).
+pub fn podman_events(data: &[u8]) {
+    run(&Containers(&lookout_podman::MAPPING), data, &mut || {});
+}
+
+/// [`podman_events`], calling `after_push` after every chunk.
+pub fn podman_events_with(data: &[u8], after_push: &mut dyn FnMut()) {
+    run(&Containers(&lookout_podman::MAPPING), data, after_push);
+}
+
+/// The service of the valid event appended after the garbage.
+const TAIL_ID: &str = "f0220fa11ed0";
+
+/// Swarm's services ([`lookout_swarm::SERVICES`]), with inspections answered
+/// from the input.
+#[derive(Debug, Clone, Copy)]
+struct Swarm;
+
+impl Target for Swarm {
+    type Objects = lookout_swarm::Services;
+
+    fn objects(&self) -> &'static lookout_swarm::Services {
+        &lookout_swarm::SERVICES
+    }
+
+    fn listed(&self) -> Listed {
+        Listed {
+            id: "web".into(),
+            running: true,
+            uid: Some("kq2x9m3v0w4t".into()),
+            labels: Labels::from([("app".into(), "web".into())]),
+        }
+    }
+
+    fn labels(&self) -> Labels {
+        Labels::from([("app".into(), "web".into())])
+    }
+
+    fn tail(&self) -> String {
+        format!(
+            concat!(
+                r#"{{"Type":"service","Action":"create","Actor":{{"ID":"{}","#,
+                r#""Attributes":{{"name":"lookout-fuzz-tail"}}}},"scope":"swarm","#,
+                r#""time":{},"timeNano":{}}}"#
+            ),
+            TAIL_ID,
+            TAIL_NANOS / 1_000_000_000,
+            TAIL_NANOS
+        )
+    }
+
+    fn tail_change(&self) -> (&'static str, EventKind) {
+        // One replica: running.
+        ("lookout-fuzz-tail", EventKind::Started)
+    }
+
+    fn inspect(&self, path: &str, choice: u64) -> Inspection {
+        let id = path.strip_prefix("/services/").unwrap_or(path);
+        if id == TAIL_ID {
+            return Inspection::Found(service(id, "lookout-fuzz-tail", Some(1), true));
+        }
+        let replicas = Some((choice >> 8) % 3);
+        let labelled = choice & (1 << 12) != 0;
+        Inspection::Found(match choice % 7 {
+            0 => return Inspection::Gone,
+            1 => return Inspection::Unusable(format!("GET {path} answered 500: boom")),
+            2 => service(id, &format!("svc-{id}"), replicas, labelled),
+            3 => service(id, &format!("svc-{id}"), None, labelled),
+            4 => json!({ "ID": id }),
+            5 => service("someoneelse", "other", replicas, labelled),
+            _ => json!({ "ID": id, "Spec": { "Name": 7, "Labels": "app=web", "Mode": [] } }),
+        })
+    }
+}
+
+/// A service as `GET /services/{id}` answers it: replicated with `replicas`,
+/// or global when `None`.
+fn service(id: &str, name: &str, replicas: Option<u64>, labelled: bool) -> Value {
+    let mode = match replicas {
+        Some(n) => json!({ "Replicated": { "Replicas": n } }),
+        None => json!({ "Global": {} }),
+    };
+    let labels = if labelled {
+        json!({ "app": "web" })
+    } else {
+        json!({})
+    };
+    json!({
+        "ID": id,
+        "Version": { "Index": 42 },
+        "CreatedAt": "2026-11-30T05:15:27.249852166Z",
+        "UpdatedAt": "2026-11-30T05:15:27.249852166Z",
+        "Spec": {
+            "Name": name,
+            "Labels": labels,
+            "TaskTemplate": { "ContainerSpec": { "Image": "busybox:latest" } },
+            "Mode": mode,
+        },
+    })
+}
+
+/// Feeds `data` (see the [module](self)) and then one valid
+/// service event through the decoder of a Swarm session; panics when an
+/// invariant does not hold.
+pub fn swarm_events(data: &[u8]) {
+    run(&Swarm, data, &mut || {});
+}
+
+/// [`swarm_events`], calling `after_push` after every chunk.
+pub fn swarm_events_with(data: &[u8], after_push: &mut dyn FnMut()) {
+    run(&Swarm, data, after_push);
 }

@@ -1,7 +1,7 @@
 //! A loopback fake Docker engine on a unix socket in a temp dir: enough of the
 //! API for `lookout_docker::watch` and the `docker` CLI (`/_ping`, `/version`,
 //! `/containers/json`, `/events` as a chunked body of the chunks it is given).
-//! Shared by the decoder fuzz test and the firehose bench (`#[path]`-included).
+//! Shared by the decoder tests, the firehose bench and the soak.
 //!
 //! [`start`] serves a fixed [`Script`]; [`start_live`] serves a [`Live`]
 //! engine instead: a set of containers whose state the caller changes
@@ -9,10 +9,6 @@
 //! state and `/events` broadcasting each change to every subscriber (with
 //! dockerd's `since` replay of its last 256 events and its treatment of a
 //! subscriber that does not read: see [`SlowReader`]). The soak bench uses it.
-#![allow(dead_code)]
-// A test server, not library code: it spawns its accept loop and connections.
-#![allow(clippy::disallowed_methods)]
-
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -21,6 +17,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{mpsc, oneshot};
+
+use crate::rng::SplitMix64;
 
 /// What `/events` serves.
 #[derive(Debug, Clone)]
@@ -351,7 +349,7 @@ struct LiveState {
     subscribers: Vec<Subscriber>,
     last_nanos: i64,
     next_uid: u64,
-    rng: u64,
+    rng: SplitMix64,
 }
 
 /// A fake engine's containers and event feed, shared between the engine's
@@ -394,7 +392,7 @@ impl Live {
                 subscribers: Vec::new(),
                 last_nanos: 0,
                 next_uid: 1,
-                rng: seed,
+                rng: SplitMix64::new(seed),
             }),
             prefix: prefix.to_owned(),
             names: names.max(1),
@@ -449,6 +447,11 @@ impl Live {
     /// How many containers exist.
     pub fn len(&self) -> usize {
         self.lock().containers.len()
+    }
+
+    /// Whether no container exists.
+    pub fn is_empty(&self) -> bool {
+        self.lock().containers.is_empty()
     }
 
     /// How many `/events` subscribers are connected.
@@ -539,12 +542,7 @@ impl Live {
 
     /// One step of one random container; its event `(timeNano, line)`.
     fn step(&self, st: &mut LiveState) -> (i64, Arc<[u8]>) {
-        // splitmix64
-        st.rng = st.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = st.rng;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
+        let z = st.rng.next_u64();
         let name = format!("{}-{}", self.prefix, z % self.names as u64);
         let action = match st.containers.get_mut(&name) {
             None => {
