@@ -25,8 +25,15 @@ const ITEM: Duration = Duration::from_secs(10);
 type Watch = lookout_core::Watch<DockerDial>;
 
 fn start(live: &Arc<Live>) -> (fake_engine::FakeEngine, Watch) {
+    start_with(live, false)
+}
+
+/// A watch of a new engine serving `live`; `initial`: its first snapshot
+/// comes as events.
+fn start_with(live: &Arc<Live>, initial: bool) -> (fake_engine::FakeEngine, Watch) {
     let engine = fake_engine::start_live(Arc::clone(live));
     let config = WatchConfig::default()
+        .initial(initial)
         .resync_every(None)
         .resync_after_lag(None)
         .dial_timeout(Duration::from_secs(5))
@@ -166,8 +173,8 @@ async fn a_cut_is_replayed_exactly_before_the_snapshot() {
     assert_eq!(replayed, logged(&live, cut));
     apply(&mut model, &replayed);
     assert_eq!(model, live.snapshot());
-    // Initial subscription, the history, the new subscription.
-    assert_eq!(engine.events_requests.load(Ordering::SeqCst), 3);
+    // Each dial reads the history, then subscribes.
+    assert_eq!(engine.events_requests.load(Ordering::SeqCst), 4);
 
     // Then only what happens after the snapshot.
     let t = now();
@@ -195,7 +202,7 @@ async fn a_restart_is_told_by_the_snapshot_alone() {
     );
     apply(&mut model, &resync);
     assert_eq!(model, live.snapshot());
-    assert_eq!(engine.events_requests.load(Ordering::SeqCst), 3);
+    assert_eq!(engine.events_requests.load(Ordering::SeqCst), 4);
 
     // The new subscription asks for nothing of the past: what follows is
     // exactly what happened after the snapshot.
@@ -232,4 +239,34 @@ async fn a_history_that_no_longer_reaches_back_is_not_replayed() {
     let after = events(&mut w, 10).await;
     assert!(after.iter().all(|e| e.3 >= listed), "{after:?}");
     assert_eq!(after, logged(&live, t));
+}
+
+/// dockerd logs a container's `die` before its list shows it exited: a
+/// list taken right after the history must not undo the stops the history
+/// just told (the subscription resumes after them, so nothing would ever
+/// tell them again). The history's last word on each container wins.
+#[tokio::test(flavor = "current_thread")]
+async fn a_list_that_lags_the_history_does_not_undo_it() {
+    let live = Live::new("r", 5, SlowReader::Drop, Live::DOCKERD_QUEUE, 14);
+    let (_engine, mut w) = start(&live);
+    let mut model = warm_up(&live, &mut w).await;
+
+    live.lagging_list(true);
+    let cut = now();
+    live.cut(false, 30);
+    disconnected(&mut w).await;
+    let replayed = until_connected(&mut w).await;
+    // The replay, exactly; no `resync` event reverts a stop.
+    assert_eq!(replayed, logged(&live, cut));
+    apply(&mut model, &replayed);
+    assert_eq!(model, live.snapshot());
+
+    // The same on a first dial: a container that just died is not taken
+    // for running by a new watch.
+    let (_second_engine, mut fresh) = start_with(&live, true);
+    let first = until_connected(&mut fresh).await;
+    let mut fresh_model = BTreeMap::new();
+    apply(&mut fresh_model, &first);
+    assert_eq!(fresh_model, live.snapshot());
+    live.lagging_list(false);
 }

@@ -73,9 +73,9 @@ impl<K: KnownObjects> Feed<K> {
     pub(crate) fn history<O: Objects<Known = K>>(
         objects: &'static O,
         labels: &Labels,
-        cursor: Cursor,
+        cursor: Option<Cursor>,
     ) -> Self {
-        Self::with(objects, objects.known_history(labels), None, Some(cursor))
+        Self::with(objects, objects.known_history(labels), None, cursor)
     }
 
     fn with<O: Objects<Known = K>>(

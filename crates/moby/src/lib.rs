@@ -73,7 +73,7 @@ mod wire;
 
 use std::collections::VecDeque;
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use lookout_core::{
     BoxError, Dial, DialFuture, Labels, Listed, Observation, ProbeFuture, Session, Watch,
@@ -272,25 +272,21 @@ impl<O: Objects> Dial for CompatDial<O> {
             let (host, tls) = endpoint?;
             // What happened while the feed could not be seen: its exact
             // transitions when the engine's history proves it continues the
-            // feed, else (`None`) the snapshot's diff alone tells it.
-            let replay = match resume {
-                Some(cursor) => {
-                    history::read(
-                        objects,
-                        &labels,
-                        &host,
-                        &tls,
-                        &since(&events_path, cursor),
-                        cursor,
-                    )
-                    .instrument(tracing::debug_span!("conn", provider, %host, request = "history"))
-                    .await?
-                }
-                None => None,
-            };
-            // Subscribe from the history's end, or from now: nothing of the
-            // past comes after the snapshot.
-            let from = replay.as_ref().map(|r| r.end);
+            // feed, else the snapshot's diff alone tells it.
+            let past = history::read(
+                objects,
+                &labels,
+                &host,
+                &tls,
+                &events_path,
+                resume,
+                SystemTime::now(),
+            )
+            .instrument(tracing::debug_span!("conn", provider, %host, request = "history"))
+            .await?;
+            // Subscribe from the history's end (without one, from now):
+            // nothing of the past comes after the snapshot.
+            let from = past.as_ref().and_then(|p| p.end);
             tracing::debug!(provider, %host, ?resume, ?from, "subscribing to /events");
             let subscription = from.map_or_else(|| events_path.clone(), |c| since(&events_path, c));
             let events = http::get(&host, &tls, &subscription)
@@ -309,15 +305,18 @@ impl<O: Objects> Dial for CompatDial<O> {
             }
             .instrument(tracing::debug_span!("conn", provider, %host, request = "list"))
             .await?;
-            let listed = objects
+            let mut listed = objects
                 .parse_list(&list)
                 .map_err(|reason| CompatError::List {
                     path: path.to_owned(),
                     reason,
                 })?;
             tracing::debug!(provider, objects = listed.len(), "listed");
+            if let Some(past) = &past {
+                history::correct(&mut listed, &past.last);
+            }
             let feed = feed::Feed::new(objects, &labels, from, &listed);
-            let replayed = replay.map(|r| r.observations).unwrap_or_default();
+            let replayed = past.and_then(|p| p.replay).unwrap_or_default();
             Ok(session(host, tls, provider, replayed, listed, feed, events))
         })
     }

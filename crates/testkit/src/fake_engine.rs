@@ -152,11 +152,18 @@ async fn serve(
             "/events" => {
                 counter.fetch_add(1, Ordering::SeqCst);
                 let script = match backend {
+                    // A history request (`until` or `stream=false`): this
+                    // engine keeps no history.
+                    Backend::Script(_) if is_history(&target) => {
+                        return past_events(conn, &[]).await;
+                    }
                     Backend::Script(script) => script,
                     Backend::Live(feed) => {
                         let since = time_of(&target, "since");
                         return match time_of(&target, "until") {
-                            Some(until) => past_events(conn, feed, since, until).await,
+                            Some(until) => {
+                                past_events(conn, &feed.past(since.unwrap_or(0), until)).await
+                            }
                             None => live_events(conn, feed, since).await,
                         };
                     }
@@ -229,21 +236,22 @@ fn time_of(target: &str, name: &str) -> Option<i64> {
     Some(secs.parse::<i64>().ok()? * 1_000_000_000 + frac.get(..9)?.parse::<i64>().ok()?)
 }
 
-/// `/events` of a [`Live`] engine with `until` (in the past, as lookout
-/// sends it): the events it still has from `since` to `until`, then the end
-/// of the body, as dockerd answers.
-async fn past_events(
-    mut conn: UnixStream,
-    feed: &Live,
-    since: Option<i64>,
-    until: i64,
-) -> std::io::Result<()> {
+/// Whether `/events` asks for the past only (`until`, or Podman's
+/// `stream=false`).
+fn is_history(target: &str) -> bool {
+    time_of(target, "until").is_some() || target.contains("stream=false")
+}
+
+/// `/events` with `until` (in the past, as lookout sends it): `lines`, the
+/// events the engine still has from `since` to `until`, then the end of the
+/// body, as dockerd answers.
+async fn past_events(mut conn: UnixStream, lines: &[Arc<[u8]>]) -> std::io::Result<()> {
     let mut out = Vec::from(
         &b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\
            Api-Version: 1.47\r\nTransfer-Encoding: chunked\r\n\r\n"[..],
     );
-    for line in feed.past(since.unwrap_or(0), until) {
-        push_chunk(&mut out, &line);
+    for line in lines {
+        push_chunk(&mut out, line);
     }
     out.extend_from_slice(b"0\r\n\r\n");
     conn.write_all(&out).await?;
@@ -332,6 +340,9 @@ pub enum State {
 struct Container {
     uid: String,
     state: State,
+    /// Listed as still running: it died while the list lagged (see
+    /// [`Live::lagging_list`]).
+    lags: bool,
 }
 
 #[derive(Debug)]
@@ -374,6 +385,8 @@ pub struct Live {
     pub dropped: AtomicU64,
     /// Subscribers closed as slow readers ([`SlowReader::Close`]).
     pub closed_slow: AtomicU64,
+    /// See [`Live::lagging_list`].
+    lagging_list: std::sync::atomic::AtomicBool,
 }
 
 impl Live {
@@ -401,6 +414,7 @@ impl Live {
             published: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
             closed_slow: AtomicU64::new(0),
+            lagging_list: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -432,6 +446,19 @@ impl Live {
         }
         if restart {
             st.history.clear();
+        }
+    }
+
+    /// While on, a container that dies still lists as running until its
+    /// next step, as dockerd's list lags its `die` events (dockerd 20.10
+    /// logs `die` before its list shows the container exited). Its events
+    /// and [`snapshot`](Self::snapshot) tell the truth.
+    pub fn lagging_list(&self, on: bool) {
+        self.lagging_list.store(on, Ordering::Relaxed);
+        if !on {
+            for c in self.lock().containers.values_mut() {
+                c.lags = false;
+            }
         }
     }
 
@@ -470,6 +497,7 @@ impl Live {
                 body.push(',');
             }
             let state = match c.state {
+                _ if c.lags => "running",
                 State::Created => "created",
                 State::Running => "running",
                 State::Exited => "exited",
@@ -553,17 +581,23 @@ impl Live {
                     Container {
                         uid,
                         state: State::Created,
+                        lags: false,
                     },
                 );
                 "create"
             }
-            Some(c) => match c.state {
+            Some(c) => match {
+                // Its next step: the list has caught up.
+                c.lags = false;
+                c.state
+            } {
                 State::Created => {
                     c.state = State::Running;
                     "start"
                 }
                 State::Running => {
                     c.state = State::Exited;
+                    c.lags = self.lagging_list.load(Ordering::Relaxed);
                     "die"
                 }
                 State::Exited if z & (1 << 40) == 0 => {
