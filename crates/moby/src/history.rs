@@ -425,10 +425,7 @@ mod tests {
             assert!(!c.continues);
             // Decoded all the same, to correct the list.
             assert!(c.seen.is_empty());
-            assert_eq!(
-                c.missed.len(),
-                history.iter().filter(|b| **b == b'\n').count()
-            );
+            assert_eq!(c.missed.len(), memchr::memchr_iter(b'\n', &history).count());
         }
         // A history that ends with the last event seen: nothing was missed.
         let history = event("die", "c1", "web", 100);
@@ -458,15 +455,15 @@ mod tests {
             ("created".into(), EventKind::Created),
         ]
         .into();
-        let mut list = vec![
+        let mut listing = vec![
             listed("a", "stopped", true),
             listed("b", "started", false),
             listed("c", "removed", false),
             listed("d", "created", true),
             listed("e", "unseen", true),
         ];
-        correct(&mut list, &last);
-        let now: Vec<(&str, bool)> = list.iter().map(|l| (l.id.as_str(), l.running)).collect();
+        correct(&mut listing, &last);
+        let now: Vec<(&str, bool)> = listing.iter().map(|l| (l.id.as_str(), l.running)).collect();
         assert_eq!(now, [("a", false), ("b", true), ("d", false), ("e", true)]);
     }
 
