@@ -572,6 +572,10 @@ impl Live {
     fn step(&self, st: &mut LiveState) -> (i64, Arc<[u8]>) {
         let z = st.rng.next_u64();
         let name = format!("{}-{}", self.prefix, z % self.names as u64);
+        if let Some(c) = st.containers.get_mut(&name) {
+            // Its next step: the list has caught up.
+            c.lags = false;
+        }
         let action = match st.containers.get_mut(&name) {
             None => {
                 let uid = format!("{:064x}", st.next_uid.wrapping_mul(0x9E37_79B9_7F4A_7C15));
@@ -586,11 +590,7 @@ impl Live {
                 );
                 "create"
             }
-            Some(c) => match {
-                // Its next step: the list has caught up.
-                c.lags = false;
-                c.state
-            } {
+            Some(c) => match c.state {
                 State::Created => {
                     c.state = State::Running;
                     "start"
