@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use EventKind::{Created, Removed, Started, Stopped};
-use Origin::{Live, Resync};
+use Origin::Live;
 use lookout_core::{
     Error, EventKind, InstanceEvent, Item, Labels, Origin, ReconnectPolicy, Status, Watch,
     WatchConfig,
@@ -445,9 +445,11 @@ pub async fn daemon_restart(engine: &'static Engine) {
 }
 
 /// The connection drops while a watched container stops, starts and stops
-/// again: the redial resumes with `since`, the engine replays what it
-/// missed, and each transition is reported once — the first stop by the
-/// resync, the rest live, in order.
+/// again: the redial first reads the engine's history since the cursor (a
+/// request that ends by itself), finds the last event seen in it
+/// (continuity), and reports what it missed as exact transitions, live, in
+/// order, before the resync's `Connected`; the list then finds nothing
+/// more, and the new subscription starts where the history ended.
 pub async fn blip(engine: &'static Engine) {
     let started = Instant::now();
     require(engine);
@@ -477,7 +479,7 @@ pub async fn blip(engine: &'static Engine) {
         [
             (Created, Live),
             (Started, Live),
-            (Stopped, Resync),
+            (Stopped, Live),
             (Started, Live),
             (Stopped, Live),
             (Removed, Live),
@@ -485,7 +487,20 @@ pub async fn blip(engine: &'static Engine) {
         "{}",
         summary(&w.seen)
     );
-    assert_eq!(relay.counts().events_requests, 2, "one redial");
+    // The replayed stop/start/stop came before the redial's Connected.
+    let connected = w
+        .seen
+        .iter()
+        .rposition(|i| matches!(i, Item::Status(Status::Connected { .. })))
+        .expect("connected");
+    let replayed = w.seen[..connected]
+        .iter()
+        .filter(|i| matches!(i, Item::Event(e) if e.id.as_str() == a))
+        .count();
+    assert_eq!(replayed, 5, "{}", summary(&w.seen));
+    // A redial with a cursor makes two /events requests: the history since
+    // the cursor, then the new subscription. With the first subscription: 3.
+    assert_eq!(relay.counts().events_requests, 3, "one redial");
     report(engine, "blip", started, &w);
 }
 
