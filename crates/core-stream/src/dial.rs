@@ -35,16 +35,24 @@ pub trait Dial: Send + 'static {
 
     /// Opens a session. `resume` is the cursor of the newest change or progress
     /// seen so far (`None` on the first dial, or when the engine gave none).
-    /// The session must start with a snapshot. Resolve the engine's address
-    /// anew on every dial (a socket file may have been recreated).
+    /// Resolve the engine's address anew on every dial (a socket file may have
+    /// been recreated).
     ///
-    /// A session must not yield again a change already seen up to `resume`
-    /// (an inclusive `since` replays the last one; for a feed with ordered
-    /// times, that is every change at or before the cursor): it was applied
-    /// before the new snapshot, which may have moved on since, so a replayed
-    /// `start` after a snapshot that says "stopped" would be a new (wrong)
-    /// transition. The core swallows a replay that changes nothing, not one
-    /// that contradicts the snapshot.
+    /// The session starts with a snapshot, which tells the present. Before
+    /// it, and only there, a session may yield the changes made since
+    /// `resume` that the session before did not see, when the engine proves
+    /// them complete (its replay holds the change at `resume`, so nothing is
+    /// missing between): the consumer then gets the exact transitions, in
+    /// order, and the snapshot finds nothing left to tell. Without that
+    /// proof, the snapshot's diff alone tells what happened.
+    ///
+    /// After the snapshot, a session must not yield a change from before it:
+    /// subscribe to the feed before listing, from the end of what was
+    /// replayed or from now, never with a replay of the past (a replayed
+    /// `start` after a snapshot that says "stopped" would be a new, wrong
+    /// transition, and even a right one would tell the past as news). The
+    /// core swallows a change that changes nothing (one racing the list),
+    /// not one that contradicts the snapshot.
     fn dial(&mut self, resume: Option<&Self::Cursor>) -> DialFuture<Self::Cursor>;
 
     /// A cheap liveness check (Docker's `/_ping`) the core runs when a session

@@ -15,7 +15,12 @@
 //!   [`WatchConfig::resync_after_lag`], and one every
 //!   [`WatchConfig::resync_every`]);
 //! - **repeats no transition**: a live change passes only when it changes the
-//!   known state (an inclusive `since` replay, a relist racing the feed);
+//!   known state (a relist racing the feed);
+//! - **never tells the past as news**: what happened while the feed could
+//!   not be seen comes either as the engine's exact replay (live, with its
+//!   times, before the snapshot; when the engine proves it complete) or as
+//!   the snapshot's diff ([`Origin::Resync`]), never both, and before every
+//!   event that happened after the snapshot;
 //! - **notices a hung connection**: silence is probed, and a failed or late
 //!   probe replaces the session;
 //! - **leaks nothing**: no task is spawned and no channel is used, so dropping

@@ -106,7 +106,10 @@ pub enum Origin {
     /// From the first snapshot, only when the caller asked for it
     /// ([`WatchConfig::initial`](crate::WatchConfig::initial)).
     Initial,
-    /// From the engine's live change feed.
+    /// From the engine's change feed, with the engine's timestamp: as it
+    /// happened, or, right after a reconnect and before its snapshot's
+    /// [`Status::Connected`](crate::Status::Connected), the engine's exact
+    /// replay of what happened while disconnected (`at` tells when).
     Live,
     /// Found by a resync (after a reconnect or a periodic relist): the transition
     /// happened while the change feed could not tell us.
@@ -187,7 +190,9 @@ pub struct Change<C> {
 /// What a session yields: snapshots and live changes.
 ///
 /// A session starts with a snapshot (`ResyncBegin`, any number of `Listed`,
-/// `ResyncDone`) and then yields live changes. It may relist again later with
+/// `ResyncDone`) and then yields live changes; after a reconnect, the
+/// snapshot may be preceded by the engine's proven-complete replay of the
+/// changes made meanwhile (see [`Dial::dial`](crate::Dial::dial)). It may relist again later with
 /// another `ResyncBegin … ResyncDone` (as a Kubernetes watcher does after
 /// `410 Gone`). Any observation counts as a sign of life for stall detection.
 #[derive(Clone, Debug, PartialEq, Eq)]

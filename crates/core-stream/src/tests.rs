@@ -393,6 +393,90 @@ async fn resync_emits_missed_transitions() {
     );
 }
 
+/// A session that proved its replay of the time it could not see continues
+/// the feed yields those changes before its snapshot: the consumer gets the
+/// exact transitions (live, in the engine's order, with its times), then the
+/// snapshot, which finds nothing left to tell, then what came after. The
+/// past never follows the present, and nothing is told twice.
+#[tokio::test(start_paused = true)]
+async fn a_replayed_history_comes_before_the_snapshot() {
+    use EventKind::{Created, Removed, Started, Stopped};
+    let dial = Scripted::default();
+    let s1 = dial.session();
+    let s2 = dial.session();
+    let s3 = dial.session();
+    let mut w = Watch::new(dial.clone(), quick());
+
+    snapshot(&s1, &[("a", true)]);
+    assert_eq!(expect_connected(&mut w).await, 1);
+    let _ = s1.send(change("a", Stopped, 5));
+    assert_eq!(next_event(&mut w).await.kind, Stopped);
+    drop(s1);
+    expect_disconnected(&mut w).await;
+
+    // While disconnected: `a` started and was removed, `a` came again (a new
+    // incarnation), `b` was created. The session replays it, then lists.
+    for (id, kind, t) in [
+        ("a", Started, 6),
+        ("a", Removed, 7),
+        ("a", Created, 8),
+        ("a", Started, 9),
+        ("b", Created, 10),
+    ] {
+        let _ = s2.send(change(id, kind, t));
+    }
+    snapshot(&s2, &[("a", true), ("b", false)]);
+    let _ = s2.send(change("b", Started, 11));
+    let mut got = Vec::new();
+    for _ in 0..5 {
+        let e = next_event(&mut w).await;
+        got.push((short(&e), e.at));
+    }
+    let at = |t| SystemTime::UNIX_EPOCH + Duration::from_secs(t);
+    let l = Origin::Live;
+    assert_eq!(
+        got,
+        [
+            (("a".into(), Started, l), at(6)),
+            (("a".into(), Removed, l), at(7)),
+            (("a".into(), Created, l), at(8)),
+            (("a".into(), Started, l), at(9)),
+            (("b".into(), Created, l), at(10)),
+        ]
+    );
+    // The snapshot agrees: no resync event, and only then what followed it.
+    assert_eq!(expect_connected(&mut w).await, 2);
+    assert_eq!(
+        short(&next_event(&mut w).await),
+        ("b".into(), Started, Origin::Live)
+    );
+    assert_eq!(dial.dials(), [None, Some(5)]);
+
+    // A replay that stops short of the engine's state (a change that raced
+    // the list): the snapshot tells the rest, once, before anything later.
+    drop(s2);
+    expect_disconnected(&mut w).await;
+    let _ = s3.send(change("b", Stopped, 12));
+    snapshot(&s3, &[("a", false), ("b", false)]);
+    let _ = s3.send(change("a", Stopped, 13));
+    let _ = s3.send(change("a", Started, 14));
+    assert_eq!(
+        short(&next_event(&mut w).await),
+        ("b".into(), Stopped, Origin::Live)
+    );
+    assert_eq!(
+        short(&next_event(&mut w).await),
+        ("a".into(), Stopped, Origin::Resync)
+    );
+    assert_eq!(expect_connected(&mut w).await, 2);
+    // A live change the snapshot already told is swallowed; a new one passes.
+    assert_eq!(
+        short(&next_event(&mut w).await),
+        ("a".into(), Started, Origin::Live)
+    );
+    assert_eq!(dial.dials(), [None, Some(5), Some(11)]);
+}
+
 #[tokio::test(start_paused = true)]
 async fn initial_snapshot_on_request() {
     let dial = Scripted::default();

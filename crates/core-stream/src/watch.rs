@@ -194,6 +194,12 @@ impl<C> State<C> {
 ///   [`ReconnectPolicy`], forever;
 /// - after each (re)connect it diffs the engine's snapshot against the last
 ///   known state and yields every missed transition once, [`Origin::Resync`];
+/// - it never tells the past as news: a session may first replay the changes
+///   made while it could not see the feed, exactly (when the engine proves
+///   the replay complete: see [`Dial::dial`]); they come [`Origin::Live`]
+///   with the engine's times, before that session's snapshot, which then has
+///   nothing left to report for them. Every later event happened after the
+///   snapshot (give or take a change racing the session's own requests);
 /// - a live change passes only when it changes the known state, so an
 ///   inclusive `since` replay or a relist racing live events never yields a
 ///   duplicate: for one instance, two consecutive events always differ;
@@ -205,9 +211,10 @@ impl<C> State<C> {
 /// `Watch` is `Unpin` and `Send`. When the consumer stops polling, nothing is
 /// read: the engine's buffer fills and the engine may drop events. A consumer
 /// that comes back after more than [`WatchConfig::resync_after_lag`] gets
-/// what the session has ready, then, at the session's first pause, a relist
-/// whose diff reports the net effect of what the engine dropped and of any
-/// backlog not yet read ([`Origin::Resync`]).
+/// what the session has ready, then, at the session's first pause, a redial:
+/// what the engine dropped and any backlog not yet read come as the engine's
+/// replay when it still reaches back to the last change seen, else as the
+/// relist's net effect ([`Origin::Resync`]).
 ///
 /// ```
 /// use lookout_core::{Dial, DialFuture, Item, Observation, Watch, WatchConfig};

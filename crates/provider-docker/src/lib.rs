@@ -24,12 +24,14 @@
 //! - an engine that is down, restarting or hung is no error: the stream yields
 //!   [`Status::Disconnected`](lookout_core::Status::Disconnected) and redials
 //!   under the one reconnect policy, forever;
-//! - after each (re)connect, a container list is diffed against the known
-//!   state and every missed transition is reported once
-//!   ([`Origin::Resync`](lookout_core::Origin::Resync)); the events after
-//!   the last one seen that dockerd still buffers (its last 256) are replayed
-//!   with `since`, so a short outage's transitions still come through live
-//!   with their times, each passing only when it changes the known state;
+//! - after a reconnect, what happened while disconnected is told once,
+//!   before anything that happened after: when dockerd still buffers the
+//!   last event seen (it keeps its last 256 events, none across a restart),
+//!   as the exact transitions, live, with their times, before the
+//!   reconnect's `Connected`; else as the container list's difference from
+//!   the known state ([`Origin::Resync`](lookout_core::Origin::Resync)).
+//!   Never both, and no `live` event after the list is older than the
+//!   reconnect (see [`compat::History`]);
 //! - a silent connection is probed (`GET /_ping` on a connection of its own)
 //!   after [`WatchConfig::probe_after`](lookout_core::WatchConfig::probe_after) and replaced when the probe fails or
 //!   is late;
@@ -50,8 +52,9 @@
 //! The id is the container name without the leading `/`; a container
 //! recreated under the same name (a new container id) is `Removed` then
 //! `Created`. Labels come from the container list, or for a container created
-//! while watching from its `create` event's attributes minus `name` and
-//! `image` (Docker mixes the labels into the attributes). A container renamed
+//! while watching (or first seen in a replayed history) from its event's
+//! attributes minus `name`, `image`, `exitCode`, `signal` and
+//! `execDuration` (Docker mixes the labels into the attributes). A container renamed
 //! while watched keeps its old id until the next resync.
 //!
 //! The shared Docker-API machinery is in [`compat`]; Podman and Swarm reuse it.
@@ -98,6 +101,7 @@ pub static MAPPING: compat::Mapping = compat::Mapping {
         "prune",
     ],
     non_label_attributes: &["name", "image", "exitCode", "signal", "execDuration"],
+    history: compat::History::Until,
     discovery: compat::Discovery {
         host_var: "DOCKER_HOST",
         sockets: &[("", "/var/run/docker.sock")],

@@ -26,12 +26,14 @@
 //! Those of [`Watch`] and of `lookout_docker`: retried forever, missed
 //! transitions reported once after each reconnect, a silent connection probed
 //! with `/_ping`, an undecodable event skipped, nothing left behind on drop.
-//! Podman keeps its events (journald or a file), so a redial's `since`
-//! replays everything after the cursor, not only a recent buffer: the events
-//! at or before the cursor (already seen; Podman's `since` is a float, so the
-//! redial asks from 1 µs early) are dropped, the core's state swallows the
-//! rest that it already knows, and events of containers gone before the
-//! resync's list are dropped (the resync reported them).
+//! Podman keeps its events (journald or a file) across restarts of its
+//! service, so a redial can nearly always replay what it missed exactly: it
+//! reads the log `since` the last event seen (`stream=false`: the response
+//! ends at the log's end; Podman's `since` is a float, so the redial asks
+//! from 1 µs early), and when the last event seen is in it, reports what
+//! follows as live transitions, in the log's order, before the reconnect's
+//! `Connected`; else the container list's difference (`resync`) tells the
+//! net effect. Never both (see [`compat::History`]).
 //!
 //! # Mapping
 //!
@@ -45,8 +47,9 @@
 //! | `pod`, `system`, `image`, `volume` types | ignored (filtered out by the server) |
 //!
 //! The id is the container name; labels come from the container list, or for
-//! a container created while watching from its `create` event's attributes
-//! minus `name`, `image`, `podId` and `containerExitCode`.
+//! a container created while watching (or first seen in a replayed history)
+//! from its event's attributes minus `name`, `image`, `podId`,
+//! `containerExitCode`, `exitCode` and `health_status`.
 
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
@@ -104,6 +107,7 @@ pub static MAPPING: compat::Mapping = compat::Mapping {
         "exitCode",
         "health_status",
     ],
+    history: compat::History::NoStream,
     discovery: compat::Discovery {
         host_var: "CONTAINER_HOST",
         sockets: &[

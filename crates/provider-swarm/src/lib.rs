@@ -30,9 +30,11 @@
 //!   redials under the one reconnect policy, forever;
 //! - after each (re)connect, the service list is diffed against the known
 //!   state and every missed transition is reported once
-//!   ([`Origin::Resync`](lookout_core::Origin::Resync)); what dockerd still
-//!   buffers of the events after the last one seen is replayed with `since`,
-//!   each event passing only when it changes the known state;
+//!   ([`Origin::Resync`](lookout_core::Origin::Resync)), before anything
+//!   that happened after; nothing of the past is replayed (service events
+//!   carry the service's `UpdatedAt`, so `since` cannot prove a replay
+//!   complete: [`History::Unreliable`](lookout_docker::compat::History)),
+//!   and the new subscription starts from now;
 //! - a silent connection is probed (`GET /_ping` on a connection of its own)
 //!   and replaced when the probe fails or is late;
 //! - an event the client cannot decode, or whose service cannot be
@@ -79,11 +81,10 @@
 //!   inspection is not reported at all;
 //! - a service event's time is the service's `CreatedAt`/`UpdatedAt` (set by
 //!   the manager that made the change; a `remove` is stamped with the local
-//!   clock), so times are not in order across the feed. The cursor is the
-//!   newest time seen, and on a redial only what dockerd replays from
-//!   `since` to the cursor (the events seen last) is dropped; an event with
-//!   an older time passes, and the core's state swallows what it already
-//!   knows ([`Objects::ordered_times`]).
+//!   clock), so times are not in order across the feed, and a change made
+//!   while disconnected may carry a time older than the last event seen.
+//!   A redial therefore replays nothing with `since`: the service list tells
+//!   what changed ([`Objects::history`]).
 //!
 //! # Managers only
 //!
@@ -107,7 +108,7 @@ use std::sync::Arc;
 
 use lookout_core::{EventKind, InstanceId, Labels, Listed, Watch};
 use lookout_docker::compat::{
-    self, Decision, Discovery, Event, KnownObjects, Objects, labels_of, matches,
+    self, Decision, Discovery, Event, History, KnownObjects, Objects, labels_of, matches,
 };
 use serde_json::Value;
 
@@ -192,8 +193,8 @@ impl Objects for Services {
             .collect())
     }
 
-    fn ordered_times(&self) -> bool {
-        false
+    fn history(&self) -> History {
+        History::Unreliable
     }
 
     fn known(&'static self, labels: &Labels, listed: &[Listed]) -> KnownServices {

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use lookout_core::{EventKind, InstanceId, Labels, Listed};
 use serde_json::Value;
 
+use super::history::History;
 use super::host::Discovery;
 use super::mapping::Mapping;
 use super::objects::{Decision, Event, KnownObjects, Objects, labels_of, preview, string_value};
@@ -42,6 +43,10 @@ impl Objects for Mapping {
         parse_list(body, self)
     }
 
+    fn history(&self) -> History {
+        self.history
+    }
+
     fn known(&'static self, _labels: &Labels, listed: &[Listed]) -> KnownContainers {
         KnownContainers {
             mapping: self,
@@ -49,22 +54,37 @@ impl Objects for Mapping {
                 .iter()
                 .filter_map(|l| Some((Arc::clone(l.uid.as_ref()?), Arc::new(l.labels.clone()))))
                 .collect(),
+            replaying: false,
+        }
+    }
+
+    fn known_history(&'static self, _labels: &Labels) -> KnownContainers {
+        KnownContainers {
+            mapping: self,
+            containers: HashMap::new(),
+            replaying: true,
         }
     }
 }
 
 /// The containers one session may report, and their labels.
 ///
-/// A change passes only for a container the snapshot listed or whose `create`
-/// this session saw. Any other event is from before the snapshot, about a
-/// container that was already gone when it was taken (the resync reported its
-/// removal): passing it on would resurrect the container for a moment. The
-/// engine filters the events by label, so every container here is watched.
+/// On a subscription, a change passes only for a container the snapshot
+/// listed or whose `create` this session saw. Any other event is from before
+/// the snapshot, about a container that was already gone when it was taken
+/// (the resync reported its removal): passing it on would resurrect the
+/// container for a moment. While a redial replays the engine's history
+/// (before any list), every container in it passes: the session before saw
+/// them. The engine filters the events by label, so every container here is
+/// watched.
 #[derive(Debug)]
 pub struct KnownContainers {
     mapping: &'static Mapping,
     /// Container id → labels.
     pub(crate) containers: HashMap<Arc<str>, Arc<Labels>>,
+    /// Replaying the history: a container first seen in it takes its labels
+    /// from the event's attributes, whatever the event.
+    replaying: bool,
 }
 
 impl KnownObjects for KnownContainers {
@@ -82,7 +102,7 @@ impl KnownObjects for KnownContainers {
         let uid = event.uid();
         let labels = if let Some(labels) = self.containers.get(uid) {
             Arc::clone(labels)
-        } else if kind == EventKind::Created {
+        } else if kind == EventKind::Created || self.replaying {
             // The engine mixes the labels into the attributes.
             let labels: Arc<Labels> = Arc::new(
                 event
@@ -171,6 +191,7 @@ mod tests {
         actions: &[],
         ignored: &[],
         non_label_attributes: &[],
+        history: History::Until,
         discovery: Discovery {
             host_var: "LOOKOUT_TEST_HOST",
             sockets: &[],

@@ -5,6 +5,7 @@ use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::fmt;
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use lookout_core::{Change, InstanceId, Labels, Listed, Observation};
 use serde::Deserializer as _;
@@ -16,14 +17,13 @@ use super::objects::{Attributes, Decision, Event, KnownObjects, Objects, preview
 
 /// A position in an engine's event feed: the event's `timeNano`.
 ///
-/// A redial asks for the events `since` this time, minus 1 µs: Docker's `since`
-/// is inclusive and exact, Podman parses it as a float (precise to about
-/// 0.25 µs). The feed then drops what it replays of the events seen before
-/// the redial: with ordered times (containers) every event at or before the
-/// cursor (two events in the same nanosecond, one seen and one not, would lose
-/// the second; engines stamp events with the nanosecond clock, so this is left
-/// as it is); without (Swarm services) only those from `since` to the cursor
-/// (see [`Objects::ordered_times`](super::Objects::ordered_times)).
+/// A redial reads the history `since` this time, minus 1 µs (Docker's
+/// `since` is inclusive and exact, Podman parses it as a float, precise to
+/// about 0.25 µs), to prove that it continues the feed (see
+/// [`History`](super::History)); a subscription resumed from a cursor drops
+/// every event at or before it (two events in the same nanosecond, one seen
+/// and one not, would lose the second; engines stamp events with the
+/// nanosecond clock, so this is left as it is).
 ///
 /// The cursor only moves forward: it is the newest time seen, whatever the
 /// order the events came in.
@@ -36,20 +36,27 @@ impl Cursor {
         Self(nanos)
     }
 
+    /// The cursor at `time` (the epoch for an earlier time).
+    pub(crate) fn from_system_time(time: SystemTime) -> Self {
+        Self(
+            time.duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)),
+        )
+    }
+
     /// Nanoseconds since the Unix epoch.
     pub fn unix_nanos(self) -> i64 {
         self.0
     }
 
-    /// The `since` query value: `seconds.nanoseconds`, 1 µs before the cursor.
-    pub(crate) fn since(self) -> String {
-        let t = self.since_nanos();
-        format!("{}.{:09}", t / 1_000_000_000, t % 1_000_000_000)
+    /// The time as a query value: `seconds.nanoseconds`.
+    pub(crate) fn query(self) -> String {
+        format!("{}.{:09}", self.0 / 1_000_000_000, self.0 % 1_000_000_000)
     }
 
-    /// The `since` of a redial from this cursor, in nanoseconds.
-    pub(crate) fn since_nanos(self) -> i64 {
-        self.0.saturating_sub(1_000).max(0)
+    /// The `since` query value: 1 µs before the cursor.
+    pub(crate) fn since(self) -> String {
+        Self(self.0.saturating_sub(1_000).max(0)).query()
     }
 }
 
@@ -79,7 +86,8 @@ pub(crate) const MAX_LINE: usize = 1 << 20;
 pub(crate) struct Feed<K> {
     provider: &'static str,
     event_type: &'static str,
-    ordered_times: bool,
+    /// The cursor a subscription resumed from: every event at or before it
+    /// was seen (see [`Cursor`]).
     resume: Option<Cursor>,
     /// The newest cursor reported: cursors only move forward, so that an
     /// event with a bogus old time cannot send a redial far back.
@@ -92,22 +100,48 @@ pub(crate) struct Feed<K> {
 }
 
 impl<K: KnownObjects> Feed<K> {
+    /// The feed of a subscription, resumed from `resume` (`None`: from now),
+    /// after a snapshot that `listed` these objects.
     pub(crate) fn new<O: Objects<Known = K>>(
         objects: &'static O,
         labels: &Labels,
         resume: Option<Cursor>,
         listed: &[Listed],
     ) -> Self {
+        Self::with(objects, objects.known(labels, listed), resume, resume)
+    }
+
+    /// The feed of a history read past the last event seen, at `cursor`:
+    /// it drops nothing by time (what follows that event was not seen), and
+    /// its cursors never go back before `cursor`.
+    pub(crate) fn history<O: Objects<Known = K>>(
+        objects: &'static O,
+        labels: &Labels,
+        cursor: Cursor,
+    ) -> Self {
+        Self::with(objects, objects.known_history(labels), None, Some(cursor))
+    }
+
+    fn with<O: Objects<Known = K>>(
+        objects: &'static O,
+        known: K,
+        resume: Option<Cursor>,
+        newest: Option<Cursor>,
+    ) -> Self {
         Self {
             provider: objects.provider(),
             event_type: objects.event_type(),
-            ordered_times: objects.ordered_times(),
             resume,
-            newest: resume,
-            known: objects.known(labels, listed),
+            newest,
+            known,
             partial: Vec::new(),
             overlong: false,
         }
+    }
+
+    /// The newest event time seen (or the cursor it started from).
+    pub(crate) fn newest(&self) -> Option<Cursor> {
+        self.newest
     }
 
     /// Feeds a piece of the body; pushes a step per complete line.
@@ -183,14 +217,9 @@ impl<K: KnownObjects> Feed<K> {
         }
     }
 
-    /// Whether an event at `time` may be one the sessions before the redial
-    /// saw, replayed by its `since` (see [`Objects::ordered_times`]).
+    /// Whether an event at `time` was seen before this subscription resumed.
     fn seen_before(&self, time: Cursor) -> bool {
-        match self.resume {
-            None => false,
-            Some(r) if self.ordered_times => time <= r,
-            Some(r) => r.since_nanos() <= time.0 && time <= r,
-        }
+        self.resume.is_some_and(|r| time <= r)
     }
 
     /// Decodes one line. `None` for a blank line; an undecodable, unwanted or
@@ -313,6 +342,15 @@ impl<K: KnownObjects> Feed<K> {
             }
         }
     }
+}
+
+/// The time of an event line (`timeNano`, else `time`), when it decodes.
+pub(crate) fn line_time(line: &[u8]) -> Option<Cursor> {
+    let line = line.trim_ascii();
+    if line.is_empty() {
+        return None;
+    }
+    Wire::decode(line).ok()?.time()
 }
 
 /// What lookout reads of an event line, borrowed from the line where it can:
@@ -638,6 +676,7 @@ fn attribute_name(attributes: &RawValue) -> Option<Cow<'_, str>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::compat::History;
     use crate::compat::containers::KnownContainers;
     use crate::compat::host::Discovery;
     use crate::compat::mapping::Mapping;
@@ -654,6 +693,7 @@ mod tests {
         ],
         ignored: &["kill", "exec_start"],
         non_label_attributes: &["name", "image"],
+        history: History::Until,
         discovery: Discovery {
             host_var: "LOOKOUT_TEST_HOST",
             sockets: &[],
@@ -976,7 +1016,7 @@ mod tests {
         assert_eq!(Cursor(10).since(), "0.000000000");
     }
 
-    /// A kind whose event times are not ordered and whose every event needs
+    /// A kind without a reliable history whose every event needs
     /// an inspection: the object's `{"running": bool}`.
     #[derive(Debug)]
     struct Inspected;
@@ -1006,8 +1046,8 @@ mod tests {
         fn parse_list(&self, _body: &[u8]) -> Result<Vec<Listed>, String> {
             Ok(Vec::new())
         }
-        fn ordered_times(&self) -> bool {
-            false
+        fn history(&self) -> History {
+            History::Unreliable
         }
         fn known(&'static self, _labels: &Labels, _listed: &[Listed]) -> KnownInspected {
             KnownInspected
@@ -1058,33 +1098,6 @@ mod tests {
                 }
             })
             .collect()
-    }
-
-    #[test]
-    fn unordered_times_drop_only_the_replay_window() {
-        // Redialed from 1_000_000: the engine replays from 999_000 on.
-        let mut feed = Feed::new(&Inspected, &Labels::new(), Some(Cursor(1_000_000)), &[]);
-        let running = Ok(Some(serde_json::json!({"running": true})));
-        let out = inspect_all(
-            &mut feed,
-            &[
-                // Replayed: seen before the redial.
-                thing("a", 1_000_000),
-                thing("b", 999_000),
-                // Older than `since`: no replay, a live event with an old stamp.
-                thing("c", 998_999),
-                thing("d", 5),
-                // Newer than the cursor: never seen.
-                thing("e", 1_000_001),
-            ],
-            &running,
-        );
-        assert_eq!(out[0], Observation::Progress(None));
-        assert_eq!(out[1], Observation::Progress(None));
-        // A live event older than the cursor passes, without moving it back.
-        assert_eq!(change(&out[2]), ("c", EventKind::Started, -1));
-        assert_eq!(change(&out[3]), ("d", EventKind::Started, -1));
-        assert_eq!(change(&out[4]), ("e", EventKind::Started, 1_000_001));
     }
 
     #[test]

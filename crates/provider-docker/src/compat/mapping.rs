@@ -3,6 +3,7 @@
 
 use lookout_core::EventKind;
 
+use super::history::History;
 use super::host::Discovery;
 
 /// How one engine's containers are read through its Docker-compatible API:
@@ -27,6 +28,9 @@ pub struct Mapping {
     /// container's labels from its `create` event minus these keys (a listed
     /// container's labels come from the list, exactly).
     pub non_label_attributes: &'static [&'static str],
+    /// How the engine replays, to a redial, the events its last session
+    /// missed.
+    pub history: History,
     /// Where the engine listens when the caller names no host.
     pub discovery: Discovery,
 }

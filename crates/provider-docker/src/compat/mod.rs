@@ -8,13 +8,23 @@
 //!   TCP, or TLS with rustls), driven by whoever polls it: no pool, no spawned
 //!   task, so dropping the session or the probe closes its socket at once.
 //!   The host is resolved anew on every dial.
-//! - **a session** ([`CompatDial`]): subscribe to `/events` with server-side
-//!   filters (the objects' `type`, their actions, the caller's labels when
-//!   the events carry labels, and `since` when resuming), then list the
-//!   objects (`/containers/json?all=1`, `/services`) with the caller's label
-//!   filter, then yield `ResyncBegin`, the objects, `ResyncDone`, and the
-//!   events as they come (those that raced the list included: the core
-//!   swallows what it already knows).
+//! - **a session** ([`CompatDial`]): on a redial, first read the engine's
+//!   history since the last event seen, with a request that ends by itself
+//!   ([`History`]); then subscribe to `/events` with server-side filters
+//!   (the objects' `type`, their actions, the caller's labels when the events
+//!   carry labels, and `since` the history's end when the history was kept),
+//!   then list the objects (`/containers/json?all=1`, `/services`) with the
+//!   caller's label filter; then yield the history's changes, `ResyncBegin`,
+//!   the objects, `ResyncDone`, and the events as they come (those that
+//!   raced the list included: the core swallows what it already knows).
+//! - **the ordering after a reconnect**: what happened while the feed could
+//!   not be seen is told either as the exact transitions (the history holds
+//!   the last event seen, so it continues the feed: its events come live,
+//!   with the engine's times, before the snapshot) or as the snapshot's net
+//!   effect (no proof: the history is dropped and the subscription asks for
+//!   nothing of the past), never both; after the snapshot only what the
+//!   subscription sees comes live: changes from the reconnect's own requests
+//!   on.
 //! - **decoding** the `/events` body line by line, so that one bad line costs
 //!   one event, never the session: an undecodable line (bad JSON, missing
 //!   fields, over 1 MiB) is skipped with one `warn` and yields
@@ -26,19 +36,19 @@
 //!   own; an object gone meanwhile, or an answer that cannot be used, costs
 //!   that event only; a connection failure, or no answer within 30 s, ends
 //!   the session).
-//! - **the cursor** ([`Cursor`]): the newest `timeNano` seen; a redial passes
-//!   `since` (1 µs early, see [`Cursor`]) and drops what the engine replays
-//!   of the events seen before: they were seen, and the snapshot may have
-//!   moved on since (see [`Objects::ordered_times`] for engines whose event
-//!   times are not in order).
+//! - **the cursor** ([`Cursor`]): the newest `timeNano` seen; a redial reads
+//!   the history `since` it (1 µs early, see [`Cursor`]), and a subscription
+//!   resumed from the history's end drops what the engine replays of the
+//!   events seen before it.
 //! - **the probe**: `GET /_ping` on a connection of its own.
 //!
 //! Containers: the instance id is the container name (without the leading
 //! `/`), the `uid` the container id, so a container recreated under the same
-//! name is reported `Removed` then `Created`. An event of a container that
-//! the snapshot did not list and whose `create` the session has not seen is
-//! dropped (it is from before the snapshot; the resync reported the
-//! container's end).
+//! name is reported `Removed` then `Created`. On a subscription, an event of
+//! a container that the snapshot did not list and whose `create` the session
+//! has not seen is dropped (it is from before the snapshot; the resync
+//! reported the container's end), so an event of an earlier incarnation
+//! never stands for the current one.
 
 mod containers;
 mod error;
@@ -46,6 +56,7 @@ mod feed;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
+mod history;
 mod host;
 mod http;
 mod mapping;
@@ -67,6 +78,7 @@ use tracing::Instrument;
 pub use containers::KnownContainers;
 pub use error::CompatError;
 pub use feed::Cursor;
+pub use history::History;
 pub use host::{ConfigError, Discovery, Host};
 pub use mapping::Mapping;
 pub use objects::{Decision, Event, KnownObjects, Objects, labels_of, matches, string_value};
@@ -212,7 +224,9 @@ impl<O: Objects> CompatDial<O> {
             .collect()
     }
 
-    fn events_path(&self, resume: Option<Cursor>) -> String {
+    /// `/events` with the session's filters (the objects' type and actions,
+    /// the caller's labels when the events carry them), without `since`.
+    fn events_path(&self) -> String {
         let mut filters = json!({ "type": [self.objects.event_type()] });
         let actions = self.objects.actions();
         if !actions.is_empty() {
@@ -221,12 +235,7 @@ impl<O: Objects> CompatDial<O> {
         if self.objects.labels_in_events() && !self.labels.is_empty() {
             filters["label"] = json!(self.label_filter());
         }
-        let mut path = format!("/events?filters={}", encode(&filters.to_string()));
-        if let Some(cursor) = resume {
-            path.push_str("&since=");
-            path.push_str(&cursor.since());
-        }
-        path
+        format!("/events?filters={}", encode(&filters.to_string()))
     }
 
     fn list_path(&self) -> String {
@@ -249,13 +258,35 @@ impl<O: Objects> Dial for CompatDial<O> {
         let provider = objects.provider();
         let resume = resume.copied();
         let endpoint = self.endpoint();
-        let events_path = self.events_path(resume);
+        let events_path = self.events_path();
         let list_path = self.list_path();
         let labels = self.labels.clone();
         Box::pin(async move {
             let (host, tls) = endpoint?;
-            tracing::debug!(provider, %host, ?resume, "subscribing to /events");
-            let events = http::get(&host, &tls, &events_path)
+            // What happened while the feed could not be seen: its exact
+            // transitions when the engine's history proves it continues the
+            // feed, else (`None`) the snapshot's diff alone tells it.
+            let replay = match resume {
+                Some(cursor) => {
+                    history::read(
+                        objects,
+                        &labels,
+                        &host,
+                        &tls,
+                        &since(&events_path, cursor),
+                        cursor,
+                    )
+                    .instrument(tracing::debug_span!("conn", provider, %host, request = "history"))
+                    .await?
+                }
+                None => None,
+            };
+            // Subscribe from the history's end, or from now: nothing of the
+            // past comes after the snapshot.
+            let from = replay.as_ref().map(|r| r.end);
+            tracing::debug!(provider, %host, ?resume, ?from, "subscribing to /events");
+            let subscription = from.map_or_else(|| events_path.clone(), |c| since(&events_path, c));
+            let events = http::get(&host, &tls, &subscription)
                 .instrument(tracing::debug_span!("conn", provider, %host, request = "events"))
                 .await?
                 .ok("/events")
@@ -278,8 +309,9 @@ impl<O: Objects> Dial for CompatDial<O> {
                     reason,
                 })?;
             tracing::debug!(provider, objects = listed.len(), "listed");
-            let feed = feed::Feed::new(objects, &labels, resume, &listed);
-            Ok(session(host, tls, provider, listed, feed, events))
+            let feed = feed::Feed::new(objects, &labels, from, &listed);
+            let replayed = replay.map(|r| r.observations).unwrap_or_default();
+            Ok(session(host, tls, provider, replayed, listed, feed, events))
         })
     }
 
@@ -305,17 +337,27 @@ impl<O: Objects> Dial for CompatDial<O> {
     }
 }
 
-/// The session: the snapshot, then the events as they are decoded (each
-/// inspection they ask for on a connection of its own, in order).
+/// `events_path` resumed from `cursor`.
+fn since(events_path: &str, cursor: Cursor) -> String {
+    format!("{events_path}&since={}", cursor.since())
+}
+
+/// The session: the history replayed (what was missed, exactly), the
+/// snapshot, then the events as they are decoded (each inspection they ask
+/// for on a connection of its own, in order).
 fn session<K: KnownObjects>(
     host: Host,
     tls: host::TlsEnv,
     provider: &'static str,
+    replayed: Vec<Observation<Cursor>>,
     listed: Vec<Listed>,
     mut feed: feed::Feed<K>,
     mut events: http::Exchange,
 ) -> Session<Cursor> {
     Box::pin(async_stream::stream! {
+        for obs in replayed {
+            yield Ok(obs);
+        }
         yield Ok(Observation::ResyncBegin);
         for l in listed {
             yield Ok(Observation::Listed(l));
@@ -427,6 +469,7 @@ mod tests {
         actions: &[("start", EventKind::Started), ("die", EventKind::Stopped)],
         ignored: &[],
         non_label_attributes: &["name"],
+        history: History::Until,
         discovery: Discovery {
             host_var: "LOOKOUT_TEST_UNSET_HOST",
             sockets: &[("", "/nonexistent/test.sock")],
@@ -451,7 +494,7 @@ mod tests {
     fn request_paths_carry_the_filters() {
         let labels = Labels::from([("lookout.test".into(), "a b&c=d".into())]);
         let dial = CompatDial::new(&TABLE, None, labels).expect("default host");
-        let events = dial.events_path(Some(Cursor::from_unix_nanos(2_000_001_000)));
+        let events = since(&dial.events_path(), Cursor::from_unix_nanos(2_000_001_000));
         let (path, query) = events.split_once('?').expect("query");
         assert_eq!(path, "/events");
         let (filters, since) = query.split_once("&since=").expect("since");
@@ -463,7 +506,7 @@ mod tests {
             filters,
             json!({"type": ["container"], "event": ["start", "die"], "label": ["lookout.test=a b&c=d"]})
         );
-        assert!(!dial.events_path(None).contains("since"));
+        assert!(!dial.events_path().contains("since"));
         assert_eq!(
             decode(&dial.list_path()),
             r#"/containers/json?all=1&filters={"label":["lookout.test=a b&c=d"]}"#

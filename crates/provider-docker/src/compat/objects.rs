@@ -10,6 +10,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::feed::Cursor;
+use super::history::History;
 use super::host::Discovery;
 
 /// The objects one kind of session watches on an engine speaking the Docker
@@ -51,22 +52,22 @@ pub trait Objects: fmt::Debug + Send + Sync + 'static {
     /// Decodes the list; `Err` says why it is unusable.
     fn parse_list(&self, body: &[u8]) -> Result<Vec<Listed>, String>;
 
-    /// Whether the engine stamps events in the order it sends them.
-    ///
-    /// With ordered times (Docker's and Podman's container events), a redial
-    /// drops every event at or before the cursor: it can only be a replay of
-    /// one seen before. Without (Swarm stamps a service event with the
-    /// service's `UpdatedAt`), an event older than the redial's `since` cannot
-    /// be a replay — the engine replays only from `since` — so it is a live
-    /// event and passes; only the window from `since` to the cursor, where
-    /// the events seen last are replayed, is dropped.
-    fn ordered_times(&self) -> bool {
-        true
-    }
+    /// How the engine replays, to a redial, the events of these objects that
+    /// its last session did not see: see [`History`].
+    fn history(&self) -> History;
 
     /// What a new session knows: the objects the snapshot `listed`, under the
     /// caller's label filter `labels`.
     fn known(&'static self, labels: &Labels, listed: &[Listed]) -> Self::Known;
+
+    /// What a redial knows while it replays the engine's history (before
+    /// any list): every object in that history was watched by the session
+    /// before, since the engine applied the same filters to it. Asked only
+    /// when [`history`](Self::history) is not [`History::Unreliable`]; by
+    /// default the knowledge of an empty list.
+    fn known_history(&'static self, labels: &Labels) -> Self::Known {
+        self.known(labels, &[])
+    }
 }
 
 /// What one session knows of the objects (their labels, which of them it

@@ -156,7 +156,11 @@ async fn serve(
                 let script = match backend {
                     Backend::Script(script) => script,
                     Backend::Live(feed) => {
-                        return live_events(conn, feed, since_of(&target)).await;
+                        let since = time_of(&target, "since");
+                        return match time_of(&target, "until") {
+                            Some(until) => past_events(conn, feed, since, until).await,
+                            None => live_events(conn, feed, since).await,
+                        };
                     }
                 };
                 conn.write_all(
@@ -216,13 +220,36 @@ async fn fixed(conn: &mut UnixStream, content_type: &str, body: &[u8]) -> std::i
     conn.flush().await
 }
 
-/// The `since` query parameter (`seconds.nanoseconds`) in nanoseconds.
-fn since_of(target: &str) -> Option<i64> {
+/// A time query parameter (`since`, `until`: `seconds.nanoseconds`) in nanoseconds.
+fn time_of(target: &str, name: &str) -> Option<i64> {
     let query = target.split_once('?')?.1;
-    let value = query.split('&').find_map(|p| p.strip_prefix("since="))?;
+    let value = query
+        .split('&')
+        .find_map(|p| p.strip_prefix(name)?.strip_prefix('='))?;
     let (secs, frac) = value.split_once('.').unwrap_or((value, "0"));
     let frac = format!("{frac:0<9}");
     Some(secs.parse::<i64>().ok()? * 1_000_000_000 + frac.get(..9)?.parse::<i64>().ok()?)
+}
+
+/// `/events` of a [`Live`] engine with `until` (in the past, as lookout
+/// sends it): the events it still has from `since` to `until`, then the end
+/// of the body, as dockerd answers.
+async fn past_events(
+    mut conn: UnixStream,
+    feed: &Live,
+    since: Option<i64>,
+    until: i64,
+) -> std::io::Result<()> {
+    let mut out = Vec::from(
+        &b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\
+           Api-Version: 1.47\r\nTransfer-Encoding: chunked\r\n\r\n"[..],
+    );
+    for line in feed.past(since.unwrap_or(0), until) {
+        push_chunk(&mut out, &line);
+    }
+    out.extend_from_slice(b"0\r\n\r\n");
+    conn.write_all(&out).await?;
+    conn.flush().await
 }
 
 /// `/events` of a [`Live`] engine: the replay `since` asks for, then every
@@ -457,6 +484,16 @@ impl Live {
         }
         body.push(']');
         body.into_bytes()
+    }
+
+    /// The events it still has from `since` to `until` (both included).
+    pub fn past(&self, since: i64, until: i64) -> Vec<Arc<[u8]>> {
+        self.lock()
+            .history
+            .iter()
+            .filter(|(nanos, _)| (since..=until).contains(nanos))
+            .map(|(_, line)| line.clone())
+            .collect()
     }
 
     /// A new subscriber: its queue (with the replay `since` asks for) and

@@ -1,0 +1,236 @@
+//! The reconnect's ordering rule through the public path: `lookout_docker::watch`
+//! against a fake engine (`support/fake_engine.rs`: dockerd's `since`/`until`
+//! over its last 256 events, its list, its cuts and restarts).
+//!
+//! What happened while the feed could not be seen is told either as the
+//! exact transitions (the history holds the last event seen), before the
+//! snapshot, or as the snapshot's net effect (`resync`), never both; after
+//! the snapshot, nothing older than it comes `live`.
+
+#[path = "support/fake_engine.rs"]
+mod fake_engine;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use fake_engine::{Live, SlowReader};
+use lookout_core::{EventKind, Item, Origin, ReconnectPolicy, Status, WatchConfig};
+use lookout_docker::{DockerConfig, DockerDial, watch};
+use tokio_stream::StreamExt;
+
+/// The bound of every awaited item.
+const ITEM: Duration = Duration::from_secs(10);
+
+type Watch = lookout_core::Watch<DockerDial>;
+
+fn start(live: &Arc<Live>) -> (fake_engine::FakeEngine, Watch) {
+    let engine = fake_engine::start_live(Arc::clone(live));
+    let config = WatchConfig::default()
+        .resync_every(None)
+        .resync_after_lag(None)
+        .dial_timeout(Duration::from_secs(5))
+        .reconnect(ReconnectPolicy {
+            initial_delay: Duration::from_millis(5),
+            max_delay: Duration::from_millis(50),
+            ..ReconnectPolicy::default()
+        });
+    let w = watch(
+        DockerConfig::default()
+            .host(&engine.host)
+            .watch_config(config),
+    )
+    .expect("a valid host");
+    (engine, w)
+}
+
+async fn next(w: &mut Watch) -> Item {
+    tokio::time::timeout(ITEM, w.next())
+        .await
+        .expect("an item in time")
+        .expect("the stream never ends")
+}
+
+/// `(name, kind, origin, at in ns)` of every event until the next
+/// `Connected`; panics on another status.
+async fn until_connected(w: &mut Watch) -> Vec<(String, EventKind, Origin, i64)> {
+    let mut events = Vec::new();
+    loop {
+        match next(w).await {
+            Item::Event(e) => events.push((e.id.to_string(), e.kind, e.origin, nanos(e.at))),
+            Item::Status(Status::Connected { .. }) => return events,
+            Item::Status(s) => panic!("unexpected {s:?} after {events:?}"),
+        }
+    }
+}
+
+async fn disconnected(w: &mut Watch) {
+    match next(w).await {
+        Item::Status(Status::Disconnected { .. }) => {}
+        other => panic!("expected Disconnected, got {other:?}"),
+    }
+}
+
+/// The next `n` events.
+async fn events(w: &mut Watch, n: usize) -> Vec<(String, EventKind, Origin, i64)> {
+    let mut events = Vec::new();
+    while events.len() < n {
+        match next(w).await {
+            Item::Event(e) => events.push((e.id.to_string(), e.kind, e.origin, nanos(e.at))),
+            Item::Status(s) => panic!("unexpected {s:?} after {events:?}"),
+        }
+    }
+    events
+}
+
+fn nanos(t: SystemTime) -> i64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+}
+
+fn now() -> i64 {
+    nanos(SystemTime::now())
+}
+
+/// What the engine logged from `since` on, as the events lookout must
+/// report live for them: `(name, kind, Live, timeNano)`.
+fn logged(live: &Live, since: i64) -> Vec<(String, EventKind, Origin, i64)> {
+    live.past(since, i64::MAX)
+        .iter()
+        .map(|line| {
+            let v: serde_json::Value = serde_json::from_slice(line).expect("an event line");
+            let kind = match v["Action"].as_str() {
+                Some("create") => EventKind::Created,
+                Some("start") => EventKind::Started,
+                Some("die") => EventKind::Stopped,
+                Some("destroy") => EventKind::Removed,
+                other => panic!("the fake engine logs no {other:?}"),
+            };
+            let name = v["Actor"]["Attributes"]["name"]
+                .as_str()
+                .expect("a name")
+                .to_owned();
+            (
+                name,
+                kind,
+                Origin::Live,
+                v["timeNano"].as_i64().expect("timeNano"),
+            )
+        })
+        .collect()
+}
+
+/// The state the events tell, applied to `model`.
+fn apply(model: &mut BTreeMap<String, bool>, events: &[(String, EventKind, Origin, i64)]) {
+    for (name, kind, ..) in events {
+        match kind {
+            EventKind::Created | EventKind::Stopped => {
+                model.insert(name.clone(), false);
+            }
+            EventKind::Started => {
+                model.insert(name.clone(), true);
+            }
+            EventKind::Removed => {
+                model.remove(name);
+            }
+        }
+    }
+}
+
+/// Connects and brings the model in line with a first round of changes.
+async fn warm_up(live: &Live, w: &mut Watch) -> BTreeMap<String, bool> {
+    let mut model = BTreeMap::new();
+    assert!(until_connected(w).await.is_empty(), "a silent baseline");
+    let t = now();
+    live.mutate(20);
+    let seen = events(w, 20).await;
+    assert_eq!(seen, logged(live, t), "live, exactly as logged");
+    apply(&mut model, &seen);
+    assert_eq!(model, live.snapshot());
+    model
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_cut_is_replayed_exactly_before_the_snapshot() {
+    let live = Live::new("r", 5, SlowReader::Drop, Live::DOCKERD_QUEUE, 11);
+    let (engine, mut w) = start(&live);
+    let mut model = warm_up(&live, &mut w).await;
+
+    let cut = now();
+    live.cut(false, 30);
+    disconnected(&mut w).await;
+    let replayed = until_connected(&mut w).await;
+    // Exactly the transitions made while disconnected, in the engine's
+    // order and with its times, all before the snapshot; the snapshot has
+    // nothing left to tell (no `resync`).
+    assert_eq!(replayed, logged(&live, cut));
+    apply(&mut model, &replayed);
+    assert_eq!(model, live.snapshot());
+    // Initial subscription, the history, the new subscription.
+    assert_eq!(engine.events_requests.load(Ordering::SeqCst), 3);
+
+    // Then only what happens after the snapshot.
+    let t = now();
+    live.mutate(10);
+    let after = events(&mut w, 10).await;
+    assert_eq!(after, logged(&live, t));
+    apply(&mut model, &after);
+    assert_eq!(model, live.snapshot());
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_restart_is_told_by_the_snapshot_alone() {
+    let live = Live::new("r", 5, SlowReader::Drop, Live::DOCKERD_QUEUE, 12);
+    let (engine, mut w) = start(&live);
+    let mut model = warm_up(&live, &mut w).await;
+
+    // A restarted daemon keeps no history: only the snapshot can tell.
+    live.cut(true, 30);
+    disconnected(&mut w).await;
+    let listed = now();
+    let resync = until_connected(&mut w).await;
+    assert!(
+        resync.iter().all(|e| e.2 == Origin::Resync),
+        "the net effect only: {resync:?}"
+    );
+    apply(&mut model, &resync);
+    assert_eq!(model, live.snapshot());
+    assert_eq!(engine.events_requests.load(Ordering::SeqCst), 3);
+
+    // The new subscription asks for nothing of the past: what follows is
+    // exactly what happened after the snapshot.
+    let t = now();
+    live.mutate(10);
+    let after = events(&mut w, 10).await;
+    assert!(after.iter().all(|e| e.3 >= listed), "{after:?}");
+    assert_eq!(after, logged(&live, t));
+    apply(&mut model, &after);
+    assert_eq!(model, live.snapshot());
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_history_that_no_longer_reaches_back_is_not_replayed() {
+    let live = Live::new("r", 5, SlowReader::Drop, Live::DOCKERD_QUEUE, 13);
+    let (_engine, mut w) = start(&live);
+    let mut model = warm_up(&live, &mut w).await;
+
+    // More changes than the engine keeps: the last event seen is gone from
+    // its history, which proves nothing.
+    live.cut(false, Live::HISTORY + 10);
+    disconnected(&mut w).await;
+    let listed = now();
+    let resync = until_connected(&mut w).await;
+    assert!(
+        resync.iter().all(|e| e.2 == Origin::Resync),
+        "the net effect only: {resync:?}"
+    );
+    apply(&mut model, &resync);
+    assert_eq!(model, live.snapshot());
+
+    let t = now();
+    live.mutate(10);
+    let after = events(&mut w, 10).await;
+    assert!(after.iter().all(|e| e.3 >= listed), "{after:?}");
+    assert_eq!(after, logged(&live, t));
+}
