@@ -371,8 +371,10 @@ async fn a_scale_storm_ends_in_the_engine_state_without_repeats() {
 }
 
 /// The connection drops; the service is scaled to 0 while nothing watches:
-/// the redial's snapshot reports the stop once, as a resync, and what dockerd
-/// replays of it is swallowed. Live events flow after.
+/// the redial's snapshot reports the stop once, as a resync (a service is
+/// never replayed with `since`: its events carry the service's `UpdatedAt`,
+/// so no history can prove it complete). Live events flow after; the redial
+/// makes one `/events` request (the new subscription, from now).
 #[tokio::test]
 async fn a_scale_missed_while_cut_off_is_reported_once_as_resync() {
     let relay = Relay::start(&engines::docker_host());
@@ -548,8 +550,9 @@ fn account(seen: &[audit::Seen], requests: &[(SystemTime, String)]) -> String {
     for (t, path) in requests {
         let _ = writeln!(
             account,
-            "  {}: {path}",
-            audit::rel(origin, audit::nanos(*t))
+            "  {}: {}",
+            audit::rel(origin, audit::nanos(*t)),
+            audit::short_path(path)
         );
     }
     for (i, s) in seen.iter().enumerate() {

@@ -800,6 +800,7 @@ async fn churn_with(engine: &'static Engine, restart: bool) {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
         }
+        log.keep_alive();
         w.poll_for(Duration::from_millis(50)).await;
     }
     let done = worker
@@ -842,6 +843,7 @@ async fn churn_with(engine: &'static Engine, restart: bool) {
     }
     let logged = Instant::now() + Duration::from_secs(10);
     while !log.records().iter().any(|r| r.name == sentinel) && Instant::now() < logged {
+        log.keep_alive();
         w.poll_for(Duration::from_millis(100)).await;
     }
     let engine_state = Workload::engine_state(engine.cli, &label)
@@ -889,14 +891,22 @@ async fn churn_with(engine: &'static Engine, restart: bool) {
             .map(|t| audit::rel(origin, audit::nanos(*t)))
             .collect::<Vec<_>>()
     );
+    if log.respawns() > 0 {
+        let _ = writeln!(
+            account,
+            "  docker events ended by itself and was started again {} times",
+            log.respawns()
+        );
+    }
     for n in notes.lock().expect("notes lock").iter() {
         let _ = writeln!(account, "  {n}");
     }
     for (t, path) in &requests {
         let _ = writeln!(
             account,
-            "  /events request at {}: {path}",
-            audit::rel(origin, audit::nanos(*t))
+            "  /events request at {}: {}",
+            audit::rel(origin, audit::nanos(*t)),
+            audit::short_path(path)
         );
     }
     if !problems.is_empty() {
