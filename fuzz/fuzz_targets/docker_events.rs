@@ -4,12 +4,12 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use lookout_docker::compat::fuzzing::retained_limit;
+use lookout_moby::fuzzing::retained_limit;
 
 fuzz_target!(|data: &[u8]| {
     lookout_fuzz::check_memory(
         data,
         retained_limit,
-        lookout_docker::compat::fuzzing::docker_events_with,
+        lookout_docker::fuzzing::docker_events_with,
     );
 });

@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use lookout_docker::compat::fuzzing::retained_limit;
+use lookout_moby::fuzzing::retained_limit;
 
 fuzz_target!(|data: &[u8]| {
     lookout_fuzz::check_memory(

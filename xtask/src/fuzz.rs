@@ -3,7 +3,7 @@
 //! issue's 10 minutes), one after the other, then a table of what each did.
 //!
 //! Targets: `docker_events`, `podman_events`, `swarm_events` (the `/events`
-//! decoder through `lookout_docker::compat::fuzzing`) and `k8s_watch` (watch
+//! decoder through `lookout_moby::fuzzing`) and `k8s_watch` (watch
 //! frames through kube and `lookout_k8s::fuzzing`); default all.
 //!
 //! With libFuzzer (nightly + cargo-fuzz): `cargo +nightly fuzz run -s none

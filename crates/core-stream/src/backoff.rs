@@ -89,8 +89,19 @@ impl Backoff {
         &self.policy
     }
 
+    /// Counts a failure after a session that was healthy (synced and
+    /// streaming) for `healthy_for` (`None`: it never was, or no session
+    /// started): past [`ReconnectPolicy::reset_after`] the count starts over.
+    /// Returns `(attempt, delay)`.
+    pub(crate) fn failed(&mut self, healthy_for: Option<Duration>) -> (u32, Duration) {
+        if healthy_for.is_some_and(|h| h >= self.policy.reset_after) {
+            self.attempt = 0;
+        }
+        self.next_delay()
+    }
+
     /// Counts one failure and returns `(attempt, delay)`.
-    pub(crate) fn next_delay(&mut self) -> (u32, Duration) {
+    fn next_delay(&mut self) -> (u32, Duration) {
         self.attempt = self.attempt.saturating_add(1);
         let bound = self.policy.bound(self.attempt);
         let delay = if self.policy.jitter {
@@ -106,10 +117,6 @@ impl Backoff {
             bound
         };
         (self.attempt, delay)
-    }
-
-    pub(crate) fn reset(&mut self) {
-        self.attempt = 0;
     }
 
     // splitmix64: tiny, fast, good enough to spread reconnects.
@@ -157,10 +164,29 @@ mod tests {
             "jitter should spread delays: {}",
             seen.len()
         );
-        b.reset();
-        let (a, d) = b.next_delay();
+        let (a, d) = b.failed(Some(Duration::from_secs(60)));
         assert_eq!(a, 1);
         assert!(d <= Duration::from_millis(500));
+    }
+
+    #[test]
+    fn a_healthy_session_resets_the_count() {
+        let mut b = Backoff::new(ReconnectPolicy {
+            jitter: false,
+            ..ReconnectPolicy::default()
+        });
+        assert_eq!(b.failed(None), (1, Duration::from_millis(500)));
+        assert_eq!(b.failed(None), (2, Duration::from_secs(1)));
+        // Healthy, but not for long enough: the count goes on.
+        assert_eq!(
+            b.failed(Some(Duration::from_secs(59))),
+            (3, Duration::from_secs(2))
+        );
+        // Healthy for `reset_after`: it starts over.
+        assert_eq!(
+            b.failed(Some(Duration::from_secs(60))),
+            (1, Duration::from_millis(500))
+        );
     }
 
     #[test]

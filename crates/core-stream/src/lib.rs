@@ -57,21 +57,21 @@
 //! ```
 
 mod backoff;
+mod config;
 mod dial;
 mod error;
 mod events;
+mod liveness;
 mod model;
 mod tracker;
 mod watch;
 
 pub use backoff::ReconnectPolicy;
+pub use config::{LAG_RESYNC_SPACING, WatchConfig};
 pub use dial::{BoxError, Dial, DialFuture, ProbeFuture, Session};
 pub use error::Error;
 pub use events::Events;
 pub use model::{
     Change, EventKind, InstanceEvent, InstanceId, Labels, Listed, Observation, Origin,
 };
-pub use watch::{Item, LAG_RESYNC_SPACING, Status, Watch, WatchConfig};
-
-#[cfg(test)]
-mod tests;
+pub use watch::{Item, Status, Watch};

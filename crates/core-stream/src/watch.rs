@@ -1,11 +1,14 @@
 //! The combinator: one reconnect loop, one state tracker, for every provider.
 //!
-//! [`Watch`] never ends by itself and never yields a terminal error. After
-//! every (re)connect it takes a snapshot and reports each transition that
-//! happened while it could not see the change feed, exactly once; live changes
-//! pass only when they change the known state. Dropping it is the only
-//! cancellation, and it cancels everything: the pending dial, the session's
-//! connection, an in-flight probe — synchronously, since nothing is spawned.
+//! [`Watch`] is a state machine ([`State`]): each poll runs the current
+//! state's step until an item is queued or nothing can progress. The steps:
+//! dialing ([`Dialing::poll`]), streaming ([`Streaming::poll`]: the session's
+//! observations, then the liveness rules of [`Liveness`] when it is quiet),
+//! and failing into backoff ([`Core::failed`]). What outlives a session — the
+//! known state, the cursor, the reconnect policy's count — is [`Core`].
+//! Dropping the `Watch` drops the state, and with it the pending dial, the
+//! session's connection, an in-flight probe: synchronously, since nothing is
+//! spawned.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -14,12 +17,14 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::time::{Instant, Sleep, sleep_until};
+use tokio::time::{Instant, Sleep, sleep, sleep_until};
 use tokio_stream::Stream;
 
-use crate::backoff::{Backoff, ReconnectPolicy};
+use crate::backoff::Backoff;
+use crate::config::WatchConfig;
 use crate::dial::{Dial, DialFuture, ProbeFuture, Session};
 use crate::error::Error;
+use crate::liveness::{Due, Liveness};
 use crate::model::{InstanceEvent, Observation, Origin};
 use crate::tracker::Tracker;
 
@@ -47,151 +52,19 @@ pub enum Status {
         error: Arc<Error>,
         /// Consecutive failures so far, 1-based (reset by a healthy session).
         attempt: u32,
-        /// The delay before the next dial, per the [`ReconnectPolicy`].
+        /// The delay before the next dial, per the [`ReconnectPolicy`](crate::ReconnectPolicy).
         retry_in: Duration,
     },
 }
 
-/// Knobs of [`Watch`]. `WatchConfig::default()` suits a long-running watcher.
-#[derive(Clone, Debug)]
-#[non_exhaustive]
-pub struct WatchConfig {
-    /// The one reconnect policy.
-    pub reconnect: ReconnectPolicy,
-    /// How long one dial may take. Default 30 s.
-    pub dial_timeout: Duration,
-    /// After this much silence on a session, probe the engine. Default 30 s.
-    pub probe_after: Duration,
-    /// How long a probe may take before the session is declared stalled. Default 5 s.
-    pub probe_timeout: Duration,
-    /// Relist this often (by redialing from the current cursor, without delay), as
-    /// a safety net for events the engine dropped. `None` turns it off. Default 5 min.
-    pub resync_every: Option<Duration>,
-    /// Report the first snapshot as events with [`Origin::Initial`] instead of
-    /// taking it as a silent baseline. Default off.
-    pub initial: bool,
-    /// When the consumer leaves the stream unpolled this long, relist (by
-    /// redialing from the current cursor) once the session has nothing more
-    /// ready, and at the earliest [`LAG_RESYNC_SPACING`] after the previous
-    /// snapshot. While nobody reads, the engine may drop events (dockerd
-    /// drops them for a subscriber that is over 1024 events behind, with no
-    /// sign in the feed); the relist reports what they would have. The lag
-    /// is the time from handing out an item to the next poll: a consumer
-    /// that abandons a pending `next()` (a `select!` whose other branch then
-    /// takes long) is not seen lagging, and only the periodic
-    /// [`resync_every`](Self::resync_every) covers it. `None` turns it off.
-    /// Default 2 s.
-    pub resync_after_lag: Option<Duration>,
-}
-
-/// The least time between a snapshot and a relist for consumer lag (see
-/// [`WatchConfig::resync_after_lag`]): a consumer that is slow on every event
-/// costs at most one relist per this.
-pub const LAG_RESYNC_SPACING: Duration = Duration::from_secs(10);
-
-impl Default for WatchConfig {
-    fn default() -> Self {
-        Self {
-            reconnect: ReconnectPolicy::default(),
-            dial_timeout: Duration::from_secs(30),
-            probe_after: Duration::from_secs(30),
-            probe_timeout: Duration::from_secs(5),
-            resync_every: Some(Duration::from_secs(300)),
-            resync_after_lag: Some(Duration::from_secs(2)),
-            initial: false,
-        }
-    }
-}
-
-impl WatchConfig {
-    /// Sets [`reconnect`](Self::reconnect).
-    #[must_use]
-    pub fn reconnect(mut self, policy: ReconnectPolicy) -> Self {
-        self.reconnect = policy;
-        self
-    }
-    /// Sets [`dial_timeout`](Self::dial_timeout).
-    #[must_use]
-    pub fn dial_timeout(mut self, d: Duration) -> Self {
-        self.dial_timeout = d;
-        self
-    }
-    /// Sets [`probe_after`](Self::probe_after).
-    #[must_use]
-    pub fn probe_after(mut self, d: Duration) -> Self {
-        self.probe_after = d;
-        self
-    }
-    /// Sets [`probe_timeout`](Self::probe_timeout).
-    #[must_use]
-    pub fn probe_timeout(mut self, d: Duration) -> Self {
-        self.probe_timeout = d;
-        self
-    }
-    /// Sets [`resync_every`](Self::resync_every).
-    #[must_use]
-    pub fn resync_every(mut self, d: Option<Duration>) -> Self {
-        self.resync_every = d;
-        self
-    }
-    /// Sets [`resync_after_lag`](Self::resync_after_lag).
-    #[must_use]
-    pub fn resync_after_lag(mut self, d: Option<Duration>) -> Self {
-        self.resync_after_lag = d;
-        self
-    }
-    /// Sets [`initial`](Self::initial).
-    #[must_use]
-    pub fn initial(mut self, on: bool) -> Self {
-        self.initial = on;
-        self
-    }
-}
-
-struct Streaming<C> {
-    session: Session<C>,
-    span: tracing::Span,
-    /// When the last observation (or successful probe) arrived.
-    last_seen: Instant,
-    /// When this session first completed a snapshot.
-    healthy_since: Option<Instant>,
-    /// When the last snapshot completed (periodic resync counts from here).
-    synced_at: Option<Instant>,
-    /// An in-flight liveness probe and when it started.
-    probe: Option<(ProbeFuture, Instant)>,
-    /// A relist asked for because the consumer lagged: when it is due.
-    lag_resync: Option<Instant>,
-}
-
-enum State<C> {
-    /// About to dial, now.
-    Idle,
-    Dialing {
-        fut: DialFuture<C>,
-        span: tracing::Span,
-    },
-    Streaming(Box<Streaming<C>>),
-    /// Waiting out the policy's delay; the timer holds the deadline.
-    Backoff,
-}
-
-impl<C> State<C> {
-    fn name(&self) -> &'static str {
-        match self {
-            Self::Idle => "idle",
-            Self::Dialing { .. } => "dialing",
-            Self::Streaming(_) => "streaming",
-            Self::Backoff => "backoff",
-        }
-    }
-}
-
 /// A resilient, leak-free stream of [`Item`]s from one engine.
 ///
-/// Guarantees, for every provider alike:
+/// # Guarantees
+///
+/// For every provider alike (a provider's docs say only what differs):
 /// - it never ends and never yields a terminal error: a failed dial or a
 ///   broken session yields [`Status::Disconnected`] and is retried under the
-///   [`ReconnectPolicy`], forever;
+///   [`ReconnectPolicy`](crate::ReconnectPolicy), forever;
 /// - after each (re)connect it diffs the engine's snapshot against the last
 ///   known state and yields every missed transition once, [`Origin::Resync`];
 /// - it never tells the past as news: a session may first replay the changes
@@ -200,13 +73,16 @@ impl<C> State<C> {
 ///   with the engine's times, before that session's snapshot, which then has
 ///   nothing left to report for them. Every later event happened after the
 ///   snapshot (give or take a change racing the session's own requests);
-/// - a live change passes only when it changes the known state, so an
-///   inclusive `since` replay or a relist racing live events never yields a
-///   duplicate: for one instance, two consecutive events always differ;
+/// - a live change passes only when it changes the known state, so a relist
+///   racing live events never yields a duplicate: for one instance, two
+///   consecutive events always differ, and they follow
+///   `Created → (Started ⇄ Stopped)* → Removed`;
 /// - a silent session is probed after [`WatchConfig::probe_after`] and
 ///   replaced when the probe fails or exceeds [`WatchConfig::probe_timeout`];
 /// - dropping it, in any state, drops the dial, the session and the probe
 ///   synchronously: no task is spawned, the connections close.
+///
+/// # Backpressure
 ///
 /// `Watch` is `Unpin` and `Send`. When the consumer stops polling, nothing is
 /// read: the engine's buffer fills and the engine may drop events. A consumer
@@ -215,6 +91,8 @@ impl<C> State<C> {
 /// what the engine dropped and any backlog not yet read come as the engine's
 /// replay when it still reaches back to the last change seen, else as the
 /// relist's net effect ([`Origin::Resync`]).
+///
+/// # Example
 ///
 /// ```
 /// use lookout_core::{Dial, DialFuture, Item, Observation, Watch, WatchConfig};
@@ -264,20 +142,90 @@ where
     D: Dial,
 {
     dial: D,
-    config: WatchConfig,
-    backoff: Backoff,
-    tracker: Tracker,
-    cursor: Option<D::Cursor>,
     state: State<D::Cursor>,
-    out: VecDeque<Item>,
-    synced_once: bool,
-    dials: u64,
+    core: Core<D::Cursor>,
     /// When the last item was handed to the consumer (`None` after a
     /// `Pending`: then the consumer waits for the stream, not the reverse).
     yielded_at: Option<Instant>,
-    // One timer serves every state: the dial timeout, the backoff delay, and
-    // while streaming the earliest of silence, probe timeout and resync. Boxed
-    // (once, lazily) so that `Watch` is `Unpin`: `watch.next().await` just works.
+}
+
+/// Where the stream is between two polls. Each state's step returns a
+/// [`Step`]; every change of state is logged at `debug` (in the session's
+/// span once there is one).
+enum State<C> {
+    /// About to dial, at once: at the start, after a backoff, and for a
+    /// relist (periodic, or after the consumer lagged), which redials from
+    /// the cursor without delay.
+    Idle,
+    /// A dial under way, bounded by [`WatchConfig::dial_timeout`].
+    Dialing(Dialing<C>),
+    /// A session yields observations; its [`Liveness`] watches its silence
+    /// and schedules its relists.
+    Streaming(Box<Streaming<C>>),
+    /// Waiting out the [`ReconnectPolicy`](crate::ReconnectPolicy)'s delay after a failure.
+    Backoff(Pin<Box<Sleep>>),
+}
+
+impl<C> State<C> {
+    fn name(&self) -> &'static str {
+        match self {
+            Self::Idle => "idle",
+            Self::Dialing(_) => "dialing",
+            Self::Streaming(_) => "streaming",
+            Self::Backoff(_) => "backoff",
+        }
+    }
+}
+
+/// What one step decided.
+enum Step<C> {
+    /// Run the loop again: an item may be queued, or the state may progress.
+    Again,
+    /// Nothing can progress until a waker fires.
+    Pending,
+    /// Move to this state (dropping the current one).
+    To(State<C>),
+    /// The dial or the session failed: report it and back off.
+    Failed(Error),
+}
+
+/// Everything that outlives a session.
+struct Core<C> {
+    config: WatchConfig,
+    /// The one reconnect policy's running count.
+    backoff: Backoff,
+    /// The known state of every instance.
+    tracker: Tracker,
+    /// Where the next dial resumes the feed.
+    cursor: Option<C>,
+    /// Items ready for the consumer, in order.
+    out: VecDeque<Item>,
+    /// A snapshot completed once: later ones report [`Origin::Resync`].
+    synced_once: bool,
+    /// Dials so far (the session span's number).
+    dials: u64,
+}
+
+/// A dial under way.
+struct Dialing<C> {
+    fut: DialFuture<C>,
+    span: tracing::Span,
+    /// [`WatchConfig::dial_timeout`] from the dial's start.
+    timeout: Pin<Box<Sleep>>,
+}
+
+/// A session under way.
+struct Streaming<C> {
+    session: Session<C>,
+    span: tracing::Span,
+    liveness: Liveness,
+    /// When this session first completed a snapshot: past
+    /// [`ReconnectPolicy::reset_after`](crate::ReconnectPolicy::reset_after) of health, the backoff starts over.
+    healthy_since: Option<Instant>,
+    /// The liveness probe in flight.
+    probe: Option<ProbeFuture>,
+    /// The next liveness deadline (silence, probe timeout, relist), armed
+    /// lazily and moved only later while the session is busy.
     timer: Option<Pin<Box<Sleep>>>,
 }
 
@@ -289,9 +237,9 @@ impl<D: Dial> fmt::Debug for Watch<D> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Watch")
             .field("state", &self.state.name())
-            .field("instances", &self.tracker.len())
-            .field("cursor", &self.cursor)
-            .field("pending_items", &self.out.len())
+            .field("instances", &self.core.tracker.len())
+            .field("cursor", &self.core.cursor)
+            .field("pending_items", &self.core.out.len())
             .finish_non_exhaustive()
     }
 }
@@ -301,17 +249,18 @@ impl<D: Dial> Watch<D> {
     /// runtime is needed before that).
     pub fn new(dial: D, config: WatchConfig) -> Self {
         Self {
-            backoff: Backoff::new(config.reconnect.clone()),
             dial,
-            config,
-            tracker: Tracker::default(),
-            cursor: None,
             state: State::Idle,
-            out: VecDeque::new(),
-            synced_once: false,
-            dials: 0,
+            core: Core {
+                backoff: Backoff::new(config.reconnect.clone()),
+                config,
+                tracker: Tracker::default(),
+                cursor: None,
+                out: VecDeque::new(),
+                synced_once: false,
+                dials: 0,
+            },
             yielded_at: None,
-            timer: None,
         }
     }
 
@@ -319,275 +268,275 @@ impl<D: Dial> Watch<D> {
     pub fn events(self) -> crate::Events<Self> {
         crate::Events::new(self)
     }
-}
 
-fn arm(timer: &mut Option<Pin<Box<Sleep>>>, deadline: Instant) {
-    match timer {
-        Some(t) => {
-            if t.deadline() != deadline {
-                t.as_mut().reset(deadline);
+    /// The consumer polls again at `entered`: when it comes back late, the
+    /// session's liveness schedules a relist (see
+    /// [`WatchConfig::resync_after_lag`]).
+    fn note_lag(&mut self, entered: Instant) {
+        if let (Some(yielded), Some(bound), State::Streaming(s)) = (
+            self.yielded_at,
+            self.core.config.resync_after_lag,
+            &mut self.state,
+        ) {
+            let lag = entered.saturating_duration_since(yielded);
+            if let Some(due) = s.liveness.lagged(lag, bound, entered) {
+                let _g = s.span.enter();
+                tracing::debug!(?lag, in = ?due.duration_since(entered), "consumer lagged: relist due");
             }
         }
-        None => *timer = Some(Box::pin(sleep_until(deadline))),
     }
-}
-
-/// Makes the timer fire at `deadline` or earlier, without resetting it for
-/// every event: an earlier pending deadline is kept (when it fires, the caller
-/// recomputes and re-arms). Silence only moves the deadline later, so a busy
-/// session costs no timer work per event.
-fn arm_by(timer: &mut Option<Pin<Box<Sleep>>>, deadline: Instant, now: Instant) {
-    match timer {
-        Some(t) if t.deadline() > now && t.deadline() <= deadline => {}
-        _ => arm(timer, deadline),
-    }
-}
-
-fn fired(timer: &mut Option<Pin<Box<Sleep>>>, cx: &mut Context<'_>) -> bool {
-    timer
-        .as_mut()
-        .is_some_and(|t| t.as_mut().poll(cx).is_ready())
 }
 
 impl<D: Dial> Stream for Watch<D> {
     type Item = Item;
 
-    #[allow(clippy::too_many_lines)]
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Item>> {
-        let this = &mut *self.get_mut();
+        let this = self.get_mut();
         // One clock read per busy poll: when the consumer came back, when
         // the observations it gets arrived, and when it got its item (close
         // enough: the work below is short against every bound it serves).
         let entered = Instant::now();
-        if let (Some(yielded), Some(bound), State::Streaming(s)) = (
-            this.yielded_at,
-            this.config.resync_after_lag,
-            &mut this.state,
-        ) {
-            let lag = entered.saturating_duration_since(yielded);
-            if lag >= bound && s.lag_resync.is_none() {
-                let due = s
-                    .synced_at
-                    .map_or(entered, |t| (t + LAG_RESYNC_SPACING).max(entered));
-                let _g = s.span.enter();
-                tracing::debug!(?lag, in = ?due.duration_since(entered), "consumer lagged: relist due");
-                s.lag_resync = Some(due);
-            }
-        }
+        this.note_lag(entered);
         loop {
-            if let Some(item) = this.out.pop_front() {
+            if let Some(item) = this.core.out.pop_front() {
                 this.yielded_at = Some(entered);
                 return Poll::Ready(Some(item));
             }
-            // Why the current session must end, if it must.
-            let failure = match &mut this.state {
-                State::Idle => {
-                    this.dials += 1;
-                    let span = tracing::debug_span!("session", dial = this.dials);
-                    let fut = {
-                        let _g = span.enter();
-                        tracing::debug!(resume = ?this.cursor, "dialing");
-                        this.dial.dial(this.cursor.as_ref())
-                    };
-                    arm(&mut this.timer, Instant::now() + this.config.dial_timeout);
-                    this.state = State::Dialing { fut, span };
-                    continue;
-                }
-                State::Backoff => {
-                    if fired(&mut this.timer, cx) {
+            let step = match &mut this.state {
+                State::Idle => Step::To(this.core.dial(&mut this.dial)),
+                State::Dialing(d) => d.poll(&this.core.config, cx),
+                State::Streaming(s) => s.poll(&mut this.dial, &mut this.core, entered, cx),
+                State::Backoff(delay) => {
+                    if delay.as_mut().poll(cx).is_ready() {
                         tracing::debug!("backoff over");
-                        this.state = State::Idle;
-                        continue;
-                    }
-                    this.yielded_at = None;
-                    return Poll::Pending;
-                }
-                State::Dialing { fut, span } => {
-                    let span = span.clone();
-                    let _g = span.enter();
-                    match fut.as_mut().poll(cx) {
-                        Poll::Ready(Ok(session)) => {
-                            tracing::debug!("dialed; streaming");
-                            let now = Instant::now();
-                            this.state = State::Streaming(Box::new(Streaming {
-                                session,
-                                span: span.clone(),
-                                last_seen: now,
-                                healthy_since: None,
-                                synced_at: None,
-                                probe: None,
-                                lag_resync: None,
-                            }));
-                            continue;
-                        }
-                        Poll::Ready(Err(e)) => Error::Dial(e),
-                        Poll::Pending => {
-                            if fired(&mut this.timer, cx) {
-                                Error::DialTimeout(this.config.dial_timeout)
-                            } else {
-                                this.yielded_at = None;
-                                return Poll::Pending;
-                            }
-                        }
-                    }
-                }
-                State::Streaming(s) => {
-                    let span = s.span.clone();
-                    let _g = span.enter();
-                    match s.session.as_mut().poll_next(cx) {
-                        Poll::Ready(Some(Ok(obs))) => {
-                            // The poll's one clock read: an observation is
-                            // timed by when the consumer asked for it.
-                            let now = entered;
-                            s.last_seen = now;
-                            s.probe = None;
-                            match obs {
-                                Observation::ResyncBegin => {
-                                    tracing::debug!("snapshot begins");
-                                    this.tracker.begin_resync();
-                                }
-                                Observation::Listed(listed) => this.tracker.listed(listed),
-                                Observation::ResyncDone => {
-                                    let origin = if this.synced_once {
-                                        Some(Origin::Resync)
-                                    } else if this.config.initial {
-                                        Some(Origin::Initial)
-                                    } else {
-                                        None
-                                    };
-                                    let before = this.out.len();
-                                    if this.tracker.end_resync(origin, &mut this.out) {
-                                        this.synced_once = true;
-                                        s.healthy_since.get_or_insert(now);
-                                        s.synced_at = Some(now);
-                                        let instances = this.tracker.len();
-                                        tracing::debug!(
-                                            instances,
-                                            transitions = this.out.len() - before,
-                                            "snapshot done; connected"
-                                        );
-                                        this.out.push_back(Item::Status(Status::Connected {
-                                            instances,
-                                        }));
-                                    } else {
-                                        tracing::debug!("snapshot end without a begin: ignored");
-                                    }
-                                }
-                                Observation::Change(change) => {
-                                    if let Some(c) = &change.cursor {
-                                        this.cursor = Some(c.clone());
-                                    }
-                                    this.tracker.change(change, &mut this.out);
-                                }
-                                Observation::Progress(cursor) => {
-                                    if let Some(c) = cursor {
-                                        this.cursor = Some(c);
-                                    }
-                                }
-                            }
-                            continue;
-                        }
-                        Poll::Ready(Some(Err(e))) => Error::Session(e),
-                        Poll::Ready(None) => Error::SessionEnded,
-                        Poll::Pending => {
-                            let now = Instant::now();
-                            let mut failure = None;
-                            if let Some((probe, started)) = &mut s.probe {
-                                match probe.as_mut().poll(cx) {
-                                    Poll::Ready(Ok(())) => {
-                                        tracing::debug!("probe answered; session alive");
-                                        s.probe = None;
-                                        s.last_seen = now;
-                                    }
-                                    Poll::Ready(Err(e)) => {
-                                        failure = Some(Error::ProbeFailed {
-                                            silent: started.duration_since(s.last_seen),
-                                            source: e,
-                                        });
-                                    }
-                                    Poll::Pending => {}
-                                }
-                            }
-                            if let Some(f) = failure {
-                                f
-                            } else {
-                                // The earliest deadline among silence/probe and resync.
-                                let watchdog = match &s.probe {
-                                    Some((_, started)) => *started + this.config.probe_timeout,
-                                    None => s.last_seen + this.config.probe_after,
-                                };
-                                let periodic = this
-                                    .config
-                                    .resync_every
-                                    .and_then(|every| s.synced_at.map(|t| t + every));
-                                let resync = match (periodic, s.lag_resync) {
-                                    (Some(p), Some(l)) => Some(p.min(l)),
-                                    (p, l) => p.or(l),
-                                };
-                                if resync.is_some_and(|r| r <= now) {
-                                    tracing::debug!(
-                                        lagged = s.lag_resync.is_some(),
-                                        "resync: redialing from the cursor"
-                                    );
-                                    this.state = State::Idle;
-                                    continue;
-                                }
-                                if watchdog <= now {
-                                    if let Some((_, started)) = &s.probe {
-                                        Error::ProbeTimeout {
-                                            silent: started.duration_since(s.last_seen),
-                                            timeout: this.config.probe_timeout,
-                                        }
-                                    } else if let Some(probe) = this.dial.probe() {
-                                        tracing::debug!(
-                                            silent = ?now.duration_since(s.last_seen),
-                                            "session silent: probing"
-                                        );
-                                        s.probe = Some((probe, now));
-                                        continue;
-                                    } else {
-                                        // No probe: silence is an idle engine.
-                                        s.last_seen = now;
-                                        continue;
-                                    }
-                                } else {
-                                    let deadline = resync.map_or(watchdog, |r| r.min(watchdog));
-                                    arm_by(&mut this.timer, deadline, now);
-                                    if fired(&mut this.timer, cx) {
-                                        continue;
-                                    }
-                                    this.yielded_at = None;
-                                    return Poll::Pending;
-                                }
-                            }
-                        }
+                        Step::To(State::Idle)
+                    } else {
+                        Step::Pending
                     }
                 }
             };
-            // One failure, one status, one delay.
-            let now = Instant::now();
-            if let State::Streaming(s) = &this.state
-                && s.healthy_since
-                    .is_some_and(|t| now.duration_since(t) >= this.config.reconnect.reset_after)
-            {
-                this.backoff.reset();
+            match step {
+                Step::Again => {}
+                Step::Pending => {
+                    this.yielded_at = None;
+                    return Poll::Pending;
+                }
+                Step::To(next) => this.state = next,
+                // Dropping the old state closes its connection now.
+                Step::Failed(error) => this.state = this.core.failed(&this.state, error),
             }
-            let (attempt, retry_in) = this.backoff.next_delay();
-            tracing::debug!(
-                from = this.state.name(),
-                error = %failure,
-                attempt,
-                ?retry_in,
-                "disconnected; backing off"
-            );
-            // Dropping the old state closes its connection now.
-            this.state = State::Backoff;
-            arm(&mut this.timer, now + retry_in);
-            this.out.push_back(Item::Status(Status::Disconnected {
-                error: Arc::new(failure),
-                attempt,
-                retry_in,
-            }));
+        }
+    }
+}
+
+impl<C: Clone + fmt::Debug> Core<C> {
+    /// Starts a dial from the cursor.
+    fn dial<D: Dial<Cursor = C>>(&mut self, dial: &mut D) -> State<C> {
+        self.dials += 1;
+        let span = tracing::debug_span!("session", dial = self.dials);
+        let fut = {
+            let _g = span.enter();
+            tracing::debug!(resume = ?self.cursor, "dialing");
+            dial.dial(self.cursor.as_ref())
+        };
+        State::Dialing(Dialing {
+            fut,
+            span,
+            timeout: Box::pin(sleep(self.config.dial_timeout)),
+        })
+    }
+
+    /// One failure, one status, one delay: the backoff state that follows
+    /// `from`.
+    fn failed(&mut self, from: &State<C>, error: Error) -> State<C> {
+        let now = Instant::now();
+        let healthy_for = match from {
+            State::Streaming(s) => s.healthy_since.map(|t| now.duration_since(t)),
+            _ => None,
+        };
+        let (attempt, retry_in) = self.backoff.failed(healthy_for);
+        tracing::debug!(
+            from = from.name(),
+            %error,
+            attempt,
+            ?retry_in,
+            "disconnected; backing off"
+        );
+        self.out.push_back(Item::Status(Status::Disconnected {
+            error: Arc::new(error),
+            attempt,
+            retry_in,
+        }));
+        State::Backoff(Box::pin(sleep_until(now + retry_in)))
+    }
+
+    /// Applies one observation; true when it completed a snapshot.
+    fn observe(&mut self, obs: Observation<C>) -> bool {
+        match obs {
+            Observation::ResyncBegin => {
+                tracing::debug!("snapshot begins");
+                self.tracker.begin_resync();
+            }
+            Observation::Listed(listed) => self.tracker.listed(listed),
+            Observation::ResyncDone => {
+                let origin = if self.synced_once {
+                    Some(Origin::Resync)
+                } else if self.config.initial {
+                    Some(Origin::Initial)
+                } else {
+                    None
+                };
+                let before = self.out.len();
+                if !self.tracker.end_resync(origin, &mut self.out) {
+                    tracing::debug!("snapshot end without a begin: ignored");
+                    return false;
+                }
+                self.synced_once = true;
+                let instances = self.tracker.len();
+                tracing::debug!(
+                    instances,
+                    transitions = self.out.len() - before,
+                    "snapshot done; connected"
+                );
+                self.out
+                    .push_back(Item::Status(Status::Connected { instances }));
+                return true;
+            }
+            Observation::Change(change) => {
+                if let Some(c) = &change.cursor {
+                    self.cursor = Some(c.clone());
+                }
+                self.tracker.change(change, &mut self.out);
+            }
+            Observation::Progress(cursor) => {
+                if let Some(c) = cursor {
+                    self.cursor = Some(c);
+                }
+            }
+        }
+        false
+    }
+}
+
+impl<C> Dialing<C> {
+    /// The dial completes (streaming), fails, or times out.
+    fn poll(&mut self, config: &WatchConfig, cx: &mut Context<'_>) -> Step<C> {
+        let _g = self.span.enter();
+        match self.fut.as_mut().poll(cx) {
+            Poll::Ready(Ok(session)) => {
+                tracing::debug!("dialed; streaming");
+                Step::To(State::Streaming(Box::new(Streaming {
+                    session,
+                    span: self.span.clone(),
+                    liveness: Liveness::new(Instant::now()),
+                    healthy_since: None,
+                    probe: None,
+                    timer: None,
+                })))
+            }
+            Poll::Ready(Err(e)) => Step::Failed(Error::Dial(e)),
+            Poll::Pending if self.timeout.as_mut().poll(cx).is_ready() => {
+                Step::Failed(Error::DialTimeout(config.dial_timeout))
+            }
+            Poll::Pending => Step::Pending,
+        }
+    }
+}
+
+impl<C: Clone + fmt::Debug> Streaming<C> {
+    /// The session's next observation, applied; when it has none ready, the
+    /// liveness rules.
+    fn poll<D: Dial<Cursor = C>>(
+        &mut self,
+        dial: &mut D,
+        core: &mut Core<C>,
+        entered: Instant,
+        cx: &mut Context<'_>,
+    ) -> Step<C> {
+        let span = self.span.clone();
+        let _g = span.enter();
+        match self.session.as_mut().poll_next(cx) {
+            Poll::Ready(Some(Ok(obs))) => {
+                // The poll's one clock read: an observation is timed by when
+                // the consumer asked for it.
+                self.liveness.seen(entered);
+                self.probe = None;
+                if core.observe(obs) {
+                    self.healthy_since.get_or_insert(entered);
+                    self.liveness.synced(entered);
+                }
+                Step::Again
+            }
+            Poll::Ready(Some(Err(e))) => Step::Failed(Error::Session(e)),
+            Poll::Ready(None) => Step::Failed(Error::SessionEnded),
+            Poll::Pending => self.quiet(dial, &core.config, cx),
+        }
+    }
+
+    /// The session has nothing ready: the probe's answer, then what the
+    /// liveness rules say is due.
+    fn quiet<D: Dial<Cursor = C>>(
+        &mut self,
+        dial: &mut D,
+        config: &WatchConfig,
+        cx: &mut Context<'_>,
+    ) -> Step<C> {
+        let now = Instant::now();
+        if let Some(probe) = &mut self.probe {
+            match probe.as_mut().poll(cx) {
+                Poll::Ready(Ok(())) => {
+                    tracing::debug!("probe answered; session alive");
+                    self.probe = None;
+                    self.liveness.seen(now);
+                }
+                Poll::Ready(Err(e)) => {
+                    return Step::Failed(Error::ProbeFailed {
+                        silent: self.liveness.silent_before_probe(),
+                        source: e,
+                    });
+                }
+                Poll::Pending => {}
+            }
+        }
+        match self.liveness.due(now, config) {
+            Due::Relist { lagged } => {
+                tracing::debug!(lagged, "resync: redialing from the cursor");
+                Step::To(State::Idle)
+            }
+            Due::ProbeTimedOut { silent } => Step::Failed(Error::ProbeTimeout {
+                silent,
+                timeout: config.probe_timeout,
+            }),
+            Due::Probe => {
+                if let Some(probe) = dial.probe() {
+                    tracing::debug!(silent = ?self.liveness.silent(now), "session silent: probing");
+                    self.probe = Some(probe);
+                    self.liveness.probing(now);
+                } else {
+                    // No probe: silence is an idle engine.
+                    self.liveness.seen(now);
+                }
+                Step::Again
+            }
+            Due::Wait(deadline) => {
+                // Silence only moves the deadline later, so a busy session
+                // costs no timer work per event: an earlier pending deadline
+                // is kept, and when it fires the rules are asked again.
+                let timer = match &mut self.timer {
+                    Some(t) => {
+                        if t.deadline() <= now || t.deadline() > deadline {
+                            t.as_mut().reset(deadline);
+                        }
+                        t
+                    }
+                    None => self.timer.insert(Box::pin(sleep_until(deadline))),
+                };
+                if timer.as_mut().poll(cx).is_ready() {
+                    Step::Again
+                } else {
+                    Step::Pending
+                }
+            }
         }
     }
 }

@@ -96,9 +96,9 @@ fn parse_label(s: &str) -> Result<(String, String), String> {
 }
 
 /// The settings of an engine speaking the Docker API (Docker, Podman, Swarm).
-fn compat_config(a: &EngineArgs) -> lookout_docker::compat::Config {
+fn compat_config(a: &EngineArgs) -> lookout_moby::Config {
     let labels: Labels = a.labels.iter().cloned().collect();
-    let config = lookout_docker::compat::Config::default()
+    let config = lookout_moby::Config::default()
         .labels(labels)
         .watch_config(watch_config(&a.common));
     match &a.host {

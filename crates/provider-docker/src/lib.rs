@@ -18,26 +18,18 @@
 //! # Ok(()) }
 //! ```
 //!
+//! A runnable example: `cargo run -p lookout-docker --example docker_watch`
+//! ([`examples/docker_watch.rs`](https://github.com/lookout-rs/lookout/blob/main/crates/provider-docker/examples/docker_watch.rs)).
+//!
 //! # Guarantees
 //!
-//! Those of [`Watch`], for Docker:
-//! - an engine that is down, restarting or hung is no error: the stream yields
-//!   [`Status::Disconnected`](lookout_core::Status::Disconnected) and redials
-//!   under the one reconnect policy, forever;
-//! - after a reconnect, what happened while disconnected is told once,
-//!   before anything that happened after: when dockerd still buffers the
-//!   last event seen (it keeps its last 256 events, none across a restart),
-//!   as the exact transitions, live, with their times, before the
-//!   reconnect's `Connected`; else as the container list's difference from
-//!   the known state ([`Origin::Resync`](lookout_core::Origin::Resync)).
-//!   Never both, and no `live` event after the list is older than the
-//!   reconnect (see [`compat::History`]);
-//! - a silent connection is probed (`GET /_ping` on a connection of its own)
-//!   after [`WatchConfig::probe_after`](lookout_core::WatchConfig::probe_after) and replaced when the probe fails or
-//!   is late;
-//! - an event line the client cannot decode is skipped (one `warn`), never
-//!   ends the session, and is never replayed in a loop;
-//! - dropping the stream closes every connection at once: nothing is spawned.
+//! Those of [`Watch`](lookout_core::Watch#guarantees). What is Docker's own:
+//! - after a reconnect, what happened meanwhile comes as dockerd's exact
+//!   replay (live, before `Connected`) when its in-memory buffer of its last
+//!   256 events still holds the last event seen; after a dockerd restart
+//!   (no buffer) or a longer gap, as the container list's difference
+//!   (`resync`). See [`lookout_moby::History::Until`];
+//! - the liveness probe is `GET /_ping`, on a connection of its own.
 //!
 //! # Mapping
 //!
@@ -57,19 +49,23 @@
 //! `execDuration` (Docker mixes the labels into the attributes). A container renamed
 //! while watched keeps its old id until the next resync.
 //!
-//! The shared Docker-API machinery is in [`compat`]; Podman and Swarm reuse it.
+//! The Docker Engine API machinery is [`lookout_moby`]'s (Podman and Swarm
+//! build on it too); this crate is Docker's [`MAPPING`] table.
 
-pub mod compat;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 
 use lookout_core::{EventKind, Watch};
+use lookout_moby as moby;
 
-pub use compat::{CompatError, ConfigError, Cursor};
+pub use lookout_moby::{CompatError, ConfigError, Cursor};
 
 /// Dials dockerd; the [`Dial`](lookout_core::Dial) behind [`watch`].
-pub type DockerDial = compat::CompatDial;
+pub type DockerDial = moby::CompatDial;
 
 /// Docker's vocabulary and discovery.
-pub static MAPPING: compat::Mapping = compat::Mapping {
+pub static MAPPING: moby::Mapping = moby::Mapping {
     provider: "docker",
     actions: &[
         ("create", EventKind::Created),
@@ -101,21 +97,18 @@ pub static MAPPING: compat::Mapping = compat::Mapping {
         "prune",
     ],
     non_label_attributes: &["name", "image", "exitCode", "signal", "execDuration"],
-    history: compat::History::Until,
-    discovery: compat::Discovery {
-        host_var: "DOCKER_HOST",
-        sockets: &[("", "/var/run/docker.sock")],
-    },
+    history: moby::History::Until,
+    discovery: moby::Discovery::DOCKER,
 };
 
-/// What to watch: [`compat::Config`]. Without a host: `DOCKER_HOST`, else
+/// What to watch: [`moby::Config`]. Without a host: `DOCKER_HOST`, else
 /// `unix:///var/run/docker.sock`, resolved anew on every dial.
-pub type DockerConfig = compat::Config;
+pub type DockerConfig = moby::Config;
 
 /// Watches dockerd's containers.
 ///
 /// Fails only when the host (given, or `DOCKER_HOST` now) cannot be parsed;
 /// an engine that is down is no error: the stream reports it and retries.
 pub fn watch(config: DockerConfig) -> Result<Watch<DockerDial>, ConfigError> {
-    compat::watch(&MAPPING, config)
+    moby::watch(&MAPPING, config)
 }

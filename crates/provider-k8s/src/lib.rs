@@ -23,6 +23,9 @@
 //! # }
 //! ```
 //!
+//! A runnable example: `cargo run -p lookout-k8s --example k8s_watch -- NAMESPACE`
+//! ([`examples/k8s_watch.rs`](https://github.com/lookout-rs/lookout/blob/main/crates/provider-k8s/examples/k8s_watch.rs)).
+//!
 //! # Mapping
 //!
 //! | Kubernetes | lookout |
@@ -40,7 +43,8 @@
 //!
 //! # Guarantees
 //!
-//! Everything [`lookout_core::Watch`] guarantees, and:
+//! Everything [`lookout_core::Watch`] guarantees (see its
+//! [`# Guarantees`](lookout_core::Watch#guarantees)), and:
 //!
 //! - **The kubeconfig is resolved on every dial**, as kube does it: the
 //!   explicit [`K8sConfig::kubeconfig`], else `KUBECONFIG`, else

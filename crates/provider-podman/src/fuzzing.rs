@@ -1,9 +1,9 @@
 //! The fuzzing harness of Podman's events (feature `fuzzing`; not a public
-//! API): [`lookout_docker::compat::fuzzing`]'s, with Podman's [`MAPPING`](crate::MAPPING).
+//! API): [`lookout_moby::fuzzing`]'s, with Podman's [`MAPPING`](crate::MAPPING).
 
-use lookout_docker::compat::fuzzing::{Containers, run};
+use lookout_moby::fuzzing::{Containers, run};
 
-/// Feeds `data` (see [`lookout_docker::compat::fuzzing`]) and then one valid
+/// Feeds `data` (see [`lookout_moby::fuzzing`]) and then one valid
 /// event through the decoder of a Podman session; panics when an invariant
 /// does not hold.
 pub fn podman_events(data: &[u8]) {

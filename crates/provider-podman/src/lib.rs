@@ -4,7 +4,7 @@
 //! through its Docker-compatible API and returns a [`Watch`]: a `Stream` of
 //! [`Item`](lookout_core::Item)s — instance events and connection statuses —
 //! that never ends and never gives up. All of the machinery is
-//! [`lookout_docker::compat`]'s; this crate is Podman's [`MAPPING`] table and
+//! [`lookout_moby`]'s; this crate is Podman's [`MAPPING`] table and
 //! host discovery.
 //!
 //! ```no_run
@@ -21,19 +21,18 @@
 //! # Ok(()) }
 //! ```
 //!
+//! A runnable example: `cargo run -p lookout-podman --example podman_watch`
+//! ([`examples/podman_watch.rs`](https://github.com/lookout-rs/lookout/blob/main/crates/provider-podman/examples/podman_watch.rs)).
+//!
 //! # Guarantees
 //!
-//! Those of [`Watch`] and of `lookout_docker`: retried forever, missed
-//! transitions reported once after each reconnect, a silent connection probed
-//! with `/_ping`, an undecodable event skipped, nothing left behind on drop.
-//! Podman keeps its events (journald or a file) across restarts of its
-//! service, so a redial can nearly always replay what it missed exactly: it
-//! reads the log `since` the last event seen (`stream=false`: the response
-//! ends at the log's end; Podman's `since` is a float, so the redial asks
-//! from 1 µs early), and when the last event seen is in it, reports what
-//! follows as live transitions, in the log's order, before the reconnect's
-//! `Connected`; else the container list's difference (`resync`) tells the
-//! net effect. Never both (see [`compat::History`]).
+//! Those of [`Watch`](lookout_core::Watch#guarantees). What is Podman's own:
+//! - Podman keeps its events (journald or a file) across restarts of its
+//!   service, so a reconnect nearly always replays what it missed exactly
+//!   (live, in the log's order, before `Connected`); the list's difference
+//!   (`resync`) tells it only when the log no longer holds the last event
+//!   seen. See [`lookout_moby::History::NoStream`];
+//! - the liveness probe is `GET /_ping`, on a connection of its own.
 //!
 //! # Mapping
 //!
@@ -56,15 +55,15 @@
 pub mod fuzzing;
 
 use lookout_core::{EventKind, Watch};
-use lookout_docker::compat;
+use lookout_moby as moby;
 
-pub use lookout_docker::{CompatError, ConfigError, Cursor};
+pub use lookout_moby::{CompatError, ConfigError, Cursor};
 
 /// Dials Podman; the [`Dial`](lookout_core::Dial) behind [`watch`].
-pub type PodmanDial = compat::CompatDial;
+pub type PodmanDial = moby::CompatDial;
 
 /// Podman's vocabulary and discovery.
-pub static MAPPING: compat::Mapping = compat::Mapping {
+pub static MAPPING: moby::Mapping = moby::Mapping {
     provider: "podman",
     actions: &[
         ("create", EventKind::Created),
@@ -107,8 +106,8 @@ pub static MAPPING: compat::Mapping = compat::Mapping {
         "exitCode",
         "health_status",
     ],
-    history: compat::History::NoStream,
-    discovery: compat::Discovery {
+    history: moby::History::NoStream,
+    discovery: moby::Discovery {
         host_var: "CONTAINER_HOST",
         sockets: &[
             ("XDG_RUNTIME_DIR", "podman/podman.sock"),
@@ -117,10 +116,10 @@ pub static MAPPING: compat::Mapping = compat::Mapping {
     },
 };
 
-/// What to watch: [`compat::Config`]. Without a host: `CONTAINER_HOST`, else
+/// What to watch: [`moby::Config`]. Without a host: `CONTAINER_HOST`, else
 /// `$XDG_RUNTIME_DIR/podman/podman.sock` when it exists, else
 /// `/run/podman/podman.sock`, resolved anew on every dial.
-pub type PodmanConfig = compat::Config;
+pub type PodmanConfig = moby::Config;
 
 /// Watches Podman's containers.
 ///
@@ -128,5 +127,5 @@ pub type PodmanConfig = compat::Config;
 /// parsed; an engine that is down is no error: the stream reports it and
 /// retries.
 pub fn watch(config: PodmanConfig) -> Result<Watch<PodmanDial>, ConfigError> {
-    compat::watch(&MAPPING, config)
+    moby::watch(&MAPPING, config)
 }

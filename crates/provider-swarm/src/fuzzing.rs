@@ -1,9 +1,10 @@
 //! The fuzzing harness of Swarm's service events (feature `fuzzing`; not a
-//! public API): [`lookout_docker::compat::fuzzing`]'s, with [`SERVICES`]
+//! public API): [`lookout_moby::fuzzing`]'s, with [`SERVICES`]
 //! and an engine whose answers to inspections the input chooses.
 
 use lookout_core::{EventKind, Labels, Listed};
-use lookout_docker::compat::fuzzing::{TAIL_NANOS, Target, run};
+use lookout_moby::Inspection;
+use lookout_moby::fuzzing::{TAIL_NANOS, Target, run};
 use serde_json::{Value, json};
 
 use crate::{SERVICES, Services};
@@ -53,22 +54,22 @@ impl Target for Swarm {
         ("lookout-fuzz-tail", EventKind::Started)
     }
 
-    fn inspect(&self, path: &str, choice: u64) -> Result<Option<Value>, String> {
+    fn inspect(&self, path: &str, choice: u64) -> Inspection {
         let id = path.strip_prefix("/services/").unwrap_or(path);
         if id == TAIL_ID {
-            return Ok(Some(service(id, "lookout-fuzz-tail", Some(1), true)));
+            return Inspection::Found(service(id, "lookout-fuzz-tail", Some(1), true));
         }
         let replicas = Some((choice >> 8) % 3);
         let labelled = choice & (1 << 12) != 0;
-        Ok(Some(match choice % 7 {
-            0 => return Ok(None),
-            1 => return Err(format!("GET {path} answered 500: boom")),
+        Inspection::Found(match choice % 7 {
+            0 => return Inspection::Gone,
+            1 => return Inspection::Unusable(format!("GET {path} answered 500: boom")),
             2 => service(id, &format!("svc-{id}"), replicas, labelled),
             3 => service(id, &format!("svc-{id}"), None, labelled),
             4 => json!({ "ID": id }),
             5 => service("someoneelse", "other", replicas, labelled),
             _ => json!({ "ID": id, "Spec": { "Name": 7, "Labels": "app=web", "Mode": [] } }),
-        }))
+        })
     }
 }
 
@@ -98,7 +99,7 @@ fn service(id: &str, name: &str, replicas: Option<u64>, labelled: bool) -> Value
     })
 }
 
-/// Feeds `data` (see [`lookout_docker::compat::fuzzing`]) and then one valid
+/// Feeds `data` (see [`lookout_moby::fuzzing`]) and then one valid
 /// service event through the decoder of a Swarm session; panics when an
 /// invariant does not hold.
 pub fn swarm_events(data: &[u8]) {

@@ -4,7 +4,7 @@
 //! [`Watch`]: a `Stream` of [`Item`](lookout_core::Item)s — instance events
 //! and connection statuses — that never ends and never gives up. An instance
 //! is a service. The connection, the `/events` decoding, the cursor and the
-//! probe are [`lookout_docker::compat`]'s; this crate says what a service
+//! probe are [`lookout_moby`]'s; this crate says what a service
 //! event means ([`SERVICES`]).
 //!
 //! ```no_run
@@ -22,25 +22,21 @@
 //! # Ok(()) }
 //! ```
 //!
+//! A runnable example: `cargo run -p lookout-swarm --example swarm_watch`
+//! ([`examples/swarm_watch.rs`](https://github.com/lookout-rs/lookout/blob/main/crates/provider-swarm/examples/swarm_watch.rs)).
+//!
 //! # Guarantees
 //!
-//! Those of [`Watch`], for Swarm services:
-//! - a manager that is down, restarting or hung is no error: the stream
-//!   yields [`Status::Disconnected`](lookout_core::Status::Disconnected) and
-//!   redials under the one reconnect policy, forever;
-//! - after each (re)connect, the service list is diffed against the known
-//!   state and every missed transition is reported once
-//!   ([`Origin::Resync`](lookout_core::Origin::Resync)), before anything
-//!   that happened after; nothing of the past is replayed (service events
-//!   carry the service's `UpdatedAt`, so `since` cannot prove a replay
-//!   complete: [`History::Unreliable`](lookout_docker::compat::History)),
-//!   and the new subscription starts from now;
-//! - a silent connection is probed (`GET /_ping` on a connection of its own)
-//!   and replaced when the probe fails or is late;
-//! - an event the client cannot decode, or whose service cannot be
-//!   inspected, is skipped (one `warn`) and never ends the session;
-//! - dropping the stream closes every connection at once (the events
-//!   subscription, an inspection under way, the probe): nothing is spawned.
+//! Those of [`Watch`](lookout_core::Watch#guarantees). What is Swarm's own:
+//! - after a reconnect, what happened meanwhile comes only as the service
+//!   list's difference (`resync`): a service event carries the service's
+//!   `UpdatedAt`, so dockerd's `since` cannot prove a replay complete, and
+//!   the new subscription starts from now
+//!   ([`History::Unreliable`]);
+//! - an event whose service cannot be inspected is skipped (one `warn`),
+//!   like an undecodable one; an inspection under way is closed with the
+//!   stream;
+//! - the liveness probe is `GET /_ping`, on a connection of its own.
 //!
 //! # Mapping
 //!
@@ -66,7 +62,7 @@
 //! Measured on dockerd 20.10: a service event carries only the attributes
 //! `name` and, when an update changed the replica count, `replicas.old` and
 //! `replicas.new` — never the service's labels. So:
-//! - the label filter ([`SwarmConfig::labels`](lookout_docker::compat::Config::labels))
+//! - the label filter ([`SwarmConfig::labels`](lookout_moby::Config::labels))
 //!   is applied by the engine to the service list, and by lookout to the
 //!   events, with the labels it knows of each service: from the list, or from
 //!   an inspection (`GET /services/{id}`) of a service first seen in an event
@@ -107,22 +103,22 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use lookout_core::{EventKind, InstanceId, Labels, Listed, Watch};
-use lookout_docker::compat::{
-    self, Decision, Discovery, Event, History, KnownObjects, Objects, labels_of, matches,
+use lookout_moby::{
+    Decision, Discovery, Event, History, KnownObjects, Objects, labels_of, matches,
 };
 use serde_json::Value;
 
-pub use lookout_docker::{CompatError, ConfigError, Cursor};
+pub use lookout_moby::{CompatError, ConfigError, Cursor};
 
-/// What to watch: [`compat::Config`] (host, labels, watch settings). Without
+/// What to watch: [`lookout_moby::Config`] (host, labels, watch settings). Without
 /// a host: `DOCKER_HOST`, else `unix:///var/run/docker.sock`, resolved anew
 /// on every dial.
-pub type SwarmConfig = compat::Config;
+pub type SwarmConfig = lookout_moby::Config;
 
 /// Dials a Swarm manager; the [`Dial`](lookout_core::Dial) behind [`watch`].
-pub type SwarmDial = compat::CompatDial<Services>;
+pub type SwarmDial = lookout_moby::CompatDial<Services>;
 
-/// Swarm's services, as [`compat`] watches them.
+/// Swarm's services, as [`lookout_moby`] watches them.
 pub static SERVICES: Services = Services;
 
 /// Watches the services of the Swarm whose manager `config` points at.
@@ -131,7 +127,7 @@ pub static SERVICES: Services = Services;
 /// an engine that is down (or not a manager) is no error: the stream reports
 /// it and retries.
 pub fn watch(config: SwarmConfig) -> Result<Watch<SwarmDial>, ConfigError> {
-    compat::watch(&SERVICES, config)
+    lookout_moby::watch(&SERVICES, config)
 }
 
 /// The table of Swarm's services: subscribe to `type=service` events (scope
@@ -148,7 +144,7 @@ impl Objects for Services {
     }
 
     fn discovery(&self) -> &Discovery {
-        &lookout_docker::MAPPING.discovery
+        &Discovery::DOCKER
     }
 
     fn event_type(&self) -> &'static str {

@@ -16,7 +16,7 @@ use lookout_core::{
     Error, EventKind, InstanceEvent, Item, Labels, Origin, ReconnectPolicy, Status, Watch,
     WatchConfig,
 };
-use lookout_docker::compat::{CompatDial, Config, ConfigError};
+use lookout_moby::{CompatDial, Config, ConfigError};
 use tokio_stream::StreamExt;
 
 use super::Relay;

@@ -54,8 +54,8 @@ pub(crate) fn client_config(env: &TlsEnv) -> Result<Arc<ClientConfig>, CompatErr
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compat::host::Host;
-    use crate::compat::http;
+    use crate::host::Host;
+    use crate::http;
     use std::path::PathBuf;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio_rustls::rustls::ServerConfig;

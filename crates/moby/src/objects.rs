@@ -9,7 +9,7 @@ use lookout_core::{EventKind, Labels, Listed};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use super::feed::Cursor;
+use super::cursor::Cursor;
 use super::history::History;
 use super::host::Discovery;
 
@@ -21,7 +21,7 @@ use super::host::Discovery;
 /// per session a [`KnownObjects`] that maps each event. Everything else —
 /// connecting, the `/events` framing and its undecodable lines, the cursor and
 /// `since`, the snapshot, inspecting an object, the probe — is
-/// [`compat`](super)'s, the same for every kind.
+/// [`lookout_moby`](crate)'s, the same for every kind.
 pub trait Objects: fmt::Debug + Send + Sync + 'static {
     /// What one session knows of the objects, to map their events.
     type Known: KnownObjects;

@@ -21,10 +21,13 @@ use std::time::SystemTime;
 
 use lookout_core::Labels;
 
-use super::feed::{Cursor, Feed, Obs, Step, line_time};
+use super::cursor::Cursor;
+use super::feed::{Feed, Obs, Step};
 use super::host::{Host, TlsEnv};
+use super::inspect::inspect;
 use super::objects::Objects;
-use super::{CompatError, INSPECT_TIMEOUT, http, inspect};
+use super::wire::line_time;
+use super::{CompatError, INSPECT_TIMEOUT, http};
 
 /// How an engine serves, to a redial, the events its last session missed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,9 +133,8 @@ pub(crate) async fn read<O: Objects>(
         match step {
             Step::Obs(obs) => observations.push(obs),
             Step::Inspect { event, path } => {
-                let object = inspect(host, tls, &path, INSPECT_TIMEOUT).await?;
-                let object = object.as_ref().map(Option::as_ref).map_err(String::clone);
-                observations.push(replay.feed.inspected(event, object));
+                let inspection = inspect(host, tls, &path, INSPECT_TIMEOUT).await?;
+                observations.push(replay.feed.inspected(event, &inspection));
             }
         }
     }
@@ -186,8 +188,8 @@ fn continuation<O: Objects>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compat::host::Discovery;
-    use crate::compat::mapping::Mapping;
+    use crate::host::Discovery;
+    use crate::mapping::Mapping;
     use lookout_core::{EventKind, Observation};
 
     static TABLE: Mapping = Mapping {
@@ -218,7 +220,7 @@ mod tests {
     }
 
     /// `(id, kind, uid, cursor)` of each change, `progress` otherwise.
-    fn summary(c: &Continuation<crate::compat::KnownContainers>) -> Vec<String> {
+    fn summary(c: &Continuation<crate::KnownContainers>) -> Vec<String> {
         c.steps
             .iter()
             .map(|s| match s {

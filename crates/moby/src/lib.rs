@@ -1,8 +1,14 @@
-//! The Docker-compatible API machinery that Docker, Podman and Swarm share.
+//! The Docker Engine API layer of lookout, which the Docker, Podman and
+//! Swarm providers share (as kube-client builds on kube-core's protocol
+//! types, each provider is a table over this crate).
 //!
 //! An engine is a table: the [`Objects`] it watches (containers as a
 //! [`Mapping`] describes them, or Swarm's services), their vocabulary and
-//! where the engine listens. The rest is here, once:
+//! where the engine listens ([`Discovery`]). The rest is here, once, one
+//! concern per module — `http` (a request on a socket it owns), `host` and
+//! `tls` (where and how to connect), `framing`, `wire` and `cursor` (the
+//! `/events` body), `feed` (what each event means), `history` (the replay
+//! after a reconnect), `objects`, `mapping` and `containers` (the kinds):
 //!
 //! - **connecting**: each request gets a connection of its own (unix socket,
 //!   TCP, or TLS with rustls), driven by whoever polls it: no pool, no spawned
@@ -51,18 +57,22 @@
 //! never stands for the current one.
 
 mod containers;
+mod cursor;
 mod error;
 mod feed;
+mod framing;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
 mod history;
 mod host;
 mod http;
+mod inspect;
 mod mapping;
 mod objects;
 #[cfg(feature = "tls")]
 mod tls;
+mod wire;
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -72,14 +82,15 @@ use lookout_core::{
     BoxError, Dial, DialFuture, Labels, Listed, Observation, ProbeFuture, Session, Watch,
     WatchConfig,
 };
-use serde_json::{Value, json};
+use serde_json::json;
 use tracing::Instrument;
 
 pub use containers::KnownContainers;
+pub use cursor::Cursor;
 pub use error::CompatError;
-pub use feed::Cursor;
 pub use history::History;
 pub use host::{ConfigError, Discovery, Host};
+pub use inspect::Inspection;
 pub use mapping::Mapping;
 pub use objects::{Decision, Event, KnownObjects, Objects, labels_of, matches, string_value};
 
@@ -148,9 +159,6 @@ pub fn watch<O: Objects>(
 
 /// The largest object list accepted (64 MiB: about 100 000 containers).
 const MAX_LIST: usize = 64 << 20;
-
-/// The largest inspected object accepted.
-const MAX_OBJECT: usize = 16 << 20;
 
 /// How long an inspection may take. The session reads no event meanwhile,
 /// and the probe (on a connection of its own) would not notice an engine that
@@ -384,11 +392,8 @@ fn session<K: KnownObjects>(
                     feed::Step::Obs(obs) => yield Ok(obs),
                     feed::Step::Inspect { event, path } => {
                         let span = tracing::debug_span!("conn", provider, %host, request = "inspect");
-                        match inspect(&host, &tls, &path, INSPECT_TIMEOUT).instrument(span).await {
-                            Ok(object) => {
-                                let object = object.as_ref().map(Option::as_ref).map_err(String::clone);
-                                yield Ok(feed.inspected(event, object));
-                            }
+                        match inspect::inspect(&host, &tls, &path, INSPECT_TIMEOUT).instrument(span).await {
+                            Ok(inspection) => yield Ok(feed.inspected(event, &inspection)),
                             Err(e) => {
                                 yield Err(BoxError::from(e));
                                 break 'session;
@@ -403,46 +408,6 @@ fn session<K: KnownObjects>(
             }
         }
     })
-}
-
-/// `GET path` of one object: `Ok(Ok(None))` when the engine says it does
-/// not exist (404), `Ok(Err(..))` when it answers something unusable (another
-/// error status, a body that is not JSON), `Err` when the connection fails
-/// or the engine does not answer within `timeout`.
-async fn inspect(
-    host: &Host,
-    tls: &host::TlsEnv,
-    path: &str,
-    timeout: Duration,
-) -> Result<Result<Option<Value>, String>, CompatError> {
-    tokio::time::timeout(timeout, inspect_now(host, tls, path))
-        .await
-        .unwrap_or_else(|_| {
-            Err(CompatError::Timeout {
-                path: http::strip_query(path).to_owned(),
-                after: timeout,
-            })
-        })
-}
-
-async fn inspect_now(
-    host: &Host,
-    tls: &host::TlsEnv,
-    path: &str,
-) -> Result<Result<Option<Value>, String>, CompatError> {
-    let name = http::strip_query(path);
-    let exchange = http::get(host, tls, path).await?;
-    let body = match exchange.ok(name).await {
-        Ok(exchange) => exchange.body(name, MAX_OBJECT).await?,
-        Err(CompatError::Status { status: 404, .. }) => return Ok(Ok(None)),
-        Err(CompatError::Status {
-            status, message, ..
-        }) => return Ok(Err(format!("GET {name} answered {status}: {message}"))),
-        Err(e) => return Err(e),
-    };
-    Ok(serde_json::from_slice(&body)
-        .map(Some)
-        .map_err(|e| format!("GET {name}: not JSON: {e}")))
 }
 
 /// Percent-encodes a query value (everything but RFC 3986's unreserved characters).
@@ -531,69 +496,5 @@ mod tests {
         assert!(err.to_string().contains("/nonexistent/test.sock"), "{err}");
         let probe = dial.probe().expect("a probe").await;
         assert!(probe.is_err());
-    }
-
-    /// Inspects `path` with `timeout` on a one-shot engine that answers with
-    /// `status` and `body`, or never (until the client hangs up) when
-    /// `status` is 0.
-    async fn inspect_on(
-        status: u16,
-        body: &str,
-        path: &str,
-        timeout: Duration,
-    ) -> Result<Result<Option<Value>, String>, CompatError> {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let socket = std::env::temp_dir().join(format!(
-            "lookout-compat-inspect-{}-{status}.sock",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_file(&socket);
-        let listener = tokio::net::UnixListener::bind(&socket).expect("bind");
-        let server = async {
-            let (mut conn, _) = listener.accept().await.expect("a connection");
-            let mut buf = [0u8; 4096];
-            let _ = conn.read(&mut buf).await;
-            if status == 0 {
-                let _ = conn.read(&mut buf).await;
-            } else {
-                let response = format!(
-                    "HTTP/1.1 {status} X\r\nContent-Length: {}\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = conn.write_all(response.as_bytes()).await;
-            }
-        };
-        let host = Host::Unix(socket.clone());
-        let tls = host::TlsEnv::default();
-        let client = inspect(&host, &tls, path, timeout);
-        let ((), result) = tokio::join!(server, client);
-        let _ = std::fs::remove_file(&socket);
-        result
-    }
-
-    #[tokio::test(flavor = "current_thread")]
-    async fn an_inspection_tells_found_gone_unusable_and_hung_apart() {
-        let t = Duration::from_secs(5);
-        let found = inspect_on(200, r#"{"ID":1}"#, "/things/a", t).await;
-        assert_eq!(found.expect("answered"), Ok(Some(json!({"ID": 1}))));
-        let gone = inspect_on(404, r#"{"message":"not found"}"#, "/things/a", t).await;
-        assert_eq!(gone.expect("answered"), Ok(None));
-        let bad = inspect_on(500, "boom", "/things/a", t).await;
-        assert_eq!(
-            bad.expect("answered"),
-            Err("GET /things/a answered 500: boom".to_owned())
-        );
-        let junk = inspect_on(201, "{", "/things/a", t).await;
-        assert!(
-            junk.expect("answered")
-                .is_err_and(|e| e.contains("not JSON"))
-        );
-        let started = std::time::Instant::now();
-        let hung = inspect_on(0, "", "/things/a?x=1", Duration::from_millis(200)).await;
-        assert!(
-            matches!(&hung, Err(CompatError::Timeout { path, .. }) if path == "/things/a"),
-            "{hung:?}"
-        );
-        assert!(started.elapsed() < Duration::from_secs(2));
     }
 }

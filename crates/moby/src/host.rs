@@ -156,6 +156,15 @@ pub struct Discovery {
     pub sockets: &'static [(&'static str, &'static str)],
 }
 
+impl Discovery {
+    /// dockerd's: `DOCKER_HOST`, else `/var/run/docker.sock` (Docker's
+    /// containers, and Swarm's services on a manager).
+    pub const DOCKER: Self = Self {
+        host_var: "DOCKER_HOST",
+        sockets: &[("", "/var/run/docker.sock")],
+    };
+}
+
 /// The TLS settings read from the environment on every dial.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct TlsEnv {

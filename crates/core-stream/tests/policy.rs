@@ -1,4 +1,5 @@
-//! Policy tests: paused tokio time against a scripted dial. Deterministic and fast.
+//! Policy tests through the public API: paused tokio time against a scripted
+//! dial. Deterministic and fast.
 #![allow(
     clippy::unnecessary_wraps,
     clippy::too_many_lines,
@@ -16,7 +17,7 @@ use tokio::time::{Instant, timeout};
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
-use crate::{
+use lookout_core::{
     BoxError, Change, Dial, DialFuture, Error, EventKind, InstanceEvent, Item, LAG_RESYNC_SPACING,
     Listed, Observation, Origin, ProbeFuture, ReconnectPolicy, Status, Watch, WatchConfig,
 };
@@ -122,7 +123,7 @@ impl Dial for Scripted {
                         let _keep = &session_guard;
                         o
                     });
-                    Ok(Box::pin(stream) as crate::Session<u64>)
+                    Ok(Box::pin(stream) as lookout_core::Session<u64>)
                 }
             }
         })

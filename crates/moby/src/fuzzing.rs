@@ -25,10 +25,10 @@ use std::borrow::Cow;
 use std::collections::VecDeque;
 
 use lookout_core::{EventKind, Labels, Listed, Observation};
-use serde_json::Value;
 
-use super::feed::{Feed, MAX_LINE, Obs, Step};
-use super::{Cursor, Mapping, Objects};
+use crate::feed::{Feed, Obs, Step};
+use crate::framing::MAX_LINE;
+use crate::{Cursor, Inspection, Mapping, Objects};
 
 /// The largest chunk the harness feeds at once.
 pub const MAX_CHUNK: usize = 64 << 10;
@@ -78,9 +78,9 @@ pub trait Target {
     /// The engine's answer to `GET path`; `choice` is arbitrary (from the
     /// input), to pick among answers. The appended event's object must get
     /// an answer that reports it.
-    fn inspect(&self, path: &str, choice: u64) -> Result<Option<Value>, String> {
+    fn inspect(&self, path: &str, choice: u64) -> Inspection {
         let _ = (path, choice);
-        Ok(None)
+        Inspection::Gone
     }
 }
 
@@ -124,16 +124,6 @@ impl Target for Containers {
     fn tail_change(&self) -> (&'static str, EventKind) {
         ("lookout-fuzz-tail", EventKind::Created)
     }
-}
-
-/// Docker's containers ([`crate::MAPPING`]).
-pub fn docker_events(data: &[u8]) {
-    run(&Containers(&crate::MAPPING), data, &mut || {});
-}
-
-/// [`docker_events`], calling `after_push` after every chunk.
-pub fn docker_events_with(data: &[u8], after_push: &mut dyn FnMut()) {
-    run(&Containers(&crate::MAPPING), data, after_push);
 }
 
 /// A small deterministic generator (`SplitMix64`) for chunk sizes and answers.
@@ -294,9 +284,7 @@ fn drain<T: Target>(
         let obs = match step {
             Step::Obs(obs) => obs,
             Step::Inspect { event, path } => {
-                let answer = target.inspect(&path, rng.next());
-                let object = answer.as_ref().map(Option::as_ref).map_err(String::clone);
-                feed.inspected(event, object)
+                feed.inspected(event, &target.inspect(&path, rng.next()))
             }
         };
         assert!(

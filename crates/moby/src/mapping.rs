@@ -12,7 +12,7 @@ use super::host::Discovery;
 /// container watch (Docker, Podman).
 ///
 /// Everything else (connecting, subscribing, listing, decoding, the cursor,
-/// the probe) is shared by every engine in [`compat`](super).
+/// the probe) is shared by every engine in [`lookout_moby`](crate).
 #[derive(Debug, Clone, Copy)]
 pub struct Mapping {
     /// The provider's name, in logs and errors (`docker`, `podman`).

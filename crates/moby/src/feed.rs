@@ -1,0 +1,276 @@
+//! The meaning of the `/events` body of one session: each framed line
+//! decoded, checked against the resume point, and handed to the session's
+//! [`KnownObjects`]. Pure (no I/O), so every case is unit-tested.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use lookout_core::{Change, InstanceId, Labels, Listed, Observation};
+
+use super::cursor::Cursor;
+use super::framing::{Framed, Lines, MAX_LINE};
+use super::inspect::Inspection;
+use super::objects::{Attributes, Decision, Event, KnownObjects, Objects, preview};
+use super::wire::{Wire, attribute_name};
+
+/// One decoded observation from the feed.
+pub(crate) type Obs = Observation<Cursor>;
+
+/// What the feed makes of one line.
+#[derive(Debug)]
+pub(crate) enum Step {
+    /// An observation to yield.
+    Obs(Obs),
+    /// Inspect the event's object (`GET path`) before deciding: see
+    /// [`Feed::inspected`].
+    Inspect { event: Event, path: String },
+}
+
+/// Turns the `/events` body of one session into observations.
+///
+/// It frames and decodes the lines (an undecodable one costs that event
+/// only), keeps the cursor, drops what a redial replays of the events seen
+/// before it, and hands each event of the watched type to the session's
+/// [`KnownObjects`], which says what it means.
+#[derive(Debug)]
+pub(crate) struct Feed<K> {
+    provider: &'static str,
+    event_type: &'static str,
+    /// The cursor a subscription resumed from: every event at or before it
+    /// was seen (see [`Cursor`]).
+    resume: Option<Cursor>,
+    /// The newest cursor reported: cursors only move forward, so that an
+    /// event with a bogus old time cannot send a redial far back.
+    newest: Option<Cursor>,
+    known: K,
+    lines: Lines,
+}
+
+impl<K: KnownObjects> Feed<K> {
+    /// The feed of a subscription, resumed from `resume` (`None`: from now),
+    /// after a snapshot that `listed` these objects.
+    pub(crate) fn new<O: Objects<Known = K>>(
+        objects: &'static O,
+        labels: &Labels,
+        resume: Option<Cursor>,
+        listed: &[Listed],
+    ) -> Self {
+        Self::with(objects, objects.known(labels, listed), resume, resume)
+    }
+
+    /// The feed of a history read past the last event seen, at `cursor`:
+    /// it drops nothing by time (what follows that event was not seen), and
+    /// its cursors never go back before `cursor`.
+    pub(crate) fn history<O: Objects<Known = K>>(
+        objects: &'static O,
+        labels: &Labels,
+        cursor: Cursor,
+    ) -> Self {
+        Self::with(objects, objects.known_history(labels), None, Some(cursor))
+    }
+
+    fn with<O: Objects<Known = K>>(
+        objects: &'static O,
+        known: K,
+        resume: Option<Cursor>,
+        newest: Option<Cursor>,
+    ) -> Self {
+        Self {
+            provider: objects.provider(),
+            event_type: objects.event_type(),
+            resume,
+            newest,
+            known,
+            lines: Lines::default(),
+        }
+    }
+
+    /// The newest event time seen (or the cursor it started from).
+    pub(crate) fn newest(&self) -> Option<Cursor> {
+        self.newest
+    }
+
+    /// Feeds a piece of the body; pushes a step per complete line.
+    pub(crate) fn push(&mut self, chunk: &[u8], out: &mut VecDeque<Step>) {
+        let mut lines = std::mem::take(&mut self.lines);
+        lines.push(chunk, |framed| self.framed(framed, out));
+        self.lines = lines;
+    }
+
+    /// The body ended: decodes a last line that had no `\n`.
+    pub(crate) fn finish(&mut self, out: &mut VecDeque<Step>) {
+        let mut lines = std::mem::take(&mut self.lines);
+        lines.finish(|framed| self.framed(framed, out));
+    }
+
+    fn framed(&mut self, framed: Framed<'_>, out: &mut VecDeque<Step>) {
+        match framed {
+            Framed::Line(line) => out.extend(self.line(line)),
+            Framed::TooLong(start) => {
+                tracing::warn!(
+                    provider = self.provider,
+                    limit = MAX_LINE,
+                    start = %preview(start),
+                    "skipping an event line longer than the limit"
+                );
+                out.push_back(Step::Obs(Observation::Progress(None)));
+            }
+        }
+    }
+
+    /// What the event means now that its object was inspected (an
+    /// unusable answer skips the event with a warning).
+    pub(crate) fn inspected(&mut self, event: Event, inspection: &Inspection) -> Obs {
+        let object = match inspection {
+            Inspection::Found(object) => Some(object),
+            Inspection::Gone => None,
+            Inspection::Unusable(reason) => {
+                tracing::warn!(
+                    provider = self.provider,
+                    id = event.name(),
+                    action = event.action(),
+                    %reason,
+                    "skipping an event whose object cannot be inspected"
+                );
+                return Observation::Progress(event.cursor);
+            }
+        };
+        let decision = match self.known.inspected(&event, object) {
+            Decision::Inspect(_) => Decision::Undecodable("asked to inspect again"),
+            decision => decision,
+        };
+        match self.decided(event, decision) {
+            Step::Obs(obs) => obs,
+            Step::Inspect { event, .. } => Observation::Progress(event.cursor),
+        }
+    }
+
+    /// Whether an event at `time` was seen before this subscription resumed.
+    fn seen_before(&self, time: Cursor) -> bool {
+        self.resume.is_some_and(|r| time <= r)
+    }
+
+    /// Decodes one line. `None` for a blank line; an undecodable, unwanted or
+    /// stale event is `Progress`, with its cursor when it has one.
+    fn line(&mut self, line: &[u8]) -> Option<Step> {
+        let line = line.trim_ascii();
+        if line.is_empty() {
+            return None;
+        }
+        let provider = self.provider;
+        let poison = |reason: &str, cursor: Option<Cursor>| {
+            tracing::warn!(provider, reason, line = %preview(line), "skipping an undecodable event");
+            Some(Step::Obs(Observation::Progress(cursor)))
+        };
+        let event = match Wire::decode(line) {
+            Ok(event) => event,
+            Err(e) if e.is_data() => return poison("not a JSON object", None),
+            Err(e) => return poison(&format!("not JSON: {e}"), None),
+        };
+        let Some(time) = event.time() else {
+            return poison("no timeNano/time", None);
+        };
+        if self.seen_before(time) {
+            // Seen before the redial. Passing it on again is not harmless: the
+            // snapshot may have moved the state on since (a replayed `start`
+            // after a resync found the container stopped would restart it).
+            tracing::trace!(provider, ?time, "replayed from before the resume point");
+            return Some(Step::Obs(Observation::Progress(None)));
+        }
+        let cursor = if self.newest.is_none_or(|n| time >= n) {
+            self.newest = Some(time);
+            Some(time)
+        } else {
+            None
+        };
+        match self.event(event, time, cursor) {
+            Ok(step) => Some(step),
+            Err(reason) => poison(reason, cursor),
+        }
+    }
+
+    /// Decodes what every event has and asks the session's objects what it
+    /// means; `Err` names what it lacks.
+    fn event(
+        &mut self,
+        event: Wire<'_>,
+        time: Cursor,
+        cursor: Option<Cursor>,
+    ) -> Result<Step, &'static str> {
+        match event.r#type.str() {
+            Some(t) if t == self.event_type => {}
+            Some(other) => {
+                tracing::debug!(
+                    provider = self.provider,
+                    r#type = other,
+                    "ignoring an event of another type"
+                );
+                return Ok(Step::Obs(Observation::Progress(cursor)));
+            }
+            None => return Err("no Type"),
+        }
+        let action = event
+            .action
+            .or(event.status)
+            .into_str()
+            .ok_or("no Action")?
+            .into_owned();
+        let uid: Arc<str> = event
+            .actor_id
+            .or(event.id)
+            .str()
+            .filter(|id| !id.is_empty())
+            .ok_or("no Actor.ID")?
+            .into();
+        let name = event
+            .attributes
+            .and_then(attribute_name)
+            .as_deref()
+            .map(|n| n.trim_start_matches('/'))
+            .filter(|n| !n.is_empty())
+            .ok_or("no Actor.Attributes.name")?
+            .to_owned();
+        let event = Event {
+            action,
+            uid,
+            name,
+            attributes: event.attributes.map(Attributes::raw).unwrap_or_default(),
+            time,
+            cursor,
+        };
+        match self.known.event(&event) {
+            Decision::Undecodable(reason) => Err(reason),
+            decision => Ok(self.decided(event, decision)),
+        }
+    }
+
+    /// Turns a decision about an event into a step.
+    fn decided(&mut self, event: Event, decision: Decision) -> Step {
+        let cursor = event.cursor;
+        match decision {
+            Decision::Skip => Step::Obs(Observation::Progress(cursor)),
+            Decision::Report { kind, labels } => Step::Obs(Observation::Change(Change {
+                at: event.at(),
+                id: InstanceId::from(event.name),
+                kind,
+                uid: Some(event.uid),
+                labels: Some(labels),
+                cursor,
+            })),
+            Decision::Inspect(path) => Step::Inspect { event, path },
+            Decision::Undecodable(reason) => {
+                tracing::warn!(
+                    provider = self.provider,
+                    reason,
+                    id = event.name(),
+                    action = event.action(),
+                    "skipping an undecodable event"
+                );
+                Step::Obs(Observation::Progress(cursor))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,137 @@
+//! Inspecting one object (`GET /services/{id}` …) on a connection of its
+//! own, for an event that asks for it.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::error::CompatError;
+use crate::host::{Host, TlsEnv};
+use crate::http;
+
+/// The largest inspected object accepted.
+const MAX_OBJECT: usize = 16 << 20;
+
+/// What the engine answered about one object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Inspection {
+    /// The object, as the engine describes it.
+    Found(Value),
+    /// The engine says it does not exist (404): it went meanwhile.
+    Gone,
+    /// An answer that cannot be used (another error status, a body that is
+    /// not JSON): why.
+    Unusable(String),
+}
+
+/// `GET path` of one object. `Err` when the connection fails or the engine
+/// does not answer within `timeout` (the session ends: the engine is in
+/// trouble); anything the engine answers is an [`Inspection`].
+pub(crate) async fn inspect(
+    host: &Host,
+    tls: &TlsEnv,
+    path: &str,
+    timeout: Duration,
+) -> Result<Inspection, CompatError> {
+    tokio::time::timeout(timeout, inspect_now(host, tls, path))
+        .await
+        .unwrap_or_else(|_| {
+            Err(CompatError::Timeout {
+                path: http::strip_query(path).to_owned(),
+                after: timeout,
+            })
+        })
+}
+
+async fn inspect_now(host: &Host, tls: &TlsEnv, path: &str) -> Result<Inspection, CompatError> {
+    let name = http::strip_query(path);
+    let exchange = http::get(host, tls, path).await?;
+    let body = match exchange.ok(name).await {
+        Ok(exchange) => exchange.body(name, MAX_OBJECT).await?,
+        Err(CompatError::Status { status: 404, .. }) => return Ok(Inspection::Gone),
+        Err(CompatError::Status {
+            status, message, ..
+        }) => {
+            return Ok(Inspection::Unusable(format!(
+                "GET {name} answered {status}: {message}"
+            )));
+        }
+        Err(e) => return Err(e),
+    };
+    Ok(match serde_json::from_slice(&body) {
+        Ok(object) => Inspection::Found(object),
+        Err(e) => Inspection::Unusable(format!("GET {name}: not JSON: {e}")),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Inspects `path` with `timeout` on a one-shot engine that answers with
+    /// `status` and `body`, or never (until the client hangs up) when
+    /// `status` is 0.
+    async fn inspect_on(
+        status: u16,
+        body: &str,
+        path: &str,
+        timeout: Duration,
+    ) -> Result<Inspection, CompatError> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let socket = std::env::temp_dir().join(format!(
+            "lookout-moby-inspect-{}-{status}.sock",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_file(&socket);
+        let listener = tokio::net::UnixListener::bind(&socket).expect("bind");
+        let server = async {
+            let (mut conn, _) = listener.accept().await.expect("a connection");
+            let mut buf = [0u8; 4096];
+            let _ = conn.read(&mut buf).await;
+            if status == 0 {
+                let _ = conn.read(&mut buf).await;
+            } else {
+                let response = format!(
+                    "HTTP/1.1 {status} X\r\nContent-Length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = conn.write_all(response.as_bytes()).await;
+            }
+        };
+        let host = Host::Unix(socket.clone());
+        let tls = TlsEnv::default();
+        let client = inspect(&host, &tls, path, timeout);
+        let ((), result) = tokio::join!(server, client);
+        let _ = std::fs::remove_file(&socket);
+        result
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn an_inspection_tells_found_gone_unusable_and_hung_apart() {
+        let t = Duration::from_secs(5);
+        let found = inspect_on(200, r#"{"ID":1}"#, "/things/a", t).await;
+        assert_eq!(
+            found.expect("answered"),
+            Inspection::Found(json!({"ID": 1}))
+        );
+        let gone = inspect_on(404, r#"{"message":"not found"}"#, "/things/a", t).await;
+        assert_eq!(gone.expect("answered"), Inspection::Gone);
+        let bad = inspect_on(500, "boom", "/things/a", t).await;
+        assert_eq!(
+            bad.expect("answered"),
+            Inspection::Unusable("GET /things/a answered 500: boom".to_owned())
+        );
+        let junk = inspect_on(201, "{", "/things/a", t).await;
+        assert!(
+            matches!(junk.expect("answered"), Inspection::Unusable(e) if e.contains("not JSON"))
+        );
+        let started = std::time::Instant::now();
+        let hung = inspect_on(0, "", "/things/a?x=1", Duration::from_millis(200)).await;
+        assert!(
+            matches!(&hung, Err(CompatError::Timeout { path, .. }) if path == "/things/a"),
+            "{hung:?}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(2));
+    }
+}
