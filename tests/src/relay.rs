@@ -1,7 +1,8 @@
 //! A unix-socket relay the tests put between a watch and an engine, to see
 //! what the watch does on the wire: how many connections it holds open, how
-//! many `/events` subscriptions it made, and to break the feed on purpose
-//! (hold connections unanswered, inject undecodable event lines).
+//! many `/events` requests it made (and when, with which query), and to
+//! break the feed on purpose (hold connections unanswered, inject
+//! undecodable event lines).
 //!
 //! The relay runs on a thread and a tokio runtime of its own, so that the
 //! test's runtime counts only the watch's tasks (none: the library never
@@ -11,12 +12,13 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{Notify, oneshot, watch};
 
+pub mod audit;
 pub mod scenarios;
 
 /// What the relay has seen so far.
@@ -43,6 +45,9 @@ struct Shared {
     poison_ready: Notify,
     /// Closes every open connection.
     cut: Notify,
+    /// Every `/events` request relayed: when the relay read it, and its
+    /// path and query.
+    requests: Mutex<Vec<(SystemTime, String)>>,
 }
 
 impl Shared {
@@ -93,6 +98,7 @@ impl Relay {
             poison: Mutex::new(Vec::new()),
             poison_ready: Notify::new(),
             cut: Notify::new(),
+            requests: Mutex::new(Vec::new()),
         });
         let (shutdown, shutdown_rx) = oneshot::channel();
         let thread = {
@@ -124,6 +130,20 @@ impl Relay {
     /// The counts now.
     pub fn counts(&self) -> Counts {
         *self.counts.borrow()
+    }
+
+    /// Every `/events` request relayed so far, in order: the wall-clock
+    /// time at which the relay read it, and its path and query
+    /// (`/v1.41/events?filters=…&since=…`).
+    ///
+    /// # Panics
+    /// When a relay task panicked holding the list's lock.
+    pub fn events_requests(&self) -> Vec<(SystemTime, String)> {
+        self.shared
+            .requests
+            .lock()
+            .expect("relay: requests lock")
+            .clone()
     }
 
     /// Holds new connections: accepted, never forwarded, never answered
@@ -255,11 +275,20 @@ async fn relay_pair(mut client: UnixStream, shared: &Shared) {
             return;
         }
         let head = &buf[..n];
-        let events = head.starts_with(b"GET ")
-            && head.split(|b| *b == b' ').nth(1).is_some_and(|path| {
+        let path = head
+            .starts_with(b"GET ")
+            .then(|| head.split(|b| *b == b' ').nth(1))
+            .flatten()
+            .filter(|path| {
                 path.starts_with(b"/events") || path.windows(8).any(|w| w == b"/events?")
             });
-        if events {
+        let events = path.is_some();
+        if let Some(path) = path {
+            let at = SystemTime::now();
+            let path = String::from_utf8_lossy(path).into_owned();
+            if let Ok(mut requests) = shared.requests.lock() {
+                requests.push((at, path));
+            }
             shared.update(|c| c.events_requests += 1);
         }
         let _ = is_events_tx.send(events);

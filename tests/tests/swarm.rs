@@ -8,11 +8,15 @@
 //! no such network); lookout reports desired state, so no test waits for
 //! tasks to run.
 
-use std::time::{Duration, Instant};
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant, SystemTime};
 
 use lookout_core::{EventKind, InstanceEvent, Item, Labels, Origin, Status, Watch, WatchConfig};
 use lookout_e2e::engines::{self, EngineLock};
 use lookout_e2e::relay::Relay;
+use lookout_e2e::relay::audit::{self, State, Timed};
 use lookout_e2e::relay::scenarios::test_config;
 use lookout_swarm::{SwarmConfig, SwarmDial};
 use tokio_stream::StreamExt;
@@ -367,8 +371,10 @@ async fn a_scale_storm_ends_in_the_engine_state_without_repeats() {
 }
 
 /// The connection drops; the service is scaled to 0 while nothing watches:
-/// the redial's snapshot reports the stop once, as a resync, and what dockerd
-/// replays of it is swallowed. Live events flow after.
+/// the redial's snapshot reports the stop once, as a resync (a service is
+/// never replayed with `since`: its events carry the service's `UpdatedAt`,
+/// so no history can prove it complete). Live events flow after; the redial
+/// makes one `/events` request (the new subscription, from now).
 #[tokio::test]
 async fn a_scale_missed_while_cut_off_is_reported_once_as_resync() {
     let relay = Relay::start(&engines::docker_host());
@@ -516,4 +522,142 @@ async fn dropping_the_stream_closes_its_connections() {
         .await
         .unwrap_or_else(|c| panic!("dropped while inspecting, still open after {CLOSED:?}: {c:?}"));
     assert_eq!(tasks(), 0);
+}
+
+/// Scales `name` to 0 and back to 1 `rounds` times, then to 0, on a thread
+/// of its own; `progress` counts the scales.
+fn storm(name: &str, rounds: usize, progress: &Arc<AtomicUsize>) -> std::thread::JoinHandle<()> {
+    let (name, progress) = (name.to_owned(), Arc::clone(progress));
+    std::thread::Builder::new()
+        .name("storm".into())
+        .spawn(move || {
+            for _ in 0..rounds {
+                Services::scale(&name, 0);
+                progress.fetch_add(1, Ordering::SeqCst);
+                Services::scale(&name, 1);
+                progress.fetch_add(1, Ordering::SeqCst);
+            }
+            Services::scale(&name, 0);
+        })
+        .expect("storm thread")
+}
+
+/// The relay's requests and every item seen, one a line, times relative to
+/// the first item.
+fn account(seen: &[audit::Seen], requests: &[(SystemTime, String)]) -> String {
+    let origin = seen.first().map_or(0, |s| audit::nanos(s.at));
+    let mut account = String::new();
+    for (t, path) in requests {
+        let _ = writeln!(
+            account,
+            "  {}: {}",
+            audit::rel(origin, audit::nanos(*t)),
+            audit::short_path(path)
+        );
+    }
+    for (i, s) in seen.iter().enumerate() {
+        let _ = writeln!(account, "  {}", audit::line(origin, i, s));
+    }
+    account
+}
+
+/// A scale storm (a watched service scaled 0 ↔ 1 by a thread, as fast as the
+/// CLI goes) through a relay that is cut in the middle of it while the
+/// storm goes on: no `live` event after the reconnect's `Connected` is older
+/// than the reconnect's first `/events` request (a service is never
+/// replayed with `since`), the watch ends in the engine's state, and never
+/// reports the same kind twice in a row.
+#[tokio::test]
+async fn a_scale_storm_cut_off_yields_no_stale_live_event() {
+    const ROUNDS: usize = 20;
+    let started = Instant::now();
+    let _locks = require(false);
+    let s = Services::new("stormcut");
+    let relay = Relay::start(&engines::docker_host());
+    let config = SwarmConfig::default()
+        .host(relay.host())
+        .labels(s.filter())
+        .watch_config(test_config());
+    let mut w = Timed::new(lookout_swarm::watch(config).expect("a valid host"));
+    assert!(w.until(ITEM, |seen| audit::connects(seen) >= 1).await);
+    let a = s.create("a", true, &["--replicas", "1"]);
+    assert!(
+        w.until(ITEM, |seen| audit::has_event(seen, &a, Started))
+            .await,
+        "{a} never started"
+    );
+    let progress = Arc::new(AtomicUsize::new(0));
+    let storm = storm(&a, ROUNDS, &progress);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut cut = None;
+    while !storm.is_finished() && Instant::now() < deadline {
+        if cut.is_none() && progress.load(Ordering::SeqCst) >= ROUNDS / 2 {
+            cut = Some(SystemTime::now());
+            relay.cut();
+            relay
+                .wait(ITEM, |c| c.live == 0)
+                .await
+                .unwrap_or_else(|c| panic!("the relay did not cut: {c:?}"));
+            // Left unpolled (so disconnected) while the storm goes on.
+            let from = progress.load(Ordering::SeqCst);
+            let bound = Instant::now() + Duration::from_secs(15);
+            while progress.load(Ordering::SeqCst) < from + 5
+                && !storm.is_finished()
+                && Instant::now() < bound
+            {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        w.poll_for(Duration::from_millis(50)).await;
+    }
+    assert!(storm.is_finished(), "the storm did not end within 60 s");
+    storm
+        .join()
+        .unwrap_or_else(|p| std::panic::resume_unwind(p));
+    assert!(cut.is_some(), "the storm ended before the cut");
+    let replicas = docker(&[
+        "service",
+        "inspect",
+        "--format",
+        "{{.Spec.Mode.Replicated.Replicas}}",
+        &a,
+    ]);
+    assert_eq!(replicas, "0");
+    // A sentinel created after the storm: the feed is in order, so once it
+    // shows, every storm event before it was handled.
+    let sentinel = s.create("sentinel", true, &["--replicas", "0"]);
+    let caught_up = w
+        .until(ITEM, |seen| {
+            audit::has_event(seen, &sentinel, Created)
+                && audit::final_states(seen).get(&a) == Some(&State::Stopped)
+        })
+        .await;
+    w.poll_for(Duration::from_millis(300)).await;
+    let requests = relay.events_requests();
+    let episodes = audit::episodes(&w.seen, &requests);
+    let origin = w.seen.first().map_or(0, |s| audit::nanos(s.at));
+    let mut problems = audit::stale_live(&w.seen, &episodes, audit::STALE_MARGIN);
+    problems.extend(audit::repeats(&w.seen));
+    if !caught_up {
+        problems.push(format!(
+            "the watch did not end with {a} stopped and {sentinel} created: {:?}",
+            audit::final_states(&w.seen)
+        ));
+    }
+    if episodes.is_empty() {
+        problems.push("the cut caused no reconnect".to_owned());
+    }
+    eprintln!(
+        "[swarm] stormcut in {:.1?}: {} items, cut at {}, /events requests:\n{}",
+        started.elapsed(),
+        w.seen.len(),
+        cut.map_or_else(String::new, |t| audit::rel(origin, audit::nanos(t))),
+        account(&w.seen, &requests)
+    );
+    assert!(
+        problems.is_empty(),
+        "{} violations:\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
 }

@@ -5,11 +5,13 @@
 //! Every function here fails the test by panicking, as assertions do.
 #![allow(clippy::missing_panics_doc)]
 
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
 
 use EventKind::{Created, Removed, Started, Stopped};
-use Origin::{Live, Resync};
+use Origin::Live;
 use lookout_core::{
     Error, EventKind, InstanceEvent, Item, Labels, Origin, ReconnectPolicy, Status, Watch,
     WatchConfig,
@@ -18,6 +20,7 @@ use lookout_moby::{CompatDial, Config, ConfigError};
 use tokio_stream::StreamExt;
 
 use super::Relay;
+use super::audit::{self, EventLog, SplitMix64, State, Timed, Workload};
 use crate::engines;
 
 /// How a scenario drives one engine.
@@ -73,6 +76,21 @@ macro_rules! compat_engine_tests {
         #[tokio::test]
         async fn an_undecodable_event_is_skipped_without_replay() {
             $crate::relay::scenarios::poison(&$engine).await;
+        }
+
+        #[tokio::test]
+        async fn a_stop_just_before_the_redial_is_not_undone_by_the_snapshot() {
+            $crate::relay::scenarios::stop_at_redial(&$engine).await;
+        }
+
+        #[tokio::test]
+        async fn a_churn_cut_three_times_matches_the_engine_log() {
+            $crate::relay::scenarios::churn(&$engine).await;
+        }
+
+        #[tokio::test]
+        async fn a_churn_with_a_daemon_restart_matches_the_engine_log() {
+            $crate::relay::scenarios::churn_restart(&$engine).await;
         }
     };
 }
@@ -132,6 +150,11 @@ impl Containers {
         };
         c.remove_all();
         c
+    }
+
+    /// The test's tag: container names start with it.
+    pub fn tag(&self) -> &str {
+        &self.tag
     }
 
     /// The label filter of the test's watch: `lookout.test=<tag>`.
@@ -427,9 +450,11 @@ pub async fn daemon_restart(engine: &'static Engine) {
 }
 
 /// The connection drops while a watched container stops, starts and stops
-/// again: the redial resumes with `since`, the engine replays what it
-/// missed, and each transition is reported once — the first stop by the
-/// resync, the rest live, in order.
+/// again: the redial first reads the engine's history since the cursor (a
+/// request that ends by itself), finds the last event seen in it
+/// (continuity), and reports what it missed as exact transitions, live, in
+/// order, before the resync's `Connected`; the list then finds nothing
+/// more, and the new subscription starts where the history ended.
 pub async fn blip(engine: &'static Engine) {
     let started = Instant::now();
     require(engine);
@@ -459,7 +484,7 @@ pub async fn blip(engine: &'static Engine) {
         [
             (Created, Live),
             (Started, Live),
-            (Stopped, Resync),
+            (Stopped, Live),
             (Started, Live),
             (Stopped, Live),
             (Removed, Live),
@@ -467,7 +492,20 @@ pub async fn blip(engine: &'static Engine) {
         "{}",
         summary(&w.seen)
     );
-    assert_eq!(relay.counts().events_requests, 2, "one redial");
+    // The replayed stop/start/stop came before the redial's Connected.
+    let connected = w
+        .seen
+        .iter()
+        .rposition(|i| matches!(i, Item::Status(Status::Connected { .. })))
+        .expect("connected");
+    let replayed = w.seen[..connected]
+        .iter()
+        .filter(|i| matches!(i, Item::Event(e) if e.id.as_str() == a))
+        .count();
+    assert_eq!(replayed, 5, "{}", summary(&w.seen));
+    // A redial with a cursor makes two /events requests: the history since
+    // the cursor, then the new subscription. With the first subscription: 3.
+    assert_eq!(relay.counts().events_requests, 3, "one redial");
     report(engine, "blip", started, &w);
 }
 
@@ -619,4 +657,371 @@ pub async fn poison(engine: &'static Engine) {
     assert_eq!(w.disconnects(), 0, "{}", summary(&w.seen));
     assert_eq!(relay.counts().events_requests, 1, "no redial");
     report(engine, "poison", started, &w);
+}
+
+/// A watched container stops right before the redial, several times: the
+/// test sees the engine's `die` (in `docker events`, beside the watch) and
+/// lets the watch redial at once, so that its history holds the `die` and
+/// its list is read a few milliseconds after it. The watch must say the
+/// container stopped after the redial's `Connected`, and never `Started`
+/// by the resync: dockerd 20.10 logs `die` before its list shows the
+/// container exited (measured: in 9 of 20 stops, `/containers/json` read as
+/// soon as the `die` arrived still said `running`), so a snapshot read just
+/// after the history may be older than the history's last event.
+pub async fn stop_at_redial(engine: &'static Engine) {
+    const ATTEMPTS: usize = 8;
+    let started = Instant::now();
+    require(engine);
+    let _lock = engines::lock_engine(engine.name, false).expect("engine lock");
+    let c = Containers::new(engine, "stopredial");
+    let label = format!("lookout.test={}", c.tag());
+    let log = EventLog::start(
+        &(engine.host)(),
+        &label,
+        SystemTime::now() - Duration::from_secs(1),
+    )
+    .unwrap_or_else(|e| panic!("{}: {e}", engine.name));
+    let relay = Relay::start(&(engine.host)());
+    let mut w = Watcher::new(engine, relay.host(), c.filter(), test_config());
+    w.connected().await;
+    let a = c.create("a", true);
+    c.cli(&["start", &a]);
+    w.events_until(&a, Started).await;
+    let dies = |log: &EventLog| {
+        log.records()
+            .iter()
+            .filter(|r| r.kind() == Some(Stopped))
+            .count()
+    };
+    for attempt in 0..ATTEMPTS {
+        relay.cut();
+        relay
+            .wait(ITEM, |c| c.live == 0)
+            .await
+            .unwrap_or_else(|c| panic!("the relay did not cut: {c:?}"));
+        w.disconnected(ITEM).await;
+        // Past the backoff: the next poll dials at once.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let before = dies(&log);
+        let stop = {
+            let (cli, a) = (engine.cli, a.clone());
+            std::thread::spawn(move || cli(&["stop", "-t", "0", &a]))
+        };
+        let bound = Instant::now() + ITEM;
+        while dies(&log) == before && Instant::now() < bound {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        assert!(dies(&log) > before, "no die recorded within {ITEM:?}");
+        w.connected().await;
+        stop.join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p))
+            .unwrap_or_else(|e| panic!("{}: stop: {e}", engine.name));
+        let last = w.events_of(&a).last().copied();
+        if last != Some((Stopped, Live)) {
+            // Does a later event set it right? Two more seconds of the feed.
+            let _ = tokio::time::timeout(Duration::from_secs(2), async {
+                loop {
+                    w.next(ITEM).await;
+                }
+            })
+            .await;
+            panic!(
+                "attempt {attempt}: after the redial the watch says {a} is {last:?}, the engine \
+                 says {}; 2 s later the watch says {:?}: {}",
+                c.cli(&["inspect", "--format", "{{.State.Status}}", &a]),
+                w.events_of(&a).last(),
+                summary(&w.seen)
+            );
+        }
+        c.cli(&["start", &a]);
+        w.events_until(&a, Started).await;
+    }
+    report(engine, "stop_at_redial", started, &w);
+}
+
+/// A seeded random workload (40–60 operations over 4 reused names) while
+/// the watch, through a relay, is cut 3 times; `docker events` records the
+/// engine's side. The watch's output must match the engine's log
+/// (requirements 1–5 of [`audit`]).
+pub async fn churn(engine: &'static Engine) {
+    churn_with(engine, false).await;
+}
+
+/// The same workload, with a daemon restart (`kill -9`, running
+/// containers stopped) instead of the middle cut: requirements 1–3 and the
+/// final state hold; nothing is lost while connected.
+pub async fn churn_restart(engine: &'static Engine) {
+    churn_with(engine, true).await;
+}
+
+/// How long the workload may run.
+const WORKLOAD: Duration = Duration::from_secs(60);
+
+/// How many operations run while a cut watch is left disconnected.
+const OPS_WHILE_CUT: usize = 5;
+
+#[allow(clippy::too_many_lines)]
+async fn churn_with(engine: &'static Engine, restart: bool) {
+    let started = Instant::now();
+    require(engine);
+    let _lock = engines::lock_engine(engine.name, restart).expect("engine lock");
+    let scenario = if restart { "churn_restart" } else { "churn" };
+    let c = Containers::new(engine, if restart { "churnr" } else { "churn" });
+    let seed = audit::seed();
+    let mut rng = SplitMix64::new(seed);
+    let ops = 40 + rng.below(21);
+    eprintln!(
+        "[{}] {scenario}: seed {seed} (LOOKOUT_SEED={seed} replays it), {ops} operations",
+        engine.name
+    );
+    let label = format!("lookout.test={}", c.tag());
+    let t0 = SystemTime::now();
+    let log = Arc::new(
+        EventLog::start(&(engine.host)(), &label, t0 - Duration::from_secs(1))
+            .unwrap_or_else(|e| panic!("{}: {e}", engine.name)),
+    );
+    let relay = Relay::start(&(engine.host)());
+    let config = Config::default()
+        .host(relay.host())
+        .labels(c.filter())
+        .watch_config(test_config());
+    let mut w = Timed::new(
+        (engine.watch)(config).unwrap_or_else(|e| panic!("{}: a valid host: {e}", engine.name)),
+    );
+    assert!(
+        w.until(ITEM, |s| audit::connects(s) >= 1).await,
+        "{}: the watch did not connect",
+        engine.name
+    );
+
+    // The workload, on a thread of its own; the daemon restart, if any, is
+    // one of its steps (no operation runs while the daemon is down).
+    let restart_at = restart.then_some(ops / 2);
+    let cut_at: Vec<usize> = [ops / 4, ops / 2, 3 * ops / 4]
+        .into_iter()
+        .filter(|i| Some(*i) != restart_at)
+        .collect();
+    let cuts = Arc::new(Mutex::new(Vec::<SystemTime>::new()));
+    let notes = Arc::new(Mutex::new(Vec::<String>::new()));
+    let progress = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let workload = Workload {
+        cli: engine.cli,
+        names: (0..4).map(|i| format!("{}-c{i}", c.tag())).collect(),
+        label: label.clone(),
+        extra_labels: vec![format!("lookout.cleanup={}", c.tag())],
+        image: engines::test_image(),
+        ops,
+        rng,
+    };
+    let worker = {
+        let (cuts, notes, progress, stop, log, label) = (
+            Arc::clone(&cuts),
+            Arc::clone(&notes),
+            Arc::clone(&progress),
+            Arc::clone(&stop),
+            Arc::clone(&log),
+            label.clone(),
+        );
+        std::thread::Builder::new()
+            .name("workload".into())
+            .spawn(move || {
+                workload.run(&progress, &stop, |i, model| {
+                    if Some(i) != restart_at {
+                        return;
+                    }
+                    let running: Vec<String> = model
+                        .iter()
+                        .filter(|(_, s)| **s == State::Running)
+                        .map(|(n, _)| n.clone())
+                        .collect();
+                    let running_refs: Vec<&str> = running.iter().map(String::as_str).collect();
+                    let down = SystemTime::now();
+                    cuts.lock().expect("cuts lock").push(down);
+                    let t = Instant::now();
+                    (engine.restart_stopping)(&running_refs)
+                        .unwrap_or_else(|e| panic!("{}: restart: {e}", engine.name));
+                    notes.lock().expect("notes lock").push(format!(
+                        "daemon restarted before operation {i} in {:.1?} ({} running: {running:?})",
+                        t.elapsed(),
+                        running.len()
+                    ));
+                    // The log's `docker events` died with the daemon.
+                    log.restart(down - Duration::from_secs(2))
+                        .unwrap_or_else(|e| panic!("{}: {e}", engine.name));
+                    if let Ok(now) = Workload::engine_state(engine.cli, &label) {
+                        *model = now;
+                    }
+                })
+            })
+            .expect("workload thread")
+    };
+
+    // Poll continuously; cut the relay at the planned operations, and leave
+    // the watch unpolled (so disconnected) while a few more run.
+    let deadline = Instant::now() + WORKLOAD;
+    let mut next_cut = 0;
+    while !worker.is_finished() {
+        if Instant::now() > deadline {
+            stop.store(true, Ordering::SeqCst);
+        }
+        if cut_at
+            .get(next_cut)
+            .is_some_and(|at| progress.load(Ordering::SeqCst) >= *at)
+        {
+            next_cut += 1;
+            cuts.lock().expect("cuts lock").push(SystemTime::now());
+            relay.cut();
+            relay
+                .wait(ITEM, |c| c.live == 0)
+                .await
+                .unwrap_or_else(|c| panic!("the relay did not cut: {c:?}"));
+            let from = progress.load(Ordering::SeqCst);
+            let bound = Instant::now() + Duration::from_secs(15);
+            while progress.load(Ordering::SeqCst) < from + OPS_WHILE_CUT
+                && !worker.is_finished()
+                && Instant::now() < bound
+            {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        log.keep_alive();
+        w.poll_for(Duration::from_millis(50)).await;
+    }
+    let done = worker
+        .join()
+        .unwrap_or_else(|p| std::panic::resume_unwind(p));
+    let mut problems: Vec<String> = Vec::new();
+    if done.len() < ops {
+        problems.push(format!(
+            "the workload ran {} of {ops} operations in {WORKLOAD:?}",
+            done.len()
+        ));
+    }
+
+    // A sentinel after the workload: both feeds are in order, so once both
+    // show it, everything before it is in.
+    let sentinel = format!("{}-end", c.tag());
+    let cleanup = format!("lookout.cleanup={}", c.tag());
+    let image = engines::test_image();
+    c.cli(&[
+        "create",
+        "--name",
+        &sentinel,
+        "--label",
+        &label,
+        "--label",
+        &cleanup,
+        "--network",
+        "none",
+        &image,
+        "sleep",
+        "3600",
+    ]);
+    if !w
+        .until(ITEM, |s| audit::has_event(s, &sentinel, Created))
+        .await
+    {
+        problems.push(format!(
+            "the watch did not report {sentinel} within {ITEM:?}"
+        ));
+    }
+    let logged = Instant::now() + Duration::from_secs(10);
+    while !log.records().iter().any(|r| r.name == sentinel) && Instant::now() < logged {
+        log.keep_alive();
+        w.poll_for(Duration::from_millis(100)).await;
+    }
+    let engine_state = Workload::engine_state(engine.cli, &label)
+        .unwrap_or_else(|e| panic!("{}: ps: {e}", engine.name));
+    // A bounded wait for the watch to catch up with the engine.
+    w.until(Duration::from_secs(10), |s| {
+        audit::final_states(s) == engine_state
+    })
+    .await;
+    w.poll_for(Duration::from_millis(300)).await;
+    log.stop();
+    let records = log.records();
+    if !records.iter().any(|r| r.name == sentinel) {
+        problems.push(format!(
+            "docker events did not record {sentinel}; its stderr: {}",
+            log.stderr()
+        ));
+    }
+    let requests = relay.events_requests();
+    let cuts = cuts.lock().expect("cuts lock").clone();
+    let inputs = audit::Inputs {
+        seen: &w.seen,
+        records: &records,
+        requests: &requests,
+        cuts: &cuts,
+        engine: &engine_state,
+    };
+    problems.extend(audit::audit(&inputs));
+
+    // The account: with --nocapture always, in the failure message too.
+    let origin = w.seen.first().map_or(0, |s| audit::nanos(s.at));
+    let mut account = String::new();
+    let failed = done.iter().filter(|o| o.error.is_some()).count();
+    let _ = writeln!(
+        account,
+        "[{}] {scenario} in {:.1?}: seed {seed}, {} operations ({failed} failed), {} items, \
+         {} engine records, {} /events requests, cuts at {:?}",
+        engine.name,
+        started.elapsed(),
+        done.len(),
+        w.seen.len(),
+        records.len(),
+        requests.len(),
+        cuts.iter()
+            .map(|t| audit::rel(origin, audit::nanos(*t)))
+            .collect::<Vec<_>>()
+    );
+    if log.respawns() > 0 {
+        let _ = writeln!(
+            account,
+            "  docker events ended by itself and was started again {} times",
+            log.respawns()
+        );
+    }
+    for n in notes.lock().expect("notes lock").iter() {
+        let _ = writeln!(account, "  {n}");
+    }
+    for (t, path) in &requests {
+        let _ = writeln!(
+            account,
+            "  /events request at {}: {}",
+            audit::rel(origin, audit::nanos(*t)),
+            audit::short_path(path)
+        );
+    }
+    if !problems.is_empty() {
+        for o in &done {
+            let _ = writeln!(
+                account,
+                "  op {} ({:.0?}): {}{}",
+                audit::rel(origin, audit::nanos(o.at)),
+                o.took,
+                o.args.join(" "),
+                o.error
+                    .as_ref()
+                    .map_or_else(String::new, |e| format!(" FAILED: {}", e.trim()))
+            );
+        }
+        for (i, s) in w.seen.iter().enumerate() {
+            let _ = writeln!(account, "  {}", audit::line(origin, i, s));
+        }
+        let names: std::collections::BTreeSet<&str> =
+            records.iter().map(|r| r.name.as_str()).collect();
+        for name in names {
+            account.push_str(&audit::timeline(&inputs, name));
+        }
+    }
+    eprintln!("{account}");
+    assert!(
+        problems.is_empty(),
+        "[{}] {scenario} (seed {seed}): {} violations:\n{}",
+        engine.name,
+        problems.len(),
+        problems.join("\n")
+    );
 }
