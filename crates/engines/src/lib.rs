@@ -255,7 +255,12 @@ mod tests {
     fn finds_the_workspace_root() {
         let root = workspace_root();
         assert!(root.join("Cargo.toml").exists());
-        assert!(root.join("crates").join("engines").join("Cargo.toml").exists());
+        assert!(
+            root.join("crates")
+                .join("engines")
+                .join("Cargo.toml")
+                .exists()
+        );
     }
 
     #[test]
