@@ -5,7 +5,8 @@
 //! are generated lazily, so the heap measured after the first snapshot is the
 //! state the watch keeps: bytes per tracked instance. The time is that of the
 //! second snapshot, from its first item to its `Connected` (listing + diff +
-//! emitting the transitions).
+//! emitting the transitions), in wall-clock time and in the thread's on-CPU
+//! time (which other processes' load inflates less: the machine is shared).
 //!
 //! `cargo bench -p lookout-core --bench resync`; without `--bench` (as
 //! `cargo test --benches` runs it) a smoke run of 2k instances.
@@ -112,7 +113,21 @@ impl Dial for Synthetic {
 struct Run {
     bytes_per_instance: f64,
     diff: Duration,
+    /// The thread's on-CPU time during `diff`.
+    diff_cpu: Duration,
     transitions: usize,
+}
+
+/// The calling thread's on-CPU time so far (`/proc/thread-self/schedstat`;
+/// zero where that is missing). The kernel brings that figure up to date
+/// only when the thread is scheduled, so yield first: without it the figure
+/// lags by up to a timer tick (4 ms here).
+fn thread_cpu() -> Duration {
+    std::thread::yield_now();
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .map_or(Duration::ZERO, Duration::from_nanos)
 }
 
 /// With `memory`, the heap is measured (dhat running) and the second snapshot
@@ -143,7 +158,7 @@ async fn run(n: usize, with_labels: bool, memory: bool) -> Run {
         Some(Item::Status(Status::Connected { .. }))
     ) {}
     let held = heap().saturating_sub(before);
-    let start = Instant::now();
+    let (start, start_cpu) = (Instant::now(), thread_cpu());
     let mut transitions = 0;
     loop {
         match watch.next().await {
@@ -158,12 +173,21 @@ async fn run(n: usize, with_labels: bool, memory: bool) -> Run {
             other => panic!("unexpected {other:?}"),
         }
     }
-    let diff = start.elapsed();
+    let (diff, diff_cpu) = (start.elapsed(), thread_cpu().saturating_sub(start_cpu));
     Run {
         bytes_per_instance: held as f64 / n as f64,
         diff,
+        diff_cpu,
         transitions,
     }
+}
+
+/// The 1/5/15-minute load averages: the figures are wall-clock, on a shared machine.
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg").map_or_else(
+        |_| "unknown".to_owned(),
+        |s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
+    )
 }
 
 fn peak_rss_kib() -> u64 {
@@ -185,8 +209,11 @@ fn main() {
         .build()
         .expect("runtime");
     println!("resync at scale: second snapshot with 1% flipped, 0.5% gone, 0.5% new");
-    println!("| instances | labels | diff time | transitions | bytes per tracked instance |");
-    println!("|---|---|---|---|---|");
+    println!("load before (1/5/15 min): {}", load());
+    println!(
+        "| instances | labels | diff time | on CPU | transitions | bytes per tracked instance |"
+    );
+    println!("|---|---|---|---|---|---|");
     let mut rows = Vec::new();
     // Timing first, with the allocation profiler off.
     for &n in sizes {
@@ -197,16 +224,17 @@ fn main() {
                 n / 100 + n / 200 * 3,
                 "each change reported once"
             );
-            rows.push((n, with_labels, r.diff, r.transitions));
+            rows.push((n, with_labels, r.diff, r.diff_cpu, r.transitions));
         }
     }
     let _profiler = dhat::Profiler::builder().testing().build();
-    for (n, with_labels, diff, transitions) in rows {
+    for (n, with_labels, diff, diff_cpu, transitions) in rows {
         let r = rt.block_on(run(n, with_labels, true));
         println!(
-            "| {n} | {} | {:.1} ms | {transitions} | {:.0} |",
+            "| {n} | {} | {:.1} ms | {:.1} ms | {transitions} | {:.0} |",
             if with_labels { "2 each" } else { "none" },
             diff.as_secs_f64() * 1e3,
+            diff_cpu.as_secs_f64() * 1e3,
             r.bytes_per_instance
         );
     }
@@ -214,4 +242,5 @@ fn main() {
         "peak RSS of the whole bench process: {} KiB",
         peak_rss_kib()
     );
+    println!("load after: {}", load());
 }
