@@ -2,33 +2,173 @@
 //! into transitions: a duplicate is swallowed, a missed transition is reported
 //! once.
 
+use std::borrow::Borrow;
 use std::collections::{HashMap, VecDeque};
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::SystemTime;
 
 use crate::model::{Change, EventKind, InstanceEvent, InstanceId, Labels, Listed, Origin};
 use crate::watch::Item;
 
+// Why the layout below: a resync looks up every listed instance, and at 100k
+// instances what a lookup costs is not hashing but memory: each pointer the
+// diff follows to a heap block of its own (the key's text, the uid's, the
+// labels') is a cache miss. So the common cases are stored inline in the
+// map's entry: a short id (a container name), a container id's 64 hex digits
+// (as 32 bytes), and empty labels (one shared `Arc`).
+
+/// Ids up to this many bytes are stored inline in the key.
+const INLINE: usize = 22;
+
+/// An instance id as the map's key: inline when short, else the id itself.
+/// Hashed and compared as its bytes, so the map is searched with
+/// `id.as_str().as_bytes()`.
+#[derive(Clone)]
+enum Key {
+    Inline { len: u8, bytes: [u8; INLINE] },
+    Shared(InstanceId),
+}
+
+const _: () = assert!(size_of::<Key>() == 24);
+
+impl Key {
+    fn new(id: &InstanceId) -> Self {
+        let s = id.as_str().as_bytes();
+        match u8::try_from(s.len()) {
+            Ok(len) if s.len() <= INLINE => {
+                let mut bytes = [0; INLINE];
+                bytes[..s.len()].copy_from_slice(s);
+                Self::Inline { len, bytes }
+            }
+            _ => Self::Shared(id.clone()),
+        }
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        match self {
+            Self::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            Self::Shared(id) => id.as_str().as_bytes(),
+        }
+    }
+
+    /// The id, for an event about an instance no observation names
+    /// (one that vanished from a snapshot).
+    fn id(&self) -> InstanceId {
+        match self {
+            // The bytes are a whole `str`'s, so this borrows them as they are.
+            Self::Inline { .. } => InstanceId::from(&*String::from_utf8_lossy(self.as_bytes())),
+            Self::Shared(id) => id.clone(),
+        }
+    }
+}
+
+impl std::fmt::Debug for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&String::from_utf8_lossy(self.as_bytes()), f)
+    }
+}
+
+impl PartialEq for Key {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl Eq for Key {}
+
+impl Hash for Key {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        // As `[u8]` hashes, which `Borrow<[u8]>` requires.
+        self.as_bytes().hash(state);
+    }
+}
+
+impl Borrow<[u8]> for Key {
+    fn borrow(&self) -> &[u8] {
+        self.as_bytes()
+    }
+}
+
+/// The engine's identity of an incarnation ([`Listed::uid`]): a Docker or
+/// Podman container id (64 lowercase hex digits) packed into 32 bytes, any
+/// other uid as it came. Canonical (a uid that packs is always packed), so
+/// two are equal exactly when their texts are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Uid {
+    None,
+    Hex64([u8; 32]),
+    Text(Arc<str>),
+}
+
+impl Uid {
+    fn new(uid: Option<Arc<str>>) -> Self {
+        match uid {
+            None => Self::None,
+            Some(text) => pack_hex64(text.as_bytes()).map_or(Self::Text(text), Self::Hex64),
+        }
+    }
+
+    fn is_some(&self) -> bool {
+        !matches!(self, Self::None)
+    }
+}
+
+/// The value of each lowercase hex digit, `0x10` for any other byte.
+const HEX: [u8; 256] = {
+    let mut t = [0x10; 256];
+    let mut d: u8 = 0;
+    while d < 16 {
+        let c = if d < 10 { b'0' + d } else { b'a' + d - 10 };
+        t[c as usize] = d;
+        d += 1;
+    }
+    t
+};
+
+/// 64 lowercase hex digits as 32 bytes; `None` for anything else.
+fn pack_hex64(text: &[u8]) -> Option<[u8; 32]> {
+    if text.len() != 64 {
+        return None;
+    }
+    let mut out = [0; 32];
+    let mut bad = 0;
+    for (o, pair) in out.iter_mut().zip(text.chunks_exact(2)) {
+        let (hi, lo) = (HEX[usize::from(pair[0])], HEX[usize::from(pair[1])]);
+        bad |= hi | lo;
+        *o = (hi << 4) | (lo & 0xf);
+    }
+    (bad & 0x10 == 0).then_some(out)
+}
+
 #[derive(Debug, Clone)]
 struct Known {
-    running: bool,
-    uid: Option<Arc<str>>,
+    uid: Uid,
     labels: Arc<Labels>,
-    /// The last resync that listed it (live changes keep it).
-    epoch: u64,
+    /// The last resync that listed it (live changes keep it). Only ever
+    /// compared with the current resync's: when one starts every entry
+    /// carries the previous one's, so wrapping around is harmless.
+    epoch: u32,
+    running: bool,
 }
 
 /// Last known state of each instance (O(instances)) plus the snapshot being built.
 #[derive(Debug, Default)]
 pub(crate) struct Tracker {
-    known: HashMap<InstanceId, Known>,
+    // foldhash rather than std's SipHash: the keys are instance ids that the
+    // user's own engine names (container, service and object names), not
+    // input an attacker chooses, and foldhash's `RandomState` still seeds
+    // each map at random, per process.
+    known: HashMap<Key, Known, foldhash::fast::RandomState>,
     /// The snapshot being listed, in listing order.
     snapshot: Option<Vec<Listed>>,
-    epoch: u64,
+    epoch: u32,
+    /// The labels of every instance that has none, shared.
+    no_labels: Arc<Labels>,
 }
 
-fn different_incarnation(known: Option<&Arc<str>>, seen: Option<&Arc<str>>) -> bool {
-    matches!((known, seen), (Some(a), Some(b)) if a != b)
+fn different_incarnation(known: &Uid, seen: &Uid) -> bool {
+    known.is_some() && seen.is_some() && known != seen
 }
 
 impl Tracker {
@@ -59,6 +199,7 @@ impl Tracker {
             at,
             cursor: _,
         } = change;
+        let uid = Uid::new(uid);
         let mut emit = |id: &InstanceId, kind, labels: &Arc<Labels>| {
             out.push_back(Item::Event(InstanceEvent {
                 id: id.clone(),
@@ -68,28 +209,28 @@ impl Tracker {
                 labels: Arc::clone(labels),
             }));
         };
-        let known = self.known.get_mut(&id);
+        let known = self.known.get_mut(id.as_str().as_bytes());
         if kind == EventKind::Removed {
             if let Some(k) = known {
-                if different_incarnation(k.uid.as_ref(), uid.as_ref()) {
+                if different_incarnation(&k.uid, &uid) {
                     // The removal of an older incarnation: the current one stays.
                     return;
                 }
                 let labels = Arc::clone(&k.labels);
-                self.known.remove(&id);
+                self.known.remove(id.as_str().as_bytes());
                 emit(&id, EventKind::Removed, &labels);
             }
             return;
         }
         let want_running = kind == EventKind::Started;
         match known {
-            Some(k) if !different_incarnation(k.uid.as_ref(), uid.as_ref()) => {
+            Some(k) if !different_incarnation(&k.uid, &uid) => {
                 if let Some(labels) =
                     labels.filter(|l| !Arc::ptr_eq(l, &k.labels) && **l != *k.labels)
                 {
                     k.labels = labels;
                 }
-                if k.uid.is_none() {
+                if !k.uid.is_some() {
                     k.uid = uid;
                 }
                 // `Created` of a known instance is a replay: nothing changes.
@@ -102,7 +243,7 @@ impl Tracker {
                 let labels = match (labels, known.as_ref()) {
                     (Some(l), _) => l,
                     (None, Some(k)) => Arc::clone(&k.labels),
-                    (None, None) => Arc::new(Labels::new()),
+                    (None, None) => Arc::clone(&self.no_labels),
                 };
                 if let Some(old) = known {
                     let old_labels = Arc::clone(&old.labels);
@@ -113,12 +254,12 @@ impl Tracker {
                     emit(&id, EventKind::Started, &labels);
                 }
                 self.known.insert(
-                    id,
+                    Key::new(&id),
                     Known {
-                        running: want_running,
                         uid,
                         labels,
                         epoch: self.epoch,
+                        running: want_running,
                     },
                 );
             }
@@ -136,7 +277,7 @@ impl Tracker {
         let at = SystemTime::now();
         // Update the known state in place: every listed instance is stamped
         // with this resync's epoch, and those left unstamped have vanished.
-        self.epoch += 1;
+        self.epoch = self.epoch.wrapping_add(1);
         let epoch = self.epoch;
         let mut found: Vec<(InstanceId, EventKind, Arc<Labels>)> = Vec::new();
         self.known
@@ -144,12 +285,17 @@ impl Tracker {
         // An instance listed twice: the later entry wins, through the same rules.
         for l in snapshot {
             let id = l.id;
-            if let Some(k) = self.known.get_mut(&id) {
+            let uid = Uid::new(l.uid);
+            if let Some(k) = self.known.get_mut(id.as_str().as_bytes()) {
                 k.epoch = epoch;
                 if *k.labels != l.labels {
-                    k.labels = Arc::new(l.labels);
+                    k.labels = if l.labels.is_empty() {
+                        Arc::clone(&self.no_labels)
+                    } else {
+                        Arc::new(l.labels)
+                    };
                 }
-                if different_incarnation(k.uid.as_ref(), l.uid.as_ref()) {
+                if different_incarnation(&k.uid, &uid) {
                     found.push((id.clone(), EventKind::Removed, Arc::clone(&k.labels)));
                     found.push((id.clone(), EventKind::Created, Arc::clone(&k.labels)));
                     if l.running {
@@ -164,11 +310,15 @@ impl Tracker {
                     found.push((id, kind, Arc::clone(&k.labels)));
                 }
                 k.running = l.running;
-                if l.uid.is_some() {
-                    k.uid = l.uid;
+                if uid.is_some() {
+                    k.uid = uid;
                 }
             } else {
-                let labels = Arc::new(l.labels);
+                let labels = if l.labels.is_empty() {
+                    Arc::clone(&self.no_labels)
+                } else {
+                    Arc::new(l.labels)
+                };
                 if origin.is_some() {
                     found.push((id.clone(), EventKind::Created, Arc::clone(&labels)));
                     if l.running {
@@ -176,19 +326,19 @@ impl Tracker {
                     }
                 }
                 self.known.insert(
-                    id,
+                    Key::new(&id),
                     Known {
-                        running: l.running,
-                        uid: l.uid,
+                        uid,
                         labels,
                         epoch,
+                        running: l.running,
                     },
                 );
             }
         }
-        self.known.retain(|id, k| {
+        self.known.retain(|key, k| {
             if k.epoch != epoch {
-                found.push((id.clone(), EventKind::Removed, Arc::clone(&k.labels)));
+                found.push((key.id(), EventKind::Removed, Arc::clone(&k.labels)));
             }
             k.epoch == epoch
         });
@@ -213,6 +363,223 @@ impl Tracker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The tracker as it was before its layout was made for scale (a
+    /// `HashMap` from id to state, `SipHash`, every uid and label set in its own
+    /// allocation): the behaviour the current one must keep, event for event.
+    mod reference {
+        use std::collections::{HashMap, VecDeque};
+        use std::sync::Arc;
+        use std::time::SystemTime;
+
+        use crate::model::{Change, EventKind, InstanceEvent, InstanceId, Labels, Listed, Origin};
+        use crate::watch::Item;
+
+        #[derive(Debug, Clone)]
+        struct Known {
+            running: bool,
+            uid: Option<Arc<str>>,
+            labels: Arc<Labels>,
+            /// The last resync that listed it (live changes keep it).
+            epoch: u64,
+        }
+
+        /// Last known state of each instance (O(instances)) plus the snapshot being built.
+        #[derive(Debug, Default)]
+        pub(super) struct Tracker {
+            known: HashMap<InstanceId, Known>,
+            /// The snapshot being listed, in listing order.
+            snapshot: Option<Vec<Listed>>,
+            epoch: u64,
+        }
+
+        fn different_incarnation(known: Option<&Arc<str>>, seen: Option<&Arc<str>>) -> bool {
+            matches!((known, seen), (Some(a), Some(b)) if a != b)
+        }
+
+        impl Tracker {
+            pub(super) fn len(&self) -> usize {
+                self.known.len()
+            }
+
+            pub(super) fn begin_resync(&mut self) {
+                self.snapshot = Some(Vec::with_capacity(self.known.len()));
+            }
+
+            pub(super) fn listed(&mut self, listed: Listed) {
+                let snapshot = self.snapshot.get_or_insert_with(|| {
+                    tracing::debug!("instance listed outside a resync: starting one");
+                    Vec::new()
+                });
+                snapshot.push(listed);
+            }
+
+            /// Applies one live change; pushes the transitions it implies (none for a
+            /// duplicate).
+            pub(super) fn change<C>(&mut self, change: Change<C>, out: &mut VecDeque<Item>) {
+                let Change {
+                    id,
+                    kind,
+                    uid,
+                    labels,
+                    at,
+                    cursor: _,
+                } = change;
+                let mut emit = |id: &InstanceId, kind, labels: &Arc<Labels>| {
+                    out.push_back(Item::Event(InstanceEvent {
+                        id: id.clone(),
+                        kind,
+                        at,
+                        origin: Origin::Live,
+                        labels: Arc::clone(labels),
+                    }));
+                };
+                let known = self.known.get_mut(&id);
+                if kind == EventKind::Removed {
+                    if let Some(k) = known {
+                        if different_incarnation(k.uid.as_ref(), uid.as_ref()) {
+                            // The removal of an older incarnation: the current one stays.
+                            return;
+                        }
+                        let labels = Arc::clone(&k.labels);
+                        self.known.remove(&id);
+                        emit(&id, EventKind::Removed, &labels);
+                    }
+                    return;
+                }
+                let want_running = kind == EventKind::Started;
+                match known {
+                    Some(k) if !different_incarnation(k.uid.as_ref(), uid.as_ref()) => {
+                        if let Some(labels) =
+                            labels.filter(|l| !Arc::ptr_eq(l, &k.labels) && **l != *k.labels)
+                        {
+                            k.labels = labels;
+                        }
+                        if k.uid.is_none() {
+                            k.uid = uid;
+                        }
+                        // `Created` of a known instance is a replay: nothing changes.
+                        if kind != EventKind::Created && k.running != want_running {
+                            k.running = want_running;
+                            emit(&id, kind, &k.labels);
+                        }
+                    }
+                    known => {
+                        let labels = match (labels, known.as_ref()) {
+                            (Some(l), _) => l,
+                            (None, Some(k)) => Arc::clone(&k.labels),
+                            (None, None) => Arc::new(Labels::new()),
+                        };
+                        if let Some(old) = known {
+                            let old_labels = Arc::clone(&old.labels);
+                            emit(&id, EventKind::Removed, &old_labels);
+                        }
+                        emit(&id, EventKind::Created, &labels);
+                        if want_running {
+                            emit(&id, EventKind::Started, &labels);
+                        }
+                        self.known.insert(
+                            id,
+                            Known {
+                                running: want_running,
+                                uid,
+                                labels,
+                                epoch: self.epoch,
+                            },
+                        );
+                    }
+                }
+            }
+
+            /// Completes a snapshot: the snapshot becomes the known state, and the
+            /// transitions between the two are pushed once each, in instance order.
+            /// With `origin == None` the snapshot is a silent baseline. Returns false
+            /// when no snapshot was in progress.
+            pub(super) fn end_resync(
+                &mut self,
+                origin: Option<Origin>,
+                out: &mut VecDeque<Item>,
+            ) -> bool {
+                let Some(snapshot) = self.snapshot.take() else {
+                    return false;
+                };
+                let at = SystemTime::now();
+                // Update the known state in place: every listed instance is stamped
+                // with this resync's epoch, and those left unstamped have vanished.
+                self.epoch += 1;
+                let epoch = self.epoch;
+                let mut found: Vec<(InstanceId, EventKind, Arc<Labels>)> = Vec::new();
+                self.known
+                    .reserve(snapshot.len().saturating_sub(self.known.len()));
+                // An instance listed twice: the later entry wins, through the same rules.
+                for l in snapshot {
+                    let id = l.id;
+                    if let Some(k) = self.known.get_mut(&id) {
+                        k.epoch = epoch;
+                        if *k.labels != l.labels {
+                            k.labels = Arc::new(l.labels);
+                        }
+                        if different_incarnation(k.uid.as_ref(), l.uid.as_ref()) {
+                            found.push((id.clone(), EventKind::Removed, Arc::clone(&k.labels)));
+                            found.push((id.clone(), EventKind::Created, Arc::clone(&k.labels)));
+                            if l.running {
+                                found.push((id, EventKind::Started, Arc::clone(&k.labels)));
+                            }
+                        } else if k.running != l.running {
+                            let kind = if l.running {
+                                EventKind::Started
+                            } else {
+                                EventKind::Stopped
+                            };
+                            found.push((id, kind, Arc::clone(&k.labels)));
+                        }
+                        k.running = l.running;
+                        if l.uid.is_some() {
+                            k.uid = l.uid;
+                        }
+                    } else {
+                        let labels = Arc::new(l.labels);
+                        if origin.is_some() {
+                            found.push((id.clone(), EventKind::Created, Arc::clone(&labels)));
+                            if l.running {
+                                found.push((id.clone(), EventKind::Started, Arc::clone(&labels)));
+                            }
+                        }
+                        self.known.insert(
+                            id,
+                            Known {
+                                running: l.running,
+                                uid: l.uid,
+                                labels,
+                                epoch,
+                            },
+                        );
+                    }
+                }
+                self.known.retain(|id, k| {
+                    if k.epoch != epoch {
+                        found.push((id.clone(), EventKind::Removed, Arc::clone(&k.labels)));
+                    }
+                    k.epoch == epoch
+                });
+                if let Some(origin) = origin {
+                    // Stable sort: per instance the pushed order (Removed, Created, Started)
+                    // holds; a vanished instance was pushed last but is alone under its id.
+                    found.sort_by(|a, b| a.0.cmp(&b.0));
+                    out.extend(found.into_iter().map(|(id, kind, labels)| {
+                        Item::Event(InstanceEvent {
+                            id,
+                            kind,
+                            at,
+                            origin,
+                            labels,
+                        })
+                    }));
+                }
+                true
+            }
+        }
+    }
 
     fn listed(id: &str, running: bool) -> Listed {
         Listed {
@@ -330,5 +697,136 @@ mod tests {
             panic!("no event: {out:?}");
         };
         assert_eq!(e.labels.get("k").map(String::as_str), Some("v"));
+    }
+
+    mod same_as_reference {
+        use super::*;
+        use proptest::prelude::*;
+
+        #[derive(Clone, Debug)]
+        enum Op {
+            Begin,
+            Listed(u8, bool, u8, u8),
+            End(Option<Origin>),
+            Change(u8, EventKind, u8, Option<u8>),
+        }
+
+        /// Short ids (stored inline) and long ones (shared), and a few that
+        /// are alike in all but their last byte.
+        fn id(i: u8) -> InstanceId {
+            match i % 6 {
+                0 => "a".into(),
+                1 => "b".into(),
+                2 => "exactly-twenty-two-b1".into(),
+                3 => "exactly-twenty-two-b2".into(),
+                4 => "deployment/default/a-rather-long-name".into(),
+                _ => "deployment/default/a-rather-long-namf".into(),
+            }
+        }
+
+        /// No uid, container ids (packed), and uids that look like one but
+        /// are not: uppercase, 63 digits, not hex.
+        fn uid(u: u8) -> Option<Arc<str>> {
+            Some(
+                match u % 8 {
+                    0 => return None,
+                    1 => "0".repeat(64),
+                    2 => format!("{}1", "0".repeat(63)),
+                    3 => format!("{}a", "f".repeat(63)),
+                    4 => format!("{}A", "f".repeat(63)),
+                    5 => "0".repeat(63),
+                    6 => format!("{}g", "0".repeat(63)),
+                    _ => "8b9c2e3f-uid".to_owned(),
+                }
+                .into(),
+            )
+        }
+
+        fn labels(l: u8) -> Labels {
+            match l % 3 {
+                0 => Labels::new(),
+                1 => Labels::from([("app".into(), "x".into())]),
+                _ => Labels::from([("app".into(), "y".into())]),
+            }
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            let kind = prop_oneof![
+                Just(EventKind::Created),
+                Just(EventKind::Started),
+                Just(EventKind::Stopped),
+                Just(EventKind::Removed),
+            ];
+            let origin = prop_oneof![
+                Just(None),
+                Just(Some(Origin::Initial)),
+                Just(Some(Origin::Resync)),
+            ];
+            prop_oneof![
+                1 => Just(Op::Begin),
+                6 => (any::<u8>(), any::<bool>(), any::<u8>(), any::<u8>())
+                    .prop_map(|(i, r, u, l)| Op::Listed(i, r, u, l)),
+                1 => origin.prop_map(Op::End),
+                4 => (any::<u8>(), kind, any::<u8>(), proptest::option::of(any::<u8>()))
+                    .prop_map(|(i, k, u, l)| Op::Change(i, k, u, l)),
+            ]
+        }
+
+        /// The events without `at` where a snapshot stamps it with the clock.
+        fn events(
+            out: &mut VecDeque<Item>,
+        ) -> Vec<(String, EventKind, Origin, Labels, Option<SystemTime>)> {
+            out.drain(..)
+                .map(|i| match i {
+                    Item::Event(e) => (
+                        e.id.to_string(),
+                        e.kind,
+                        e.origin,
+                        (*e.labels).clone(),
+                        (e.origin == Origin::Live).then_some(e.at),
+                    ),
+                    Item::Status(s) => panic!("a status from the tracker: {s:?}"),
+                })
+                .collect()
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+            #[test]
+            fn same_events_as_the_reference(ops in proptest::collection::vec(op(), 0..80)) {
+                let (mut t, mut r) = (Tracker::default(), reference::Tracker::default());
+                let (mut out, mut want) = (VecDeque::new(), VecDeque::new());
+                for op in ops {
+                    match op {
+                        Op::Begin => {
+                            t.begin_resync();
+                            r.begin_resync();
+                        }
+                        Op::Listed(i, running, u, l) => {
+                            let listed = Listed { id: id(i), running, uid: uid(u), labels: labels(l) };
+                            t.listed(listed.clone());
+                            r.listed(listed);
+                        }
+                        Op::End(origin) => {
+                            prop_assert_eq!(t.end_resync(origin, &mut out), r.end_resync(origin, &mut want));
+                        }
+                        Op::Change(i, kind, u, l) => {
+                            let change = Change::<u64> {
+                                id: id(i),
+                                kind,
+                                uid: uid(u),
+                                labels: l.map(|l| Arc::new(labels(l))),
+                                at: SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(u64::from(i)),
+                                cursor: None,
+                            };
+                            t.change(change.clone(), &mut out);
+                            r.change(change, &mut want);
+                        }
+                    }
+                    prop_assert_eq!(events(&mut out), events(&mut want));
+                    prop_assert_eq!(t.len(), r.len());
+                }
+            }
+        }
     }
 }
