@@ -12,11 +12,13 @@ use crate::model::{Change, EventKind, InstanceEvent, InstanceId, Labels, Listed,
 use crate::watch::Item;
 
 // Why the layout below: a resync looks up every listed instance, and at 100k
-// instances what a lookup costs is not hashing but memory: each pointer the
-// diff follows to a heap block of its own (the key's text, the uid's, the
-// labels') is a cache miss. So the common cases are stored inline in the
-// map's entry: a short id (a container name), a container id's 64 hex digits
-// (as 32 bytes), and empty labels (one shared `Arc`).
+// instances what a lookup costs is not hashing but memory: a hash map's entry
+// at a random place, and then each pointer the diff follows to a heap block of
+// its own (the id's text, the uid's, the labels'), are cache misses. So the
+// instances are kept in the order the engine lists them (see `Tracker`), and
+// the common cases are stored inline: a short id (a container name), a
+// container id's 64 hex digits (as 32 bytes), and empty labels (one shared
+// `Arc`).
 
 /// Ids up to this many bytes are stored inline in the key.
 const INLINE: usize = 22;
@@ -114,52 +116,69 @@ impl Uid {
     }
 }
 
-/// The value of each lowercase hex digit, `0x10` for any other byte.
-const HEX: [u8; 256] = {
-    let mut t = [0x10; 256];
-    let mut d: u8 = 0;
-    while d < 16 {
-        let c = if d < 10 { b'0' + d } else { b'a' + d - 10 };
-        t[c as usize] = d;
-        d += 1;
-    }
-    t
-};
-
 /// 64 lowercase hex digits as 32 bytes; `None` for anything else.
+/// Branch-free, so that the compiler can vectorize it.
 fn pack_hex64(text: &[u8]) -> Option<[u8; 32]> {
-    if text.len() != 64 {
-        return None;
+    // A digit's value: `0`-`9` are 0x30-0x39, `a`-`f` 0x61-0x66 (bit 6 set).
+    fn value(c: u8) -> u8 {
+        (c & 0xf) + 9 * (c >> 6)
     }
+    fn is_digit(c: u8) -> bool {
+        (c.wrapping_sub(b'0') < 10) | (c.wrapping_sub(b'a') < 6)
+    }
+    let text: &[u8; 64] = text.try_into().ok()?;
     let mut out = [0; 32];
-    let mut bad = 0;
+    let mut ok = true;
     for (o, pair) in out.iter_mut().zip(text.chunks_exact(2)) {
-        let (hi, lo) = (HEX[usize::from(pair[0])], HEX[usize::from(pair[1])]);
-        bad |= hi | lo;
-        *o = (hi << 4) | (lo & 0xf);
+        ok &= is_digit(pair[0]) & is_digit(pair[1]);
+        *o = (value(pair[0]) << 4) | value(pair[1]);
     }
-    (bad & 0x10 == 0).then_some(out)
+    ok.then_some(out)
 }
 
+/// One known instance. It stays in its slot for as long as it is known.
 #[derive(Debug, Clone)]
 struct Known {
+    key: Key,
     uid: Uid,
     labels: Arc<Labels>,
     /// The last resync that listed it (live changes keep it). Only ever
-    /// compared with the current resync's: when one starts every entry
+    /// compared with the current resync's: when one starts every instance
     /// carries the previous one's, so wrapping around is harmless.
     epoch: u32,
+    /// Where the last resync listed it, in `Tracker::order`; `UNLISTED`
+    /// when a live change brought it in since.
+    pos: u32,
     running: bool,
 }
 
+const UNLISTED: u32 = u32::MAX;
+
 /// Last known state of each instance (O(instances)) plus the snapshot being built.
+///
+/// The instances live in `slots`, which the first snapshot fills in listing
+/// order, and `order` keeps the slots in the order the last snapshot listed
+/// them. Engines list in a stable order (Docker newest first, Kubernetes by
+/// namespace and name), so the next snapshot is diffed by walking `order`
+/// alongside it: the instance listed next is most likely the one `order` has
+/// next, mostly in the slot after the previous one's. Only what the walk does
+/// not find there (a new instance, one listed out of turn) is looked up in
+/// `index`, the hash map that live changes use. Any listing order gives the
+/// same events; a stable one only gives them faster.
 #[derive(Debug, Default)]
 pub(crate) struct Tracker {
+    slots: Vec<Option<Known>>,
+    /// Empty slots, reused first.
+    vacant: Vec<u32>,
     // foldhash rather than std's SipHash: the keys are instance ids that the
     // user's own engine names (container, service and object names), not
     // input an attacker chooses, and foldhash's `RandomState` still seeds
     // each map at random, per process.
-    known: HashMap<Key, Known, foldhash::fast::RandomState>,
+    index: HashMap<Key, u32, foldhash::fast::RandomState>,
+    /// The slots in the last snapshot's listing order. An entry may have
+    /// gone stale since (its instance removed, the slot reused): the walk
+    /// compares ids, so that only costs it a lookup.
+    order: Vec<u32>,
     /// The snapshot being listed, in listing order.
     snapshot: Option<Vec<Listed>>,
     epoch: u32,
@@ -171,13 +190,59 @@ fn different_incarnation(known: &Uid, seen: &Uid) -> bool {
     known.is_some() && seen.is_some() && known != seen
 }
 
+/// The transitions a resync found, in the order found.
+type Found = Vec<(InstanceId, EventKind, Arc<Labels>)>;
+
+/// Applies a listed instance that was known to what is known of it.
+fn relisted(
+    k: &mut Known,
+    id: &InstanceId,
+    running: bool,
+    uid: Uid,
+    labels: Labels,
+    no_labels: &Arc<Labels>,
+    found: &mut Found,
+) {
+    if *k.labels != labels {
+        k.labels = if labels.is_empty() {
+            Arc::clone(no_labels)
+        } else {
+            Arc::new(labels)
+        };
+    }
+    if different_incarnation(&k.uid, &uid) {
+        found.push((id.clone(), EventKind::Removed, Arc::clone(&k.labels)));
+        found.push((id.clone(), EventKind::Created, Arc::clone(&k.labels)));
+        if running {
+            found.push((id.clone(), EventKind::Started, Arc::clone(&k.labels)));
+        }
+    } else if k.running != running {
+        let kind = if running {
+            EventKind::Started
+        } else {
+            EventKind::Stopped
+        };
+        found.push((id.clone(), kind, Arc::clone(&k.labels)));
+    }
+    k.running = running;
+    if uid.is_some() {
+        k.uid = uid;
+    }
+}
+
+/// A slot number or a position in `order`: the tracker holds fewer than
+/// 2^32 instances (each costs ~100 bytes).
+fn to_u32(n: usize) -> u32 {
+    u32::try_from(n).expect("fewer than 2^32 instances")
+}
+
 impl Tracker {
     pub(crate) fn len(&self) -> usize {
-        self.known.len()
+        self.index.len()
     }
 
     pub(crate) fn begin_resync(&mut self) {
-        self.snapshot = Some(Vec::with_capacity(self.known.len()));
+        self.snapshot = Some(Vec::with_capacity(self.index.len()));
     }
 
     pub(crate) fn listed(&mut self, listed: Listed) {
@@ -186,6 +251,36 @@ impl Tracker {
             Vec::new()
         });
         snapshot.push(listed);
+    }
+
+    fn known_mut(&mut self, slot: u32) -> &mut Known {
+        self.slots[slot as usize]
+            .as_mut()
+            .expect("the index names occupied slots")
+    }
+
+    /// Brings in a new instance; returns its slot.
+    fn insert(&mut self, known: Known) -> u32 {
+        let key = known.key.clone();
+        let slot = if let Some(slot) = self.vacant.pop() {
+            self.slots[slot as usize] = Some(known);
+            slot
+        } else {
+            self.slots.push(Some(known));
+            to_u32(self.slots.len() - 1)
+        };
+        self.index.insert(key, slot);
+        slot
+    }
+
+    /// Forgets an instance; returns what was known of it.
+    fn remove(&mut self, slot: u32) -> Known {
+        let known = self.slots[slot as usize]
+            .take()
+            .expect("the index names occupied slots");
+        self.index.remove(known.key.as_bytes());
+        self.vacant.push(slot);
+        known
     }
 
     /// Applies one live change; pushes the transitions it implies (none for a
@@ -209,21 +304,22 @@ impl Tracker {
                 labels: Arc::clone(labels),
             }));
         };
-        let known = self.known.get_mut(id.as_str().as_bytes());
+        let slot = self.index.get(id.as_str().as_bytes()).copied();
         if kind == EventKind::Removed {
-            if let Some(k) = known {
-                if different_incarnation(&k.uid, &uid) {
+            if let Some(slot) = slot {
+                if different_incarnation(&self.known_mut(slot).uid, &uid) {
                     // The removal of an older incarnation: the current one stays.
                     return;
                 }
-                let labels = Arc::clone(&k.labels);
-                self.known.remove(id.as_str().as_bytes());
-                emit(&id, EventKind::Removed, &labels);
+                let gone = self.remove(slot);
+                emit(&id, EventKind::Removed, &gone.labels);
             }
             return;
         }
         let want_running = kind == EventKind::Started;
-        match known {
+        let epoch = self.epoch;
+        let no_labels = Arc::clone(&self.no_labels);
+        match slot.map(|slot| self.known_mut(slot)) {
             Some(k) if !different_incarnation(&k.uid, &uid) => {
                 if let Some(labels) =
                     labels.filter(|l| !Arc::ptr_eq(l, &k.labels) && **l != *k.labels)
@@ -243,26 +339,140 @@ impl Tracker {
                 let labels = match (labels, known.as_ref()) {
                     (Some(l), _) => l,
                     (None, Some(k)) => Arc::clone(&k.labels),
-                    (None, None) => Arc::clone(&self.no_labels),
+                    (None, None) => no_labels,
                 };
-                if let Some(old) = known {
-                    let old_labels = Arc::clone(&old.labels);
-                    emit(&id, EventKind::Removed, &old_labels);
+                if let Some(old) = &known {
+                    emit(&id, EventKind::Removed, &old.labels);
                 }
                 emit(&id, EventKind::Created, &labels);
                 if want_running {
                     emit(&id, EventKind::Started, &labels);
                 }
-                self.known.insert(
-                    Key::new(&id),
-                    Known {
+                if let Some(k) = known {
+                    // Another incarnation under the same id: it takes the slot.
+                    k.uid = uid;
+                    k.labels = labels;
+                    k.epoch = epoch;
+                    k.running = want_running;
+                } else {
+                    self.insert(Known {
+                        key: Key::new(&id),
                         uid,
                         labels,
-                        epoch: self.epoch,
+                        epoch,
+                        pos: UNLISTED,
                         running: want_running,
-                    },
-                );
+                    });
+                }
             }
+        }
+    }
+
+    /// Stamps the known instances of a snapshot and applies it to them, by
+    /// walking the last snapshot's order alongside it; leaves in `snapshot`
+    /// those it did not know. Returns the slots in listing order (`UNLISTED`
+    /// for those left) and where each left one goes in it.
+    fn relist(
+        &mut self,
+        snapshot: &mut Vec<Listed>,
+        epoch: u32,
+        found: &mut Found,
+    ) -> (Vec<u32>, Vec<u32>) {
+        let last_order = std::mem::take(&mut self.order);
+        let mut order = Vec::with_capacity(snapshot.len());
+        // The walk's place in `last_order`.
+        let mut next = 0;
+        let mut new_at = Vec::new();
+        // An instance listed twice: the later entry wins, through the same rules.
+        snapshot.retain_mut(|l| {
+            let pos = to_u32(order.len());
+            let key = l.id.as_str().as_bytes();
+            let in_turn = last_order.get(next).copied().filter(|&slot| {
+                self.slots[slot as usize]
+                    .as_ref()
+                    .is_some_and(|k| k.key.as_bytes() == key)
+            });
+            let slot = if in_turn.is_some() {
+                next += 1;
+                in_turn
+            } else {
+                self.index.get(key).copied()
+            };
+            let Some(slot) = slot else {
+                new_at.push(pos);
+                order.push(UNLISTED);
+                return true;
+            };
+            let k = self.slots[slot as usize]
+                .as_mut()
+                .expect("the index names occupied slots");
+            if in_turn.is_none() && k.epoch != epoch && k.pos != UNLISTED {
+                // Listed out of turn: the walk goes on after it, past those
+                // the last snapshot listed in between (gone, or listed later
+                // on, when the index finds them).
+                next = next.max(k.pos as usize + 1);
+            }
+            k.epoch = epoch;
+            k.pos = pos;
+            let (uid, labels) = (Uid::new(l.uid.take()), std::mem::take(&mut l.labels));
+            relisted(k, &l.id, l.running, uid, labels, &self.no_labels, found);
+            order.push(slot);
+            false
+        });
+        (order, new_at)
+    }
+
+    /// Brings in the instances of a snapshot that `relist` did not know, at
+    /// their places `new_at` in `order`, once the vanished have left their slots.
+    fn bring_in(
+        &mut self,
+        new: Vec<Listed>,
+        new_at: &[u32],
+        order: &mut [u32],
+        epoch: u32,
+        report: bool,
+        found: &mut Found,
+    ) {
+        self.index.reserve(new.len());
+        self.slots
+            .reserve(new.len().saturating_sub(self.vacant.len()));
+        for (l, &pos) in new.into_iter().zip(new_at) {
+            let Listed {
+                id,
+                running,
+                uid,
+                labels,
+            } = l;
+            let uid = Uid::new(uid);
+            let slot = if let Some(&slot) = self.index.get(id.as_str().as_bytes()) {
+                // Listed twice, new the first time.
+                let no_labels = Arc::clone(&self.no_labels);
+                let k = self.known_mut(slot);
+                k.pos = pos;
+                relisted(k, &id, running, uid, labels, &no_labels, found);
+                slot
+            } else {
+                let labels = if labels.is_empty() {
+                    Arc::clone(&self.no_labels)
+                } else {
+                    Arc::new(labels)
+                };
+                if report {
+                    found.push((id.clone(), EventKind::Created, Arc::clone(&labels)));
+                    if running {
+                        found.push((id.clone(), EventKind::Started, Arc::clone(&labels)));
+                    }
+                }
+                self.insert(Known {
+                    key: Key::new(&id),
+                    uid,
+                    labels,
+                    epoch,
+                    pos,
+                    running,
+                })
+            };
+            order[pos as usize] = slot;
         }
     }
 
@@ -271,7 +481,7 @@ impl Tracker {
     /// With `origin == None` the snapshot is a silent baseline. Returns false
     /// when no snapshot was in progress.
     pub(crate) fn end_resync(&mut self, origin: Option<Origin>, out: &mut VecDeque<Item>) -> bool {
-        let Some(snapshot) = self.snapshot.take() else {
+        let Some(mut snapshot) = self.snapshot.take() else {
             return false;
         };
         let at = SystemTime::now();
@@ -279,69 +489,17 @@ impl Tracker {
         // with this resync's epoch, and those left unstamped have vanished.
         self.epoch = self.epoch.wrapping_add(1);
         let epoch = self.epoch;
-        let mut found: Vec<(InstanceId, EventKind, Arc<Labels>)> = Vec::new();
-        self.known
-            .reserve(snapshot.len().saturating_sub(self.known.len()));
-        // An instance listed twice: the later entry wins, through the same rules.
-        for l in snapshot {
-            let id = l.id;
-            let uid = Uid::new(l.uid);
-            if let Some(k) = self.known.get_mut(id.as_str().as_bytes()) {
-                k.epoch = epoch;
-                if *k.labels != l.labels {
-                    k.labels = if l.labels.is_empty() {
-                        Arc::clone(&self.no_labels)
-                    } else {
-                        Arc::new(l.labels)
-                    };
-                }
-                if different_incarnation(&k.uid, &uid) {
-                    found.push((id.clone(), EventKind::Removed, Arc::clone(&k.labels)));
-                    found.push((id.clone(), EventKind::Created, Arc::clone(&k.labels)));
-                    if l.running {
-                        found.push((id, EventKind::Started, Arc::clone(&k.labels)));
-                    }
-                } else if k.running != l.running {
-                    let kind = if l.running {
-                        EventKind::Started
-                    } else {
-                        EventKind::Stopped
-                    };
-                    found.push((id, kind, Arc::clone(&k.labels)));
-                }
-                k.running = l.running;
-                if uid.is_some() {
-                    k.uid = uid;
-                }
-            } else {
-                let labels = if l.labels.is_empty() {
-                    Arc::clone(&self.no_labels)
-                } else {
-                    Arc::new(l.labels)
-                };
-                if origin.is_some() {
-                    found.push((id.clone(), EventKind::Created, Arc::clone(&labels)));
-                    if l.running {
-                        found.push((id.clone(), EventKind::Started, Arc::clone(&labels)));
-                    }
-                }
-                self.known.insert(
-                    Key::new(&id),
-                    Known {
-                        uid,
-                        labels,
-                        epoch,
-                        running: l.running,
-                    },
-                );
+        let mut found: Found = Vec::new();
+        let (mut order, new_at) = self.relist(&mut snapshot, epoch, &mut found);
+        for slot in 0..self.slots.len() {
+            if self.slots[slot].as_ref().is_some_and(|k| k.epoch != epoch) {
+                let gone = self.remove(to_u32(slot));
+                found.push((gone.key.id(), EventKind::Removed, gone.labels));
             }
         }
-        self.known.retain(|key, k| {
-            if k.epoch != epoch {
-                found.push((key.id(), EventKind::Removed, Arc::clone(&k.labels)));
-            }
-            k.epoch == epoch
-        });
+        let report = origin.is_some();
+        self.bring_in(snapshot, &new_at, &mut order, epoch, report, &mut found);
+        self.order = order;
         if let Some(origin) = origin {
             // Stable sort: per instance the pushed order (Removed, Created, Started)
             // holds; a vanished instance was pushed last but is alone under its id.
