@@ -117,7 +117,8 @@ impl Uid {
 }
 
 /// 64 lowercase hex digits as 32 bytes; `None` for anything else.
-/// Branch-free, so that the compiler can vectorize it.
+/// Branch-free, digit by digit and then pair by pair: the compiler vectorizes
+/// the first loop (3x as fast as one loop over the pairs).
 fn pack_hex64(text: &[u8]) -> Option<[u8; 32]> {
     // A digit's value: `0`-`9` are 0x30-0x39, `a`-`f` 0x61-0x66 (bit 6 set).
     fn value(c: u8) -> u8 {
@@ -127,13 +128,20 @@ fn pack_hex64(text: &[u8]) -> Option<[u8; 32]> {
         (c.wrapping_sub(b'0') < 10) | (c.wrapping_sub(b'a') < 6)
     }
     let text: &[u8; 64] = text.try_into().ok()?;
-    let mut out = [0; 32];
+    let mut values = [0; 64];
     let mut ok = true;
-    for (o, pair) in out.iter_mut().zip(text.chunks_exact(2)) {
-        ok &= is_digit(pair[0]) & is_digit(pair[1]);
-        *o = (value(pair[0]) << 4) | value(pair[1]);
+    for (v, &c) in values.iter_mut().zip(text) {
+        ok &= is_digit(c);
+        *v = value(c);
     }
-    ok.then_some(out)
+    if !ok {
+        return None;
+    }
+    let mut out = [0; 32];
+    for (o, pair) in out.iter_mut().zip(values.chunks_exact(2)) {
+        *o = (pair[0] << 4) | pair[1];
+    }
+    Some(out)
 }
 
 /// One known instance. It stays in its slot for as long as it is known.
@@ -766,6 +774,35 @@ mod tests {
                 Item::Status(_) => None,
             })
             .collect()
+    }
+
+    #[test]
+    fn container_ids_and_only_they_are_packed() {
+        // The plain way: 64 lowercase hex digits, two by two.
+        fn plain(text: &[u8]) -> Option<[u8; 32]> {
+            let lower = |c: &u8| c.is_ascii_digit() || (b'a'..=b'f').contains(c);
+            if text.len() != 64 || !text.iter().all(lower) {
+                return None;
+            }
+            let mut out = [0; 32];
+            for (o, pair) in out.iter_mut().zip(text.chunks_exact(2)) {
+                let pair = std::str::from_utf8(pair).ok()?;
+                *o = u8::from_str_radix(pair, 16).ok()?;
+            }
+            Some(out)
+        }
+        let id = b"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+        assert!(pack_hex64(id).is_some());
+        for at in 0..64 {
+            for byte in 0..=u8::MAX {
+                let mut text = *id;
+                text[at] = byte;
+                assert_eq!(pack_hex64(&text), plain(&text), "{byte:#x} at {at}");
+            }
+        }
+        for text in [&id[..63], &[id.as_slice(), b"0"].concat(), b""] {
+            assert_eq!(pack_hex64(text), None);
+        }
     }
 
     #[test]
