@@ -1,11 +1,14 @@
 //! Resync at scale: the snapshot diff of 10k and 100k instances.
 //!
 //! A synthetic session lists N instances (a silent baseline), then lists them
-//! again with 1% of them flipped, 0.5% gone and 0.5% new (the resync). Items
+//! again with 1% of them flipped, 0.5% gone and 0.5% new (the resync): in the
+//! same order, as engines list, and for the largest N also in another order
+//! (the diff must not depend on it, only its speed may). Items
 //! are generated lazily, so the heap measured after the first snapshot is the
 //! state the watch keeps: bytes per tracked instance. The time is that of the
 //! second snapshot, from its first item to its `Connected` (listing + diff +
-//! emitting the transitions).
+//! emitting the transitions), in wall-clock time and in the thread's on-CPU
+//! time (which other processes' load inflates less: the machine is shared).
 //!
 //! `cargo bench -p lookout-core --bench resync`; without `--bench` (as
 //! `cargo test --benches` runs it) a smoke run of 2k instances.
@@ -51,14 +54,21 @@ fn listed(n: usize, running: bool, with_labels: bool) -> Obs {
     }))
 }
 
+/// The second snapshot lists in the first one's order or, `reordered`, in
+/// another: the i-th listed is instance `i * 7919 mod len` (7919 is a prime
+/// that divides no `len` used here, so that is a permutation).
 fn snapshot(
     n: usize,
     second: bool,
     with_labels: bool,
+    reordered: bool,
 ) -> impl Iterator<Item = Obs> + Send + Unpin + 'static {
     let begin = std::iter::once(Ok(Observation::ResyncBegin));
     let done = std::iter::once(Ok(Observation::ResyncDone));
-    let items = (0..n + n / 200).filter_map(move |i| {
+    let len = n + n / 200;
+    assert!(!reordered || !len.is_multiple_of(7919), "not a permutation");
+    let items = (0..len).filter_map(move |i| {
+        let i = if reordered { i * 7919 % len } else { i };
         if !second {
             return (i < n).then(|| listed(i, true, with_labels));
         }
@@ -80,6 +90,7 @@ fn snapshot(
 struct Synthetic {
     n: usize,
     with_labels: bool,
+    reordered: bool,
     dials: usize,
     /// The second snapshot, built before the watch consumes it (timing runs),
     /// or `None` to generate it lazily too (memory runs).
@@ -90,17 +101,18 @@ impl Dial for Synthetic {
     type Cursor = u64;
     fn dial(&mut self, _resume: Option<&u64>) -> DialFuture<u64> {
         self.dials += 1;
-        let (n, with_labels, first) = (self.n, self.with_labels, self.dials == 1);
+        let (n, with_labels, reordered) = (self.n, self.with_labels, self.reordered);
+        let first = self.dials == 1;
         let second = self.second.take();
         Box::pin(async move {
             if !first {
                 std::future::pending::<()>().await;
             }
-            let first = snapshot(n, false, with_labels);
+            let first = snapshot(n, false, with_labels, false);
             let session: lookout_core::Session<u64> = match second {
                 Some(v) => Box::pin(Ready(first.chain(v)).chain(tokio_stream::pending())),
                 None => Box::pin(
-                    Ready(first.chain(snapshot(n, true, with_labels)))
+                    Ready(first.chain(snapshot(n, true, with_labels, reordered)))
                         .chain(tokio_stream::pending()),
                 ),
             };
@@ -112,14 +124,28 @@ impl Dial for Synthetic {
 struct Run {
     bytes_per_instance: f64,
     diff: Duration,
+    /// The thread's on-CPU time during `diff`.
+    diff_cpu: Duration,
     transitions: usize,
+}
+
+/// The calling thread's on-CPU time so far (`/proc/thread-self/schedstat`;
+/// zero where that is missing). The kernel brings that figure up to date
+/// only when the thread is scheduled, so yield first: without it the figure
+/// lags by up to a timer tick (4 ms here).
+fn thread_cpu() -> Duration {
+    std::thread::yield_now();
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .map_or(Duration::ZERO, Duration::from_nanos)
 }
 
 /// With `memory`, the heap is measured (dhat running) and the second snapshot
 /// generated lazily; without, the second snapshot is built beforehand and only
 /// its consumption is timed.
-async fn run(n: usize, with_labels: bool, memory: bool) -> Run {
-    let second = (!memory).then(|| snapshot(n, true, with_labels).collect::<Vec<_>>());
+async fn run(n: usize, with_labels: bool, reordered: bool, memory: bool) -> Run {
+    let second = (!memory).then(|| snapshot(n, true, with_labels, reordered).collect::<Vec<_>>());
     let heap = || {
         if memory {
             dhat::HeapStats::get().curr_bytes
@@ -132,6 +158,7 @@ async fn run(n: usize, with_labels: bool, memory: bool) -> Run {
         Synthetic {
             n,
             with_labels,
+            reordered,
             dials: 0,
             second,
         },
@@ -143,7 +170,7 @@ async fn run(n: usize, with_labels: bool, memory: bool) -> Run {
         Some(Item::Status(Status::Connected { .. }))
     ) {}
     let held = heap().saturating_sub(before);
-    let start = Instant::now();
+    let (start, start_cpu) = (Instant::now(), thread_cpu());
     let mut transitions = 0;
     loop {
         match watch.next().await {
@@ -158,12 +185,21 @@ async fn run(n: usize, with_labels: bool, memory: bool) -> Run {
             other => panic!("unexpected {other:?}"),
         }
     }
-    let diff = start.elapsed();
+    let (diff, diff_cpu) = (start.elapsed(), thread_cpu().saturating_sub(start_cpu));
     Run {
         bytes_per_instance: held as f64 / n as f64,
         diff,
+        diff_cpu,
         transitions,
     }
+}
+
+/// The 1/5/15-minute load averages: the figures are wall-clock, on a shared machine.
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg").map_or_else(
+        |_| "unknown".to_owned(),
+        |s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
+    )
 }
 
 fn peak_rss_kib() -> u64 {
@@ -185,28 +221,44 @@ fn main() {
         .build()
         .expect("runtime");
     println!("resync at scale: second snapshot with 1% flipped, 0.5% gone, 0.5% new");
-    println!("| instances | labels | diff time | transitions | bytes per tracked instance |");
-    println!("|---|---|---|---|---|");
+    println!("load before (1/5/15 min): {}", load());
+    println!(
+        "| instances | labels | second listing | diff time | on CPU | transitions | bytes per tracked instance |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    // (instances, with labels, reordered)
+    let mut cases: Vec<(usize, bool, bool)> = sizes
+        .iter()
+        .flat_map(|&n| [(n, false, false), (n, true, false)])
+        .collect();
+    if let Some(&n) = sizes.last() {
+        cases.push((n, false, true));
+    }
     let mut rows = Vec::new();
     // Timing first, with the allocation profiler off.
-    for &n in sizes {
-        for with_labels in [false, true] {
-            let r = rt.block_on(run(n, with_labels, false));
-            assert_eq!(
-                r.transitions,
-                n / 100 + n / 200 * 3,
-                "each change reported once"
-            );
-            rows.push((n, with_labels, r.diff, r.transitions));
-        }
+    for (n, with_labels, reordered) in cases {
+        let r = rt.block_on(run(n, with_labels, reordered, false));
+        assert_eq!(
+            r.transitions,
+            n / 100 + n / 200 * 3,
+            "each change reported once"
+        );
+        rows.push((n, with_labels, reordered, r));
     }
     let _profiler = dhat::Profiler::builder().testing().build();
-    for (n, with_labels, diff, transitions) in rows {
-        let r = rt.block_on(run(n, with_labels, true));
+    for (n, with_labels, reordered, timed) in rows {
+        let r = rt.block_on(run(n, with_labels, reordered, true));
         println!(
-            "| {n} | {} | {:.1} ms | {transitions} | {:.0} |",
+            "| {n} | {} | {} | {:.1} ms | {:.1} ms | {} | {:.0} |",
             if with_labels { "2 each" } else { "none" },
-            diff.as_secs_f64() * 1e3,
+            if reordered {
+                "other order"
+            } else {
+                "same order"
+            },
+            timed.diff.as_secs_f64() * 1e3,
+            timed.diff_cpu.as_secs_f64() * 1e3,
+            timed.transitions,
             r.bytes_per_instance
         );
     }
@@ -214,4 +266,5 @@ fn main() {
         "peak RSS of the whole bench process: {} KiB",
         peak_rss_kib()
     );
+    println!("load after: {}", load());
 }

@@ -2,42 +2,255 @@
 //! into transitions: a duplicate is swallowed, a missed transition is reported
 //! once.
 
+use std::borrow::Borrow;
 use std::collections::{HashMap, VecDeque};
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::SystemTime;
 
 use crate::model::{Change, EventKind, InstanceEvent, InstanceId, Labels, Listed, Origin};
 use crate::watch::Item;
 
+// Why the layout below: a resync looks up every listed instance, and at 100k
+// instances what a lookup costs is not hashing but memory: a hash map's entry
+// at a random place, and then each pointer the diff follows to a heap block of
+// its own (the id's text, the uid's, the labels'), are cache misses. So the
+// instances are kept in the order the engine lists them (see `Tracker`), and
+// the common cases are stored inline: a short id (a container name), a
+// container id's 64 hex digits (as 32 bytes), and empty labels (one shared
+// `Arc`).
+
+/// Ids up to this many bytes are stored inline in the key.
+const INLINE: usize = 22;
+
+/// An instance id as the map's key: inline when short, else the id itself.
+/// Hashed and compared as its bytes, so the map is searched with
+/// `id.as_str().as_bytes()`.
+#[derive(Clone)]
+enum Key {
+    Inline { len: u8, bytes: [u8; INLINE] },
+    Shared(InstanceId),
+}
+
+const _: () = assert!(size_of::<Key>() == 24);
+
+impl Key {
+    fn new(id: &InstanceId) -> Self {
+        let s = id.as_str().as_bytes();
+        match u8::try_from(s.len()) {
+            Ok(len) if s.len() <= INLINE => {
+                let mut bytes = [0; INLINE];
+                bytes[..s.len()].copy_from_slice(s);
+                Self::Inline { len, bytes }
+            }
+            _ => Self::Shared(id.clone()),
+        }
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        match self {
+            Self::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            Self::Shared(id) => id.as_str().as_bytes(),
+        }
+    }
+
+    /// The id, for an event about an instance no observation names
+    /// (one that vanished from a snapshot).
+    fn id(&self) -> InstanceId {
+        match self {
+            // The bytes are a whole `str`'s, so this borrows them as they are.
+            Self::Inline { .. } => InstanceId::from(&*String::from_utf8_lossy(self.as_bytes())),
+            Self::Shared(id) => id.clone(),
+        }
+    }
+}
+
+impl std::fmt::Debug for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&String::from_utf8_lossy(self.as_bytes()), f)
+    }
+}
+
+impl PartialEq for Key {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl Eq for Key {}
+
+impl Hash for Key {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        // As `[u8]` hashes, which `Borrow<[u8]>` requires.
+        self.as_bytes().hash(state);
+    }
+}
+
+impl Borrow<[u8]> for Key {
+    fn borrow(&self) -> &[u8] {
+        self.as_bytes()
+    }
+}
+
+/// The engine's identity of an incarnation ([`Listed::uid`]): a Docker or
+/// Podman container id (64 lowercase hex digits) packed into 32 bytes, any
+/// other uid as it came. Canonical (a uid that packs is always packed), so
+/// two are equal exactly when their texts are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Uid {
+    None,
+    Hex64([u8; 32]),
+    Text(Arc<str>),
+}
+
+impl Uid {
+    fn new(uid: Option<Arc<str>>) -> Self {
+        match uid {
+            None => Self::None,
+            Some(text) => pack_hex64(text.as_bytes()).map_or(Self::Text(text), Self::Hex64),
+        }
+    }
+
+    fn is_some(&self) -> bool {
+        !matches!(self, Self::None)
+    }
+}
+
+/// 64 lowercase hex digits as 32 bytes; `None` for anything else.
+/// Branch-free, digit by digit and then pair by pair: the compiler vectorizes
+/// the first loop (3x as fast as one loop over the pairs).
+fn pack_hex64(text: &[u8]) -> Option<[u8; 32]> {
+    // A digit's value: `0`-`9` are 0x30-0x39, `a`-`f` 0x61-0x66 (bit 6 set).
+    fn value(c: u8) -> u8 {
+        (c & 0xf) + 9 * (c >> 6)
+    }
+    fn is_digit(c: u8) -> bool {
+        (c.wrapping_sub(b'0') < 10) | (c.wrapping_sub(b'a') < 6)
+    }
+    let text: &[u8; 64] = text.try_into().ok()?;
+    let mut values = [0; 64];
+    let mut ok = true;
+    for (v, &c) in values.iter_mut().zip(text) {
+        ok &= is_digit(c);
+        *v = value(c);
+    }
+    if !ok {
+        return None;
+    }
+    let mut out = [0; 32];
+    for (o, pair) in out.iter_mut().zip(values.chunks_exact(2)) {
+        *o = (pair[0] << 4) | pair[1];
+    }
+    Some(out)
+}
+
+/// One known instance. It stays in its slot for as long as it is known.
 #[derive(Debug, Clone)]
 struct Known {
-    running: bool,
-    uid: Option<Arc<str>>,
+    key: Key,
+    uid: Uid,
     labels: Arc<Labels>,
-    /// The last resync that listed it (live changes keep it).
-    epoch: u64,
+    /// The last resync that listed it (live changes keep it). Only ever
+    /// compared with the current resync's: when one starts every instance
+    /// carries the previous one's, so wrapping around is harmless.
+    epoch: u32,
+    /// Where the last resync listed it, in `Tracker::order`; `UNLISTED`
+    /// when a live change brought it in since.
+    pos: u32,
+    running: bool,
 }
+
+const UNLISTED: u32 = u32::MAX;
 
 /// Last known state of each instance (O(instances)) plus the snapshot being built.
+///
+/// The instances live in `slots`, which the first snapshot fills in listing
+/// order, and `order` keeps the slots in the order the last snapshot listed
+/// them. Engines list in a stable order (Docker newest first, Kubernetes by
+/// namespace and name), so the next snapshot is diffed by walking `order`
+/// alongside it: the instance listed next is most likely the one `order` has
+/// next, mostly in the slot after the previous one's. Only what the walk does
+/// not find there (a new instance, one listed out of turn) is looked up in
+/// `index`, the hash map that live changes use. Any listing order gives the
+/// same events; a stable one only gives them faster.
 #[derive(Debug, Default)]
 pub(crate) struct Tracker {
-    known: HashMap<InstanceId, Known>,
+    slots: Vec<Option<Known>>,
+    /// Empty slots, reused first.
+    vacant: Vec<u32>,
+    // foldhash rather than std's SipHash: the keys are instance ids that the
+    // user's own engine names (container, service and object names), not
+    // input an attacker chooses, and foldhash's `RandomState` still seeds
+    // each map at random, per process.
+    index: HashMap<Key, u32, foldhash::fast::RandomState>,
+    /// The slots in the last snapshot's listing order. An entry may have
+    /// gone stale since (its instance removed, the slot reused): the walk
+    /// compares ids, so that only costs it a lookup.
+    order: Vec<u32>,
     /// The snapshot being listed, in listing order.
     snapshot: Option<Vec<Listed>>,
-    epoch: u64,
+    epoch: u32,
+    /// The labels of every instance that has none, shared.
+    no_labels: Arc<Labels>,
 }
 
-fn different_incarnation(known: Option<&Arc<str>>, seen: Option<&Arc<str>>) -> bool {
-    matches!((known, seen), (Some(a), Some(b)) if a != b)
+fn different_incarnation(known: &Uid, seen: &Uid) -> bool {
+    known.is_some() && seen.is_some() && known != seen
+}
+
+/// The transitions a resync found, in the order found.
+type Found = Vec<(InstanceId, EventKind, Arc<Labels>)>;
+
+/// Applies a listed instance that was known to what is known of it.
+fn relisted(
+    k: &mut Known,
+    id: &InstanceId,
+    running: bool,
+    uid: Uid,
+    labels: Labels,
+    no_labels: &Arc<Labels>,
+    found: &mut Found,
+) {
+    if *k.labels != labels {
+        k.labels = if labels.is_empty() {
+            Arc::clone(no_labels)
+        } else {
+            Arc::new(labels)
+        };
+    }
+    if different_incarnation(&k.uid, &uid) {
+        found.push((id.clone(), EventKind::Removed, Arc::clone(&k.labels)));
+        found.push((id.clone(), EventKind::Created, Arc::clone(&k.labels)));
+        if running {
+            found.push((id.clone(), EventKind::Started, Arc::clone(&k.labels)));
+        }
+    } else if k.running != running {
+        let kind = if running {
+            EventKind::Started
+        } else {
+            EventKind::Stopped
+        };
+        found.push((id.clone(), kind, Arc::clone(&k.labels)));
+    }
+    k.running = running;
+    if uid.is_some() {
+        k.uid = uid;
+    }
+}
+
+/// A slot number or a position in `order`: the tracker holds fewer than
+/// 2^32 instances (each costs ~100 bytes).
+fn to_u32(n: usize) -> u32 {
+    u32::try_from(n).expect("fewer than 2^32 instances")
 }
 
 impl Tracker {
     pub(crate) fn len(&self) -> usize {
-        self.known.len()
+        self.index.len()
     }
 
     pub(crate) fn begin_resync(&mut self) {
-        self.snapshot = Some(Vec::with_capacity(self.known.len()));
+        self.snapshot = Some(Vec::with_capacity(self.index.len()));
     }
 
     pub(crate) fn listed(&mut self, listed: Listed) {
@@ -46,6 +259,36 @@ impl Tracker {
             Vec::new()
         });
         snapshot.push(listed);
+    }
+
+    fn known_mut(&mut self, slot: u32) -> &mut Known {
+        self.slots[slot as usize]
+            .as_mut()
+            .expect("the index names occupied slots")
+    }
+
+    /// Brings in a new instance; returns its slot.
+    fn insert(&mut self, known: Known) -> u32 {
+        let key = known.key.clone();
+        let slot = if let Some(slot) = self.vacant.pop() {
+            self.slots[slot as usize] = Some(known);
+            slot
+        } else {
+            self.slots.push(Some(known));
+            to_u32(self.slots.len() - 1)
+        };
+        self.index.insert(key, slot);
+        slot
+    }
+
+    /// Forgets an instance; returns what was known of it.
+    fn remove(&mut self, slot: u32) -> Known {
+        let known = self.slots[slot as usize]
+            .take()
+            .expect("the index names occupied slots");
+        self.index.remove(known.key.as_bytes());
+        self.vacant.push(slot);
+        known
     }
 
     /// Applies one live change; pushes the transitions it implies (none for a
@@ -59,6 +302,7 @@ impl Tracker {
             at,
             cursor: _,
         } = change;
+        let uid = Uid::new(uid);
         let mut emit = |id: &InstanceId, kind, labels: &Arc<Labels>| {
             out.push_back(Item::Event(InstanceEvent {
                 id: id.clone(),
@@ -68,28 +312,29 @@ impl Tracker {
                 labels: Arc::clone(labels),
             }));
         };
-        let known = self.known.get_mut(&id);
+        let slot = self.index.get(id.as_str().as_bytes()).copied();
         if kind == EventKind::Removed {
-            if let Some(k) = known {
-                if different_incarnation(k.uid.as_ref(), uid.as_ref()) {
+            if let Some(slot) = slot {
+                if different_incarnation(&self.known_mut(slot).uid, &uid) {
                     // The removal of an older incarnation: the current one stays.
                     return;
                 }
-                let labels = Arc::clone(&k.labels);
-                self.known.remove(&id);
-                emit(&id, EventKind::Removed, &labels);
+                let gone = self.remove(slot);
+                emit(&id, EventKind::Removed, &gone.labels);
             }
             return;
         }
         let want_running = kind == EventKind::Started;
-        match known {
-            Some(k) if !different_incarnation(k.uid.as_ref(), uid.as_ref()) => {
+        let epoch = self.epoch;
+        let no_labels = Arc::clone(&self.no_labels);
+        match slot.map(|slot| self.known_mut(slot)) {
+            Some(k) if !different_incarnation(&k.uid, &uid) => {
                 if let Some(labels) =
                     labels.filter(|l| !Arc::ptr_eq(l, &k.labels) && **l != *k.labels)
                 {
                     k.labels = labels;
                 }
-                if k.uid.is_none() {
+                if !k.uid.is_some() {
                     k.uid = uid;
                 }
                 // `Created` of a known instance is a replay: nothing changes.
@@ -102,26 +347,140 @@ impl Tracker {
                 let labels = match (labels, known.as_ref()) {
                     (Some(l), _) => l,
                     (None, Some(k)) => Arc::clone(&k.labels),
-                    (None, None) => Arc::new(Labels::new()),
+                    (None, None) => no_labels,
                 };
-                if let Some(old) = known {
-                    let old_labels = Arc::clone(&old.labels);
-                    emit(&id, EventKind::Removed, &old_labels);
+                if let Some(old) = &known {
+                    emit(&id, EventKind::Removed, &old.labels);
                 }
                 emit(&id, EventKind::Created, &labels);
                 if want_running {
                     emit(&id, EventKind::Started, &labels);
                 }
-                self.known.insert(
-                    id,
-                    Known {
-                        running: want_running,
+                if let Some(k) = known {
+                    // Another incarnation under the same id: it takes the slot.
+                    k.uid = uid;
+                    k.labels = labels;
+                    k.epoch = epoch;
+                    k.running = want_running;
+                } else {
+                    self.insert(Known {
+                        key: Key::new(&id),
                         uid,
                         labels,
-                        epoch: self.epoch,
-                    },
-                );
+                        epoch,
+                        pos: UNLISTED,
+                        running: want_running,
+                    });
+                }
             }
+        }
+    }
+
+    /// Stamps the known instances of a snapshot and applies it to them, by
+    /// walking the last snapshot's order alongside it; leaves in `snapshot`
+    /// those it did not know. Returns the slots in listing order (`UNLISTED`
+    /// for those left) and where each left one goes in it.
+    fn relist(
+        &mut self,
+        snapshot: &mut Vec<Listed>,
+        epoch: u32,
+        found: &mut Found,
+    ) -> (Vec<u32>, Vec<u32>) {
+        let last_order = std::mem::take(&mut self.order);
+        let mut order = Vec::with_capacity(snapshot.len());
+        // The walk's place in `last_order`.
+        let mut next = 0;
+        let mut new_at = Vec::new();
+        // An instance listed twice: the later entry wins, through the same rules.
+        snapshot.retain_mut(|l| {
+            let pos = to_u32(order.len());
+            let key = l.id.as_str().as_bytes();
+            let in_turn = last_order.get(next).copied().filter(|&slot| {
+                self.slots[slot as usize]
+                    .as_ref()
+                    .is_some_and(|k| k.key.as_bytes() == key)
+            });
+            let slot = if in_turn.is_some() {
+                next += 1;
+                in_turn
+            } else {
+                self.index.get(key).copied()
+            };
+            let Some(slot) = slot else {
+                new_at.push(pos);
+                order.push(UNLISTED);
+                return true;
+            };
+            let k = self.slots[slot as usize]
+                .as_mut()
+                .expect("the index names occupied slots");
+            if in_turn.is_none() && k.epoch != epoch && k.pos != UNLISTED {
+                // Listed out of turn: the walk goes on after it, past those
+                // the last snapshot listed in between (gone, or listed later
+                // on, when the index finds them).
+                next = next.max(k.pos as usize + 1);
+            }
+            k.epoch = epoch;
+            k.pos = pos;
+            let (uid, labels) = (Uid::new(l.uid.take()), std::mem::take(&mut l.labels));
+            relisted(k, &l.id, l.running, uid, labels, &self.no_labels, found);
+            order.push(slot);
+            false
+        });
+        (order, new_at)
+    }
+
+    /// Brings in the instances of a snapshot that `relist` did not know, at
+    /// their places `new_at` in `order`, once the vanished have left their slots.
+    fn bring_in(
+        &mut self,
+        new: Vec<Listed>,
+        new_at: &[u32],
+        order: &mut [u32],
+        epoch: u32,
+        report: bool,
+        found: &mut Found,
+    ) {
+        self.index.reserve(new.len());
+        self.slots
+            .reserve(new.len().saturating_sub(self.vacant.len()));
+        for (l, &pos) in new.into_iter().zip(new_at) {
+            let Listed {
+                id,
+                running,
+                uid,
+                labels,
+            } = l;
+            let uid = Uid::new(uid);
+            let slot = if let Some(&slot) = self.index.get(id.as_str().as_bytes()) {
+                // Listed twice, new the first time.
+                let no_labels = Arc::clone(&self.no_labels);
+                let k = self.known_mut(slot);
+                k.pos = pos;
+                relisted(k, &id, running, uid, labels, &no_labels, found);
+                slot
+            } else {
+                let labels = if labels.is_empty() {
+                    Arc::clone(&self.no_labels)
+                } else {
+                    Arc::new(labels)
+                };
+                if report {
+                    found.push((id.clone(), EventKind::Created, Arc::clone(&labels)));
+                    if running {
+                        found.push((id.clone(), EventKind::Started, Arc::clone(&labels)));
+                    }
+                }
+                self.insert(Known {
+                    key: Key::new(&id),
+                    uid,
+                    labels,
+                    epoch,
+                    pos,
+                    running,
+                })
+            };
+            order[pos as usize] = slot;
         }
     }
 
@@ -130,68 +489,25 @@ impl Tracker {
     /// With `origin == None` the snapshot is a silent baseline. Returns false
     /// when no snapshot was in progress.
     pub(crate) fn end_resync(&mut self, origin: Option<Origin>, out: &mut VecDeque<Item>) -> bool {
-        let Some(snapshot) = self.snapshot.take() else {
+        let Some(mut snapshot) = self.snapshot.take() else {
             return false;
         };
         let at = SystemTime::now();
         // Update the known state in place: every listed instance is stamped
         // with this resync's epoch, and those left unstamped have vanished.
-        self.epoch += 1;
+        self.epoch = self.epoch.wrapping_add(1);
         let epoch = self.epoch;
-        let mut found: Vec<(InstanceId, EventKind, Arc<Labels>)> = Vec::new();
-        self.known
-            .reserve(snapshot.len().saturating_sub(self.known.len()));
-        // An instance listed twice: the later entry wins, through the same rules.
-        for l in snapshot {
-            let id = l.id;
-            if let Some(k) = self.known.get_mut(&id) {
-                k.epoch = epoch;
-                if *k.labels != l.labels {
-                    k.labels = Arc::new(l.labels);
-                }
-                if different_incarnation(k.uid.as_ref(), l.uid.as_ref()) {
-                    found.push((id.clone(), EventKind::Removed, Arc::clone(&k.labels)));
-                    found.push((id.clone(), EventKind::Created, Arc::clone(&k.labels)));
-                    if l.running {
-                        found.push((id, EventKind::Started, Arc::clone(&k.labels)));
-                    }
-                } else if k.running != l.running {
-                    let kind = if l.running {
-                        EventKind::Started
-                    } else {
-                        EventKind::Stopped
-                    };
-                    found.push((id, kind, Arc::clone(&k.labels)));
-                }
-                k.running = l.running;
-                if l.uid.is_some() {
-                    k.uid = l.uid;
-                }
-            } else {
-                let labels = Arc::new(l.labels);
-                if origin.is_some() {
-                    found.push((id.clone(), EventKind::Created, Arc::clone(&labels)));
-                    if l.running {
-                        found.push((id.clone(), EventKind::Started, Arc::clone(&labels)));
-                    }
-                }
-                self.known.insert(
-                    id,
-                    Known {
-                        running: l.running,
-                        uid: l.uid,
-                        labels,
-                        epoch,
-                    },
-                );
+        let mut found: Found = Vec::new();
+        let (mut order, new_at) = self.relist(&mut snapshot, epoch, &mut found);
+        for slot in 0..self.slots.len() {
+            if self.slots[slot].as_ref().is_some_and(|k| k.epoch != epoch) {
+                let gone = self.remove(to_u32(slot));
+                found.push((gone.key.id(), EventKind::Removed, gone.labels));
             }
         }
-        self.known.retain(|id, k| {
-            if k.epoch != epoch {
-                found.push((id.clone(), EventKind::Removed, Arc::clone(&k.labels)));
-            }
-            k.epoch == epoch
-        });
+        let report = origin.is_some();
+        self.bring_in(snapshot, &new_at, &mut order, epoch, report, &mut found);
+        self.order = order;
         if let Some(origin) = origin {
             // Stable sort: per instance the pushed order (Removed, Created, Started)
             // holds; a vanished instance was pushed last but is alone under its id.
@@ -213,6 +529,223 @@ impl Tracker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The tracker as it was before its layout was made for scale (a
+    /// `HashMap` from id to state, `SipHash`, every uid and label set in its own
+    /// allocation): the behaviour the current one must keep, event for event.
+    mod reference {
+        use std::collections::{HashMap, VecDeque};
+        use std::sync::Arc;
+        use std::time::SystemTime;
+
+        use crate::model::{Change, EventKind, InstanceEvent, InstanceId, Labels, Listed, Origin};
+        use crate::watch::Item;
+
+        #[derive(Debug, Clone)]
+        struct Known {
+            running: bool,
+            uid: Option<Arc<str>>,
+            labels: Arc<Labels>,
+            /// The last resync that listed it (live changes keep it).
+            epoch: u64,
+        }
+
+        /// Last known state of each instance (O(instances)) plus the snapshot being built.
+        #[derive(Debug, Default)]
+        pub(super) struct Tracker {
+            known: HashMap<InstanceId, Known>,
+            /// The snapshot being listed, in listing order.
+            snapshot: Option<Vec<Listed>>,
+            epoch: u64,
+        }
+
+        fn different_incarnation(known: Option<&Arc<str>>, seen: Option<&Arc<str>>) -> bool {
+            matches!((known, seen), (Some(a), Some(b)) if a != b)
+        }
+
+        impl Tracker {
+            pub(super) fn len(&self) -> usize {
+                self.known.len()
+            }
+
+            pub(super) fn begin_resync(&mut self) {
+                self.snapshot = Some(Vec::with_capacity(self.known.len()));
+            }
+
+            pub(super) fn listed(&mut self, listed: Listed) {
+                let snapshot = self.snapshot.get_or_insert_with(|| {
+                    tracing::debug!("instance listed outside a resync: starting one");
+                    Vec::new()
+                });
+                snapshot.push(listed);
+            }
+
+            /// Applies one live change; pushes the transitions it implies (none for a
+            /// duplicate).
+            pub(super) fn change<C>(&mut self, change: Change<C>, out: &mut VecDeque<Item>) {
+                let Change {
+                    id,
+                    kind,
+                    uid,
+                    labels,
+                    at,
+                    cursor: _,
+                } = change;
+                let mut emit = |id: &InstanceId, kind, labels: &Arc<Labels>| {
+                    out.push_back(Item::Event(InstanceEvent {
+                        id: id.clone(),
+                        kind,
+                        at,
+                        origin: Origin::Live,
+                        labels: Arc::clone(labels),
+                    }));
+                };
+                let known = self.known.get_mut(&id);
+                if kind == EventKind::Removed {
+                    if let Some(k) = known {
+                        if different_incarnation(k.uid.as_ref(), uid.as_ref()) {
+                            // The removal of an older incarnation: the current one stays.
+                            return;
+                        }
+                        let labels = Arc::clone(&k.labels);
+                        self.known.remove(&id);
+                        emit(&id, EventKind::Removed, &labels);
+                    }
+                    return;
+                }
+                let want_running = kind == EventKind::Started;
+                match known {
+                    Some(k) if !different_incarnation(k.uid.as_ref(), uid.as_ref()) => {
+                        if let Some(labels) =
+                            labels.filter(|l| !Arc::ptr_eq(l, &k.labels) && **l != *k.labels)
+                        {
+                            k.labels = labels;
+                        }
+                        if k.uid.is_none() {
+                            k.uid = uid;
+                        }
+                        // `Created` of a known instance is a replay: nothing changes.
+                        if kind != EventKind::Created && k.running != want_running {
+                            k.running = want_running;
+                            emit(&id, kind, &k.labels);
+                        }
+                    }
+                    known => {
+                        let labels = match (labels, known.as_ref()) {
+                            (Some(l), _) => l,
+                            (None, Some(k)) => Arc::clone(&k.labels),
+                            (None, None) => Arc::new(Labels::new()),
+                        };
+                        if let Some(old) = known {
+                            let old_labels = Arc::clone(&old.labels);
+                            emit(&id, EventKind::Removed, &old_labels);
+                        }
+                        emit(&id, EventKind::Created, &labels);
+                        if want_running {
+                            emit(&id, EventKind::Started, &labels);
+                        }
+                        self.known.insert(
+                            id,
+                            Known {
+                                running: want_running,
+                                uid,
+                                labels,
+                                epoch: self.epoch,
+                            },
+                        );
+                    }
+                }
+            }
+
+            /// Completes a snapshot: the snapshot becomes the known state, and the
+            /// transitions between the two are pushed once each, in instance order.
+            /// With `origin == None` the snapshot is a silent baseline. Returns false
+            /// when no snapshot was in progress.
+            pub(super) fn end_resync(
+                &mut self,
+                origin: Option<Origin>,
+                out: &mut VecDeque<Item>,
+            ) -> bool {
+                let Some(snapshot) = self.snapshot.take() else {
+                    return false;
+                };
+                let at = SystemTime::now();
+                // Update the known state in place: every listed instance is stamped
+                // with this resync's epoch, and those left unstamped have vanished.
+                self.epoch += 1;
+                let epoch = self.epoch;
+                let mut found: Vec<(InstanceId, EventKind, Arc<Labels>)> = Vec::new();
+                self.known
+                    .reserve(snapshot.len().saturating_sub(self.known.len()));
+                // An instance listed twice: the later entry wins, through the same rules.
+                for l in snapshot {
+                    let id = l.id;
+                    if let Some(k) = self.known.get_mut(&id) {
+                        k.epoch = epoch;
+                        if *k.labels != l.labels {
+                            k.labels = Arc::new(l.labels);
+                        }
+                        if different_incarnation(k.uid.as_ref(), l.uid.as_ref()) {
+                            found.push((id.clone(), EventKind::Removed, Arc::clone(&k.labels)));
+                            found.push((id.clone(), EventKind::Created, Arc::clone(&k.labels)));
+                            if l.running {
+                                found.push((id, EventKind::Started, Arc::clone(&k.labels)));
+                            }
+                        } else if k.running != l.running {
+                            let kind = if l.running {
+                                EventKind::Started
+                            } else {
+                                EventKind::Stopped
+                            };
+                            found.push((id, kind, Arc::clone(&k.labels)));
+                        }
+                        k.running = l.running;
+                        if l.uid.is_some() {
+                            k.uid = l.uid;
+                        }
+                    } else {
+                        let labels = Arc::new(l.labels);
+                        if origin.is_some() {
+                            found.push((id.clone(), EventKind::Created, Arc::clone(&labels)));
+                            if l.running {
+                                found.push((id.clone(), EventKind::Started, Arc::clone(&labels)));
+                            }
+                        }
+                        self.known.insert(
+                            id,
+                            Known {
+                                running: l.running,
+                                uid: l.uid,
+                                labels,
+                                epoch,
+                            },
+                        );
+                    }
+                }
+                self.known.retain(|id, k| {
+                    if k.epoch != epoch {
+                        found.push((id.clone(), EventKind::Removed, Arc::clone(&k.labels)));
+                    }
+                    k.epoch == epoch
+                });
+                if let Some(origin) = origin {
+                    // Stable sort: per instance the pushed order (Removed, Created, Started)
+                    // holds; a vanished instance was pushed last but is alone under its id.
+                    found.sort_by(|a, b| a.0.cmp(&b.0));
+                    out.extend(found.into_iter().map(|(id, kind, labels)| {
+                        Item::Event(InstanceEvent {
+                            id,
+                            kind,
+                            at,
+                            origin,
+                            labels,
+                        })
+                    }));
+                }
+                true
+            }
+        }
+    }
 
     fn listed(id: &str, running: bool) -> Listed {
         Listed {
@@ -241,6 +774,35 @@ mod tests {
                 Item::Status(_) => None,
             })
             .collect()
+    }
+
+    #[test]
+    fn container_ids_and_only_they_are_packed() {
+        // The plain way: 64 lowercase hex digits, two by two.
+        fn plain(text: &[u8]) -> Option<[u8; 32]> {
+            let lower = |c: &u8| c.is_ascii_digit() || (b'a'..=b'f').contains(c);
+            if text.len() != 64 || !text.iter().all(lower) {
+                return None;
+            }
+            let mut out = [0; 32];
+            for (o, pair) in out.iter_mut().zip(text.chunks_exact(2)) {
+                let pair = std::str::from_utf8(pair).ok()?;
+                *o = u8::from_str_radix(pair, 16).ok()?;
+            }
+            Some(out)
+        }
+        let id = b"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+        assert!(pack_hex64(id).is_some());
+        for at in 0..64 {
+            for byte in 0..=u8::MAX {
+                let mut text = *id;
+                text[at] = byte;
+                assert_eq!(pack_hex64(&text), plain(&text), "{byte:#x} at {at}");
+            }
+        }
+        for text in [&id[..63], &[id.as_slice(), b"0"].concat(), b""] {
+            assert_eq!(pack_hex64(text), None);
+        }
     }
 
     #[test]
@@ -330,5 +892,136 @@ mod tests {
             panic!("no event: {out:?}");
         };
         assert_eq!(e.labels.get("k").map(String::as_str), Some("v"));
+    }
+
+    mod same_as_reference {
+        use super::*;
+        use proptest::prelude::*;
+
+        #[derive(Clone, Debug)]
+        enum Op {
+            Begin,
+            Listed(u8, bool, u8, u8),
+            End(Option<Origin>),
+            Change(u8, EventKind, u8, Option<u8>),
+        }
+
+        /// Short ids (stored inline) and long ones (shared), and a few that
+        /// are alike in all but their last byte.
+        fn id(i: u8) -> InstanceId {
+            match i % 6 {
+                0 => "a".into(),
+                1 => "b".into(),
+                2 => "exactly-twenty-two-b1".into(),
+                3 => "exactly-twenty-two-b2".into(),
+                4 => "deployment/default/a-rather-long-name".into(),
+                _ => "deployment/default/a-rather-long-namf".into(),
+            }
+        }
+
+        /// No uid, container ids (packed), and uids that look like one but
+        /// are not: uppercase, 63 digits, not hex.
+        fn uid(u: u8) -> Option<Arc<str>> {
+            Some(
+                match u % 8 {
+                    0 => return None,
+                    1 => "0".repeat(64),
+                    2 => format!("{}1", "0".repeat(63)),
+                    3 => format!("{}a", "f".repeat(63)),
+                    4 => format!("{}A", "f".repeat(63)),
+                    5 => "0".repeat(63),
+                    6 => format!("{}g", "0".repeat(63)),
+                    _ => "8b9c2e3f-uid".to_owned(),
+                }
+                .into(),
+            )
+        }
+
+        fn labels(l: u8) -> Labels {
+            match l % 3 {
+                0 => Labels::new(),
+                1 => Labels::from([("app".into(), "x".into())]),
+                _ => Labels::from([("app".into(), "y".into())]),
+            }
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            let kind = prop_oneof![
+                Just(EventKind::Created),
+                Just(EventKind::Started),
+                Just(EventKind::Stopped),
+                Just(EventKind::Removed),
+            ];
+            let origin = prop_oneof![
+                Just(None),
+                Just(Some(Origin::Initial)),
+                Just(Some(Origin::Resync)),
+            ];
+            prop_oneof![
+                1 => Just(Op::Begin),
+                6 => (any::<u8>(), any::<bool>(), any::<u8>(), any::<u8>())
+                    .prop_map(|(i, r, u, l)| Op::Listed(i, r, u, l)),
+                1 => origin.prop_map(Op::End),
+                4 => (any::<u8>(), kind, any::<u8>(), proptest::option::of(any::<u8>()))
+                    .prop_map(|(i, k, u, l)| Op::Change(i, k, u, l)),
+            ]
+        }
+
+        /// The events without `at` where a snapshot stamps it with the clock.
+        fn events(
+            out: &mut VecDeque<Item>,
+        ) -> Vec<(String, EventKind, Origin, Labels, Option<SystemTime>)> {
+            out.drain(..)
+                .map(|i| match i {
+                    Item::Event(e) => (
+                        e.id.to_string(),
+                        e.kind,
+                        e.origin,
+                        (*e.labels).clone(),
+                        (e.origin == Origin::Live).then_some(e.at),
+                    ),
+                    Item::Status(s) => panic!("a status from the tracker: {s:?}"),
+                })
+                .collect()
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+            #[test]
+            fn same_events_as_the_reference(ops in proptest::collection::vec(op(), 0..80)) {
+                let (mut t, mut r) = (Tracker::default(), reference::Tracker::default());
+                let (mut out, mut want) = (VecDeque::new(), VecDeque::new());
+                for op in ops {
+                    match op {
+                        Op::Begin => {
+                            t.begin_resync();
+                            r.begin_resync();
+                        }
+                        Op::Listed(i, running, u, l) => {
+                            let listed = Listed { id: id(i), running, uid: uid(u), labels: labels(l) };
+                            t.listed(listed.clone());
+                            r.listed(listed);
+                        }
+                        Op::End(origin) => {
+                            prop_assert_eq!(t.end_resync(origin, &mut out), r.end_resync(origin, &mut want));
+                        }
+                        Op::Change(i, kind, u, l) => {
+                            let change = Change::<u64> {
+                                id: id(i),
+                                kind,
+                                uid: uid(u),
+                                labels: l.map(|l| Arc::new(labels(l))),
+                                at: SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(u64::from(i)),
+                                cursor: None,
+                            };
+                            t.change(change.clone(), &mut out);
+                            r.change(change, &mut want);
+                        }
+                    }
+                    prop_assert_eq!(events(&mut out), events(&mut want));
+                    prop_assert_eq!(t.len(), r.len());
+                }
+            }
+        }
     }
 }
