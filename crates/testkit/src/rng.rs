@@ -31,6 +31,19 @@ impl SplitMix64 {
     pub fn upto(&mut self, max: usize) -> usize {
         self.below(max.max(1)) + 1
     }
+
+    /// An index into `weights`, each drawn in proportion to its weight (the
+    /// last one when they are all 0).
+    pub fn weighted(&mut self, weights: &[usize]) -> usize {
+        let mut r = self.below(weights.iter().sum());
+        for (i, w) in weights.iter().enumerate() {
+            if r < *w {
+                return i;
+            }
+            r -= w;
+        }
+        weights.len().saturating_sub(1)
+    }
 }
 
 #[cfg(test)]
@@ -51,5 +64,11 @@ mod tests {
         }
         assert_eq!(r.below(0), 0);
         assert_eq!(r.upto(0), 1);
+        let mut counts = [0usize; 3];
+        for _ in 0..3000 {
+            counts[r.weighted(&[1, 0, 2])] += 1;
+        }
+        assert_eq!(counts[1], 0);
+        assert!(counts[2] > counts[0], "{counts:?}");
     }
 }

@@ -85,43 +85,8 @@ fn since_arg(t: SystemTime) -> String {
 
 // ------------------------------------------------------------------ random
 
-/// `SplitMix64`: a small seeded generator, enough to pick operations.
-#[derive(Debug, Clone)]
-pub struct SplitMix64(u64);
-
-impl SplitMix64 {
-    /// A generator from `seed`.
-    pub fn new(seed: u64) -> Self {
-        Self(seed)
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A number in `0..n` (`n > 0`).
-    pub fn below(&mut self, n: usize) -> usize {
-        let n = u64::try_from(n).expect("usize fits in u64");
-        usize::try_from(self.next_u64() % n).expect("below a usize")
-    }
-
-    /// An index into `weights`, each drawn in proportion to its weight.
-    pub fn weighted(&mut self, weights: &[usize]) -> usize {
-        let mut r = self.below(weights.iter().sum());
-        for (i, w) in weights.iter().enumerate() {
-            if r < *w {
-                return i;
-            }
-            r -= w;
-        }
-        weights.len() - 1
-    }
-}
+/// The one seeded generator of the tests (`lookout-testkit`'s).
+pub use lookout_testkit::rng::SplitMix64;
 
 /// The seed of a randomized test: `LOOKOUT_SEED` (to replay a run), else
 /// one from the clock and the process id.
