@@ -26,7 +26,7 @@ use crate::dial::{Dial, DialFuture, ProbeFuture, Session};
 use crate::error::Error;
 use crate::liveness::{Due, Liveness};
 use crate::model::{InstanceEvent, Observation, Origin};
-use crate::tracker::Tracker;
+use crate::tracker::{Tracker, Transitions};
 
 /// What the stream yields: an instance event or a connection status.
 #[derive(Clone, Debug)]
@@ -174,6 +174,14 @@ impl<C> State<C> {
             Self::Streaming(_) => "streaming",
             Self::Backoff(_) => "backoff",
         }
+    }
+}
+
+/// The tracker's transitions go to the stream's queue, in order with the
+/// statuses.
+impl Transitions for VecDeque<Item> {
+    fn push(&mut self, event: InstanceEvent) {
+        self.push_back(Item::Event(event));
     }
 }
 
