@@ -14,13 +14,15 @@
 //!   TCP, or TLS with rustls), driven by whoever polls it: no pool, no spawned
 //!   task, so dropping the session or the probe closes its socket at once.
 //!   The host is resolved anew on every dial.
-//! - **a session** ([`CompatDial`]): on a redial, first read the engine's
-//!   history since the last event seen, with a request that ends by itself
-//!   ([`History`]); then subscribe to `/events` with server-side filters
+//! - **a session** ([`CompatDial`]): first read the engine's history (on a
+//!   redial since the last event seen, on a first dial of the last 2 s)
+//!   with a request that ends by itself ([`History`]); then subscribe to `/events` with server-side filters
 //!   (the objects' `type`, their actions, the caller's labels when the events
 //!   carry labels, and `since` the history's end when the history was kept),
 //!   then list the objects (`/containers/json?all=1`, `/services`) with the
-//!   caller's label filter; then yield the history's changes, `ResyncBegin`,
+//!   caller's label filter, corrected by the history's last word on each
+//!   (dockerd's list lags its `die` events); then yield the history's
+//!   changes (on a redial that it continues), `ResyncBegin`,
 //!   the objects, `ResyncDone`, and the events as they come (those that
 //!   raced the list included: the core swallows what it already knows).
 //! - **the ordering after a reconnect**: what happened while the feed could
