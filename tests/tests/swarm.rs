@@ -13,13 +13,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
-use lookout_core::{EventKind, InstanceEvent, Item, Labels, Origin, Status, Watch, WatchConfig};
+use lookout_core::{EventKind, Item, Labels, Origin, WatchConfig};
 use lookout_e2e::engines::{self, EngineLock};
 use lookout_e2e::relay::Relay;
 use lookout_e2e::relay::audit::{self, State, Timed};
-use lookout_e2e::relay::scenarios::test_config;
+use lookout_e2e::relay::scenarios::{
+    self, dropped_and_closed, streaming_on_one_connection, tasks, test_config,
+};
 use lookout_swarm::{SwarmConfig, SwarmDial};
-use tokio_stream::StreamExt;
 
 use EventKind::{Created, Removed, Started, Stopped};
 use Origin::{Live, Resync};
@@ -129,113 +130,26 @@ impl Drop for Services {
     }
 }
 
-/// A watch under test, with everything it yielded.
-struct Watcher {
-    watch: Watch<SwarmDial>,
-    seen: Vec<Item>,
+/// A watch of services under test, with everything it yielded.
+type Watcher = scenarios::Watcher<SwarmDial>;
+
+/// Watches the services carrying `labels` on the manager at `host`.
+fn watcher(host: String, labels: Labels) -> Watcher {
+    watcher_with(host, labels, test_config())
 }
 
-impl Watcher {
-    fn new(host: String, labels: Labels) -> Self {
-        Self::with(host, labels, test_config())
-    }
+fn watcher_with(host: String, labels: Labels, config: WatchConfig) -> Watcher {
+    let config = SwarmConfig::default()
+        .host(host)
+        .labels(labels)
+        .watch_config(config);
+    Watcher::from_watch(lookout_swarm::watch(config).expect("a valid host"))
+}
 
-    fn with(host: String, labels: Labels, config: WatchConfig) -> Self {
-        let config = SwarmConfig::default()
-            .host(host)
-            .labels(labels)
-            .watch_config(config);
-        Self {
-            watch: lookout_swarm::watch(config).expect("a valid host"),
-            seen: Vec::new(),
-        }
-    }
-
-    async fn next(&mut self, timeout: Duration) -> Item {
-        let item = tokio::time::timeout(timeout, self.watch.next())
-            .await
-            .unwrap_or_else(|_| panic!("no item within {timeout:?}; so far: {}", self.summary()))
-            .expect("the watch stream never ends");
-        self.seen.push(item.clone());
-        item
-    }
-
-    async fn connected(&mut self) -> usize {
-        loop {
-            if let Item::Status(Status::Connected { instances }) = self.next(ITEM).await {
-                return instances;
-            }
-        }
-    }
-
-    /// Collects the events of `id` until one of kind `until`.
-    async fn events_until(&mut self, id: &str, until: EventKind) -> Vec<InstanceEvent> {
-        let mut events = Vec::new();
-        loop {
-            if let Item::Event(e) = self.next(ITEM).await
-                && e.id.as_str() == id
-            {
-                let done = e.kind == until;
-                events.push(e);
-                if done {
-                    return events;
-                }
-            }
-        }
-    }
-
-    fn events_of(&self, id: &str) -> Vec<(EventKind, Origin)> {
-        self.seen
-            .iter()
-            .filter_map(|i| match i {
-                Item::Event(e) if e.id.as_str() == id => Some((e.kind, e.origin)),
-                _ => None,
-            })
-            .collect()
-    }
-
-    /// Asserts the events of `id`, with everything seen when they differ.
-    fn assert_events(&self, id: &str, expected: &[(EventKind, Origin)]) {
-        assert_eq!(self.events_of(id), expected, "{}", self.summary());
-    }
-
-    fn disconnects(&self) -> usize {
-        self.seen
-            .iter()
-            .filter(|i| matches!(i, Item::Status(Status::Disconnected { .. })))
-            .count()
-    }
-
-    fn summary(&self) -> String {
-        let lines: Vec<String> = self
-            .seen
-            .iter()
-            .map(|i| match i {
-                Item::Event(e) => format!("{} {} ({})", e.id, e.kind, e.origin),
-                Item::Status(Status::Connected { instances }) => {
-                    format!("connected ({instances})")
-                }
-                Item::Status(Status::Disconnected { error, attempt, .. }) => {
-                    format!("disconnected #{attempt}: {error}")
-                }
-            })
-            .collect();
-        format!("[{}]", lines.join("; "))
-    }
-
-    /// Asserts that the watch never disconnected, and reports.
-    fn done(&self, test: &str, started: Instant) {
-        assert_eq!(self.disconnects(), 0, "{}", self.summary());
-        self.report(test, started);
-    }
-
-    fn report(&self, test: &str, started: Instant) {
-        eprintln!(
-            "[swarm] {test} in {:.1?}: {}",
-            started.elapsed(),
-            self.summary()
-        );
-    }
+/// Asserts that the watch never disconnected, and reports.
+fn done(w: &Watcher, test: &str, started: Instant) {
+    assert_eq!(w.disconnects(), 0, "{}", w.summary());
+    scenarios::report_as("swarm", test, started, w);
 }
 
 /// A test's start: the engine locks (shared), its services, and a watch of
@@ -248,15 +162,9 @@ async fn start(
     let locks = require(false);
     let s = Services::new(test);
     let host = relay.map_or_else(engines::docker_host, Relay::host);
-    let mut w = Watcher::new(host, s.filter());
+    let mut w = watcher(host, s.filter());
     w.connected().await;
     (started, locks, s, w)
-}
-
-fn tasks() -> usize {
-    tokio::runtime::Handle::current()
-        .metrics()
-        .num_alive_tasks()
 }
 
 /// Create a labelled service with one replica, scale it to 0 and back to 1,
@@ -305,7 +213,7 @@ async fn lifecycle_is_reported_once_in_order_with_labels() {
     }
     // Events arrive in order: anything about `b` would have come before `a`'s removal.
     w.assert_events(&b, &[]);
-    w.done("lifecycle", started);
+    done(&w, "lifecycle", started);
 }
 
 /// Updates that do not scale are inspected: a label change moves a service
@@ -327,7 +235,7 @@ async fn updates_without_replicas_are_inspected() {
     w.events_until(&g, Removed).await;
     w.assert_events(&a, &[(Created, Live), (Started, Live), (Removed, Live)]);
     w.assert_events(&g, &[(Created, Live), (Started, Live), (Removed, Live)]);
-    w.done("inspect", started);
+    done(&w, "inspect", started);
 }
 
 /// Twenty rounds of scaling to 0 and back to 1, as fast as the CLI goes: the
@@ -367,7 +275,7 @@ async fn a_scale_storm_ends_in_the_engine_state_without_repeats() {
         "[swarm] storm: {} events for 41 scales in {storm:.1?}",
         events.len()
     );
-    w.done("storm", started);
+    done(&w, "storm", started);
 }
 
 /// The connection drops; the service is scaled to 0 while nothing watches:
@@ -404,7 +312,7 @@ async fn a_scale_missed_while_cut_off_is_reported_once_as_resync() {
         ],
     );
     assert_eq!(relay.counts().events_requests, 2, "one redial");
-    w.report("cut", started);
+    scenarios::report_as("swarm", "cut", started, &w);
 }
 
 /// dockerd is killed (`kill -9`) and started again; the service is scaled to
@@ -416,7 +324,7 @@ async fn a_daemon_restart_then_a_scale_to_zero_is_reported_once() {
     let _locks = require(true);
     let s = Services::new("restart");
     let a = s.create("a", true, &["--replicas", "1"]);
-    let mut w = Watcher::new(engines::docker_host(), s.filter());
+    let mut w = watcher(engines::docker_host(), s.filter());
     assert_eq!(w.connected().await, 1, "the service is listed");
     // Nothing polls the watch from here until dockerd is back and `a` scaled.
     let down = Instant::now();
@@ -446,7 +354,7 @@ async fn a_daemon_restart_then_a_scale_to_zero_is_reported_once() {
     w.assert_events(&a, &[(Stopped, Resync), (Started, Live), (Removed, Live)]);
     assert!(w.disconnects() >= 1, "{}", w.summary());
     eprintln!("[swarm] restart: dockerd back and scaled in {back:.1?}");
-    w.report("restart", started);
+    scenarios::report_as("swarm", "restart", started, &w);
 }
 
 /// Undecodable lines and events of services that do not exist, injected
@@ -470,7 +378,7 @@ async fn an_undecodable_event_is_skipped_without_replay() {
     w.assert_events("ghost", &[]);
     assert_eq!(w.disconnects(), 0, "{}", w.summary());
     assert_eq!(relay.counts().events_requests, 1, "no redial");
-    w.report("poison", started);
+    scenarios::report_as("swarm", "poison", started, &w);
 }
 
 /// Dropping the stream closes its connections within 100 ms — while
@@ -479,28 +387,18 @@ async fn an_undecodable_event_is_skipped_without_replay() {
 /// runtime of its own).
 #[tokio::test]
 async fn dropping_the_stream_closes_its_connections() {
-    const CLOSED: Duration = Duration::from_millis(100);
     let _locks = require(false);
     let s = Services::new("drop");
     let relay = Relay::start(&engines::docker_host());
     assert_eq!(tasks(), 0);
 
     // Streaming: only the /events connection stays open.
-    let mut w = Watcher::new(relay.host(), s.filter());
-    w.connected().await;
-    relay
-        .wait(Duration::from_secs(2), |c| c.live == 1)
-        .await
-        .unwrap_or_else(|c| panic!("streaming holds one connection: {c:?}"));
-    assert_eq!(tasks(), 0, "the watch spawned a task");
-    drop(w);
-    relay
-        .wait(CLOSED, |c| c.live == 0)
-        .await
-        .unwrap_or_else(|c| panic!("dropped while streaming, still open after {CLOSED:?}: {c:?}"));
+    let mut w = watcher(relay.host(), s.filter());
+    streaming_on_one_connection(&relay, &mut w).await;
+    dropped_and_closed(&relay, w, "while streaming").await;
 
     // Inspecting a new service on a connection the engine never answers.
-    let mut w = Watcher::with(
+    let mut w = watcher_with(
         relay.host(),
         s.filter(),
         test_config().probe_after(Duration::from_secs(20)),
@@ -515,13 +413,7 @@ async fn dropping_the_stream_closes_its_connections() {
             held.unwrap_or_else(|c| panic!("the inspection never connected: {c:?}"));
         }
     }
-    assert_eq!(tasks(), 0, "the watch spawned a task");
-    drop(w);
-    relay
-        .wait(CLOSED, |c| c.live == 0)
-        .await
-        .unwrap_or_else(|c| panic!("dropped while inspecting, still open after {CLOSED:?}: {c:?}"));
-    assert_eq!(tasks(), 0);
+    dropped_and_closed(&relay, w, "while inspecting").await;
 }
 
 /// Scales `name` to 0 and back to 1 `rounds` times, then to 0, on a thread

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant, SystemTime};
 use EventKind::{Created, Removed, Started, Stopped};
 use Origin::Live;
 use lookout_core::{
-    Error, EventKind, InstanceEvent, Item, Labels, Origin, ReconnectPolicy, Status, Watch,
+    Dial, Error, EventKind, InstanceEvent, Item, Labels, Origin, ReconnectPolicy, Status, Watch,
     WatchConfig,
 };
 use lookout_moby::{CompatDial, Config, ConfigError};
@@ -224,13 +224,14 @@ impl Drop for Continue {
 }
 
 /// A watch under test, with everything it yielded.
-pub struct Watcher {
-    watch: Watch<CompatDial>,
+/// A watch under test (of any provider's dial), with everything it yielded.
+pub struct Watcher<D: Dial = CompatDial> {
+    watch: Watch<D>,
     /// Every item so far.
     pub seen: Vec<Item>,
 }
 
-impl std::fmt::Debug for Watcher {
+impl<D: Dial> std::fmt::Debug for Watcher<D> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Watcher")
             .field("seen", &self.seen)
@@ -245,11 +246,29 @@ impl Watcher {
             .host(host)
             .labels(labels)
             .watch_config(config);
+        Self::from_watch(
+            (engine.watch)(config).unwrap_or_else(|e| panic!("{}: a valid host: {e}", engine.name)),
+        )
+    }
+}
+
+impl<D: Dial> Watcher<D> {
+    /// Records what `watch` yields.
+    pub fn from_watch(watch: Watch<D>) -> Self {
         Self {
-            watch: (engine.watch)(config)
-                .unwrap_or_else(|e| panic!("{}: a valid host: {e}", engine.name)),
+            watch,
             seen: Vec::new(),
         }
+    }
+
+    /// Everything it yielded, one line per item (for a failure message).
+    pub fn summary(&self) -> String {
+        summary(&self.seen)
+    }
+
+    /// Asserts the events of `id`, with everything seen when they differ.
+    pub fn assert_events(&self, id: &str, expected: &[(EventKind, Origin)]) {
+        assert_eq!(self.events_of(id), expected, "{}", self.summary());
     }
 
     /// The next item, at most `timeout` away.
@@ -349,19 +368,54 @@ fn summary(items: &[Item]) -> String {
 
 /// Prints what a scenario saw (shown with `--nocapture`).
 fn report(engine: &Engine, scenario: &str, started: Instant, w: &Watcher) {
+    report_as(engine.name, scenario, started, w);
+}
+
+/// Prints what a test of `who` saw (shown with `--nocapture`).
+pub fn report_as<D: Dial>(who: &str, test: &str, started: Instant, w: &Watcher<D>) {
     eprintln!(
-        "[{}] {scenario} in {:.1?}: {}",
-        engine.name,
+        "[{who}] {test} in {:.1?}: {}",
         started.elapsed(),
-        summary(&w.seen)
+        w.summary()
     );
+}
+
+/// Drops `w` and waits (at most 100 ms) for the relay to see every
+/// connection it opened closed; no task may be left on the runtime.
+///
+/// # Panics
+/// When a connection stays open, or a task is left.
+pub async fn dropped_and_closed<D: Dial>(relay: &Relay, w: Watcher<D>, while_: &str) {
+    const CLOSED: Duration = Duration::from_millis(100);
+    assert_eq!(tasks(), 0, "the watch spawned a task");
+    drop(w);
+    relay
+        .wait(CLOSED, |c| c.live == 0)
+        .await
+        .unwrap_or_else(|c| panic!("dropped {while_}, still open after {CLOSED:?}: {c:?}"));
+    assert_eq!(tasks(), 0);
+}
+
+/// Waits for the watch to connect through `relay` and hold exactly one
+/// connection open (its `/events` subscription).
+///
+/// # Panics
+/// When it does not connect, or holds another number of connections.
+pub async fn streaming_on_one_connection<D: Dial>(relay: &Relay, w: &mut Watcher<D>) {
+    w.connected().await;
+    relay
+        .wait(Duration::from_secs(2), |c| c.live == 1)
+        .await
+        .unwrap_or_else(|c| panic!("streaming holds one connection: {c:?}"));
 }
 
 fn kinds(events: &[InstanceEvent]) -> Vec<(EventKind, Origin)> {
     events.iter().map(|e| (e.kind, e.origin)).collect()
 }
 
-fn tasks() -> usize {
+/// The tasks alive on the current runtime (the library spawns none; the
+/// relay runs on a runtime of its own).
+pub fn tasks() -> usize {
     tokio::runtime::Handle::current()
         .metrics()
         .num_alive_tasks()
@@ -566,18 +620,8 @@ pub async fn drop_closes(engine: &'static Engine) {
 
     // Streaming: only the /events connection stays open.
     let mut w = Watcher::new(engine, relay.host(), Labels::new(), test_config());
-    w.connected().await;
-    relay
-        .wait(Duration::from_secs(2), |c| c.live == 1)
-        .await
-        .unwrap_or_else(|c| panic!("streaming holds one connection: {c:?}"));
-    assert_eq!(tasks(), 0, "the watch spawned a task");
-    drop(w);
-    relay
-        .wait(CLOSED, |c| c.live == 0)
-        .await
-        .unwrap_or_else(|c| panic!("dropped while streaming, still open after {CLOSED:?}: {c:?}"));
-    assert_eq!(tasks(), 0);
+    streaming_on_one_connection(&relay, &mut w).await;
+    dropped_and_closed(&relay, w, "while streaming").await;
 
     // Dialing an engine that accepts but never answers.
     relay.hold(true);
@@ -594,12 +638,7 @@ pub async fn drop_closes(engine: &'static Engine) {
             held.unwrap_or_else(|c| panic!("the dial never connected: {c:?}"));
         }
     }
-    assert_eq!(tasks(), 0);
-    drop(w);
-    relay
-        .wait(CLOSED, |c| c.live == 0)
-        .await
-        .unwrap_or_else(|c| panic!("dropped while dialing, still open after {CLOSED:?}: {c:?}"));
+    dropped_and_closed(&relay, w, "while dialing").await;
 
     // Backing off after a dial timeout, for long enough to drop it there.
     let mut w = Watcher::new(
