@@ -173,6 +173,18 @@ impl Relay {
         self.shared.cut.notify_waiters();
     }
 
+    /// [`cut`](Self::cut)s and waits (at most `timeout`) until no
+    /// connection is open.
+    ///
+    /// # Panics
+    /// When a connection is still open after `timeout`.
+    pub async fn cut_and_wait(&self, timeout: Duration) {
+        self.cut();
+        self.wait(timeout, |c| c.live == 0)
+            .await
+            .unwrap_or_else(|c| panic!("the relay did not cut: {c:?}"));
+    }
+
     /// Waits until the counts satisfy `pred`, at most `timeout`.
     ///
     /// # Errors

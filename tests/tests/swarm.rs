@@ -289,11 +289,7 @@ async fn a_scale_missed_while_cut_off_is_reported_once_as_resync() {
     let (started, _locks, s, mut w) = start("cut", Some(&relay)).await;
     let a = s.create("a", true, &["--replicas", "1"]);
     w.events_until(&a, Started).await;
-    relay.cut();
-    relay
-        .wait(ITEM, |c| c.live == 0)
-        .await
-        .unwrap_or_else(|c| panic!("the relay did not cut: {c:?}"));
+    relay.cut_and_wait(ITEM).await;
     // Nothing polls the watch meanwhile: this happens while it is disconnected.
     Services::scale(&a, 0);
     w.connected().await;
@@ -485,11 +481,7 @@ async fn a_scale_storm_cut_off_yields_no_stale_live_event() {
     while !storm.is_finished() && Instant::now() < deadline {
         if cut.is_none() && progress.load(Ordering::SeqCst) >= ROUNDS / 2 {
             cut = Some(SystemTime::now());
-            relay.cut();
-            relay
-                .wait(ITEM, |c| c.live == 0)
-                .await
-                .unwrap_or_else(|c| panic!("the relay did not cut: {c:?}"));
+            relay.cut_and_wait(ITEM).await;
             // Left unpolled (so disconnected) while the storm goes on.
             let from = progress.load(Ordering::SeqCst);
             let bound = Instant::now() + Duration::from_secs(15);

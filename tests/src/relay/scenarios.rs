@@ -520,11 +520,7 @@ pub async fn blip(engine: &'static Engine) {
     let a = c.create("a", true);
     c.cli(&["start", &a]);
     w.events_until(&a, EventKind::Started).await;
-    relay.cut();
-    relay
-        .wait(ITEM, |c| c.live == 0)
-        .await
-        .unwrap_or_else(|c| panic!("the relay did not cut: {c:?}"));
+    relay.cut_and_wait(ITEM).await;
     // Nothing polls the watch meanwhile: all of this happens while it is
     // disconnected.
     c.cli(&["stop", "-t", "0", &a]);
@@ -734,11 +730,7 @@ pub async fn stop_at_redial(engine: &'static Engine) {
             .count()
     };
     for attempt in 0..ATTEMPTS {
-        relay.cut();
-        relay
-            .wait(ITEM, |c| c.live == 0)
-            .await
-            .unwrap_or_else(|c| panic!("the relay did not cut: {c:?}"));
+        relay.cut_and_wait(ITEM).await;
         w.disconnected(ITEM).await;
         // Past the backoff: the next poll dials at once.
         tokio::time::sleep(Duration::from_millis(300)).await;
@@ -911,11 +903,7 @@ async fn churn_with(engine: &'static Engine, restart: bool) {
         {
             next_cut += 1;
             cuts.lock().expect("cuts lock").push(SystemTime::now());
-            relay.cut();
-            relay
-                .wait(ITEM, |c| c.live == 0)
-                .await
-                .unwrap_or_else(|c| panic!("the relay did not cut: {c:?}"));
+            relay.cut_and_wait(ITEM).await;
             let from = progress.load(Ordering::SeqCst);
             let bound = Instant::now() + Duration::from_secs(15);
             while progress.load(Ordering::SeqCst) < from + OPS_WHILE_CUT
