@@ -1,3 +1,6 @@
+// One file of some 640 lines: the server and the live engine it serves share
+// their types and lock; split, each half would reach into the other.
+
 //! A loopback fake Docker engine on a unix socket in a temp dir: enough of the
 //! API for `lookout_docker::watch` and the `docker` CLI (`/_ping`, `/version`,
 //! `/containers/json`, `/events` as a chunked body of the chunks it is given).
