@@ -461,8 +461,9 @@ impl<C: Clone + fmt::Debug> Streaming<C> {
         entered: Instant,
         cx: &mut Context<'_>,
     ) -> Step<C> {
-        let span = self.span.clone();
-        let _g = span.enter();
+        // The span is entered in place (no clone per observation); only the
+        // quiet path, which needs all of `self`, enters a clone of it.
+        let g = self.span.enter();
         match self.session.as_mut().poll_next(cx) {
             Poll::Ready(Some(Ok(obs))) => {
                 // The poll's one clock read: an observation is timed by when
@@ -477,7 +478,12 @@ impl<C: Clone + fmt::Debug> Streaming<C> {
             }
             Poll::Ready(Some(Err(e))) => Step::Failed(Error::Session(e)),
             Poll::Ready(None) => Step::Failed(Error::SessionEnded),
-            Poll::Pending => self.quiet(dial, &core.config, cx),
+            Poll::Pending => {
+                drop(g);
+                let span = self.span.clone();
+                let _g = span.enter();
+                self.quiet(dial, &core.config, cx)
+            }
         }
     }
 
