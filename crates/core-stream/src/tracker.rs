@@ -305,6 +305,7 @@ impl Tracker {
 
     /// Applies one live change; pushes the transitions it implies (none for a
     /// duplicate).
+    #[inline]
     pub(crate) fn change<C>(&mut self, change: Change<C>, out: &mut impl Transitions) {
         let Change {
             id,

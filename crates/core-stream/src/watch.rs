@@ -193,6 +193,7 @@ struct HandOff<'a> {
 }
 
 impl Transitions for HandOff<'_> {
+    #[inline]
     fn push(&mut self, event: InstanceEvent) {
         if self.first.is_none() {
             self.first = Some(event);
