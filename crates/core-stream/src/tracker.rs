@@ -59,6 +59,7 @@ impl Key {
         }
     }
 
+    #[inline]
     fn as_bytes(&self) -> &[u8] {
         match self {
             Self::Inline { len, bytes } => &bytes[..usize::from(*len)],
@@ -99,6 +100,8 @@ impl Hash for Key {
 }
 
 impl Borrow<[u8]> for Key {
+    // Inlined into the map's probe, which compares keys through it.
+    #[inline]
     fn borrow(&self) -> &[u8] {
         self.as_bytes()
     }
