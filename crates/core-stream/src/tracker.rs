@@ -59,6 +59,7 @@ impl Key {
         }
     }
 
+    #[inline]
     fn as_bytes(&self) -> &[u8] {
         match self {
             Self::Inline { len, bytes } => &bytes[..usize::from(*len)],
@@ -99,6 +100,8 @@ impl Hash for Key {
 }
 
 impl Borrow<[u8]> for Key {
+    // Inlined into the map's probe, which compares keys through it.
+    #[inline]
     fn borrow(&self) -> &[u8] {
         self.as_bytes()
     }
@@ -305,6 +308,7 @@ impl Tracker {
 
     /// Applies one live change; pushes the transitions it implies (none for a
     /// duplicate).
+    #[inline]
     pub(crate) fn change<C>(&mut self, change: Change<C>, out: &mut impl Transitions) {
         let Change {
             id,
@@ -315,9 +319,10 @@ impl Tracker {
             cursor: _,
         } = change;
         let uid = Uid::new(uid);
-        let mut emit = |id: &InstanceId, kind, labels: &Arc<Labels>| {
+        // The id is moved into the last event that names it, not cloned.
+        let mut emit = |id: InstanceId, kind, labels: &Arc<Labels>| {
             out.push(InstanceEvent {
-                id: id.clone(),
+                id,
                 kind,
                 at,
                 origin: Origin::Live,
@@ -332,13 +337,15 @@ impl Tracker {
                     return;
                 }
                 let gone = self.remove(slot);
-                emit(&id, EventKind::Removed, &gone.labels);
+                emit(id, EventKind::Removed, &gone.labels);
             }
             return;
         }
         let want_running = kind == EventKind::Started;
         let epoch = self.epoch;
-        let no_labels = Arc::clone(&self.no_labels);
+        // Only a new instance without labels takes the shared empty ones
+        // (no reference count touched per live change otherwise).
+        let no_labels = (slot.is_none() && labels.is_none()).then(|| Arc::clone(&self.no_labels));
         match slot.map(|slot| self.known_mut(slot)) {
             Some(k) if !different_incarnation(&k.uid, &uid) => {
                 if let Some(labels) =
@@ -352,21 +359,22 @@ impl Tracker {
                 // `Created` of a known instance is a replay: nothing changes.
                 if kind != EventKind::Created && k.running != want_running {
                     k.running = want_running;
-                    emit(&id, kind, &k.labels);
+                    emit(id, kind, &k.labels);
                 }
             }
             known => {
                 let labels = match (labels, known.as_ref()) {
                     (Some(l), _) => l,
                     (None, Some(k)) => Arc::clone(&k.labels),
-                    (None, None) => no_labels,
+                    // `no_labels` is the shared empty labels here (no slot, no labels).
+                    (None, None) => no_labels.unwrap_or_default(),
                 };
                 if let Some(old) = &known {
-                    emit(&id, EventKind::Removed, &old.labels);
+                    emit(id.clone(), EventKind::Removed, &old.labels);
                 }
-                emit(&id, EventKind::Created, &labels);
+                emit(id.clone(), EventKind::Created, &labels);
                 if want_running {
-                    emit(&id, EventKind::Started, &labels);
+                    emit(id.clone(), EventKind::Started, &labels);
                 }
                 if let Some(k) = known {
                     // Another incarnation under the same id: it takes the slot.

@@ -25,7 +25,7 @@ use crate::config::WatchConfig;
 use crate::dial::{Dial, DialFuture, ProbeFuture, Session};
 use crate::error::Error;
 use crate::liveness::{Due, Liveness};
-use crate::model::{InstanceEvent, Observation, Origin};
+use crate::model::{Change, InstanceEvent, Observation, Origin};
 use crate::tracker::{Tracker, Transitions};
 
 /// What the stream yields: an instance event or a connection status.
@@ -185,10 +185,30 @@ impl Transitions for VecDeque<Item> {
     }
 }
 
+/// A live change's transitions when the queue is empty: the first is handed
+/// straight to the consumer, any others queue behind it.
+struct HandOff<'a> {
+    first: Option<InstanceEvent>,
+    out: &'a mut VecDeque<Item>,
+}
+
+impl Transitions for HandOff<'_> {
+    #[inline]
+    fn push(&mut self, event: InstanceEvent) {
+        if self.first.is_none() {
+            self.first = Some(event);
+        } else {
+            self.out.push_back(Item::Event(event));
+        }
+    }
+}
+
 /// What one step decided.
 enum Step<C> {
     /// Run the loop again: an item may be queued, or the state may progress.
     Again,
+    /// Yield this item now (the queue is empty: it is next in order).
+    Yield(Item),
     /// Nothing can progress until a waker fires.
     Pending,
     /// Move to this state (dropping the current one).
@@ -325,6 +345,10 @@ impl<D: Dial> Stream for Watch<D> {
             };
             match step {
                 Step::Again => {}
+                Step::Yield(item) => {
+                    this.yielded_at = Some(entered);
+                    return Poll::Ready(Some(item));
+                }
                 Step::Pending => {
                     this.yielded_at = None;
                     return Poll::Pending;
@@ -378,6 +402,25 @@ impl<C: Clone + fmt::Debug> Core<C> {
         State::Backoff(Box::pin(sleep_until(now + retry_in)))
     }
 
+    /// Applies one live change; with an empty queue, its first transition
+    /// is returned rather than queued (the rest are queued behind it).
+    fn change(&mut self, change: Change<C>) -> Option<InstanceEvent> {
+        if let Some(c) = &change.cursor {
+            self.cursor = Some(c.clone());
+        }
+        if self.out.is_empty() {
+            let mut sink = HandOff {
+                first: None,
+                out: &mut self.out,
+            };
+            self.tracker.change(change, &mut sink);
+            sink.first
+        } else {
+            self.tracker.change(change, &mut self.out);
+            None
+        }
+    }
+
     /// Applies one observation; true when it completed a snapshot.
     fn observe(&mut self, obs: Observation<C>) -> bool {
         match obs {
@@ -411,10 +454,10 @@ impl<C: Clone + fmt::Debug> Core<C> {
                 return true;
             }
             Observation::Change(change) => {
-                if let Some(c) = &change.cursor {
-                    self.cursor = Some(c.clone());
+                // (`Streaming::poll` takes a change's first event itself.)
+                if let Some(first) = self.change(change) {
+                    self.out.push_front(Item::Event(first));
                 }
-                self.tracker.change(change, &mut self.out);
             }
             Observation::Progress(cursor) => {
                 if let Some(c) = cursor {
@@ -461,14 +504,20 @@ impl<C: Clone + fmt::Debug> Streaming<C> {
         entered: Instant,
         cx: &mut Context<'_>,
     ) -> Step<C> {
-        let span = self.span.clone();
-        let _g = span.enter();
+        // The span is entered in place (no clone per observation); only the
+        // quiet path, which needs all of `self`, enters a clone of it.
+        let g = self.span.enter();
         match self.session.as_mut().poll_next(cx) {
             Poll::Ready(Some(Ok(obs))) => {
                 // The poll's one clock read: an observation is timed by when
                 // the consumer asked for it.
                 self.liveness.seen(entered);
                 self.probe = None;
+                if let Observation::Change(change) = obs {
+                    return core
+                        .change(change)
+                        .map_or(Step::Again, |e| Step::Yield(Item::Event(e)));
+                }
                 if core.observe(obs) {
                     self.healthy_since.get_or_insert(entered);
                     self.liveness.synced(entered);
@@ -477,7 +526,12 @@ impl<C: Clone + fmt::Debug> Streaming<C> {
             }
             Poll::Ready(Some(Err(e))) => Step::Failed(Error::Session(e)),
             Poll::Ready(None) => Step::Failed(Error::SessionEnded),
-            Poll::Pending => self.quiet(dial, &core.config, cx),
+            Poll::Pending => {
+                drop(g);
+                let span = self.span.clone();
+                let _g = span.enter();
+                self.quiet(dial, &core.config, cx)
+            }
         }
     }
 
