@@ -294,32 +294,8 @@ fn after_line_at(body: &[u8], cursor: Cursor) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::host::Discovery;
-    use crate::mapping::Mapping;
+    use crate::testing::{TABLE, event};
     use lookout_core::EventKind;
-
-    static TABLE: Mapping = Mapping {
-        provider: "test",
-        actions: &[
-            ("create", EventKind::Created),
-            ("start", EventKind::Started),
-            ("die", EventKind::Stopped),
-            ("destroy", EventKind::Removed),
-        ],
-        ignored: &["kill"],
-        non_label_attributes: &["name", "image", "exitCode"],
-        history: History::Until,
-        discovery: Discovery {
-            host_var: "LOOKOUT_TEST_HOST",
-            sockets: &[],
-        },
-    };
-
-    fn event(action: &str, uid: &str, name: &str, nanos: i64) -> String {
-        format!(
-            r#"{{"Type":"container","Action":"{action}","Actor":{{"ID":"{uid}","Attributes":{{"image":"busybox","name":"{name}","app":"web","exitCode":"0"}}}},"timeNano":{nanos}}}"#
-        )
-    }
 
     fn body(lines: &[String]) -> Vec<u8> {
         (lines.join("\n") + "\n").into_bytes()

@@ -69,6 +69,8 @@ mod http;
 mod inspect;
 mod mapping;
 mod objects;
+#[cfg(test)]
+mod testing;
 #[cfg(feature = "tls")]
 mod tls;
 mod wire;

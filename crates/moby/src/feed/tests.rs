@@ -3,35 +3,11 @@
 use super::*;
 use crate::containers::KnownContainers;
 use crate::host::Discovery;
-use crate::mapping::Mapping;
+use crate::testing::{TABLE, event};
 use crate::{History, Inspection};
 use lookout_core::EventKind;
 use serde_json::Value;
 use std::time::{Duration, SystemTime};
-
-static TABLE: Mapping = Mapping {
-    provider: "test",
-    actions: &[
-        ("create", EventKind::Created),
-        ("start", EventKind::Started),
-        ("die", EventKind::Stopped),
-        ("destroy", EventKind::Removed),
-    ],
-    ignored: &["kill", "exec_start"],
-    non_label_attributes: &["name", "image"],
-    history: History::Until,
-    discovery: Discovery {
-        host_var: "LOOKOUT_TEST_HOST",
-        sockets: &[],
-    },
-};
-
-fn event(action: &str, uid: &str, name: &str, nanos: i64) -> String {
-    format!(
-        r#"{{"status":"{action}","id":"{uid}","Type":"container","Action":"{action}","Actor":{{"ID":"{uid}","Attributes":{{"image":"busybox","name":"{name}","app":"web"}}}},"scope":"local","time":{},"timeNano":{nanos}}}"#,
-        nanos / 1_000_000_000
-    )
-}
 
 fn feed(resume: Option<Cursor>, listed: &[Listed]) -> Feed<KnownContainers> {
     Feed::new(&TABLE, &Labels::new(), resume, listed)

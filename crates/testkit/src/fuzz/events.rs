@@ -18,7 +18,7 @@
 //! The input: byte 0 is a set of flags (resume point, a listed object, a
 //! label filter, the chunk sizes), byte 1 seeds the chunk sizes (and the
 //! answers to inspections), byte 2 repeats the body (`b` from `0xF8` on:
-//! `2^(b - 0xEB)` times, at most [`MAX_BODY`] bytes in all: a few bytes make
+//! `2^(b - 0xEB)` times, at most [`MAX_BODY`](super::MAX_BODY) bytes in all: a few bytes make
 //! a line of megabytes; below: once); the rest is the body. `fuzz/corpus/*` in the repository holds the seeds.
 
 use std::borrow::Cow;
@@ -29,18 +29,10 @@ use serde_json::{Value, json};
 
 use lookout_moby::{Cursor, Feed, Inspection, MAX_LINE, Mapping, Objects, Step};
 
+use super::{Input, MAX_CHUNK};
 use crate::rng::SplitMix64;
 
 type Obs = Observation<Cursor>;
-
-/// The largest chunk the harness feeds at once.
-pub const MAX_CHUNK: usize = 64 << 10;
-
-/// The most bytes one input expands to (the body repeated).
-pub const MAX_BODY: usize = 4 << 20;
-
-/// The bytes before the body.
-pub const HEADER: usize = 3;
 
 /// The appended event's time: after any resume point the flags choose.
 pub const TAIL_NANOS: i64 = 4_000_000_000_000_000_000;
@@ -143,38 +135,25 @@ struct Plan<'a> {
 
 impl<'a> Plan<'a> {
     fn new(data: &'a [u8]) -> Self {
-        let header = |i: usize| data.get(i).copied().unwrap_or(0);
-        let (flags, seed, repeat) = (header(0), header(1), header(2));
-        let body = data.get(HEADER..).unwrap_or(&[]);
+        let Input {
+            flags,
+            seed,
+            max_chunk,
+            body,
+            repeats,
+        } = Input::new(data);
         let resume = match flags & 0x03 {
             0 => None,
             1 => Some(Cursor::from_unix_nanos(1_000)),
             2 => Some(Cursor::from_unix_nanos(1_796_012_924_361_184_687)),
             _ => Some(Cursor::from_unix_nanos(TAIL_NANOS - 1)),
         };
-        let max_chunk = match (flags >> 4) & 0x03 {
-            0 => 16,
-            1 => 1,
-            2 => 4096,
-            _ => MAX_CHUNK,
-        };
-        // Mostly once: libFuzzer rewards longer loops, and a corpus of
-        // megabyte inputs runs at a few inputs a second.
-        let wanted = repeat
-            .checked_sub(0xEB)
-            .filter(|s| *s >= 13)
-            .map_or(1, |shift| 1 << shift);
-        let repeats = if body.is_empty() {
-            1
-        } else {
-            wanted.min(MAX_BODY / body.len()).max(1)
-        };
         Self {
             resume,
             listed: flags & 0x04 != 0,
             labels: flags & 0x08 != 0,
             max_chunk,
-            rng: SplitMix64::new(u64::from(seed) ^ (u64::try_from(data.len()).unwrap_or(0) << 8)),
+            rng: SplitMix64::new(seed),
             body,
             repeats,
         }

@@ -21,7 +21,7 @@
 //! The input: byte 0 is a set of flags (`0x01` both kinds, `0x02` one
 //! namespace, `0x04` the list holds an object, `0x08` a label selector,
 //! bits 4-5 the chunk sizes), byte 1 seeds the chunk sizes, byte 2 repeats
-//! the body (`b` from `0xF8` on: `2^(b - 0xEB)` times, at most [`MAX_BODY`]
+//! the body (`b` from `0xF8` on: `2^(b - 0xEB)` times, at most [`MAX_BODY`](super::MAX_BODY)
 //! bytes; below: once); the rest is the watch body. `fuzz/corpus/k8s_watch/` in the repository holds the seeds.
 //!
 //! Not checked: memory. kube reads a watch body with an unbounded
@@ -43,16 +43,8 @@ use lookout_core::{Item, ReconnectPolicy, Status, Watch, WatchConfig};
 use lookout_k8s::{DialError, K8sConfig, Kind};
 use tokio_stream::StreamExt;
 
+use super::{Input, MAX_CHUNK};
 use crate::rng::SplitMix64;
-
-/// The largest chunk of the watch body.
-pub const MAX_CHUNK: usize = 64 << 10;
-
-/// The most bytes one input expands to (the body repeated).
-pub const MAX_BODY: usize = 4 << 20;
-
-/// The bytes before the body.
-pub const HEADER: usize = 3;
 
 /// The instance the valid frame after the garbage is about.
 const TAIL_ID: &str = "deployment/lookout-fuzz/tail";
@@ -86,32 +78,20 @@ struct Plan {
 
 impl Plan {
     fn new(data: &[u8]) -> Self {
-        let header = |i: usize| data.get(i).copied().unwrap_or(0);
-        let (flags, seed, repeat) = (header(0), header(1), header(2));
-        let body = data.get(HEADER..).unwrap_or(&[]);
-        // Mostly once: libFuzzer rewards longer loops, and a corpus of
-        // megabyte inputs runs at a few inputs a second.
-        let wanted = repeat
-            .checked_sub(0xEB)
-            .filter(|s| *s >= 13)
-            .map_or(1, |shift| 1 << shift);
-        let repeats = if body.is_empty() {
-            1
-        } else {
-            wanted.min(MAX_BODY / body.len()).max(1)
-        };
+        let Input {
+            flags,
+            seed,
+            max_chunk,
+            body,
+            repeats,
+        } = Input::new(data);
         Self {
             both_kinds: flags & 0x01 != 0,
             namespace: flags & 0x02 != 0,
             listed: flags & 0x04 != 0,
             selector: flags & 0x08 != 0,
-            max_chunk: match (flags >> 4) & 0x03 {
-                0 => 16,
-                1 => 1,
-                2 => 4096,
-                _ => MAX_CHUNK,
-            },
-            seed: u64::from(seed) ^ (u64::try_from(data.len()).unwrap_or(0) << 8),
+            max_chunk,
+            seed,
             window: if repeats > 1 {
                 Arc::from(body.repeat(MAX_CHUNK.div_ceil(body.len()) + 1))
             } else {

@@ -1,0 +1,35 @@
+//! What the unit tests of the feed and the history share: a container
+//! table and event lines as dockerd writes them.
+
+use lookout_core::EventKind;
+
+use crate::history::History;
+use crate::host::Discovery;
+use crate::mapping::Mapping;
+
+/// Docker's mapped actions, two ignored ones, the attributes that are not
+/// labels; a discovery that finds nothing.
+pub(crate) static TABLE: Mapping = Mapping {
+    provider: "test",
+    actions: &[
+        ("create", EventKind::Created),
+        ("start", EventKind::Started),
+        ("die", EventKind::Stopped),
+        ("destroy", EventKind::Removed),
+    ],
+    ignored: &["kill", "exec_start"],
+    non_label_attributes: &["name", "image", "exitCode"],
+    history: History::Until,
+    discovery: Discovery {
+        host_var: "LOOKOUT_TEST_HOST",
+        sockets: &[],
+    },
+};
+
+/// A container event line as dockerd writes it (one label: `app=web`).
+pub(crate) fn event(action: &str, uid: &str, name: &str, nanos: i64) -> String {
+    format!(
+        r#"{{"status":"{action}","id":"{uid}","Type":"container","Action":"{action}","Actor":{{"ID":"{uid}","Attributes":{{"image":"busybox","name":"{name}","app":"web","exitCode":"0"}}}},"scope":"local","time":{},"timeNano":{nanos}}}"#,
+        nanos / 1_000_000_000
+    )
+}
