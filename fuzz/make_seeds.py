@@ -148,6 +148,9 @@ def event_seeds(target, make, kind_actions, unknown_actions, legacy):
     write(target, "long-valid-json-line", CHUNK4K, 19, 0,
           lines(make("create", "c0ffee07", "big", n, {"pad": "x" * 15000})))
     write(target, "many-events", 0x20, 20, 0x00, lines(*(life * 7)))
+    # Found by libFuzzer (docker_events): 4 MiB of 3-byte lines in 64 KiB
+    # chunks left a drained step queue holding megabytes between chunks.
+    write(target, "short-lines-burst", CHUNK64K, 16, 0xFF, b"aa\n\xffaal")
     if legacy:
         write(target, "engine-specific", 0x00, 21, 0, lines(*legacy))
 

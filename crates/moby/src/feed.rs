@@ -31,6 +31,23 @@ pub enum Step {
     },
 }
 
+impl Step {
+    /// The room a drained step queue keeps (see [`trim`](Self::trim)):
+    /// some 170 KiB, more than a 64 KiB chunk of real event lines needs (a
+    /// few hundred), so a busy feed does not shrink and regrow per chunk.
+    pub const KEPT: usize = 1024;
+
+    /// Gives back what a burst of lines left in a drained step queue: a
+    /// 64 KiB chunk of short lines queues thousands of steps (each some 170
+    /// bytes), and a queue kept between chunks would hold that capacity for
+    /// the session's life. Keeps room for [`Step::KEPT`] steps.
+    pub fn trim(out: &mut VecDeque<Step>) {
+        if out.capacity() > Self::KEPT {
+            out.shrink_to(Self::KEPT);
+        }
+    }
+}
+
 /// Turns the `/events` body of one session into observations, without I/O:
 /// what [`CompatDial`](crate::CompatDial)'s sessions run on the bytes they
 /// read, for a program that reads the body itself (and for the fuzz

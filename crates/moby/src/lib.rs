@@ -404,6 +404,7 @@ fn session<K: KnownObjects>(
                     }
                 }
             }
+            feed::Step::trim(&mut out);
             if ended {
                 // The end of the stream tells the core the feed closed.
                 break;

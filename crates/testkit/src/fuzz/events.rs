@@ -257,6 +257,8 @@ fn drain<T: Target>(
         seen.count += 1;
         seen.last = Some(obs);
     }
+    // As a session does between two chunks.
+    Step::trim(out);
 }
 
 /// What the feed yielded: how many observations, and the last one.
