@@ -143,7 +143,10 @@ pub struct InstanceEvent {
     /// The engine's timestamp of the change for [`Origin::Live`] events; for
     /// events found by a snapshot ([`Origin::Initial`], [`Origin::Resync`]) the
     /// engine cannot say when the transition happened, so this is the local time
-    /// at which the snapshot revealed it.
+    /// at which the snapshot revealed it. The two clocks differ (an engine's
+    /// list may even run ahead of its own events: Podman lists a container
+    /// exited some 20 ms before it stamps its `die`), so order events by the
+    /// stream, not by `at` across origins.
     pub at: SystemTime,
     /// How the event was learnt.
     pub origin: Origin,
