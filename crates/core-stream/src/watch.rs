@@ -203,6 +203,17 @@ impl Transitions for HandOff<'_> {
     }
 }
 
+/// What applying one observation produced, besides the items it queued.
+enum Applied {
+    /// Nothing more.
+    Nothing,
+    /// A snapshot completed.
+    Synced,
+    /// A live change's first transition, handed straight to the consumer
+    /// (the queue was empty; any further ones are queued behind it).
+    First(InstanceEvent),
+}
+
 /// What one step decided.
 enum Step<C> {
     /// Run the loop again: an item may be queued, or the state may progress.
@@ -421,8 +432,8 @@ impl<C: Clone + fmt::Debug> Core<C> {
         }
     }
 
-    /// Applies one observation; true when it completed a snapshot.
-    fn observe(&mut self, obs: Observation<C>) -> bool {
+    /// Applies one observation.
+    fn observe(&mut self, obs: Observation<C>) -> Applied {
         match obs {
             Observation::ResyncBegin => {
                 tracing::debug!("snapshot begins");
@@ -440,7 +451,7 @@ impl<C: Clone + fmt::Debug> Core<C> {
                 let before = self.out.len();
                 if !self.tracker.end_resync(origin, &mut self.out) {
                     tracing::debug!("snapshot end without a begin: ignored");
-                    return false;
+                    return Applied::Nothing;
                 }
                 self.synced_once = true;
                 let instances = self.tracker.len();
@@ -451,12 +462,11 @@ impl<C: Clone + fmt::Debug> Core<C> {
                 );
                 self.out
                     .push_back(Item::Status(Status::Connected { instances }));
-                return true;
+                return Applied::Synced;
             }
             Observation::Change(change) => {
-                // (`Streaming::poll` takes a change's first event itself.)
                 if let Some(first) = self.change(change) {
-                    self.out.push_front(Item::Event(first));
+                    return Applied::First(first);
                 }
             }
             Observation::Progress(cursor) => {
@@ -465,7 +475,7 @@ impl<C: Clone + fmt::Debug> Core<C> {
                 }
             }
         }
-        false
+        Applied::Nothing
     }
 }
 
@@ -513,16 +523,15 @@ impl<C: Clone + fmt::Debug> Streaming<C> {
                 // the consumer asked for it.
                 self.liveness.seen(entered);
                 self.probe = None;
-                if let Observation::Change(change) = obs {
-                    return core
-                        .change(change)
-                        .map_or(Step::Again, |e| Step::Yield(Item::Event(e)));
+                match core.observe(obs) {
+                    Applied::First(event) => Step::Yield(Item::Event(event)),
+                    Applied::Synced => {
+                        self.healthy_since.get_or_insert(entered);
+                        self.liveness.synced(entered);
+                        Step::Again
+                    }
+                    Applied::Nothing => Step::Again,
                 }
-                if core.observe(obs) {
-                    self.healthy_since.get_or_insert(entered);
-                    self.liveness.synced(entered);
-                }
-                Step::Again
             }
             Poll::Ready(Some(Err(e))) => Step::Failed(Error::Session(e)),
             Poll::Ready(None) => Step::Failed(Error::SessionEnded),

@@ -120,7 +120,7 @@ pub(crate) async fn read<O: Objects>(
     let since = resume.unwrap_or_else(|| {
         Cursor::from_system_time(now.checked_sub(FIRST_LOOK_BACK).unwrap_or(now))
     });
-    let path = format!("{events_path}&since={}{bound}", since.since());
+    let path = format!("{}{bound}", super::since(events_path, since));
     let request = async {
         http::get(host, tls, &path)
             .await?
