@@ -362,6 +362,9 @@ impl Consumer {
                 self.instances = *instances;
             }
             Item::Status(Status::Disconnected { .. }) => self.disconnects += 1,
+            Item::Status(Status::Lagged { .. }) => {
+                return Err("a Watch yielded Lagged (only a Subscription may)".into());
+            }
         }
         Ok(item)
     }

@@ -49,6 +49,9 @@ impl<S: Stream<Item = Item>> Stream for Events<S> {
                 })) => {
                     tracing::warn!(%error, attempt, ?retry_in, "disconnected");
                 }
+                Some(Item::Status(Status::Lagged { missed })) => {
+                    tracing::warn!(missed, "lagged: resynced");
+                }
                 None => return Poll::Ready(None),
             }
         }

@@ -61,6 +61,7 @@ mod config;
 mod dial;
 mod error;
 mod events;
+mod hub;
 mod liveness;
 mod model;
 mod tracker;
@@ -71,6 +72,7 @@ pub use config::{LAG_RESYNC_SPACING, WatchConfig};
 pub use dial::{BoxError, Dial, DialFuture, ProbeFuture, Session};
 pub use error::Error;
 pub use events::Events;
+pub use hub::{Hub, HubConfig, Instance, Run, Start, Store, Subscription, Synced, Until};
 pub use model::{
     Change, EventKind, InstanceEvent, InstanceId, Labels, Listed, Observation, Origin,
 };

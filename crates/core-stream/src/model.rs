@@ -152,6 +152,10 @@ pub struct InstanceEvent {
     pub origin: Origin,
     /// The instance's labels as last known (for `Removed`: its labels before removal).
     pub labels: Arc<Labels>,
+    /// The engine's identity of the incarnation the event concerns (see
+    /// [`Listed::uid`]), when known: a `Removed` carries the uid of the
+    /// incarnation that went, the `Created` that follows it the new one's.
+    pub uid: Option<Arc<str>>,
 }
 
 /// One instance as a snapshot (list) reports it.

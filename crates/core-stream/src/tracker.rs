@@ -129,6 +129,23 @@ impl Uid {
     fn is_some(&self) -> bool {
         !matches!(self, Self::None)
     }
+
+    /// The uid as the engine wrote it (a packed container id is unpacked:
+    /// only events that report a transition need it).
+    fn text(&self) -> Option<Arc<str>> {
+        match self {
+            Self::None => None,
+            Self::Hex64(bytes) => {
+                use std::fmt::Write as _;
+                let mut text = String::with_capacity(64);
+                for b in bytes {
+                    let _ = write!(text, "{b:02x}");
+                }
+                Some(text.into())
+            }
+            Self::Text(text) => Some(Arc::clone(text)),
+        }
+    }
 }
 
 /// 64 lowercase hex digits as 32 bytes; `None` for anything else.
@@ -213,8 +230,9 @@ fn different_incarnation(known: &Uid, seen: &Uid) -> bool {
     known.is_some() && seen.is_some() && known != seen
 }
 
-/// The transitions a resync found, in the order found.
-type Found = Vec<(InstanceId, EventKind, Arc<Labels>)>;
+/// The transitions a resync found, in the order found, each with the uid of
+/// the incarnation it concerns.
+type Found = Vec<(InstanceId, EventKind, Arc<Labels>, Option<Arc<str>>)>;
 
 /// Applies a listed instance that was known to what is known of it.
 fn relisted(
@@ -234,10 +252,16 @@ fn relisted(
         };
     }
     if different_incarnation(&k.uid, &uid) {
-        found.push((id.clone(), EventKind::Removed, Arc::clone(&k.labels)));
-        found.push((id.clone(), EventKind::Created, Arc::clone(&k.labels)));
+        let (old, new) = (k.uid.text(), uid.text());
+        found.push((id.clone(), EventKind::Removed, Arc::clone(&k.labels), old));
+        found.push((
+            id.clone(),
+            EventKind::Created,
+            Arc::clone(&k.labels),
+            new.clone(),
+        ));
         if running {
-            found.push((id.clone(), EventKind::Started, Arc::clone(&k.labels)));
+            found.push((id.clone(), EventKind::Started, Arc::clone(&k.labels), new));
         }
     } else if k.running != running {
         let kind = if running {
@@ -245,7 +269,8 @@ fn relisted(
         } else {
             EventKind::Stopped
         };
-        found.push((id.clone(), kind, Arc::clone(&k.labels)));
+        let text = if uid.is_some() { &uid } else { &k.uid }.text();
+        found.push((id.clone(), kind, Arc::clone(&k.labels), text));
     }
     k.running = running;
     if uid.is_some() {
@@ -262,6 +287,26 @@ fn to_u32(n: usize) -> u32 {
 impl Tracker {
     pub(crate) fn len(&self) -> usize {
         self.index.len()
+    }
+
+    /// Every known instance, as the events that bring it about
+    /// (`Created`, then `Started` if it runs), stamped `at`.
+    pub(crate) fn tell(&self, at: SystemTime, out: &mut impl Transitions) {
+        for k in self.slots.iter().flatten() {
+            let mut event = InstanceEvent {
+                id: k.key.id(),
+                kind: EventKind::Created,
+                at,
+                origin: Origin::Initial,
+                labels: Arc::clone(&k.labels),
+                uid: k.uid.text(),
+            };
+            if k.running {
+                out.push(event.clone());
+                event.kind = EventKind::Started;
+            }
+            out.push(event);
+        }
     }
 
     pub(crate) fn begin_resync(&mut self) {
@@ -313,20 +358,21 @@ impl Tracker {
         let Change {
             id,
             kind,
-            uid,
+            uid: uid_text,
             labels,
             at,
             cursor: _,
         } = change;
-        let uid = Uid::new(uid);
+        let uid = Uid::new(uid_text.clone());
         // The id is moved into the last event that names it, not cloned.
-        let mut emit = |id: InstanceId, kind, labels: &Arc<Labels>| {
+        let mut emit = |id: InstanceId, kind, labels: &Arc<Labels>, uid: Option<Arc<str>>| {
             out.push(InstanceEvent {
                 id,
                 kind,
                 at,
                 origin: Origin::Live,
                 labels: Arc::clone(labels),
+                uid,
             });
         };
         let slot = self.index.get(id.as_str().as_bytes()).copied();
@@ -337,7 +383,8 @@ impl Tracker {
                     return;
                 }
                 let gone = self.remove(slot);
-                emit(id, EventKind::Removed, &gone.labels);
+                let text = uid_text.or_else(|| gone.uid.text());
+                emit(id, EventKind::Removed, &gone.labels, text);
             }
             return;
         }
@@ -359,7 +406,8 @@ impl Tracker {
                 // `Created` of a known instance is a replay: nothing changes.
                 if kind != EventKind::Created && k.running != want_running {
                     k.running = want_running;
-                    emit(id, kind, &k.labels);
+                    let text = uid_text.or_else(|| k.uid.text());
+                    emit(id, kind, &k.labels, text);
                 }
             }
             known => {
@@ -370,11 +418,11 @@ impl Tracker {
                     (None, None) => no_labels.unwrap_or_default(),
                 };
                 if let Some(old) = &known {
-                    emit(id.clone(), EventKind::Removed, &old.labels);
+                    emit(id.clone(), EventKind::Removed, &old.labels, old.uid.text());
                 }
-                emit(id.clone(), EventKind::Created, &labels);
+                emit(id.clone(), EventKind::Created, &labels, uid_text.clone());
                 if want_running {
-                    emit(id.clone(), EventKind::Started, &labels);
+                    emit(id.clone(), EventKind::Started, &labels, uid_text);
                 }
                 if let Some(k) = known {
                     // Another incarnation under the same id: it takes the slot.
@@ -486,9 +534,15 @@ impl Tracker {
                     Arc::new(labels)
                 };
                 if report {
-                    found.push((id.clone(), EventKind::Created, Arc::clone(&labels)));
+                    let text = uid.text();
+                    found.push((
+                        id.clone(),
+                        EventKind::Created,
+                        Arc::clone(&labels),
+                        text.clone(),
+                    ));
                     if running {
-                        found.push((id.clone(), EventKind::Started, Arc::clone(&labels)));
+                        found.push((id.clone(), EventKind::Started, Arc::clone(&labels), text));
                     }
                 }
                 self.insert(Known {
@@ -526,7 +580,12 @@ impl Tracker {
         for slot in 0..self.slots.len() {
             if self.slots[slot].as_ref().is_some_and(|k| k.epoch != epoch) {
                 let gone = self.remove(to_u32(slot));
-                found.push((gone.key.id(), EventKind::Removed, gone.labels));
+                found.push((
+                    gone.key.id(),
+                    EventKind::Removed,
+                    gone.labels,
+                    gone.uid.text(),
+                ));
             }
         }
         let report = origin.is_some();
@@ -536,13 +595,14 @@ impl Tracker {
             // Stable sort: per instance the pushed order (Removed, Created, Started)
             // holds; a vanished instance was pushed last but is alone under its id.
             found.sort_by(|a, b| a.0.cmp(&b.0));
-            for (id, kind, labels) in found {
+            for (id, kind, labels, uid) in found {
                 out.push(InstanceEvent {
                     id,
                     kind,
                     at,
                     origin,
                     labels,
+                    uid,
                 });
             }
         }

@@ -55,6 +55,15 @@ pub enum Status {
         /// The delay before the next dial, per the [`ReconnectPolicy`](crate::ReconnectPolicy).
         retry_in: Duration,
     },
+    /// Only from a [`Subscription`](crate::Subscription): it fell more than
+    /// its hub's [`queue`](crate::HubConfig::queue) behind, and `missed`
+    /// items were dropped for it. The difference between the state it last
+    /// saw and the present follows, as [`Origin::Resync`] events, then the
+    /// hub's status. ([`Watch`] never yields it.)
+    Lagged {
+        /// How many items it did not get.
+        missed: u64,
+    },
 }
 
 /// A resilient, leak-free stream of [`Item`]s from one engine.
@@ -306,6 +315,22 @@ impl<D: Dial> Watch<D> {
     /// Keeps only the instance events; statuses are logged with `tracing`.
     pub fn events(self) -> crate::Events<Self> {
         crate::Events::new(self)
+    }
+
+    /// For [`share`](Self::share): the first snapshot will be told as
+    /// events, or, when it is complete already, what is known goes into
+    /// `known` (returns whether it was).
+    pub(crate) fn known(&mut self, known: &mut crate::hub::Present) -> bool {
+        if !self.core.synced_once {
+            self.core.config.initial = true;
+            return false;
+        }
+        let mut events = std::collections::VecDeque::new();
+        self.core.tracker.tell(std::time::SystemTime::now(), &mut events);
+        for e in &events {
+            known.apply(e);
+        }
+        true
     }
 
     /// The consumer polls again at `entered`: when it comes back late, the

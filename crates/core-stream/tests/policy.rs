@@ -950,7 +950,9 @@ mod prop {
                 match next(&mut w).await {
                     Item::Event(e) => events.push(e),
                     Item::Status(Status::Connected { .. }) => connected += 1,
-                    Item::Status(Status::Disconnected { .. }) => {}
+                    Item::Status(status) => {
+                        assert!(!matches!(status, Status::Lagged { .. }), "a Watch never lags");
+                    }
                 }
             }
             events

@@ -34,6 +34,9 @@ enum JsonStatus {
         attempt: u32,
         retry_in_ms: u128,
     },
+    Lagged {
+        missed: u64,
+    },
 }
 
 /// RFC 3339 in UTC with nanoseconds, e.g. `2026-11-30T03:42:18.979493067Z`.
@@ -135,6 +138,7 @@ pub fn status_line(provider: &str, s: &Status, f: Format) -> String {
                 attempt: *attempt,
                 retry_in_ms: retry_in.as_millis(),
             },
+            Status::Lagged { missed } => JsonStatus::Lagged { missed: *missed },
         };
         return serde_json::to_string(&j).unwrap_or_default();
     }
@@ -151,6 +155,9 @@ pub fn status_line(provider: &str, s: &Status, f: Format) -> String {
             error_chain(&**error),
             retry_in.as_secs_f64()
         ),
+        Status::Lagged { missed } => {
+            format!("lookout: {provider}: lagged: {missed} items dropped; resynced")
+        }
     }
 }
 
@@ -201,6 +208,7 @@ mod tests {
             at: UNIX_EPOCH + Duration::new(1_796_010_138, 979_493_067),
             origin: lookout_core::Origin::Live,
             labels: Arc::new(Labels::from([("app".into(), "web".into())])),
+            uid: None,
         }
     }
 

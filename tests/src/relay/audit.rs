@@ -430,6 +430,7 @@ pub fn line(origin: i128, i: usize, s: &Seen) -> String {
         Item::Status(Status::Disconnected { error, attempt, .. }) => {
             format!("#{i} {got}: disconnected #{attempt}: {error}")
         }
+        Item::Status(Status::Lagged { missed }) => format!("#{i} {got}: lagged ({missed})"),
     }
 }
 

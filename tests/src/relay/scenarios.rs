@@ -361,6 +361,7 @@ fn summary(items: &[Item]) -> String {
             Item::Status(Status::Disconnected { error, attempt, .. }) => {
                 format!("disconnected #{attempt}: {error}")
             }
+            Item::Status(Status::Lagged { missed }) => format!("lagged ({missed})"),
         })
         .collect();
     format!("[{}]", lines.join("; "))

@@ -13,6 +13,9 @@ mod reference {
 
     use crate::model::{Change, EventKind, InstanceEvent, InstanceId, Labels, Listed, Origin};
 
+    /// A transition a resync found, with its incarnation's uid.
+    type Found = (InstanceId, EventKind, Arc<Labels>, Option<Arc<str>>);
+
     #[derive(Debug, Clone)]
     struct Known {
         running: bool,
@@ -63,13 +66,14 @@ mod reference {
                 at,
                 cursor: _,
             } = change;
-            let mut emit = |id: &InstanceId, kind, labels: &Arc<Labels>| {
+            let mut emit = |id: &InstanceId, kind, labels: &Arc<Labels>, uid: Option<Arc<str>>| {
                 out.push_back(InstanceEvent {
                     id: id.clone(),
                     kind,
                     at,
                     origin: Origin::Live,
                     labels: Arc::clone(labels),
+                    uid,
                 });
             };
             let known = self.known.get_mut(&id);
@@ -80,8 +84,9 @@ mod reference {
                         return;
                     }
                     let labels = Arc::clone(&k.labels);
+                    let text = uid.or_else(|| k.uid.clone());
                     self.known.remove(&id);
-                    emit(&id, EventKind::Removed, &labels);
+                    emit(&id, EventKind::Removed, &labels, text);
                 }
                 return;
             }
@@ -93,13 +98,14 @@ mod reference {
                     {
                         k.labels = labels;
                     }
-                    if k.uid.is_none() {
-                        k.uid = uid;
+                    if k.uid.is_none() || uid.is_some() {
+                        // (Same incarnation: a known uid equals a given one.)
+                        k.uid = uid.or_else(|| k.uid.clone());
                     }
                     // `Created` of a known instance is a replay: nothing changes.
                     if kind != EventKind::Created && k.running != want_running {
                         k.running = want_running;
-                        emit(&id, kind, &k.labels);
+                        emit(&id, kind, &k.labels, k.uid.clone());
                     }
                 }
                 known => {
@@ -110,11 +116,11 @@ mod reference {
                     };
                     if let Some(old) = known {
                         let old_labels = Arc::clone(&old.labels);
-                        emit(&id, EventKind::Removed, &old_labels);
+                        emit(&id, EventKind::Removed, &old_labels, old.uid.clone());
                     }
-                    emit(&id, EventKind::Created, &labels);
+                    emit(&id, EventKind::Created, &labels, uid.clone());
                     if want_running {
-                        emit(&id, EventKind::Started, &labels);
+                        emit(&id, EventKind::Started, &labels, uid.clone());
                     }
                     self.known.insert(
                         id,
@@ -146,7 +152,7 @@ mod reference {
             // with this resync's epoch, and those left unstamped have vanished.
             self.epoch += 1;
             let epoch = self.epoch;
-            let mut found: Vec<(InstanceId, EventKind, Arc<Labels>)> = Vec::new();
+            let mut found: Vec<Found> = Vec::new();
             self.known
                 .reserve(snapshot.len().saturating_sub(self.known.len()));
             // An instance listed twice: the later entry wins, through the same rules.
@@ -158,10 +164,11 @@ mod reference {
                         k.labels = Arc::new(l.labels);
                     }
                     if different_incarnation(k.uid.as_ref(), l.uid.as_ref()) {
-                        found.push((id.clone(), EventKind::Removed, Arc::clone(&k.labels)));
-                        found.push((id.clone(), EventKind::Created, Arc::clone(&k.labels)));
+                        let labels = Arc::clone(&k.labels);
+                        found.push((id.clone(), EventKind::Removed, labels.clone(), k.uid.clone()));
+                        found.push((id.clone(), EventKind::Created, labels.clone(), l.uid.clone()));
                         if l.running {
-                            found.push((id, EventKind::Started, Arc::clone(&k.labels)));
+                            found.push((id, EventKind::Started, labels, l.uid.clone()));
                         }
                     } else if k.running != l.running {
                         let kind = if l.running {
@@ -169,7 +176,8 @@ mod reference {
                         } else {
                             EventKind::Stopped
                         };
-                        found.push((id, kind, Arc::clone(&k.labels)));
+                        let text = l.uid.clone().or_else(|| k.uid.clone());
+                        found.push((id, kind, Arc::clone(&k.labels), text));
                     }
                     k.running = l.running;
                     if l.uid.is_some() {
@@ -178,9 +186,9 @@ mod reference {
                 } else {
                     let labels = Arc::new(l.labels);
                     if origin.is_some() {
-                        found.push((id.clone(), EventKind::Created, Arc::clone(&labels)));
+                        found.push((id.clone(), EventKind::Created, Arc::clone(&labels), l.uid.clone()));
                         if l.running {
-                            found.push((id.clone(), EventKind::Started, Arc::clone(&labels)));
+                            found.push((id.clone(), EventKind::Started, Arc::clone(&labels), l.uid.clone()));
                         }
                     }
                     self.known.insert(
@@ -196,7 +204,7 @@ mod reference {
             }
             self.known.retain(|id, k| {
                 if k.epoch != epoch {
-                    found.push((id.clone(), EventKind::Removed, Arc::clone(&k.labels)));
+                    found.push((id.clone(), EventKind::Removed, Arc::clone(&k.labels), k.uid.clone()));
                 }
                 k.epoch == epoch
             });
@@ -204,12 +212,13 @@ mod reference {
                 // Stable sort: per instance the pushed order (Removed, Created, Started)
                 // holds; a vanished instance was pushed last but is alone under its id.
                 found.sort_by(|a, b| a.0.cmp(&b.0));
-                out.extend(found.into_iter().map(|(id, kind, labels)| InstanceEvent {
+                out.extend(found.into_iter().map(|(id, kind, labels, uid)| InstanceEvent {
                     id,
                     kind,
                     at,
                     origin,
                     labels,
+                    uid,
                 }));
             }
             true

@@ -1,0 +1,82 @@
+//! Every task waiting on a hub, woken together: the upstream is polled with
+//! one waker that wakes them all, so whichever of them runs next drives it,
+//! and one that stopped polling never holds up the others (the pattern of
+//! `futures::future::Shared`).
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Wake, Waker};
+
+/// The wakers of the handles that wait, each in its handle's slot.
+#[derive(Debug, Default)]
+pub(crate) struct Wakers {
+    slots: Mutex<Slots>,
+}
+
+#[derive(Debug, Default)]
+struct Slots {
+    wakers: Vec<Option<Waker>>,
+    /// Slots of handles that are gone, reused first.
+    free: Vec<usize>,
+}
+
+impl Wakers {
+    fn slots(&self) -> std::sync::MutexGuard<'_, Slots> {
+        // A panic elsewhere cannot leave the slots half-written.
+        self.slots.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A slot for a new handle.
+    pub(crate) fn token(&self) -> usize {
+        let mut s = self.slots();
+        if let Some(t) = s.free.pop() {
+            t
+        } else {
+            s.wakers.push(None);
+            s.wakers.len() - 1
+        }
+    }
+
+    /// The handle is gone: its slot is free.
+    pub(crate) fn release(&self, token: usize) {
+        let mut s = self.slots();
+        s.wakers[token] = None;
+        s.free.push(token);
+    }
+
+    /// The handle `token` waits: wake it with `waker`.
+    pub(crate) fn register(&self, token: usize, waker: &Waker) {
+        let mut s = self.slots();
+        match &mut s.wakers[token] {
+            Some(w) if w.will_wake(waker) => {}
+            slot => *slot = Some(waker.clone()),
+        }
+    }
+
+    /// Wakes every waiting handle but `except` (which is running); each
+    /// registers again when it next waits.
+    pub(crate) fn wake_all(&self, except: Option<usize>) {
+        let woken: Vec<Waker> = {
+            let mut s = self.slots();
+            s.wakers
+                .iter_mut()
+                .enumerate()
+                .filter(|(t, _)| Some(*t) != except)
+                .filter_map(|(_, w)| w.take())
+                .collect()
+        };
+        for w in woken {
+            w.wake();
+        }
+    }
+}
+
+/// The upstream's waker: it wakes every waiting handle.
+impl Wake for Wakers {
+    fn wake(self: Arc<Self>) {
+        self.wake_all(None);
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.wake_all(None);
+    }
+}
