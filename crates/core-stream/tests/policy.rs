@@ -7,177 +7,20 @@
     clippy::match_wild_err_arm
 )]
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use tokio::sync::mpsc;
 use tokio::time::{Instant, timeout};
 use tokio_stream::StreamExt;
-use tokio_stream::wrappers::UnboundedReceiverStream;
 
 use lookout_core::{
-    BoxError, Change, Dial, DialFuture, Error, EventKind, InstanceEvent, Item, LAG_RESYNC_SPACING,
-    Listed, Observation, Origin, ProbeFuture, ReconnectPolicy, Status, Watch, WatchConfig,
+    Change, Error, EventKind, InstanceEvent, Item, LAG_RESYNC_SPACING,
+    Listed, Observation, Origin, ReconnectPolicy, Status, Watch,
 };
 
-type Obs = Result<Observation<u64>, BoxError>;
-
-/// Counts a resource the double handed out until it is dropped.
-struct Guard(Arc<AtomicUsize>);
-impl Guard {
-    fn new(alive: &Arc<AtomicUsize>) -> Self {
-        alive.fetch_add(1, Ordering::SeqCst);
-        Self(Arc::clone(alive))
-    }
-}
-impl Drop for Guard {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-enum DialPlan {
-    Fail(&'static str),
-    Session(mpsc::UnboundedReceiver<Obs>),
-    /// The dial never completes.
-    Hang,
-}
-
-#[derive(Clone, Copy)]
-enum ProbePlan {
-    Ok,
-    Fail,
-    Hang,
-}
-
-#[derive(Default)]
-struct Script {
-    plan: VecDeque<DialPlan>,
-    probes: VecDeque<ProbePlan>,
-    /// The cursor passed to each dial, and when.
-    dials: Vec<(Option<u64>, Instant)>,
-    probes_started: usize,
-}
-
-/// A test double: records dials and cursors, hands out sessions the test drives
-/// through channels, and counts every resource it hands out until dropped.
-#[derive(Clone, Default)]
-struct Scripted {
-    script: Arc<Mutex<Script>>,
-    alive: Arc<AtomicUsize>,
-}
-
-impl Scripted {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Script> {
-        self.script
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-    /// Plans a session; the test sends its observations through the returned sender.
-    fn session(&self) -> mpsc::UnboundedSender<Obs> {
-        let (tx, rx) = mpsc::unbounded_channel();
-        self.lock().plan.push_back(DialPlan::Session(rx));
-        tx
-    }
-    fn fail(&self, why: &'static str) {
-        self.lock().plan.push_back(DialPlan::Fail(why));
-    }
-    fn hang(&self) {
-        self.lock().plan.push_back(DialPlan::Hang);
-    }
-    fn probe(&self, p: ProbePlan) {
-        self.lock().probes.push_back(p);
-    }
-    fn dials(&self) -> Vec<Option<u64>> {
-        self.lock().dials.iter().map(|d| d.0).collect()
-    }
-    fn dial_times(&self) -> Vec<Instant> {
-        self.lock().dials.iter().map(|d| d.1).collect()
-    }
-    fn alive(&self) -> usize {
-        self.alive.load(Ordering::SeqCst)
-    }
-}
-
-impl Dial for Scripted {
-    type Cursor = u64;
-
-    fn dial(&mut self, resume: Option<&u64>) -> DialFuture<u64> {
-        let plan = {
-            let mut s = self.lock();
-            s.dials.push((resume.copied(), Instant::now()));
-            s.plan.pop_front().unwrap_or(DialPlan::Hang)
-        };
-        let guard = Guard::new(&self.alive);
-        let alive = Arc::clone(&self.alive);
-        Box::pin(async move {
-            let _guard = guard;
-            match plan {
-                DialPlan::Fail(why) => Err(why.into()),
-                DialPlan::Hang => std::future::pending().await,
-                DialPlan::Session(rx) => {
-                    let session_guard = Guard::new(&alive);
-                    let stream = UnboundedReceiverStream::new(rx).map(move |o| {
-                        let _keep = &session_guard;
-                        o
-                    });
-                    Ok(Box::pin(stream) as lookout_core::Session<u64>)
-                }
-            }
-        })
-    }
-
-    fn probe(&mut self) -> Option<ProbeFuture> {
-        let plan = {
-            let mut s = self.lock();
-            s.probes_started += 1;
-            s.probes.pop_front().unwrap_or(ProbePlan::Ok)
-        };
-        let guard = Guard::new(&self.alive);
-        Some(Box::pin(async move {
-            let _guard = guard;
-            match plan {
-                ProbePlan::Ok => Ok(()),
-                ProbePlan::Fail => Err("ping refused".into()),
-                ProbePlan::Hang => std::future::pending().await,
-            }
-        }))
-    }
-}
-
-fn listed(id: &str, running: bool) -> Obs {
-    Ok(Observation::Listed(Listed {
-        id: id.into(),
-        running,
-        uid: None,
-        labels: BTreeMap::new(),
-    }))
-}
-
-fn change(id: &str, kind: EventKind, cursor: u64) -> Obs {
-    Ok(Observation::Change(Change {
-        id: id.into(),
-        kind,
-        uid: None,
-        labels: None,
-        at: SystemTime::UNIX_EPOCH + Duration::from_secs(cursor),
-        cursor: Some(cursor),
-    }))
-}
-
-fn snapshot(tx: &mpsc::UnboundedSender<Obs>, items: &[(&str, bool)]) {
-    let _ = tx.send(Ok(Observation::ResyncBegin));
-    for (id, running) in items {
-        let _ = tx.send(listed(id, *running));
-    }
-    let _ = tx.send(Ok(Observation::ResyncDone));
-}
-
-fn quick() -> WatchConfig {
-    WatchConfig::default().resync_every(None)
-}
+mod support;
+use support::*;
 
 async fn next(w: &mut Watch<Scripted>) -> Item {
     match timeout(Duration::from_secs(3600), w.next()).await {
