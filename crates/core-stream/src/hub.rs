@@ -152,6 +152,8 @@ pub(crate) struct Shared {
 struct Reader {
     /// The sequence number of the next item it reads.
     cursor: u64,
+    /// It skips the first snapshot's events ([`Start::Baseline`]).
+    baseline: bool,
     /// It lagged: the state it last saw, and where its cursor was.
     lagged: Option<Lagged>,
 }
@@ -182,6 +184,9 @@ pub(crate) struct Inner {
     low_cursor: u64,
     /// The first snapshot is complete.
     synced: bool,
+    /// The sequence number of the first [`Status::Connected`]: the end of
+    /// the first snapshot's events.
+    first_connected: Option<u64>,
     /// The upstream's last status (with [`Status::Connected`]'s count kept
     /// current).
     status: Option<Status>,
@@ -242,6 +247,8 @@ impl Hub {
             subscriptions: 0,
             low_cursor: u64::MAX,
             synced,
+            // A watch that synced before it was shared: no first snapshot to come.
+            first_connected: synced.then_some(0),
             status: None,
             last_event_at: None,
             ended: false,
@@ -391,6 +398,9 @@ impl Inner {
         while pushed < DRIVE_BATCH {
             match self.upstream.as_mut().poll_next(&mut cx) {
                 Poll::Ready(Some(item)) => {
+                    if !self.synced && matches!(item, Item::Status(Status::Connected { .. })) {
+                        self.first_connected = Some(self.head());
+                    }
                     self.record(&item);
                     self.push(item);
                     pushed += 1;
@@ -460,11 +470,24 @@ impl Inner {
 
     /// The readers at `seq`, which is leaving the ring, lag; the lowest
     /// cursor of the others is found anew.
+    ///
+    /// A baseline reader still before the end of the first snapshot skips
+    /// to it rather than lag: the snapshot's events are its baseline, not
+    /// news (so are the statuses of the dials that failed before it), and
+    /// if it lags at the end, the state it saw is the snapshot's.
     fn mark_laggards(&mut self, seq: u64) {
         let mut low = u64::MAX;
+        let head = self.head();
         for reader in self.readers.iter_mut().flatten() {
             if reader.lagged.is_some() {
                 continue;
+            }
+            if reader.baseline && reader.cursor <= seq {
+                match self.first_connected {
+                    None => reader.cursor = head,
+                    Some(end) if reader.cursor < end => reader.cursor = end,
+                    Some(_) => {}
+                }
             }
             if reader.cursor <= seq {
                 reader.lagged = Some(Lagged {
@@ -479,9 +502,10 @@ impl Inner {
     }
 
     /// A new reader at the head.
-    fn add_reader(&mut self) -> usize {
+    fn add_reader(&mut self, baseline: bool) -> usize {
         let reader = Reader {
             cursor: self.head(),
+            baseline,
             lagged: None,
         };
         self.low_cursor = self.low_cursor.min(reader.cursor);

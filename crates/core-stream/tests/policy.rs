@@ -15,8 +15,8 @@ use tokio::time::{Instant, timeout};
 use tokio_stream::StreamExt;
 
 use lookout_core::{
-    Change, Error, EventKind, InstanceEvent, Item, LAG_RESYNC_SPACING,
-    Listed, Observation, Origin, ReconnectPolicy, Status, Watch,
+    Change, Error, EventKind, InstanceEvent, Item, LAG_RESYNC_SPACING, Listed, Observation, Origin,
+    ReconnectPolicy, Status, Watch,
 };
 
 mod support;
@@ -794,7 +794,10 @@ mod prop {
                     Item::Event(e) => events.push(e),
                     Item::Status(Status::Connected { .. }) => connected += 1,
                     Item::Status(status) => {
-                        assert!(!matches!(status, Status::Lagged { .. }), "a Watch never lags");
+                        assert!(
+                            !matches!(status, Status::Lagged { .. }),
+                            "a Watch never lags"
+                        );
                     }
                 }
             }

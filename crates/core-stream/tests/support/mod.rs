@@ -172,4 +172,3 @@ pub fn snapshot(tx: &mpsc::UnboundedSender<Obs>, items: &[(&str, bool)]) {
 pub fn quick() -> WatchConfig {
     WatchConfig::default().resync_every(None)
 }
-
