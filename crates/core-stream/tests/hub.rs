@@ -298,22 +298,21 @@ async fn a_late_subscriber_during_a_resync_gets_the_present_then_the_rest() {
 async fn the_last_handle_drops_the_upstream_in_every_state() {
     for state in ["dialing", "streaming", "backoff"] {
         let dial = Scripted::default();
-        let session;
-        match state {
+        let session = match state {
             "dialing" => {
                 dial.hang();
-                session = None;
+                None
             }
             "streaming" => {
                 let tx = dial.session();
                 snapshot(&tx, &[("a", true)]);
-                session = Some(tx);
+                Some(tx)
             }
             _ => {
                 dial.fail("refused");
-                session = None;
+                None
             }
-        }
+        };
         let hub = Watch::new(dial.clone(), quick()).share();
         let store = hub.store();
         let mut subs: Vec<Subscription> = (0..3).map(|_| hub.subscribe(Start::Baseline)).collect();
@@ -321,9 +320,9 @@ async fn the_last_handle_drops_the_upstream_in_every_state() {
             let _ = drain(sub);
         }
         let expected = match state {
-            "dialing" => 1,   // the dial in flight
-            "streaming" => 1, // the session (its dial future is done)
-            _ => 0,           // waiting out the backoff: nothing open
+            // The dial in flight, or the session (its dial future is done).
+            "dialing" | "streaming" => 1,
+            _ => 0, // waiting out the backoff: nothing open
         };
         assert_eq!(dial.alive(), expected, "{state}: what the upstream holds");
         if state == "backoff" {
@@ -417,6 +416,8 @@ async fn a_subscription_that_stops_polling_starves_nobody() {
     assert_eq!(shorts(&drain(&mut active)), ["connected 1"]);
     // The active one waits in a task of its own.
     let (seen_tx, mut seen_rx) = mpsc::unbounded_channel();
+    // The consumer's own task (a test may spawn: it plays the application).
+    #[allow(clippy::disallowed_methods)]
     let reader = tokio::spawn(async move {
         while let Some(item) = active.next().await {
             if seen_tx.send(short(&item)).is_err() {

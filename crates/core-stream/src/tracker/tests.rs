@@ -139,6 +139,7 @@ mod reference {
         /// transitions between the two are pushed once each, in instance order.
         /// With `origin == None` the snapshot is a silent baseline. Returns false
         /// when no snapshot was in progress.
+        #[allow(clippy::too_many_lines)]
         pub(super) fn end_resync(
             &mut self,
             origin: Option<Origin>,

@@ -1,6 +1,6 @@
 //! The scripted dial the policy and hub tests share: sessions the test
 //! drives through channels, and a count of every resource handed out.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unnecessary_wraps)]
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
