@@ -20,6 +20,9 @@ mod store;
 mod subscription;
 mod wakers;
 
+#[cfg(test)]
+mod tests;
+
 use std::collections::VecDeque;
 use std::fmt;
 use std::pin::Pin;

@@ -48,15 +48,15 @@ const READ_BATCH: usize = 64;
 #[must_use = "streams do nothing unless polled"]
 pub struct Subscription {
     waiter: Waiter,
-    reading: Reading,
+    pub(super) reading: Reading,
 }
 
 /// What a subscription reads with.
-struct Reading {
-    slot: usize,
+pub(super) struct Reading {
+    pub(super) slot: usize,
     start: Start,
     /// Items taken from the hub, not yet yielded.
-    local: VecDeque<Item>,
+    pub(super) local: VecDeque<Item>,
     span: tracing::Span,
 }
 

@@ -1,0 +1,125 @@
+//! What the public API cannot show: the hub's memory stays bounded.
+
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, SystemTime};
+
+use tokio_stream::{Stream, StreamExt};
+
+use super::{HubConfig, Start};
+use crate::{
+    Change, Dial, DialFuture, EventKind, Listed, Observation, Session, Watch, WatchConfig,
+};
+
+/// One session: a snapshot of `instances` running instances, then `changes`
+/// stops and starts among them, then silence.
+struct Churn {
+    instances: usize,
+    changes: u64,
+}
+
+impl Dial for Churn {
+    type Cursor = u64;
+
+    fn dial(&mut self, _resume: Option<&u64>) -> DialFuture<u64> {
+        let (instances, changes) = (self.instances, self.changes);
+        let id = move |n: u64| format!("i{}", n % instances as u64);
+        let snapshot = std::iter::once(Observation::ResyncBegin)
+            .chain((0..instances as u64).map(move |n| {
+                Observation::Listed(Listed {
+                    id: id(n).into(),
+                    running: true,
+                    uid: None,
+                    labels: crate::Labels::new(),
+                })
+            }))
+            .chain(std::iter::once(Observation::ResyncDone));
+        let churn = (0..changes).map(move |n| {
+            // Each instance stops, then starts: every change is a transition.
+            let round = n / instances as u64;
+            let kind = if round % 2 == 0 {
+                EventKind::Stopped
+            } else {
+                EventKind::Started
+            };
+            Observation::Change(Change {
+                id: id(n).into(),
+                kind,
+                uid: None,
+                labels: None,
+                at: SystemTime::UNIX_EPOCH + Duration::from_nanos(n),
+                cursor: Some(n),
+            })
+        });
+        let session =
+            tokio_stream::iter(snapshot.chain(churn).map(Ok)).chain(tokio_stream::pending());
+        Box::pin(async move { Ok(Box::pin(session) as Session<u64>) })
+    }
+}
+
+#[test]
+fn a_stalled_subscription_costs_the_instances_not_the_events() {
+    const CHANGES: u64 = 1_000_000;
+    const QUEUE: usize = 256;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let watch = Watch::new(
+            Churn {
+                instances: 10,
+                changes: CHANGES,
+            },
+            WatchConfig::default()
+                .resync_every(None)
+                .resync_after_lag(None),
+        );
+        let hub = watch.share_with(HubConfig::default().queue(QUEUE));
+        let mut stalled = hub.subscribe(Start::Initial);
+        let mut polled = hub.subscribe(Start::Baseline);
+        let mut cx = Context::from_waker(Waker::noop());
+        let _ = std::pin::Pin::new(&mut stalled).poll_next(&mut cx);
+        let mut events = 0u64;
+        let mut held = None;
+        while events < CHANGES {
+            let Some(item) = tokio::time::timeout(Duration::from_secs(1), polled.next())
+                .await
+                .expect("the churn flows")
+            else {
+                panic!("ended");
+            };
+            if !matches!(item, crate::Item::Event(_)) {
+                continue;
+            }
+            events += 1;
+            if events % 10_000 == 0 {
+                let inner = hub.shared.lock();
+                assert!(inner.ring.len() <= QUEUE, "the ring is bounded");
+                assert_eq!(inner.present.len(), 10);
+                let stalled_reader = inner.readers[stalled.reading.slot]
+                    .as_ref()
+                    .expect("subscribed");
+                let lagged = stalled_reader.lagged.as_ref().expect("it lagged");
+                assert!(
+                    lagged.seen.len() <= 10,
+                    "it holds one state, of the instances"
+                );
+                // The same state all along: nothing accrues for it.
+                let seen = Arc::as_ptr(&lagged.seen);
+                assert_eq!(*held.get_or_insert(seen), seen);
+                assert!(stalled.reading.local.len() <= 64);
+            }
+        }
+        // Back, it is told the net difference (an even number of rounds:
+        // everything runs, as when it last looked).
+        let mut told = Vec::new();
+        while let Poll::Ready(Some(item)) = std::pin::Pin::new(&mut stalled).poll_next(&mut cx) {
+            told.push(format!("{item:?}"));
+        }
+        assert_eq!(told.len(), 2, "{told:?}");
+        assert!(told[0].starts_with("Status(Lagged"), "{told:?}");
+        assert!(told[1].contains("Connected { instances: 10 }"), "{told:?}");
+    });
+}
