@@ -469,3 +469,217 @@ fn items_flow_with_no_runtime_and_nothing_spawned() {
         assert_eq!(dial.alive(), 0);
     });
 }
+
+/// Random interleavings of subscribing, reading, dropping, engine changes
+/// and reconnects, against a reference reader that never falls behind and
+/// a model of the engine.
+mod interleavings {
+    use super::*;
+    use proptest::prelude::*;
+
+    const IDS: [&str; 4] = ["a", "b", "c", "d"];
+    const QUEUE: usize = 16;
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Subscribe(bool),
+        Read(usize, usize),
+        Drop(usize),
+        Change(usize, EventKind),
+        /// The session breaks; the next lists these (absent, stopped, running).
+        Reconnect([u8; 4]),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        let kind = prop_oneof![Just(Created), Just(Started), Just(Stopped), Just(Removed)];
+        prop_oneof![
+            2 => any::<bool>().prop_map(Op::Subscribe),
+            4 => (0..8usize, 1..24usize).prop_map(|(s, n)| Op::Read(s, n)),
+            1 => (0..8usize).prop_map(Op::Drop),
+            6 => (0..4usize, kind).prop_map(|(i, k)| Op::Change(i, k)),
+            1 => any::<[u8; 4]>().prop_map(|s| Op::Reconnect(s.map(|x| x % 3))),
+        ]
+    }
+
+    /// A reader under test: what it got, and what it started from.
+    struct Reader {
+        sub: Subscription,
+        start: Start,
+        /// The store's state when it subscribed.
+        at_start: BTreeMap<String, bool>,
+        /// The reference's event count when it subscribed.
+        from: usize,
+        items: Vec<Item>,
+    }
+
+    fn events(items: &[Item]) -> Vec<String> {
+        items
+            .iter()
+            .filter(|i| matches!(i, Item::Event(_)))
+            .map(short)
+            .collect()
+    }
+
+    /// Reads the reference until the hub has nothing more (and, after a
+    /// reconnect, until it is connected again).
+    async fn catch_up(reference: &mut Subscription, got: &mut Vec<Item>, until_connected: bool) {
+        let mut connected = !until_connected;
+        loop {
+            let items = drain(reference);
+            connected |= items
+                .iter()
+                .any(|i| matches!(i, Item::Status(Status::Connected { .. })));
+            got.extend(items);
+            if connected {
+                return;
+            }
+            // Wait out the backoff on paused time.
+            let item = timeout(Duration::from_secs(3600), reference.next())
+                .await
+                .expect("the upstream reconnects")
+                .expect("never ends");
+            got.push(item);
+            connected |= matches!(got.last(), Some(Item::Status(Status::Connected { .. })));
+        }
+    }
+
+    fn run(ops: &[Op]) -> Result<(), TestCaseError> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            let dial = Scripted::default();
+            let mut session = dial.session();
+            let mut engine: BTreeMap<String, bool> = BTreeMap::new();
+            engine.insert("a".into(), true);
+            engine.insert("b".into(), false);
+            let listed: Vec<(&str, bool)> = engine.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+            snapshot(&session, &listed);
+            let config = quick().reconnect(lookout_core::ReconnectPolicy {
+                seed: Some(7),
+                ..lookout_core::ReconnectPolicy::default()
+            });
+            let hub =
+                Watch::new(dial.clone(), config).share_with(HubConfig::default().queue(QUEUE));
+            let store = hub.store();
+            let mut reference = hub.subscribe(Start::Initial);
+            let mut seen = Vec::new();
+            catch_up(&mut reference, &mut seen, true).await;
+            let mut readers: Vec<Reader> = Vec::new();
+            let mut cursor = 0;
+            for op in ops {
+                match op {
+                    Op::Subscribe(initial) => {
+                        let start = if *initial {
+                            Start::Initial
+                        } else {
+                            Start::Baseline
+                        };
+                        readers.push(Reader {
+                            sub: hub.subscribe(start),
+                            start,
+                            at_start: store_state(&store),
+                            from: events(&seen).len(),
+                            items: Vec::new(),
+                        });
+                    }
+                    Op::Read(i, n) if !readers.is_empty() => {
+                        let at = i % readers.len();
+                        let r = &mut readers[at];
+                        r.items
+                            .extend(std::iter::from_fn(|| ready_now(&mut r.sub)).take(*n));
+                    }
+                    Op::Drop(i) if !readers.is_empty() => {
+                        let before = hub.subscriptions();
+                        readers.remove(i % readers.len());
+                        prop_assert_eq!(hub.subscriptions(), before - 1);
+                    }
+                    Op::Read(..) | Op::Drop(_) => {}
+                    Op::Change(i, kind) => {
+                        cursor += 1;
+                        let id = IDS[*i];
+                        match kind {
+                            Removed => {
+                                engine.remove(id);
+                            }
+                            Created => {
+                                engine.entry(id.into()).or_insert(false);
+                            }
+                            _ => {
+                                engine.insert(id.into(), *kind == Started);
+                            }
+                        }
+                        session.send(change(id, *kind, cursor)).expect("open");
+                    }
+                    Op::Reconnect(listing) => {
+                        let next = dial.session();
+                        engine.clear();
+                        for (id, what) in IDS.iter().zip(listing) {
+                            if *what > 0 {
+                                engine.insert((*id).into(), *what == 2);
+                            }
+                        }
+                        let listed: Vec<(&str, bool)> =
+                            engine.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+                        snapshot(&next, &listed);
+                        // The old session ends; the next dial gets this one.
+                        drop(std::mem::replace(&mut session, next));
+                    }
+                }
+                let reconnect = matches!(op, Op::Reconnect(_));
+                catch_up(&mut reference, &mut seen, reconnect).await;
+                prop_assert_eq!(&store_state(&store), &engine, "after {:?}", op);
+                let lagged = seen
+                    .iter()
+                    .any(|i| matches!(i, Item::Status(Status::Lagged { .. })));
+                prop_assert!(!lagged, "the reference never falls behind");
+            }
+            // Every reader reads what is left, and must then agree with the
+            // present; one that never lagged got exactly the reference's events.
+            let reference_events = events(&seen);
+            for (n, r) in readers.iter_mut().enumerate() {
+                r.items.extend(drain(&mut r.sub));
+                let mut state = match r.start {
+                    Start::Initial => BTreeMap::new(),
+                    Start::Baseline => r.at_start.clone(),
+                };
+                rebuild(&mut state, &r.items);
+                prop_assert_eq!(
+                    &state,
+                    &engine,
+                    "reader {} ({:?}) ends at the present",
+                    n,
+                    r.start
+                );
+                let lagged = r
+                    .items
+                    .iter()
+                    .any(|i| matches!(i, Item::Status(Status::Lagged { .. })));
+                if !lagged {
+                    let mut got = events(&r.items);
+                    if r.start == Start::Initial {
+                        let told: usize = r
+                            .at_start
+                            .values()
+                            .map(|running| 1 + usize::from(*running))
+                            .sum();
+                        prop_assert!(got[..told].iter().all(|e| e.ends_with("initial")));
+                        got.drain(..told);
+                    }
+                    prop_assert_eq!(&got[..], &reference_events[r.from..], "reader {}", n);
+                }
+            }
+            Ok(())
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+        #[test]
+        fn readers_agree_with_the_reference_and_the_present(ops in proptest::collection::vec(op(), 1..80)) {
+            run(&ops)?;
+        }
+    }
+}
