@@ -37,7 +37,7 @@ impl Dial for Churn {
         let churn = (0..changes).map(move |n| {
             // Each instance stops, then starts: every change is a transition.
             let round = n / instances as u64;
-            let kind = if round % 2 == 0 {
+            let kind = if round.is_multiple_of(2) {
                 EventKind::Stopped
             } else {
                 EventKind::Started
@@ -94,7 +94,7 @@ fn a_stalled_subscription_costs_the_instances_not_the_events() {
                 continue;
             }
             events += 1;
-            if events % 10_000 == 0 {
+            if events.is_multiple_of(10_000) {
                 let inner = hub.shared.lock();
                 assert!(inner.ring.len() <= QUEUE, "the ring is bounded");
                 assert_eq!(inner.present.len(), 10);
