@@ -29,6 +29,9 @@
 //! Per instance the events follow `Created → (Started ⇄ Stopped)* → Removed`,
 //! and two consecutive events of one instance always differ.
 //!
+//! [`Watch::share`] shares one watch (one engine connection) among any number
+//! of [`Subscription`]s and [`Store`]s, still without a task: see [`Hub`].
+//!
 //! ```
 //! use lookout_core::{Dial, DialFuture, Observation, Watch, WatchConfig};
 //! use tokio_stream::StreamExt;
