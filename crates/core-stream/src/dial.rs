@@ -38,7 +38,10 @@ pub trait Dial: Send + 'static {
     /// Resolve the engine's address anew on every dial (a socket file may have
     /// been recreated).
     ///
-    /// The session starts with a snapshot, which tells the present. Before
+    /// The session starts with a snapshot, which tells the present; or,
+    /// when the engine can resume its feed from `resume` with nothing
+    /// missed (Kubernetes' watch from a `resourceVersion` it still serves),
+    /// with [`Observation::Resumed`] instead, and no snapshot. Before
     /// it, and only there, a session may yield the changes made since
     /// `resume` that the session before did not see, when the engine proves
     /// them complete (its replay holds the change at `resume`, so nothing is

@@ -197,7 +197,8 @@ pub struct Change<C> {
 /// What a session yields: snapshots and live changes.
 ///
 /// A session starts with a snapshot (`ResyncBegin`, any number of `Listed`,
-/// `ResyncDone`) and then yields live changes; after a reconnect, the
+/// `ResyncDone`), or, when it resumed the feed from the cursor with nothing
+/// missed, with `Resumed`, and then yields live changes; after a reconnect, the
 /// snapshot may be preceded by the engine's proven-complete replay of the
 /// changes made meanwhile (see [`Dial::dial`](crate::Dial::dial)). It may relist again later with
 /// another `ResyncBegin … ResyncDone` (as a Kubernetes watcher does after
@@ -210,6 +211,14 @@ pub enum Observation<C> {
     Listed(Listed),
     /// The snapshot is complete: the core diffs it against the known state.
     ResyncDone,
+    /// Instead of a snapshot, on a redial: the session resumed the engine's
+    /// feed exactly where the previous one left it (the cursor it was given,
+    /// which the engine still serves — Kubernetes' `resourceVersion`), so
+    /// nothing was missed and the known state stands. The core reports
+    /// [`Status::Connected`](crate::Status::Connected) as after a snapshot.
+    /// Yield it only when the engine guarantees continuity; on a first dial
+    /// (no cursor) it is ignored, and a snapshot must come.
+    Resumed,
     /// A live change.
     Change(Change<C>),
     /// The feed moved on without a change we care about (an ignored or undecodable

@@ -42,6 +42,8 @@ pub enum Item {
 pub enum Status {
     /// A snapshot completed (after each successful (re)connect, and after each
     /// periodic or engine-initiated relist); the events it implied precede this.
+    /// Also after a reconnect that resumed the feed with nothing missed
+    /// ([`Observation::Resumed`](crate::Observation::Resumed)).
     Connected {
         /// How many instances the stream knows now.
         instances: usize,
@@ -75,7 +77,9 @@ pub enum Status {
 ///   broken session yields [`Status::Disconnected`] and is retried under the
 ///   [`ReconnectPolicy`](crate::ReconnectPolicy), forever;
 /// - after each (re)connect it diffs the engine's snapshot against the last
-///   known state and yields every missed transition once, [`Origin::Resync`];
+///   known state and yields every missed transition once, [`Origin::Resync`]
+///   (unless the session resumed the feed exactly where it left it, which
+///   the engine must guarantee: [`Observation::Resumed`](crate::Observation::Resumed));
 /// - it never tells the past as news: a session may first replay the changes
 ///   made while it could not see the feed, exactly (when the engine proves
 ///   the replay complete: see [`Dial::dial`]); they come [`Origin::Live`]
@@ -487,6 +491,17 @@ impl<C: Clone + fmt::Debug> Core<C> {
                     transitions = self.out.len() - before,
                     "snapshot done; connected"
                 );
+                self.out
+                    .push_back(Item::Status(Status::Connected { instances }));
+                return Applied::Synced;
+            }
+            Observation::Resumed => {
+                if !self.synced_once {
+                    tracing::debug!("resumed before any snapshot: ignored");
+                    return Applied::Nothing;
+                }
+                let instances = self.tracker.len();
+                tracing::debug!(instances, "resumed from the cursor; connected");
                 self.out
                     .push_back(Item::Status(Status::Connected { instances }));
                 return Applied::Synced;

@@ -237,6 +237,42 @@ async fn resync_emits_missed_transitions() {
     );
 }
 
+/// A session that resumed the feed from the cursor (a Kubernetes watch from
+/// its `resourceVersion`) brings no snapshot: the known state stands, the
+/// status says connected, and the changes go on. A first dial cannot resume.
+#[tokio::test(start_paused = true)]
+async fn a_resumed_session_needs_no_snapshot() {
+    use EventKind::{Started, Stopped};
+    let dial = Scripted::default();
+    let s1 = dial.session();
+    let s2 = dial.session();
+    let mut w = Watch::new(dial.clone(), quick());
+    // Resumed on a first dial is ignored: only the snapshot connects.
+    let _ = s1.send(Ok(Observation::Resumed));
+    snapshot(&s1, &[("a", true), ("b", false)]);
+    assert_eq!(expect_connected(&mut w).await, 2);
+    let _ = s1.send(change("a", Stopped, 5));
+    assert_eq!(
+        short(&next_event(&mut w).await),
+        ("a".into(), Stopped, Origin::Live)
+    );
+    drop(s1);
+    expect_disconnected(&mut w).await;
+
+    let _ = s2.send(Ok(Observation::Resumed));
+    assert_eq!(expect_connected(&mut w).await, 2, "the known state stands");
+    assert_eq!(
+        dial.dials(),
+        [None, Some(5)],
+        "resumed from the last change"
+    );
+    let _ = s2.send(change("b", Started, 6));
+    assert_eq!(
+        short(&next_event(&mut w).await),
+        ("b".into(), Started, Origin::Live)
+    );
+}
+
 /// A session that proved its replay of the time it could not see continues
 /// the feed yields those changes before its snapshot: the consumer gets the
 /// exact transitions (live, in the engine's order, with its times), then the
