@@ -68,8 +68,9 @@ impl HubConfig {
     }
 }
 
-/// How many upstream items one drive takes at most, before the handle that
-/// drives reads them (and the others are woken).
+/// How many upstream items one drive takes at most (and never more than the
+/// ring holds), before the handle that drives reads them (and the others are
+/// woken).
 const DRIVE_BATCH: usize = 256;
 
 /// How many drives one poll makes at most before it yields to the runtime
@@ -398,7 +399,11 @@ impl Inner {
         }
         let mut cx = Context::from_waker(waker);
         let mut pushed = 0;
-        while pushed < DRIVE_BATCH {
+        // No more than the ring holds: the handle that drives has read
+        // everything (or reads nothing), and must not be overtaken by its
+        // own drive.
+        let batch = DRIVE_BATCH.min(self.capacity);
+        while pushed < batch {
             match self.upstream.as_mut().poll_next(&mut cx) {
                 Poll::Ready(Some(item)) => {
                     if !self.synced && matches!(item, Item::Status(Status::Connected { .. })) {
