@@ -29,10 +29,14 @@ pub struct WatchConfig {
     /// snapshot. While nobody reads, the engine may drop events (dockerd
     /// drops them for a subscriber that is over 1024 events behind, with no
     /// sign in the feed); the relist reports what they would have. The lag
-    /// is the time from handing out an item to the next poll: a consumer
-    /// that abandons a pending `next()` (a `select!` whose other branch then
-    /// takes long) is not seen lagging, and only the periodic
-    /// [`resync_every`](Self::resync_every) covers it. `None` turns it off.
+    /// is the time from handing out an item to the next poll, as a busy
+    /// stream measures it: it reads the clock on one poll in 16 (a clock
+    /// read per item would cost more than all the rest of its work), so the
+    /// lag it sees is the time the consumer took for the last 1 to 16 items
+    /// (a consumer that slow while the engine has more ready is falling
+    /// behind it). A consumer that abandons a pending `next()` (a `select!`
+    /// whose other branch then takes long) is not seen lagging, and only the
+    /// periodic [`resync_every`](Self::resync_every) covers it. `None` turns it off.
     /// Default 2 s.
     pub resync_after_lag: Option<Duration>,
 }

@@ -157,10 +157,18 @@ where
     dial: D,
     state: State<D::Cursor>,
     core: Core<D::Cursor>,
-    /// When the last item was handed to the consumer (`None` after a
-    /// `Pending`: then the consumer waits for the stream, not the reverse).
+    /// When the clock was read last, on a poll that handed the consumer an
+    /// item, and items were handed out since (`None` after a `Pending`:
+    /// then the consumer waits for the stream, not the reverse).
     yielded_at: Option<Instant>,
+    /// Busy polls since that read (see [`CLOCK_EVERY`]).
+    unclocked: u8,
 }
+
+/// A busy stream reads the clock on one poll in this many: reading it costs
+/// more than everything else a live change costs, and what it serves is
+/// measured in seconds (the consumer's lag, the session's silence).
+const CLOCK_EVERY: u8 = 16;
 
 /// Where the stream is between two polls. Each state's step returns a
 /// [`Step`]; every change of state is logged at `debug` (in the session's
@@ -313,6 +321,7 @@ impl<D: Dial> Watch<D> {
                 dials: 0,
             },
             yielded_at: None,
+            unclocked: 0,
         }
     }
 
@@ -339,9 +348,9 @@ impl<D: Dial> Watch<D> {
         true
     }
 
-    /// The consumer polls again at `entered`: when it comes back late, the
-    /// session's liveness schedules a relist (see
-    /// [`WatchConfig::resync_after_lag`]).
+    /// The consumer polls again at `entered` (a poll that reads the clock):
+    /// when that is late after the last read, the session's liveness
+    /// schedules a relist (see [`WatchConfig::resync_after_lag`]).
     fn note_lag(&mut self, entered: Instant) {
         if let (Some(yielded), Some(bound), State::Streaming(s)) = (
             self.yielded_at,
@@ -362,11 +371,24 @@ impl<D: Dial> Stream for Watch<D> {
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Item>> {
         let this = self.get_mut();
-        // One clock read per busy poll: when the consumer came back, when
-        // the observations it gets arrived, and when it got its item (close
-        // enough: the work below is short against every bound it serves).
-        let entered = Instant::now();
-        this.note_lag(entered);
+        // When the consumer came back, when the observations it gets
+        // arrived, and when it got its item: one time for the poll (the work
+        // below is short against every bound it serves), read from the clock
+        // when the consumer came back from waiting for the stream, and then
+        // on every `CLOCK_EVERY`th poll while the stream is busy; in between,
+        // the time of the last read stands (a later one only comes sooner).
+        let entered = match this.yielded_at {
+            Some(at) if this.unclocked < CLOCK_EVERY => {
+                this.unclocked += 1;
+                at
+            }
+            _ => {
+                let now = Instant::now();
+                this.note_lag(now);
+                this.unclocked = 0;
+                now
+            }
+        };
         loop {
             if let Some(item) = this.core.out.pop_front() {
                 this.yielded_at = Some(entered);
@@ -392,6 +414,16 @@ impl<D: Dial> Stream for Watch<D> {
                     return Poll::Ready(Some(item));
                 }
                 Step::Pending => {
+                    if this.yielded_at.is_some() && this.unclocked > 0 {
+                        // A burst ends between two reads of the clock: its
+                        // lag is measured now, and the liveness rules asked
+                        // again (a relist may be due), before the stream waits.
+                        let now = Instant::now();
+                        this.note_lag(now);
+                        this.unclocked = 0;
+                        this.yielded_at = None;
+                        continue;
+                    }
                     this.yielded_at = None;
                     return Poll::Pending;
                 }
@@ -568,8 +600,11 @@ impl<C: Clone + fmt::Debug> Streaming<C> {
                 match core.observe(obs) {
                     Applied::First(event) => Step::Yield(Item::Event(event)),
                     Applied::Synced => {
-                        self.healthy_since.get_or_insert(entered);
-                        self.liveness.synced(entered);
+                        // Rare, and the schedule of the next relists counts
+                        // from it: the clock itself, not the poll's time.
+                        let now = Instant::now();
+                        self.healthy_since.get_or_insert(now);
+                        self.liveness.synced(now);
                         Step::Again
                     }
                     Applied::Nothing => Step::Again,
