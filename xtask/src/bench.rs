@@ -3,10 +3,12 @@
 //! wall-clock and shift with whatever else runs).
 //!
 //! 1. `cargo bench -p lookout-core --bench overhead`
-//! 2. `cargo bench -p lookout-core --bench resync`
-//! 3. `cargo bench -p lookout-e2e --bench firehose` (when that bench exists)
-//! 4. `cargo bench -p lookout-e2e --bench k8s_churn` (the real test apiserver)
-//! 5. `cargo bench -p lookout-e2e --bench docker_latency` (the real dockerd)
+//! 2. `cargo bench -p lookout-core --bench instructions` (under callgrind,
+//!    when valgrind is installed: the same cost counted in instructions)
+//! 3. `cargo bench -p lookout-core --bench resync`
+//! 4. `cargo bench -p lookout-e2e --bench firehose` (when that bench exists)
+//! 5. `cargo bench -p lookout-e2e --bench k8s_churn` (the real test apiserver)
+//! 6. `cargo bench -p lookout-e2e --bench docker_latency` (the real dockerd)
 //!
 //! Every bench runs with the engines' environment (`engines::env_vars()`:
 //! `LOOKOUT_ENGINES=1`, the docker host, the testbed's kubeconfig, …), as
@@ -29,6 +31,11 @@ const BENCHES: &[(&str, &str, &str)] = &[
         "lookout-core",
         "overhead",
         "crates/core-stream/benches/overhead.rs",
+    ),
+    (
+        "lookout-core",
+        "instructions",
+        "crates/core-stream/benches/instructions.rs",
     ),
     (
         "lookout-core",

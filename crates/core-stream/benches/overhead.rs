@@ -11,73 +11,16 @@
 //! `cargo bench -p lookout-core --bench overhead` for the full run; without
 //! `--bench` (as `cargo test --benches` runs it) a smoke run of 20k changes.
 
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
-use lookout_core::{
-    BoxError, Change, Dial, DialFuture, EventKind, InstanceId, Item, Listed, Observation, Watch,
-    WatchConfig,
-};
+use lookout_core::{Item, Watch, WatchConfig};
 use tokio_stream::StreamExt;
 
 mod support;
-use support::Ready;
+use support::{Obs, Ready, Synthetic, items};
 
 #[global_allocator]
 static ALLOC: dhat::Alloc = dhat::Alloc;
-
-type Obs = Result<Observation<u64>, BoxError>;
-
-fn items(instances: usize, changes: usize) -> (Vec<Obs>, Vec<Obs>) {
-    let ids: Vec<InstanceId> = (0..instances).map(|i| format!("inst-{i}").into()).collect();
-    let mut snapshot = vec![Ok(Observation::ResyncBegin)];
-    snapshot.extend(ids.iter().map(|id| {
-        Ok(Observation::Listed(Listed {
-            id: id.clone(),
-            running: false,
-            uid: None,
-            labels: lookout_core::Labels::default(),
-        }))
-    }));
-    snapshot.push(Ok(Observation::ResyncDone));
-    let at = SystemTime::now();
-    let live = (0..changes)
-        .map(|n| {
-            let round = n / instances;
-            Ok(Observation::Change(Change {
-                id: ids[n % instances].clone(),
-                kind: if round.is_multiple_of(2) {
-                    EventKind::Started
-                } else {
-                    EventKind::Stopped
-                },
-                uid: None,
-                labels: None,
-                at,
-                cursor: Some(n as u64),
-            }))
-        })
-        .collect();
-    (snapshot, live)
-}
-
-/// Hands out one pre-built session, then nothing.
-struct Synthetic(Option<Vec<Obs>>);
-
-impl Dial for Synthetic {
-    type Cursor = u64;
-    fn dial(&mut self, _resume: Option<&u64>) -> DialFuture<u64> {
-        let items = self.0.take();
-        Box::pin(async move {
-            match items {
-                Some(items) => Ok(
-                    Box::pin(Ready(items.into_iter()).chain(tokio_stream::pending()))
-                        as lookout_core::Session<u64>,
-                ),
-                None => std::future::pending().await,
-            }
-        })
-    }
-}
 
 /// Returns (elapsed, allocations) for consuming `changes` events through `Watch`.
 async fn run_watch(snapshot: Vec<Obs>, live: Vec<Obs>) -> (Duration, u64, usize) {

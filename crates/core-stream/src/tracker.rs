@@ -119,6 +119,7 @@ enum Uid {
 }
 
 impl Uid {
+    #[inline]
     fn new(uid: Option<Arc<str>>) -> Self {
         match uid {
             None => Self::None,
@@ -126,26 +127,31 @@ impl Uid {
         }
     }
 
+    #[inline]
     fn is_some(&self) -> bool {
         !matches!(self, Self::None)
     }
 
     /// The uid as the engine wrote it (a packed container id is unpacked:
     /// only events that report a transition need it).
+    #[inline]
     fn text(&self) -> Option<Arc<str>> {
         match self {
             Self::None => None,
-            Self::Hex64(bytes) => {
-                use std::fmt::Write as _;
-                let mut text = String::with_capacity(64);
-                for b in bytes {
-                    let _ = write!(text, "{b:02x}");
-                }
-                Some(text.into())
-            }
+            Self::Hex64(bytes) => Some(unpack_hex64(bytes)),
             Self::Text(text) => Some(Arc::clone(text)),
         }
     }
+}
+
+/// A packed container id as its 64 hex digits.
+fn unpack_hex64(bytes: &[u8; 32]) -> Arc<str> {
+    use std::fmt::Write as _;
+    let mut text = String::with_capacity(64);
+    for b in bytes {
+        let _ = write!(text, "{b:02x}");
+    }
+    text.into()
 }
 
 /// 64 lowercase hex digits as 32 bytes; `None` for anything else.
@@ -226,6 +232,7 @@ pub(crate) struct Tracker {
     no_labels: Arc<Labels>,
 }
 
+#[inline]
 fn different_incarnation(known: &Uid, seen: &Uid) -> bool {
     known.is_some() && seen.is_some() && known != seen
 }
@@ -321,6 +328,7 @@ impl Tracker {
         snapshot.push(listed);
     }
 
+    #[inline]
     fn known_mut(&mut self, slot: u32) -> &mut Known {
         self.slots[slot as usize]
             .as_mut()

@@ -1,7 +1,15 @@
 //! What the core benches share.
 
+#![allow(dead_code, clippy::cast_possible_truncation)]
+
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::SystemTime;
+
+use lookout_core::{
+    BoxError, Change, Dial, DialFuture, EventKind, InstanceId, Listed, Observation,
+};
+use tokio_stream::StreamExt;
 
 /// A stream over an iterator that is always ready, like
 /// `futures::stream::iter` (`tokio_stream::iter` yields to the runtime every 32
@@ -12,5 +20,61 @@ impl<I: Iterator + Unpin> tokio_stream::Stream for Ready<I> {
     type Item = I::Item;
     fn poll_next(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Option<I::Item>> {
         Poll::Ready(self.0.next())
+    }
+}
+
+/// A snapshot of `instances` stopped instances, and `changes` live changes
+/// among them, each a real transition (every instance starts, then stops…).
+pub type Obs = Result<Observation<u64>, BoxError>;
+
+pub fn items(instances: usize, changes: usize) -> (Vec<Obs>, Vec<Obs>) {
+    let ids: Vec<InstanceId> = (0..instances).map(|i| format!("inst-{i}").into()).collect();
+    let mut snapshot = vec![Ok(Observation::ResyncBegin)];
+    snapshot.extend(ids.iter().map(|id| {
+        Ok(Observation::Listed(Listed {
+            id: id.clone(),
+            running: false,
+            uid: None,
+            labels: lookout_core::Labels::default(),
+        }))
+    }));
+    snapshot.push(Ok(Observation::ResyncDone));
+    let at = SystemTime::now();
+    let live = (0..changes)
+        .map(|n| {
+            let round = n / instances;
+            Ok(Observation::Change(Change {
+                id: ids[n % instances].clone(),
+                kind: if round.is_multiple_of(2) {
+                    EventKind::Started
+                } else {
+                    EventKind::Stopped
+                },
+                uid: None,
+                labels: None,
+                at,
+                cursor: Some(n as u64),
+            }))
+        })
+        .collect();
+    (snapshot, live)
+}
+
+/// Hands out one pre-built session, then nothing.
+pub struct Synthetic(pub Option<Vec<Obs>>);
+
+impl Dial for Synthetic {
+    type Cursor = u64;
+    fn dial(&mut self, _resume: Option<&u64>) -> DialFuture<u64> {
+        let items = self.0.take();
+        Box::pin(async move {
+            match items {
+                Some(items) => Ok(
+                    Box::pin(Ready(items.into_iter()).chain(tokio_stream::pending()))
+                        as lookout_core::Session<u64>,
+                ),
+                None => std::future::pending().await,
+            }
+        })
     }
 }
