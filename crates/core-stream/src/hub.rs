@@ -177,6 +177,9 @@ pub(crate) struct Inner {
     capacity: usize,
     /// The state after every item so far (the store).
     present: Present,
+    /// The present sorted, as the subscriptions that start with it share
+    /// it; dropped when the present changes.
+    present_sorted: Option<Arc<[Instance]>>,
     /// The state before `ring[0]`: what a subscription that lags now saw.
     /// Shared with the subscriptions that lagged (copied on the next write).
     before_ring: Arc<Present>,
@@ -246,6 +249,7 @@ impl Hub {
             capacity,
             before_ring: Arc::new(present.clone()),
             present,
+            present_sorted: None,
             readers: Vec::new(),
             free_readers: Vec::new(),
             subscriptions: 0,
@@ -436,6 +440,7 @@ impl Inner {
         match item {
             Item::Event(e) => {
                 self.present.apply(e);
+                self.present_sorted = None;
                 self.metrics.event(e.kind, e.origin);
                 self.last_event_at = Some(SystemTime::now());
             }
@@ -533,6 +538,15 @@ impl Inner {
         self.free_readers.push(slot);
         self.subscriptions -= 1;
         self.metrics.subscriptions.set(gauge(self.subscriptions));
+    }
+
+    /// The present, sorted by id, shared by every subscription that starts
+    /// with it before it changes.
+    fn present_sorted(&mut self) -> Arc<[Instance]> {
+        Arc::clone(
+            self.present_sorted
+                .get_or_insert_with(|| self.present.instances().into()),
+        )
     }
 
     /// The status a handle that joins (or comes back from lagging) is told.

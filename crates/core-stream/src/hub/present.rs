@@ -97,20 +97,6 @@ impl Present {
         all
     }
 
-    /// The present as events of `origin` (`Created`, then `Started` for one
-    /// that runs), ordered by id: a new subscription's start.
-    pub(crate) fn tell(&self, origin: Origin, out: &mut VecDeque<Item>) {
-        let at = SystemTime::now();
-        let mut all: Vec<&Instance> = self.map.values().collect();
-        all.sort_unstable_by(|a, b| a.id.cmp(&b.id));
-        for i in all {
-            out.push_back(event(EventKind::Created, i, origin, at));
-            if i.running {
-                out.push_back(event(EventKind::Started, i, origin, at));
-            }
-        }
-    }
-
     /// The transitions from `self` (what a subscription last saw) to `now`,
     /// once each, ordered by id, as [`Origin::Resync`] events: the same rules
     /// as a reconnect's snapshot (a different uid under one id is a removal
@@ -169,4 +155,55 @@ fn event(kind: EventKind, e: &Instance, origin: Origin, at: SystemTime) -> Item 
         labels: Arc::clone(&e.labels),
         uid: e.uid.clone(),
     })
+}
+
+/// The present told as events of one origin (`Created`, then `Started` for
+/// one that runs, ordered by id), a batch at a time: what a new
+/// subscription starts with, from a sorted copy of the present that the
+/// subscriptions made at one moment share.
+#[derive(Debug)]
+pub(crate) struct Telling {
+    instances: Arc<[Instance]>,
+    /// The next instance to tell.
+    next: usize,
+    /// Its `Created` is told, its `Started` is next.
+    created: bool,
+    origin: Origin,
+    at: SystemTime,
+}
+
+impl Telling {
+    pub(crate) fn new(instances: Arc<[Instance]>, origin: Origin) -> Self {
+        Self {
+            instances,
+            next: 0,
+            created: false,
+            origin,
+            at: SystemTime::now(),
+        }
+    }
+
+    /// Up to `max` more events into `out`; true when all are told.
+    pub(crate) fn fill(&mut self, out: &mut VecDeque<Item>, max: usize) -> bool {
+        let mut told = 0;
+        while told < max {
+            let Some(i) = self.instances.get(self.next) else {
+                return true;
+            };
+            if self.created {
+                out.push_back(event(EventKind::Started, i, self.origin, self.at));
+                self.created = false;
+                self.next += 1;
+            } else {
+                out.push_back(event(EventKind::Created, i, self.origin, self.at));
+                if i.running {
+                    self.created = true;
+                } else {
+                    self.next += 1;
+                }
+            }
+            told += 1;
+        }
+        self.next == self.instances.len()
+    }
 }

@@ -9,6 +9,7 @@ use std::task::{Context, Poll};
 
 use tokio_stream::Stream;
 
+use super::present::Telling;
 use super::{Inner, Shared, Waiter};
 use crate::model::Origin;
 use crate::watch::{Item, Status};
@@ -57,6 +58,9 @@ pub(super) struct Reading {
     start: Start,
     /// Items taken from the hub, not yet yielded.
     pub(super) local: VecDeque<Item>,
+    /// The present being told at the start ([`Start::Initial`]), and the
+    /// status that follows it.
+    telling: Option<(Telling, Option<Status>)>,
     span: tracing::Span,
 }
 
@@ -74,23 +78,28 @@ impl Subscription {
     pub(super) fn new(shared: Arc<Shared>, start: Start) -> Self {
         let waiter = Waiter::new(shared);
         let mut local = VecDeque::new();
-        let slot = {
+        let (slot, telling) = {
             let mut inner = waiter.shared().lock();
             let slot = inner.add_reader(start == Start::Baseline);
-            if start == Start::Initial {
-                inner.present.tell(Origin::Initial, &mut local);
-            }
-            local.extend(inner.current_status().map(Item::Status));
-            slot
+            let status = inner.current_status();
+            let telling = if start == Start::Initial {
+                let present = inner.present_sorted();
+                Some((Telling::new(present, Origin::Initial), status))
+            } else {
+                local.extend(status.map(Item::Status));
+                None
+            };
+            (slot, telling)
         };
         let span = tracing::debug_span!("subscription", slot);
-        span.in_scope(|| tracing::debug!(?start, told = local.len(), "subscribed"));
+        span.in_scope(|| tracing::debug!(?start, "subscribed"));
         Self {
             waiter,
             reading: Reading {
                 slot,
                 start,
                 local,
+                telling,
                 span,
             },
         }
@@ -103,6 +112,25 @@ impl Subscription {
 }
 
 impl Reading {
+    /// The next item already here: taken from the hub, or told from the
+    /// present at the start.
+    fn ready(&mut self) -> Option<Item> {
+        if self.local.is_empty()
+            && let Some((telling, status)) = &mut self.telling
+        {
+            if telling.fill(&mut self.local, READ_BATCH) {
+                self.local.extend(status.take().map(Item::Status));
+                self.telling = None;
+            }
+        }
+        let item = self.local.pop_front();
+        if self.local.is_empty() && self.local.capacity() > 4 * READ_BATCH {
+            // What a lag's difference took is given back once it is told.
+            self.local.shrink_to(READ_BATCH);
+        }
+        item
+    }
+
     /// Copies what the hub has for this subscription into `local`: the
     /// difference to the present after a lag, else the next items.
     fn read(&mut self, inner: &mut Inner) -> bool {
@@ -144,7 +172,7 @@ impl Stream for Subscription {
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Item>> {
         let this = self.get_mut();
         let reading = &mut this.reading;
-        if let Some(item) = reading.local.pop_front() {
+        if let Some(item) = reading.ready() {
             return Poll::Ready(Some(item));
         }
         let polled = this.waiter.poll(cx, |inner| {
@@ -158,7 +186,7 @@ impl Stream for Subscription {
             }
         });
         match polled {
-            Poll::Ready(true) => Poll::Ready(reading.local.pop_front()),
+            Poll::Ready(true) => Poll::Ready(reading.ready()),
             Poll::Ready(false) => Poll::Ready(None),
             Poll::Pending => Poll::Pending,
         }
