@@ -117,11 +117,10 @@ impl Reading {
     fn ready(&mut self) -> Option<Item> {
         if self.local.is_empty()
             && let Some((telling, status)) = &mut self.telling
+            && telling.fill(&mut self.local, READ_BATCH)
         {
-            if telling.fill(&mut self.local, READ_BATCH) {
-                self.local.extend(status.take().map(Item::Status));
-                self.telling = None;
-            }
+            self.local.extend(status.take().map(Item::Status));
+            self.telling = None;
         }
         let item = self.local.pop_front();
         if self.local.is_empty() && self.local.capacity() > 4 * READ_BATCH {
