@@ -4,9 +4,10 @@
 //!
 //! 1. `cargo bench -p lookout-core --bench overhead`
 //! 2. `cargo bench -p lookout-core --bench resync`
-//! 3. `cargo bench -p lookout-e2e --bench firehose` (when that bench exists)
-//! 4. `cargo bench -p lookout-e2e --bench k8s_churn` (the real test apiserver)
-//! 5. `cargo bench -p lookout-e2e --bench docker_latency` (the real dockerd)
+//! 3. `cargo bench -p lookout-core --bench fanout` (the shared hub)
+//! 4. `cargo bench -p lookout-e2e --bench firehose` (when that bench exists)
+//! 5. `cargo bench -p lookout-e2e --bench k8s_churn` (the real test apiserver)
+//! 6. `cargo bench -p lookout-e2e --bench docker_latency` (the real dockerd)
 //!
 //! Every bench runs with the engines' environment (`engines::env_vars()`:
 //! `LOOKOUT_ENGINES=1`, the docker host, the testbed's kubeconfig, …), as
@@ -34,6 +35,11 @@ const BENCHES: &[(&str, &str, &str)] = &[
         "lookout-core",
         "resync",
         "crates/core-stream/benches/resync.rs",
+    ),
+    (
+        "lookout-core",
+        "fanout",
+        "crates/core-stream/benches/fanout.rs",
     ),
     ("lookout-e2e", "firehose", "tests/benches/firehose.rs"),
     ("lookout-e2e", "k8s_churn", "tests/benches/k8s_churn.rs"),
