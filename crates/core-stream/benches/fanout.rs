@@ -637,7 +637,8 @@ fn main() {
     let stalled = stall_subs / 10;
     println!(
         "\nstalled subscriptions: {stall_subs} subscriptions, {stall_changes} changes over \
-         {stall_instances} instances in bursts of {BURST}; heap held by the hub (dhat)"
+         {stall_instances} instances in bursts of {BURST}; heap held (dhat): the workload's \
+         ids, the upstream Watch, the hub and its subscriptions"
     );
     println!(
         "| never polled | polled | ns/event/polled subscription (wall / on CPU) | most items a polled one was behind after a burst | heap after the first burst | after 10% | after the last | most |"
@@ -668,9 +669,16 @@ fn main() {
          queues of {stall_changes} items would hold {:.1} MiB",
         (stalled * stall_changes * item) as f64 / (1024.0 * 1024.0)
     );
+    // The smoke run proves the bench works; the target is judged on full runs.
     println!(
         "target: ≤ 100 ns/event/subscription (1000 subscriptions, on CPU: {hub_1000:.1}): {}",
-        if hub_1000 <= 100.0 { "met" } else { "not met" }
+        if !full {
+            "judged on full runs (--bench)"
+        } else if hub_1000 <= 100.0 {
+            "met"
+        } else {
+            "not met"
+        }
     );
     println!("load after: {}", load());
 }
