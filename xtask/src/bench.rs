@@ -6,9 +6,10 @@
 //! 2. `cargo bench -p lookout-core --bench instructions` (under callgrind,
 //!    when valgrind is installed: the same cost counted in instructions)
 //! 3. `cargo bench -p lookout-core --bench resync`
-//! 4. `cargo bench -p lookout-e2e --bench firehose` (when that bench exists)
-//! 5. `cargo bench -p lookout-e2e --bench k8s_churn` (the real test apiserver)
-//! 6. `cargo bench -p lookout-e2e --bench docker_latency` (the real dockerd)
+//! 4. `cargo bench -p lookout-core --bench fanout` (the shared hub)
+//! 5. `cargo bench -p lookout-e2e --bench firehose` (when that bench exists)
+//! 6. `cargo bench -p lookout-e2e --bench k8s_churn` (the real test apiserver)
+//! 7. `cargo bench -p lookout-e2e --bench docker_latency` (the real dockerd)
 //!
 //! Every bench runs with the engines' environment (`engines::env_vars()`:
 //! `LOOKOUT_ENGINES=1`, the docker host, the testbed's kubeconfig, …), as
@@ -41,6 +42,11 @@ const BENCHES: &[(&str, &str, &str)] = &[
         "lookout-core",
         "resync",
         "crates/core-stream/benches/resync.rs",
+    ),
+    (
+        "lookout-core",
+        "fanout",
+        "crates/core-stream/benches/fanout.rs",
     ),
     ("lookout-e2e", "firehose", "tests/benches/firehose.rs"),
     ("lookout-e2e", "k8s_churn", "tests/benches/k8s_churn.rs"),

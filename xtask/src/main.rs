@@ -1,7 +1,7 @@
 //! Project automation, run as `cargo xtask COMMAND` (alias in `.cargo/config.toml`).
 //!
 //! ```text
-//! cargo xtask bench [--smoke]                      the full benches (core, resync, firehose, k8s churn, latency)
+//! cargo xtask bench [--smoke]                      the full benches (core, resync, fan-out, firehose, k8s churn, latency)
 //! cargo xtask ci                                   the whole CI pipeline (.ci/run)
 //! cargo xtask demo                                 lookout docker through a container's life and a dockerd restart
 //! cargo xtask engines up   [docker|podman|swarm|k8s|all]...
