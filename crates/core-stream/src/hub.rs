@@ -199,6 +199,8 @@ pub(crate) struct Inner {
     status: Option<Status>,
     /// When the last event arrived (lookout's clock).
     last_event_at: Option<SystemTime>,
+    /// The drive under way took an event.
+    events_in_drive: bool,
     /// The upstream ended (a `Watch` never does; a defensive end).
     ended: bool,
     metrics: Metrics,
@@ -259,6 +261,7 @@ impl Hub {
             first_connected: synced.then_some(0),
             status: None,
             last_event_at: None,
+            events_in_drive: false,
             ended: false,
             metrics: Metrics::new(),
         };
@@ -427,6 +430,10 @@ impl Inner {
         }
         if pushed > 0 {
             self.metrics.instances.set(gauge(self.present.len()));
+            if std::mem::take(&mut self.events_in_drive) {
+                // One clock read per drive: its events arrived together.
+                self.last_event_at = Some(SystemTime::now());
+            }
             Driven::Pushed
         } else if self.ended {
             Driven::Ended
@@ -442,7 +449,7 @@ impl Inner {
                 self.present.apply(e);
                 self.present_sorted = None;
                 self.metrics.event(e.kind, e.origin);
-                self.last_event_at = Some(SystemTime::now());
+                self.events_in_drive = true;
             }
             Item::Status(s) => {
                 match s {
