@@ -326,7 +326,9 @@ impl<D: Dial> Watch<D> {
             return false;
         }
         let mut events = std::collections::VecDeque::new();
-        self.core.tracker.tell(std::time::SystemTime::now(), &mut events);
+        self.core
+            .tracker
+            .tell(std::time::SystemTime::now(), &mut events);
         for e in &events {
             known.apply(e);
         }

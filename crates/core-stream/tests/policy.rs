@@ -951,7 +951,10 @@ mod prop {
                     Item::Event(e) => events.push(e),
                     Item::Status(Status::Connected { .. }) => connected += 1,
                     Item::Status(status) => {
-                        assert!(!matches!(status, Status::Lagged { .. }), "a Watch never lags");
+                        assert!(
+                            !matches!(status, Status::Lagged { .. }),
+                            "a Watch never lags"
+                        );
                     }
                 }
             }

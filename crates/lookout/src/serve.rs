@@ -43,6 +43,12 @@ const MAX_HEAD_BYTES: usize = 16 * 1024;
 const MAX_HEADERS: usize = 64;
 /// The most connections open at once; more wait in the listen backlog.
 pub const MAX_CONNECTIONS: usize = 4096;
+/// The kernel's send buffer of each client socket (Linux doubles it). Left
+/// to autotuning it grows to `net.ipv4.tcp_wmem`'s maximum (4 MiB by
+/// default) for a client that does not read: kernel memory a stalled client
+/// would hold. Bounded, a stalled client stops being written to sooner and
+/// lags in the hub instead (its memory then bounded by the instances).
+const SEND_BUFFER: usize = 64 * 1024;
 /// How long open connections get to end after SIGINT/SIGTERM.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_millis(1500);
 
@@ -181,6 +187,9 @@ async fn accept_loop(
         };
         // Events are small and latency matters more than segment count.
         let _ = stream.set_nodelay(true);
+        if let Err(e) = socket2::SockRef::from(&stream).set_send_buffer_size(SEND_BUFFER) {
+            tracing::debug!(%peer, "cannot bound the send buffer: {e}");
+        }
         let service = TowerToHyperService::new(router.clone());
         let conn = http.serve_connection(TokioIo::new(stream), service);
         let shutdown = shutdown.clone();

@@ -130,9 +130,8 @@ impl Present {
             match (self.map.get(id.as_str()), now.map.get(id.as_str())) {
                 (Some(seen), None) => out.push_back(event(EventKind::Removed, seen, resync, at)),
                 (seen, Some(entry)) => {
-                    let other = seen.filter(|s| {
-                        matches!((&s.uid, &entry.uid), (Some(a), Some(b)) if a != b)
-                    });
+                    let other = seen
+                        .filter(|s| matches!((&s.uid, &entry.uid), (Some(a), Some(b)) if a != b));
                     if let Some(old) = other {
                         out.push_back(event(EventKind::Removed, old, resync, at));
                     }

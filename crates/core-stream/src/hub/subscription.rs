@@ -114,10 +114,10 @@ impl Reading {
             reader.cursor = head;
             inner.low_cursor = inner.low_cursor.min(head);
             let missed = head - lagged.at;
-            self.local.push_back(Item::Status(Status::Lagged { missed }));
-            let told = lagged.seen.diff(&inner.present, &mut self.local);
             self.local
-                .extend(inner.current_status().map(Item::Status));
+                .push_back(Item::Status(Status::Lagged { missed }));
+            let told = lagged.seen.diff(&inner.present, &mut self.local);
+            self.local.extend(inner.current_status().map(Item::Status));
             inner.metrics.resyncs.increment(1);
             self.span.in_scope(|| {
                 tracing::debug!(missed, transitions = told, "lagged: told the difference");
@@ -168,6 +168,8 @@ impl Stream for Subscription {
 impl Drop for Subscription {
     fn drop(&mut self) {
         self.waiter.shared().lock().remove_reader(self.reading.slot);
-        self.reading.span.in_scope(|| tracing::debug!("unsubscribed"));
+        self.reading
+            .span
+            .in_scope(|| tracing::debug!("unsubscribed"));
     }
 }

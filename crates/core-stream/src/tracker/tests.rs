@@ -165,8 +165,18 @@ mod reference {
                     }
                     if different_incarnation(k.uid.as_ref(), l.uid.as_ref()) {
                         let labels = Arc::clone(&k.labels);
-                        found.push((id.clone(), EventKind::Removed, labels.clone(), k.uid.clone()));
-                        found.push((id.clone(), EventKind::Created, labels.clone(), l.uid.clone()));
+                        found.push((
+                            id.clone(),
+                            EventKind::Removed,
+                            labels.clone(),
+                            k.uid.clone(),
+                        ));
+                        found.push((
+                            id.clone(),
+                            EventKind::Created,
+                            labels.clone(),
+                            l.uid.clone(),
+                        ));
                         if l.running {
                             found.push((id, EventKind::Started, labels, l.uid.clone()));
                         }
@@ -186,9 +196,19 @@ mod reference {
                 } else {
                     let labels = Arc::new(l.labels);
                     if origin.is_some() {
-                        found.push((id.clone(), EventKind::Created, Arc::clone(&labels), l.uid.clone()));
+                        found.push((
+                            id.clone(),
+                            EventKind::Created,
+                            Arc::clone(&labels),
+                            l.uid.clone(),
+                        ));
                         if l.running {
-                            found.push((id.clone(), EventKind::Started, Arc::clone(&labels), l.uid.clone()));
+                            found.push((
+                                id.clone(),
+                                EventKind::Started,
+                                Arc::clone(&labels),
+                                l.uid.clone(),
+                            ));
                         }
                     }
                     self.known.insert(
@@ -204,7 +224,12 @@ mod reference {
             }
             self.known.retain(|id, k| {
                 if k.epoch != epoch {
-                    found.push((id.clone(), EventKind::Removed, Arc::clone(&k.labels), k.uid.clone()));
+                    found.push((
+                        id.clone(),
+                        EventKind::Removed,
+                        Arc::clone(&k.labels),
+                        k.uid.clone(),
+                    ));
                 }
                 k.epoch == epoch
             });
@@ -212,14 +237,18 @@ mod reference {
                 // Stable sort: per instance the pushed order (Removed, Created, Started)
                 // holds; a vanished instance was pushed last but is alone under its id.
                 found.sort_by(|a, b| a.0.cmp(&b.0));
-                out.extend(found.into_iter().map(|(id, kind, labels, uid)| InstanceEvent {
-                    id,
-                    kind,
-                    at,
-                    origin,
-                    labels,
-                    uid,
-                }));
+                out.extend(
+                    found
+                        .into_iter()
+                        .map(|(id, kind, labels, uid)| InstanceEvent {
+                            id,
+                            kind,
+                            at,
+                            origin,
+                            labels,
+                            uid,
+                        }),
+                );
             }
             true
         }
