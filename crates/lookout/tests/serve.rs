@@ -11,6 +11,7 @@
 #![allow(clippy::disallowed_methods)]
 
 use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
@@ -33,13 +34,16 @@ const WAIT: Duration = Duration::from_secs(30);
 // ------------------------------------------------------------------ fixtures
 
 fn require_docker(exclusive: bool) -> engines::EngineLock {
+    // The lock first: a test of this file stops dockerd while it holds the
+    // lock exclusively.
+    let lock = engines::lock_engine("docker", exclusive).unwrap_or_else(|e| panic!("{e}"));
     if let Err(e) = engines::docker_up() {
         panic!(
             "docker is not usable ({e}).\nRun `cargo xtask engines up docker` first \
              (or run the tests under `cargo xtask ci`)."
         );
     }
-    engines::lock_engine("docker", exclusive).unwrap_or_else(|e| panic!("{e}"))
+    lock
 }
 
 fn unique(what: &str) -> String {
@@ -109,15 +113,17 @@ impl Lookout {
     /// `lookout docker --json --label LABEL --serve 127.0.0.1:0 EXTRA…`, once
     /// it serves and is connected.
     fn start(label: &str, host: &str, extra: &[&str]) -> Self {
+        Self::spawn(label, host, "127.0.0.1:0", extra)
+    }
+
+    /// As [`start`](Self::start), serving on `addr`.
+    fn start_on(label: &str, addr: &str, extra: &[&str]) -> Self {
+        Self::spawn(label, &engines::docker_host(), addr, extra)
+    }
+
+    fn spawn(label: &str, host: &str, addr: &str, extra: &[&str]) -> Self {
         let mut args = vec![
-            "docker",
-            "--json",
-            "--host",
-            host,
-            "--label",
-            label,
-            "--serve",
-            "127.0.0.1:0",
+            "docker", "--json", "--host", host, "--label", label, "--serve", addr,
         ];
         args.extend_from_slice(extra);
         let mut child = Command::new(env!("CARGO_BIN_EXE_lookout"))
@@ -140,8 +146,12 @@ impl Lookout {
         let serving = me.stderr("serving", |v| v["status"] == "serving");
         me.addr = serving["addr"]
             .as_str()
-            .and_then(|a| a.parse().ok())
+            .and_then(|a| a.parse::<SocketAddr>().ok())
             .unwrap_or_else(|| panic!("no address in {serving}"));
+        if me.addr.ip().is_unspecified() {
+            // Served on every address: reach it on loopback.
+            me.addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+        }
         assert_ne!(me.addr.port(), 0, "port 0 is reported as the real port");
         me.stderr("connected", |v| v["status"] == "connected");
         me
@@ -174,9 +184,7 @@ impl Lookout {
 
     /// Open file descriptors of the process.
     fn fds(&self) -> usize {
-        std::fs::read_dir(format!("/proc/{}/fd", self.pid()))
-            .map(Iterator::count)
-            .unwrap_or(0)
+        std::fs::read_dir(format!("/proc/{}/fd", self.pid())).map_or(0, Iterator::count)
     }
 
     /// Resident memory of the process, in KiB.
@@ -243,7 +251,7 @@ enum Framing {
 fn request_bytes(path: &str, headers: &[(&str, &str)]) -> Vec<u8> {
     let mut req = format!("GET {path} HTTP/1.1\r\nHost: lookout.test\r\n");
     for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
+        let _ = write!(req, "{k}: {v}\r\n");
     }
     req.push_str("\r\n");
     req.into_bytes()
@@ -362,11 +370,6 @@ impl Response {
         String::from_utf8(all).expect("UTF-8 body")
     }
 
-    async fn json(self) -> Value {
-        let text = self.text().await;
-        serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
-    }
-
     /// The next NDJSON line, `None` at the end of the body.
     async fn line(&mut self) -> std::io::Result<Option<Value>> {
         loop {
@@ -454,6 +457,7 @@ where
 }
 
 /// `2026-11-30T03:42:18.979493067Z` (what lookout writes) as a time.
+#[allow(clippy::many_single_char_names)] // the date algorithm's own names
 fn parse_rfc3339(s: &str) -> SystemTime {
     let n = |r: std::ops::Range<usize>| -> i64 {
         s.get(r)
@@ -480,6 +484,30 @@ fn rfc3339_parses_what_lookout_writes() {
     assert_eq!(parse_rfc3339("2026-11-30T03:42:18.979493067Z"), t);
     let leap = UNIX_EPOCH + Duration::from_secs(951_782_400);
     assert_eq!(parse_rfc3339("2000-02-29T00:00:00.000000000Z"), leap);
+}
+
+/// The top-level keys of the JSON object `raw` come in this order (and
+/// only these: `raw` holds exactly as many objects' worth of them).
+fn assert_keys_in_order(raw: &str, keys: &[&str]) {
+    let v: Value = serde_json::from_str(raw).unwrap_or_else(|e| panic!("not JSON ({e}): {raw}"));
+    let obj = match &v {
+        Value::Array(a) => a.first().and_then(Value::as_object),
+        other => other.as_object(),
+    }
+    .unwrap_or_else(|| panic!("no object in {raw}"));
+    let mut have: Vec<&str> = obj.keys().map(String::as_str).collect();
+    let mut want = keys.to_vec();
+    have.sort_unstable();
+    want.sort_unstable();
+    assert_eq!(have, want, "{raw}");
+    let at: Vec<usize> = keys
+        .iter()
+        .map(|k| {
+            raw.find(&format!("\"{k}\":"))
+                .unwrap_or_else(|| panic!("{k} in {raw}"))
+        })
+        .collect();
+    assert!(at.is_sorted(), "keys out of order in {raw}");
 }
 
 fn kind_of(v: &Value) -> (String, String, String) {
@@ -757,4 +785,534 @@ async fn fanout() {
     assert_eq!(counts.events_requests, 2, "still the one dial: {counts:?}");
     lookout.signal("TERM");
     assert_eq!(lookout.exit_within(Duration::from_secs(2)).code(), Some(0));
+}
+
+/// SSE through `eventsource-stream` and NDJSON through `curl | jq`, with
+/// `?initial=true` and a `?label=` filter.
+#[test]
+fn sse_and_ndjson_through_real_parsers() {
+    let _lock = require_docker(false);
+    runtime().block_on(async {
+        let name = unique("parsers");
+        let label = format!("lookout.serve={name}");
+        let (a, b) = (format!("{name}-a"), format!("{name}-b"));
+        let _containers = Containers(vec![a.clone(), b.clone()]);
+        create(&a, &[&label, "lookout.pick=yes"]);
+        docker(&["start", &a]);
+        create(&b, &[&label, "lookout.pick=no"]);
+        let lookout = Lookout::start(&label, &engines::docker_host(), &[]);
+        let path = "/events?initial=true&label=lookout.pick%3Dyes";
+
+        let r = open(lookout.addr, path, &[("Accept", "text/event-stream")]).await;
+        assert_eq!(r.status, 200);
+        assert_eq!(r.headers["content-type"], "text/event-stream");
+        assert_eq!(r.headers["cache-control"], "no-cache");
+        let mut sse = Box::pin(r.into_stream().eventsource());
+        let mut next_sse = async || {
+            let e = tokio::time::timeout(WAIT, sse.next())
+                .await
+                .expect("an SSE event within WAIT")
+                .expect("the stream goes on")
+                .expect("well-formed SSE");
+            let data: Value = serde_json::from_str(&e.data)
+                .unwrap_or_else(|err| panic!("data is not JSON ({err}): {}", e.data));
+            (e.event, data, e.data)
+        };
+
+        let url = format!("http://{}{path}", lookout.addr);
+        let mut curl = Command::new("curl")
+            .args(["-sSN", &url])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("curl (install curl)");
+        let mut jq = Command::new("jq")
+            .args(["-c", "--unbuffered", "[.instance, .kind, .origin]"])
+            .stdin(curl.stdout.take().expect("curl's stdout"))
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("jq (install jq)");
+        let jq_lines = lines(jq.stdout.take().expect("jq's stdout"));
+        let next_jq = || -> Value {
+            let line = tokio::task::block_in_place(|| jq_lines.recv_timeout(WAIT))
+                .expect("a jq line within WAIT");
+            serde_json::from_str(&line).expect("jq prints JSON")
+        };
+        let jq_row = |id: &str, kind: &str, origin: &str| serde_json::json!([id, kind, origin]);
+
+        // The present first, as `initial` events, then the status.
+        for kind in ["created", "started"] {
+            let (event, data, raw) = next_sse().await;
+            assert_eq!(event, "instance");
+            assert_eq!(
+                kind_of(&data),
+                (a.clone(), kind.to_owned(), "initial".to_owned())
+            );
+            assert_keys_in_order(
+                &raw,
+                &["provider", "instance", "kind", "origin", "at", "labels"],
+            );
+            assert_eq!(data["labels"]["lookout.pick"], "yes");
+            assert_eq!(next_jq(), jq_row(&a, kind, "initial"));
+        }
+        let (event, data, _) = next_sse().await;
+        assert_eq!(event, "status");
+        assert_eq!(
+            data,
+            serde_json::json!({"status": "connected", "instances": 2})
+        );
+
+        // b is filtered out; a's changes come live.
+        docker(&["start", &b]);
+        docker(&["stop", "-t", "0", &a]);
+        docker(&["rm", "-f", &a, &b]);
+        for kind in ["stopped", "removed"] {
+            let (event, data, _) = next_sse().await;
+            assert_eq!(event, "instance", "{data}");
+            assert_eq!(
+                kind_of(&data),
+                (a.clone(), kind.to_owned(), "live".to_owned())
+            );
+            assert_eq!(next_jq(), jq_row(&a, kind, "live"));
+        }
+        let _ = curl.kill();
+        let _ = curl.wait();
+        let _ = jq.wait();
+    });
+}
+
+/// `/instances`, `/instances/{id}`, `?wait=running|stopped|gone`, 408, and
+/// what a bad request gets.
+#[test]
+fn instances_wait_and_bad_requests() {
+    let _lock = require_docker(false);
+    runtime().block_on(async {
+        let name = unique("inst");
+        let label = format!("lookout.serve={name}");
+        let w = format!("{name}-w");
+        let _containers = Containers(vec![w.clone()]);
+        let lookout = Lookout::start(&label, &engines::docker_host(), &[]);
+        let addr = lookout.addr;
+
+        assert_eq!(get(addr, "/instances", None).await, (200, "[]".to_owned()));
+        let waiter = {
+            let path = format!("/instances/{w}?wait=running&timeout=20s");
+            tokio::spawn(async move { get(addr, &path, None).await })
+        };
+        // Not yet there.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(!waiter.is_finished(), "the wait holds the request");
+        create(&w, &[&label]);
+        docker(&["start", &w]);
+        let (status, body) = tokio::time::timeout(WAIT, waiter)
+            .await
+            .expect("the wait resolves")
+            .expect("the request task");
+        assert_eq!(status, 200, "{body}");
+        let v: Value = serde_json::from_str(&body).expect("JSON");
+        assert_eq!(v["state"], "running", "{v}");
+        assert_eq!(v["instance"], w.as_str(), "{v}");
+
+        let (status, body) = get(addr, "/instances", None).await;
+        assert_eq!(status, 200, "{body}");
+        let list: Value = serde_json::from_str(&body).expect("JSON");
+        let list = list.as_array().expect("an array");
+        assert_eq!(list.len(), 1, "{body}");
+        assert_eq!(list[0].as_object().map(serde_json::Map::len), Some(5));
+        assert_keys_in_order(&body, &["provider", "instance", "state", "labels", "since"]);
+        assert_eq!(list[0]["provider"], "docker");
+        assert_eq!(list[0]["labels"]["lookout.serve"], name.as_str());
+        let since = parse_rfc3339(list[0]["since"].as_str().expect("since"));
+        assert!(since <= SystemTime::now());
+
+        let (status, body) = get(addr, &format!("/instances/{w}"), None).await;
+        assert_eq!(status, 200, "{body}");
+        let one: Value = serde_json::from_str(&body).expect("JSON");
+        assert_eq!(&one, &list[0]);
+
+        let t0 = Instant::now();
+        let (status, body) = get(
+            addr,
+            &format!("/instances/{w}?wait=stopped&timeout=1s"),
+            None,
+        )
+        .await;
+        let took = t0.elapsed();
+        assert_eq!(status, 408, "{body}");
+        assert!(body.contains("\"error\""), "{body}");
+        assert!(
+            took >= Duration::from_secs(1) && took < Duration::from_secs(5),
+            "{took:?}"
+        );
+
+        // Ids may contain `/` (Kubernetes: deployment/NS/NAME).
+        let (status, body) = get(addr, "/instances/deployment/default/web", None).await;
+        assert_eq!(status, 404, "{body}");
+        let v: Value = serde_json::from_str(&body).expect("JSON");
+        assert!(
+            v["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("deployment/default/web")),
+            "{v}"
+        );
+
+        let gone = {
+            let path = format!("/instances/{w}?wait=gone&timeout=20s");
+            tokio::spawn(async move { get(addr, &path, None).await })
+        };
+        docker(&["rm", "-f", &w]);
+        let (status, body) = tokio::time::timeout(WAIT, gone)
+            .await
+            .expect("the wait resolves")
+            .expect("the request task");
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(
+            serde_json::from_str::<Value>(&body).expect("JSON")["state"],
+            "gone"
+        );
+
+        for (path, want) in [
+            ("/nope", 404),
+            ("/", 404),
+            ("/events?initial=maybe", 400),
+            ("/events?label=novalue", 400),
+            ("/events?since=1", 400),
+            ("/instances?x=1", 400),
+            ("/instances/a?wait=up", 400),
+            ("/instances/a?timeout=1s", 400),
+            ("/instances/a?wait=running&timeout=soon", 400),
+            ("/instances/a?wait=running&timeout=2h", 400),
+            ("/metrics?x=1", 400),
+        ] {
+            let (status, body) = get(addr, path, None).await;
+            assert_eq!(status, want, "{path}: {body}");
+            let v: Value = serde_json::from_str(&body)
+                .unwrap_or_else(|e| panic!("{path}: not JSON ({e}): {body}"));
+            assert!(v["error"].is_string(), "{path}: {v}");
+        }
+    });
+}
+
+/// `--token-file`: 401 without or with a wrong token, 200 with it;
+/// `/healthz` stays open. The warning for a non-loopback address without a
+/// token; bad setups exit 2.
+#[test]
+fn token_warning_and_bad_setup() {
+    let _lock = require_docker(false);
+    let dir = std::env::temp_dir().join(unique("token"));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let token_file = dir.join("token");
+    std::fs::write(&token_file, "s3cret-T0ken\n").expect("token file");
+    let empty_file = dir.join("empty");
+    std::fs::write(&empty_file, "\n").expect("empty file");
+    let token_path = token_file.display().to_string();
+    let name = unique("auth");
+    let label = format!("lookout.serve={name}");
+    runtime().block_on(async {
+        let lookout = Lookout::start(
+            &label,
+            &engines::docker_host(),
+            &["--token-file", &token_path],
+        );
+        let addr = lookout.addr;
+        for path in ["/instances", "/events", "/metrics", "/nope"] {
+            let (status, body) = get(addr, path, None).await;
+            assert_eq!(status, 401, "{path} without a token: {body}");
+            let (status, body) = get(addr, path, Some("s3cret-T0ke")).await;
+            assert_eq!(status, 401, "{path} with a wrong token: {body}");
+        }
+        let r = open(addr, "/instances", &[("Connection", "close")]).await;
+        assert_eq!(r.status, 401);
+        assert_eq!(r.headers["www-authenticate"], "Bearer");
+        assert_eq!(get(addr, "/instances", Some("s3cret-T0ken")).await.0, 200);
+        assert_eq!(get(addr, "/metrics", Some("s3cret-T0ken")).await.0, 200);
+        let r = open(addr, "/events", &[("Authorization", "Bearer s3cret-T0ken")]).await;
+        assert_eq!(r.status, 200);
+        drop(r);
+        let (status, body) = get(addr, "/healthz", None).await;
+        assert_eq!(status, 200, "{body}");
+        assert!(
+            lookout.stderr_seen.iter().all(|l| !l.contains("warning")),
+            "no warning on loopback: {:?}",
+            lookout.stderr_seen
+        );
+
+        // Any address, no token: a warning (a JSON line under --json).
+        let open_one = Lookout::start_on(&label, "0.0.0.0:0", &[]);
+        assert!(
+            open_one.stderr_seen.iter().any(|l| {
+                serde_json::from_str::<Value>(l).is_ok_and(|v| {
+                    v["warning"]
+                        .as_str()
+                        .is_some_and(|w| w.contains("--token-file"))
+                })
+            }),
+            "a warning: {:?}",
+            open_one.stderr_seen
+        );
+        // With a token: none.
+        let guarded = Lookout::start_on(&label, "0.0.0.0:0", &["--token-file", &token_path]);
+        assert!(
+            guarded.stderr_seen.iter().all(|l| !l.contains("warning")),
+            "{:?}",
+            guarded.stderr_seen
+        );
+    });
+
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a port to hold");
+    let taken = taken.local_addr().expect("its address").to_string();
+    let empty = empty_file.display().to_string();
+    let missing = dir.join("missing").display().to_string();
+    let cases: &[&[&str]] = &[
+        &["docker", "--serve", "nonsense"],
+        &["docker", "--serve", "localhost"],
+        &["docker", "--serve", "127.0.0.1:99999"],
+        &["docker", "--serve", &taken],
+        &["docker", "--serve", "127.0.0.1:0", "--token-file", &missing],
+        &["docker", "--serve", "127.0.0.1:0", "--token-file", &empty],
+        &["docker", "--token-file", &token_path],
+    ];
+    for args in cases {
+        let out = Command::new(env!("CARGO_BIN_EXE_lookout"))
+            .args(*args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run lookout");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{args:?}: nothing on stdout");
+        assert!(!stderr.trim().is_empty(), "{args:?}: a message on stderr");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert!(
+            !stderr.contains("s3cret"),
+            "{args:?}: the token is never printed"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `/healthz`: 503 with the disconnected status while dockerd is down, 200
+/// once it is back; `/metrics` says so too. Breaks dockerd: holds the docker
+/// lock exclusively, as the other tests that restart it.
+#[test]
+fn healthz_follows_dockerd_down_and_up() {
+    let _lock = require_docker(true);
+    runtime().block_on(async {
+        let name = unique("health");
+        let label = format!("lookout.serve={name}");
+        let lookout = Lookout::start(&label, &engines::docker_host(), &[]);
+        let addr = lookout.addr;
+        let (status, body) = get(addr, "/healthz", None).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(
+            serde_json::from_str::<Value>(&body).expect("JSON"),
+            serde_json::json!({"status": "connected", "instances": 0})
+        );
+
+        tokio::task::block_in_place(engines::docker_kill9).unwrap_or_else(|e| panic!("{e}"));
+        let restarted = scopeguard(|| {
+            let _ = engines::docker_start();
+        });
+        eventually(WAIT, "/healthz 503 while dockerd is down", || async move {
+            let (status, body) = get(addr, "/healthz", None).await;
+            let v: Value = serde_json::from_str(&body).map_err(|e| format!("{e}: {body}"))?;
+            if status == 503 && v["status"] == "disconnected" && v["error"].is_string() {
+                Ok(())
+            } else {
+                Err(format!("{status} {body}"))
+            }
+        })
+        .await;
+        let scraped = scrape(addr).await;
+        assert_eq!(sample(&scraped, "lookout_connected", &[]), Some(0.0));
+        assert!(
+            sample(&scraped, "lookout_reconnects_total", &[]).is_some_and(|n| n >= 1.0),
+            "reconnects counted"
+        );
+
+        tokio::task::block_in_place(engines::docker_start).unwrap_or_else(|e| panic!("{e}"));
+        drop(restarted);
+        eventually(WAIT, "/healthz 200 once dockerd is back", || async move {
+            match get(addr, "/healthz", None).await {
+                (200, body) if body.contains("\"connected\"") => Ok(()),
+                (status, body) => Err(format!("{status} {body}")),
+            }
+        })
+        .await;
+        assert_eq!(
+            sample(&scrape(addr).await, "lookout_connected", &[]),
+            Some(1.0)
+        );
+    });
+}
+
+/// Runs `f` on drop (dockerd is started again even if the test fails).
+fn scopeguard(f: impl FnOnce()) -> impl Drop {
+    struct Guard<F: FnOnce()>(Option<F>);
+    impl<F: FnOnce()> Drop for Guard<F> {
+        fn drop(&mut self) {
+            if let Some(f) = self.0.take() {
+                f();
+            }
+        }
+    }
+    Guard(Some(f))
+}
+
+/// `/metrics` in the Prometheus text format, every documented metric, and
+/// the counters moving as events flow.
+#[test]
+fn metrics_parse_and_move() {
+    let _lock = require_docker(false);
+    runtime().block_on(async {
+        let name = unique("metrics");
+        let label = format!("lookout.serve={name}");
+        let c = format!("{name}-c");
+        let _containers = Containers(vec![c.clone()]);
+        let lookout = Lookout::start(&label, &engines::docker_host(), &[]);
+        let addr = lookout.addr;
+        let r = open(addr, "/metrics", &[("Connection", "close")]).await;
+        assert!(
+            r.headers["content-type"].starts_with("text/plain; version=0.0.4"),
+            "{:?}",
+            r.headers
+        );
+        drop(r);
+        let before = scrape(addr).await;
+        for metric in [
+            "lookout_connected",
+            "lookout_reconnects_total",
+            "lookout_events_total",
+            "lookout_instances",
+            "lookout_subscribers",
+            "lookout_subscriber_resyncs_total",
+        ] {
+            assert!(
+                before.samples.iter().any(|s| s.metric == metric),
+                "{metric} missing"
+            );
+            assert!(before.docs.contains_key(metric), "{metric} has no HELP");
+        }
+        let created = [("kind", "created"), ("origin", "live")];
+        let n0 = sample(&before, "lookout_events_total", &created).expect("created/live");
+        assert_eq!(sample(&before, "lookout_connected", &[]), Some(1.0));
+        assert_eq!(sample(&before, "lookout_instances", &[]), Some(0.0));
+        assert_eq!(sample(&before, "lookout_subscribers", &[]), Some(1.0), "stdout");
+
+        let stream = open(addr, "/events", &[]).await;
+        create(&c, &[&label]);
+        eventually(WAIT, "the counters move", || async move {
+            let s = scrape(addr).await;
+            let n = sample(&s, "lookout_events_total", &created).unwrap_or(f64::NAN);
+            let instances = sample(&s, "lookout_instances", &[]);
+            let subscribers = sample(&s, "lookout_subscribers", &[]);
+            let age = sample(&s, "lookout_last_event_age_seconds", &[]);
+            if (n - n0 - 1.0).abs() < 0.5
+                && instances == Some(1.0)
+                && subscribers == Some(2.0)
+                && age.is_some_and(|a| (0.0..60.0).contains(&a))
+            {
+                Ok(())
+            } else {
+                Err(format!(
+                    "events {n} (before {n0}), instances {instances:?}, subscribers {subscribers:?}, age {age:?}"
+                ))
+            }
+        })
+        .await;
+        drop(stream);
+    });
+}
+
+/// A request head too big or with too many fields is refused, a slowloris
+/// client is cut at the header timeout, and neither holds up the others;
+/// SIGTERM ends open streams and waits and exits 0 within 2 s.
+#[test]
+fn bounded_requests_and_sigterm() {
+    let _lock = require_docker(false);
+    runtime().block_on(async {
+        let name = unique("limits");
+        let label = format!("lookout.serve={name}");
+        let c = format!("{name}-c");
+        let _containers = Containers(vec![c.clone()]);
+        let mut lookout = Lookout::start(&label, &engines::docker_host(), &[]);
+        let addr = lookout.addr;
+        let mut reader = open(addr, "/events", &[]).await;
+
+        // Slowloris: heads that never end.
+        let mut slow = Vec::new();
+        for _ in 0..20 {
+            let mut s = TcpStream::connect(addr).await.expect("connect");
+            s.write_all(b"GET /events HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+                .await
+                .expect("a partial head");
+            slow.push(s);
+        }
+        let slow_since = Instant::now();
+        // Header floods.
+        let many: Vec<(String, String)> = (0..200)
+            .map(|i| (format!("X-H{i}"), "v".to_owned()))
+            .collect();
+        let many: Vec<(&str, &str)> = many.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let big = "b".repeat(64 * 1024);
+        for headers in [many, vec![("X-Big", big.as_str())]] {
+            let mut s = TcpStream::connect(addr).await.expect("connect");
+            // The server may close before it has read it all.
+            let _ = s.write_all(&request_bytes("/healthz", &headers)).await;
+            let mut buf = Vec::new();
+            let read = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut buf)).await;
+            let head = String::from_utf8_lossy(&buf);
+            assert!(read.is_ok(), "the server answered or closed: {head}");
+            assert!(
+                buf.is_empty()
+                    || head.starts_with("HTTP/1.1 431")
+                    || head.starts_with("HTTP/1.1 400"),
+                "refused: {head}"
+            );
+        }
+
+        // Meanwhile the others are served promptly.
+        let t0 = Instant::now();
+        assert_eq!(get(addr, "/healthz", None).await.0, 200);
+        assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
+        create(&c, &[&label]);
+        let e = tokio::time::timeout(Duration::from_secs(5), reader.line())
+            .await
+            .expect("an event promptly")
+            .expect("JSON")
+            .expect("the stream goes on");
+        assert_eq!(
+            kind_of(&e),
+            (c.clone(), "created".to_owned(), "live".to_owned())
+        );
+
+        // The slow heads are cut at the header timeout (10 s).
+        for mut s in slow {
+            let mut buf = Vec::new();
+            let read = tokio::time::timeout(Duration::from_secs(15), s.read_to_end(&mut buf)).await;
+            assert!(read.is_ok(), "a slowloris connection is closed");
+        }
+        let took = slow_since.elapsed();
+        assert!(took < Duration::from_secs(14), "{took:?}");
+
+        // SIGTERM with a stream and a wait open.
+        let waiter = tokio::spawn(async move {
+            get(addr, "/instances/nothing?wait=running&timeout=60s", None).await
+        });
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let t0 = Instant::now();
+        lookout.signal("TERM");
+        let end = tokio::time::timeout(Duration::from_secs(2), reader.line()).await;
+        assert!(
+            matches!(end, Ok(Ok(None))),
+            "the stream ends cleanly: {end:?}"
+        );
+        let (status, _) = tokio::time::timeout(Duration::from_secs(2), waiter)
+            .await
+            .expect("the wait ends")
+            .expect("the request task");
+        assert_eq!(status, 503);
+        let code = tokio::task::block_in_place(|| lookout.exit_within(Duration::from_secs(2)));
+        assert_eq!(code.code(), Some(0));
+        assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+    });
 }
