@@ -151,3 +151,117 @@ impl Stream for EventBody {
         Poll::Pending
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lookout_core::{Dial, DialFuture, Listed, Observation, Watch, WatchConfig};
+    use tokio_stream::StreamExt;
+    use tokio_util::sync::CancellationToken;
+
+    /// An engine with `web` (app=web, running) and `db` (app=db, stopped),
+    /// and a quiet feed.
+    struct TwoListed;
+
+    impl Dial for TwoListed {
+        type Cursor = ();
+        fn dial(&mut self, _resume: Option<&()>) -> DialFuture<()> {
+            let listed = |id: &str, running| {
+                Ok(Observation::Listed(Listed {
+                    id: id.into(),
+                    running,
+                    uid: None,
+                    labels: [("app".to_owned(), id.to_owned())].into(),
+                }))
+            };
+            Box::pin(async move {
+                let snapshot = vec![
+                    Ok(Observation::ResyncBegin),
+                    listed("web", true),
+                    listed("db", false),
+                    Ok(Observation::ResyncDone),
+                ];
+                let session = tokio_stream::iter(snapshot).chain(tokio_stream::pending());
+                Ok(Box::pin(session) as lookout_core::Session<()>)
+            })
+        }
+    }
+
+    fn body(sse: bool, query: &str, shutdown: &CancellationToken) -> EventBody {
+        let hub = Watch::new(TwoListed, WatchConfig::default()).share();
+        let q = Query::parse(Some(query), &["initial", "label"]).expect("query");
+        EventBody {
+            subscription: hub.subscribe(Start::Initial),
+            filter: q.labels().expect("labels"),
+            sse,
+            provider: "docker",
+            shutdown: Box::pin(shutdown.clone().cancelled_owned()),
+            keep_alive: sse.then(|| Box::pin(tokio::time::sleep(KEEP_ALIVE))),
+        }
+    }
+
+    async fn next(body: &mut EventBody) -> String {
+        let frame = tokio::time::timeout(Duration::from_secs(60), body.next())
+            .await
+            .expect("a frame")
+            .expect("the body goes on");
+        String::from_utf8(frame.expect("infallible").to_vec()).expect("UTF-8")
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn ndjson_is_the_json_lines_filtered_and_ends_on_shutdown() {
+        let shutdown = CancellationToken::new();
+        let mut body = body(false, "label=app%3Dweb", &shutdown);
+        let created = next(&mut body).await;
+        assert!(
+            created.starts_with(r#"{"provider":"docker","instance":"web","kind":"created","origin":"initial","at":""#),
+            "{created}"
+        );
+        assert!(
+            created.ends_with("\"labels\":{\"app\":\"web\"}}\n"),
+            "{created}"
+        );
+        let started = next(&mut body).await;
+        assert!(
+            started.contains(r#""instance":"web","kind":"started""#),
+            "{started}"
+        );
+        // db is filtered out, the status is not an event, and NDJSON has no
+        // keep-alive: nothing more, even a minute later.
+        let more = tokio::time::timeout(Duration::from_secs(60), body.next()).await;
+        assert!(more.is_err(), "{more:?}");
+        shutdown.cancel();
+        assert!(body.next().await.is_none(), "the body ends on shutdown");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn sse_has_events_status_and_a_keep_alive() {
+        let shutdown = CancellationToken::new();
+        let mut body = body(true, "", &shutdown);
+        let mut frames = Vec::new();
+        // db (stopped): created; web: created, started; by id.
+        for _ in 0..3 {
+            frames.push(next(&mut body).await);
+        }
+        let kinds: Vec<&str> = frames
+            .iter()
+            .map(|f| f.lines().next().unwrap_or_default())
+            .collect();
+        assert_eq!(kinds, ["event: instance"; 3], "{frames:?}");
+        assert!(
+            frames
+                .iter()
+                .all(|f| f.starts_with("event: instance\ndata: {") && f.ends_with("}\n\n"))
+        );
+        let status = next(&mut body).await;
+        assert_eq!(
+            status,
+            "event: status\ndata: {\"status\":\"connected\",\"instances\":2}\n\n"
+        );
+        let before = Instant::now();
+        assert_eq!(next(&mut body).await, ": keep-alive\n\n");
+        assert_eq!(before.elapsed(), KEEP_ALIVE);
+        shutdown.cancel();
+        assert!(body.next().await.is_none(), "the body ends on shutdown");
+    }
+}
