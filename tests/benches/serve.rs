@@ -25,13 +25,14 @@
 //! events, live and in order. Latency = the client's read time − the
 //! event's `at` (dockerd's `timeNano`), both this machine's realtime clock.
 //! lookout's CPU time is `utime + stime` of /proc/PID/stat over the drive;
-//! RSS is `VmHWM` (peak) and `VmRSS` at the end.
+//! RSS is `VmHWM` (peak) and `VmRSS` once every client is gone.
 //!
 //! Two runs, each with a fresh lookout: no stalled client, then 10 % of the
 //! clients stalled. With L = 300 (1200 events), more than the hub's queue
-//! (1024) passes a stalled client: it lags (counted by
-//! `lookout_subscriber_resyncs_total` when it reads again — here it never
-//! does, and is dropped at the end).
+//! (1024) passes a stalled client: it lags. At the end the stalled clients
+//! read again (counted by `lookout_subscriber_resyncs_total`), then every
+//! client goes and the time until lookout has freed their subscriptions is
+//! measured.
 //!
 //! `cargo bench -p lookout-e2e --bench serve`: C = 1000, L = 300. Without
 //! `--bench` (as `cargo test --benches` runs it): C = 50, L = 5. Without
@@ -340,8 +341,8 @@ impl Drop for Cleanup {
     }
 }
 
-/// `lookout_subscribers` from `/metrics`.
-async fn subscribers(addr: SocketAddr) -> Option<f64> {
+/// A metric without labels from `/metrics`.
+async fn metric(addr: SocketAddr, name: &str) -> Option<f64> {
     let mut s = TcpStream::connect(addr).await.ok()?;
     s.write_all(b"GET /metrics HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n")
         .await
@@ -349,8 +350,12 @@ async fn subscribers(addr: SocketAddr) -> Option<f64> {
     let mut text = String::new();
     s.read_to_string(&mut text).await.ok()?;
     text.lines()
-        .find_map(|l| l.strip_prefix("lookout_subscribers "))
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
         .and_then(|v| v.trim().parse().ok())
+}
+
+async fn subscribers(addr: SocketAddr) -> Option<f64> {
+    metric(addr, "lookout_subscribers").await
 }
 
 /// p-th percentile (nearest rank) of sorted `v`.
@@ -370,6 +375,10 @@ struct Outcome {
     drive: Duration,
     hwm: u64,
     rss: u64,
+    /// `lookout_subscriber_resyncs_total` after the stalled clients read again.
+    resyncs: f64,
+    /// From dropping every client to `lookout_subscribers` = 1 (stdout).
+    freed: Duration,
 }
 
 fn run(rt: &tokio::runtime::Runtime, clients: usize, stalled: usize, lifecycles: usize) -> Outcome {
@@ -428,8 +437,35 @@ fn run(rt: &tokio::runtime::Runtime, clients: usize, stalled: usize, lifecycles:
         }
         let drive = t0.elapsed();
         let cpu = lookout.cpu_seconds() - cpu0;
-        let (hwm, rss) = lookout.memory_kib();
+        // The stalled clients read again, until 500 ms of silence: each
+        // finds it lagged (and gets the resync, empty here: every
+        // container is gone).
+        let mut draining = tokio::task::JoinSet::new();
+        for mut s in stalled_sockets {
+            draining.spawn(async move {
+                let mut buf = vec![0; 64 * 1024];
+                while let Ok(Ok(n)) =
+                    tokio::time::timeout(Duration::from_millis(500), s.read(&mut buf)).await
+                {
+                    if n == 0 {
+                        break;
+                    }
+                }
+                s
+            });
+        }
+        let stalled_sockets = draining.join_all().await;
+        let resyncs = metric(addr, "lookout_subscriber_resyncs_total")
+            .await
+            .unwrap_or(f64::NAN);
+        let gone = Instant::now();
         drop(stalled_sockets);
+        while subscribers(addr).await != Some(1.0) {
+            assert!(gone.elapsed() < CALL, "clients not freed within {CALL:?}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let freed = gone.elapsed();
+        let (hwm, rss) = lookout.memory_kib();
         latencies.sort_by(f64::total_cmp);
         Outcome {
             clients,
@@ -442,6 +478,8 @@ fn run(rt: &tokio::runtime::Runtime, clients: usize, stalled: usize, lifecycles:
             drive,
             hwm,
             rss,
+            resyncs,
+            freed,
         }
     })
 }
@@ -476,12 +514,12 @@ fn main() {
         lookout_binary().display()
     );
     println!(
-        "| clients | stalled | events/client | deliveries | p50 ms | p99 ms | max ms | lookout CPU s (drive s) | lookout peak RSS MiB | RSS at end MiB |"
+        "| clients | stalled | events/client | deliveries | p50 ms | p99 ms | max ms | lookout CPU s (drive s) | lookout peak RSS MiB | RSS after MiB | stalled resynced | all freed in |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     for o in &outcomes {
         println!(
-            "| {} | {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} ({:.1}) | {:.1} | {:.1} |",
+            "| {} | {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} ({:.1}) | {:.1} | {:.1} | {} | {:.1?} |",
             o.clients,
             o.stalled,
             o.events,
@@ -493,6 +531,8 @@ fn main() {
             o.drive.as_secs_f64(),
             o.hwm as f64 / 1024.0,
             o.rss as f64 / 1024.0,
+            o.resyncs,
+            o.freed,
         );
     }
     println!("(wall {:.1?})", wall.elapsed());

@@ -49,6 +49,11 @@ pub const MAX_CONNECTIONS: usize = 4096;
 /// would hold. Bounded, a stalled client stops being written to sooner and
 /// lags in the hub instead (its memory then bounded by the instances).
 const SEND_BUFFER: usize = 64 * 1024;
+/// TCP keep-alive of each client socket: a peer that vanished without a
+/// word (its host gone) is found within about a minute and a half even when
+/// nothing is written to it (an NDJSON stream has no keep-alive of its own).
+const TCP_KEEPALIVE_IDLE: Duration = Duration::from_secs(60);
+const TCP_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
 /// How long open connections get to end after SIGINT/SIGTERM.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_millis(1500);
 
@@ -187,8 +192,15 @@ async fn accept_loop(
         };
         // Events are small and latency matters more than segment count.
         let _ = stream.set_nodelay(true);
-        if let Err(e) = socket2::SockRef::from(&stream).set_send_buffer_size(SEND_BUFFER) {
+        let socket = socket2::SockRef::from(&stream);
+        if let Err(e) = socket.set_send_buffer_size(SEND_BUFFER) {
             tracing::debug!(%peer, "cannot bound the send buffer: {e}");
+        }
+        let keepalive = socket2::TcpKeepalive::new()
+            .with_time(TCP_KEEPALIVE_IDLE)
+            .with_interval(TCP_KEEPALIVE_INTERVAL);
+        if let Err(e) = socket.set_tcp_keepalive(&keepalive) {
+            tracing::debug!(%peer, "cannot turn TCP keep-alive on: {e}");
         }
         let service = TowerToHyperService::new(router.clone());
         let conn = http.serve_connection(TokioIo::new(stream), service);
