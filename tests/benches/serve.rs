@@ -28,13 +28,15 @@
 //! RSS is `VmHWM` (peak) and `VmRSS` once every client is gone.
 //!
 //! Two runs, each with a fresh lookout: no stalled client, then 10 % of the
-//! clients stalled. With L = 300 (1200 events), more than the hub's queue
-//! (1024) passes a stalled client: it lags. At the end the stalled clients
+//! clients stalled. With L = 500 (2000 events of ~300 bytes), a stalled
+//! client's socket buffers (~150 KiB: lookout bounds its send buffer) hold
+//! about 500 of them and more than the hub's queue (1024) passes it: it
+//! lags. At the end the stalled clients
 //! read again (counted by `lookout_subscriber_resyncs_total`), then every
 //! client goes and the time until lookout has freed their subscriptions is
 //! measured.
 //!
-//! `cargo bench -p lookout-e2e --bench serve`: C = 1000, L = 300. Without
+//! `cargo bench -p lookout-e2e --bench serve`: C = 1000, L = 500. Without
 //! `--bench` (as `cargo test --benches` runs it): C = 50, L = 5. Without
 //! `LOOKOUT_ENGINES=1`: prints "skipped: engines not configured".
 
@@ -494,7 +496,7 @@ fn main() {
         );
         return;
     }
-    let (clients, lifecycles) = if full { (1000, 300) } else { (50, 5) };
+    let (clients, lifecycles) = if full { (1000, 500) } else { (50, 5) };
     let wall = Instant::now();
     let _lock = engines::lock_engine("docker", false).expect("the docker engine lock");
     engines::docker_up().unwrap_or_else(|e| panic!("docker: cannot bring the engine up: {e}"));
