@@ -52,12 +52,17 @@ struct Common {
     /// Also print the first snapshot as events with origin `initial`.
     #[arg(long)]
     initial: bool,
-    /// Also serve HTTP/1.1 on ADDR (e.g. 127.0.0.1:7070, [::1]:0; port 0 picks
-    /// one): GET /events (NDJSON, or SSE with Accept: text/event-stream;
-    /// ?initial=true, ?label=K=V), /instances, /instances/ID (?wait=running|
-    /// stopped|gone&timeout=10s), /healthz, /metrics. One engine connection
-    /// for every client.
-    #[arg(long, value_name = "ADDR")]
+    /// Also serve HTTP/1.1 on ADDR: `--help` says what.
+    // The help text is an attribute: `[::1]` would be a link in a doc comment.
+    #[arg(
+        long,
+        value_name = "ADDR",
+        help = "Also serve HTTP/1.1 on ADDR (e.g. 127.0.0.1:7070, [::1]:0; port 0 picks \
+                one): GET /events (NDJSON, or SSE with Accept: text/event-stream; \
+                ?initial=true, ?label=K=V), /instances, /instances/ID (?wait=running|\
+                stopped|gone&timeout=10s), /healthz, /metrics. One engine connection \
+                for every client."
+    )]
     serve: Option<SocketAddr>,
     /// With --serve: every request but /healthz needs `Authorization: Bearer
     /// TOKEN`, TOKEN being this file's content (one line).
