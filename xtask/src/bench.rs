@@ -10,6 +10,10 @@
 //! 5. `cargo bench -p lookout-e2e --bench firehose` (when that bench exists)
 //! 6. `cargo bench -p lookout-e2e --bench k8s_churn` (the real test apiserver)
 //! 7. `cargo bench -p lookout-e2e --bench docker_latency` (the real dockerd)
+//! 8. `cargo bench -p lookout-e2e --bench serve` (`lookout --serve` and 1000
+//!    HTTP clients, the real dockerd; the `lookout` binary is built first:
+//!    `cargo build --release -p lookout-cli`, or without `--release` for
+//!    `--smoke`)
 //!
 //! Every bench runs with the engines' environment (`engines::env_vars()`:
 //! `LOOKOUT_ENGINES=1`, the docker host, the testbed's kubeconfig, …), as
@@ -55,7 +59,12 @@ const BENCHES: &[(&str, &str, &str)] = &[
         "docker_latency",
         "tests/benches/docker_latency.rs",
     ),
+    ("lookout-e2e", "serve", "tests/benches/serve.rs"),
 ];
+
+/// Benches that run the built `lookout` binary: it is built first, in the
+/// bench's profile (`target/release/lookout` for `cargo bench`).
+const NEEDS_BINARY: &[&str] = &["serve"];
 
 pub fn run(args: &[String]) -> Result<(), String> {
     let smoke = match args.first().map(String::as_str) {
@@ -85,6 +94,22 @@ pub fn run(args: &[String]) -> Result<(), String> {
         if smoke {
             // Without `--bench` after `--`, each bench runs its smoke size.
             cargo_args = vec!["test", "--locked", "-p", package, "--bench", bench];
+        }
+        if NEEDS_BINARY.contains(bench) {
+            let mut build = vec!["build", "--locked", "-p", "lookout-cli", "--bin", "lookout"];
+            if !smoke {
+                build.push("--release");
+            }
+            eprintln!("==> cargo {}", build.join(" "));
+            let status = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+                .args(&build)
+                .current_dir(&root)
+                .stdin(Stdio::null())
+                .status()
+                .map_err(|e| format!("cannot run cargo: {e}"))?;
+            if !status.success() {
+                return Err(format!("`cargo {}` exited with {status}", build.join(" ")));
+            }
         }
         println!("\n## {package} / {bench}  (load before: {})", load());
         eprintln!("==> cargo {}", cargo_args.join(" "));

@@ -8,17 +8,19 @@
 //!    advisories are not checked: their database cannot be fetched here)
 //! 4. `engines up all`: dockerd, podman, swarm, k8s; any failure fails CI
 //! 5. `cargo test --workspace --locked` with the engines' environment
-//! 6. `cargo test --benches --workspace --locked` with the engines'
+//! 6. `cargo build --workspace --bins --locked`: the `lookout` binary the
+//!    `serve` bench drives (`target/debug/lookout`)
+//! 7. `cargo test --benches --workspace --locked` with the engines'
 //!    environment: the benches' smoke runs (each bench without `--bench` runs
 //!    a small size, the real-engine ones against the engines; see `cargo
 //!    xtask bench`)
-//! 7. `cargo test --workspace --bench soak --locked -- --minutes 1`: the
+//! 8. `cargo test --workspace --bench soak --locked -- --minutes 1`: the
 //!    1-minute soak (`cargo xtask soak` runs the long one)
-//! 8. `cargo xtask fuzz --seconds 30`: each decoder's fuzz target for 30 s
+//! 9. `cargo xtask fuzz --seconds 30`: each decoder's fuzz target for 30 s
 //!    (libFuzzer on nightly, installing cargo-fuzz if missing; without
 //!    nightly, the same harnesses on stable with random inputs, said loudly)
-//! 9. `cargo doc --workspace --no-deps --locked` with `RUSTDOCFLAGS=-D warnings`
-//! 10. `cargo package --workspace --locked --exclude xtask --exclude lookout-e2e
+//! 10. `cargo doc --workspace --no-deps --locked` with `RUSTDOCFLAGS=-D warnings`
+//! 11. `cargo package --workspace --locked --exclude xtask --exclude lookout-e2e
 //!     --exclude lookout-testkit`
 //!     (verified: each packaged crate is built from its .crate file)
 //!
@@ -166,7 +168,9 @@ const PACKAGE: &[&str] = &[
 ];
 
 /// The pipeline. `ci`: running in CI (a fresh clone), else on a developer's tree.
-fn steps(ci: bool) -> [Step; 10] {
+// One entry per step, in order: longer as the pipeline grows, and clearest as one list.
+#[allow(clippy::too_many_lines)]
+fn steps(ci: bool) -> [Step; 11] {
     let package_args = if ci {
         &PACKAGE[..PACKAGE.len() - 1]
     } else {
@@ -212,6 +216,16 @@ fn steps(ci: bool) -> [Step; 10] {
             timeout: 45 * MINUTE,
             action: Action::Test {
                 args: &["test", "--workspace", "--locked"],
+            },
+        },
+        Step {
+            name: "build bins",
+            timeout: 20 * MINUTE,
+            action: Action::Cargo {
+                // The `serve` bench runs the built `lookout` (with the
+                // workspace's features, as `test` built it: no recompile).
+                args: &["build", "--workspace", "--bins", "--locked"],
+                env: vec![],
             },
         },
         Step {

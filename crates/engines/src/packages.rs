@@ -13,8 +13,9 @@ const APT_UPDATE_TIMEOUT: Duration = Duration::from_secs(600);
 const APT_INSTALL_TIMEOUT: Duration = Duration::from_secs(1200);
 
 /// Debian packages the engines come from (with their recommends, as `apt-get
-/// install -y` picks them).
-const DEBIAN_PACKAGES: &[&str] = &["docker.io", "busybox-static", "podman"];
+/// install -y` picks them), and the HTTP tools the `--serve` tests drive
+/// lookout with (`curl` into `jq`, as the README shows).
+const DEBIAN_PACKAGES: &[&str] = &["docker.io", "busybox-static", "podman", "curl", "jq"];
 
 static APT_UPDATED: AtomicBool = AtomicBool::new(false);
 
@@ -26,8 +27,8 @@ fn dpkg_installed(pkg: &str) -> bool {
     .is_ok_and(|o| o.status.success() && o.stdout.contains("install ok installed"))
 }
 
-/// Install the Debian packages the engines need (`docker.io`, `busybox-static`,
-/// `podman`) when one is missing: as root on Debian, `apt-get update` (once per
+/// Install the Debian packages the engines and tests need (`docker.io`,
+/// `busybox-static`, `podman`, `curl`, `jq`) when one is missing: as root on Debian, `apt-get update` (once per
 /// process) then `apt-get install -y`. Elsewhere, say what to install.
 pub fn ensure_packages() -> Result<(), String> {
     let apt = command_exists("apt-get") && command_exists("dpkg-query");
@@ -45,8 +46,10 @@ pub fn ensure_packages() -> Result<(), String> {
         if static_busybox().is_none() {
             m.push("busybox-static");
         }
-        if !command_exists("podman") {
-            m.push("podman");
+        for tool in ["podman", "curl", "jq"] {
+            if !command_exists(tool) {
+                m.push(tool);
+            }
         }
         m
     };

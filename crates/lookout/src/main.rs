@@ -8,14 +8,17 @@
 #![allow(clippy::doc_markdown)]
 
 mod output;
+mod serve;
 
 use std::io::{self, IsTerminal};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::pin::pin;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use lookout_core::{Item, Labels, Watch, WatchConfig};
+use lookout_core::{HubConfig, Item, Labels, Start, Watch, WatchConfig};
 use tokio_stream::{Stream, StreamExt};
 
 use crate::output::{Format, event_line, status_line, write_line};
@@ -49,6 +52,27 @@ struct Common {
     /// Also print the first snapshot as events with origin `initial`.
     #[arg(long)]
     initial: bool,
+    /// Also serve HTTP/1.1 on ADDR: `--help` says what.
+    // The help text is an attribute: `[::1]` would be a link in a doc comment.
+    #[arg(
+        long,
+        value_name = "ADDR",
+        help = "Also serve HTTP/1.1 on ADDR (e.g. 127.0.0.1:7070, [::1]:0; port 0 picks \
+                one): GET /events (NDJSON, or SSE with Accept: text/event-stream; \
+                ?initial=true, ?label=K=V), /instances, /instances/ID (?wait=running|\
+                stopped|gone&timeout=10s), /healthz, /metrics. One engine connection \
+                for every client."
+    )]
+    serve: Option<SocketAddr>,
+    /// With --serve: every request but /healthz needs `Authorization: Bearer
+    /// TOKEN`, TOKEN being this file's content (one line).
+    #[arg(long, value_name = "PATH", requires = "serve")]
+    token_file: Option<PathBuf>,
+    /// With --serve: how many items a client may fall behind before it is
+    /// resynced instead (the hub's shared queue).
+    #[arg(long, value_name = "N", default_value_t = 1024, hide = true,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    serve_queue: u32,
 }
 
 #[derive(Debug, Args)]
@@ -111,6 +135,15 @@ fn watch_config(common: &Common) -> WatchConfig {
     WatchConfig::default().initial(common.initial)
 }
 
+impl Engine {
+    fn common(&self) -> &Common {
+        match self {
+            Self::Docker(a) | Self::Podman(a) | Self::Swarm(a) => &a.common,
+            Self::K8s(a) => &a.common,
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if std::env::var_os("RUST_LOG").is_some() {
@@ -119,17 +152,37 @@ fn main() -> ExitCode {
             .with_writer(io::stderr)
             .init();
     }
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    // Bound, token read and metrics recorder installed before the watch
+    // (the hub registers its metrics when it is made).
+    let common = cli.engine.common();
+    let serve = match common.serve {
+        Some(addr) => match serve::Prepared::new(addr, common.token_file.as_deref()) {
+            Ok(p) => Some(p),
+            Err(e) => return usage_error("cannot serve", &e),
+        },
+        None => None,
+    };
+    // Serving: one worker per core for the clients; else one thread is plenty.
+    let runtime = if serve.is_some() {
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    };
+    let runtime = match runtime {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("lookout: cannot start the async runtime: {e}");
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(dispatch(cli.engine))
+    let code = runtime.block_on(dispatch(cli.engine, serve));
+    // Whatever did not end by itself (a connection past its grace) ends here.
+    runtime.shutdown_timeout(Duration::from_millis(200));
+    code
 }
 
 /// Exit 2 for configuration that can never work (as for bad flags).
@@ -138,18 +191,18 @@ fn usage_error(what: &str, e: &(dyn std::error::Error + 'static)) -> ExitCode {
     ExitCode::from(2)
 }
 
-async fn dispatch(engine: Engine) -> ExitCode {
+async fn dispatch(engine: Engine, serve: Option<serve::Prepared>) -> ExitCode {
     match engine {
         Engine::Docker(a) => match lookout_docker::watch(compat_config(&a)) {
-            Ok(w) => run("docker", w, &a.common).await,
+            Ok(w) => run("docker", w, &a.common, serve).await,
             Err(e) => usage_error("invalid --host", &e),
         },
         Engine::Podman(a) => match lookout_podman::watch(compat_config(&a)) {
-            Ok(w) => run("podman", w, &a.common).await,
+            Ok(w) => run("podman", w, &a.common, serve).await,
             Err(e) => usage_error("invalid --host", &e),
         },
         Engine::Swarm(a) => match lookout_swarm::watch(compat_config(&a)) {
-            Ok(w) => run("swarm", w, &a.common).await,
+            Ok(w) => run("swarm", w, &a.common, serve).await,
             Err(e) => usage_error("invalid --host", &e),
         },
         Engine::K8s(a) => {
@@ -175,14 +228,19 @@ async fn dispatch(engine: Engine) -> ExitCode {
                 watch: watch_config(&a.common),
             };
             match lookout_k8s::watch(config) {
-                Ok(w) => run("k8s", w, &a.common).await,
+                Ok(w) => run("k8s", w, &a.common, serve).await,
                 Err(e) => usage_error("invalid configuration", &e),
             }
         }
     }
 }
 
-async fn run<D: lookout_core::Dial>(provider: &str, watch: Watch<D>, common: &Common) -> ExitCode {
+async fn run<D: lookout_core::Dial>(
+    provider: &'static str,
+    watch: Watch<D>,
+    common: &Common,
+    serve: Option<serve::Prepared>,
+) -> ExitCode {
     let stdout_tty = io::stdout().is_terminal();
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     let events_fmt = Format {
@@ -193,7 +251,58 @@ async fn run<D: lookout_core::Dial>(provider: &str, watch: Watch<D>, common: &Co
         json: common.json,
         color: false,
     };
-    consume(provider, watch, events_fmt, status_fmt).await
+    let Some(prepared) = serve else {
+        return consume(provider, watch, events_fmt, status_fmt).await;
+    };
+    let hub = watch.share_with(HubConfig::default().queue(common.serve_queue as usize));
+    let addr = prepared.addr();
+    let warn_open = !addr.ip().is_loopback() && !prepared.has_token();
+    let server = match serve::Server::start(prepared, &hub, provider) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("lookout: cannot serve on {addr}: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let _ = write_line(&mut io::stderr().lock(), &output::serving_line(addr));
+    if warn_open {
+        let warning = format!(
+            "serving on {addr}, which is not a loopback address, without --token-file: \
+             anyone who can reach it can read every instance and its labels"
+        );
+        let line = if common.json {
+            serde_json::json!({ "warning": warning }).to_string()
+        } else {
+            format!("lookout: warning: {warning}")
+        };
+        let _ = write_line(&mut io::stderr().lock(), &line);
+    }
+    // The store behind /instances and /healthz is fresh while something
+    // polls the hub, client or not. (The binary may spawn; the library
+    // crates never do.)
+    #[allow(clippy::disallowed_methods)]
+    let driver = tokio::spawn(hub.run());
+    // Stdout is one more subscription: the same lines as without --serve.
+    let start = if common.initial {
+        Start::Initial
+    } else {
+        Start::Baseline
+    };
+    let code = consume(provider, hub.subscribe(start), events_fmt, status_fmt).await;
+    server.shutdown().await;
+    driver.abort();
+    code
+}
+
+/// Runs a blocking write; on a multi-thread runtime (`--serve`), off the
+/// worker, so that a stdout nobody reads stalls nothing but itself.
+fn blocking_write<T>(write: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(write)
+        }
+        _ => write(),
+    }
 }
 
 async fn consume(
@@ -218,7 +327,7 @@ async fn consume(
             item = stream.next() => match item {
                 Some(Item::Event(e)) => {
                     let line = event_line(provider, &e, events_fmt);
-                    match write_line(&mut io::stdout().lock(), &line) {
+                    match blocking_write(|| write_line(&mut io::stdout().lock(), &line)) {
                         Ok(()) => {}
                         // The reader went away (`lookout … | head`): exit quietly.
                         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return ExitCode::SUCCESS,
@@ -230,7 +339,8 @@ async fn consume(
                 }
                 Some(Item::Status(s)) => {
                     // A closed stderr is no reason to stop delivering events.
-                    let _ = write_line(&mut io::stderr().lock(), &status_line(provider, &s, status_fmt));
+                    let line = status_line(provider, &s, status_fmt);
+                    let _ = blocking_write(|| write_line(&mut io::stderr().lock(), &line));
                 }
                 None => {
                     eprintln!("lookout: the event stream ended unexpectedly");

@@ -161,6 +161,20 @@ pub fn status_line(provider: &str, s: &Status, f: Format) -> String {
     }
 }
 
+/// The `--serve` announcement on stderr (always JSON): `{"status":"serving","addr":"127.0.0.1:7070"}`.
+pub fn serving_line(addr: std::net::SocketAddr) -> String {
+    #[derive(Serialize)]
+    struct Serving {
+        status: &'static str,
+        addr: String,
+    }
+    serde_json::to_string(&Serving {
+        status: "serving",
+        addr: addr.to_string(),
+    })
+    .unwrap_or_default()
+}
+
 /// An error and its sources, `: `-separated, without repeating a source that
 /// the message already contains.
 pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
@@ -243,6 +257,15 @@ mod tests {
             },
         );
         assert!(coloured.contains("\x1b[33mstopped"));
+    }
+
+    #[test]
+    fn serving_json() {
+        let addr: std::net::SocketAddr = "[::1]:7070".parse().expect("addr");
+        assert_eq!(
+            serving_line(addr),
+            r#"{"status":"serving","addr":"[::1]:7070"}"#
+        );
     }
 
     #[test]

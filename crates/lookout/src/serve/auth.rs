@@ -1,0 +1,146 @@
+//! `--token-file`: every request but `/healthz` carries
+//! `Authorization: Bearer <token>`, compared in constant time.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use http::{HeaderValue, StatusCode, header};
+use subtle::ConstantTimeEq;
+
+use super::routes::error;
+
+/// Why the token file cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenError {
+    #[error("cannot read the token file {path}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the token file {path} is empty")]
+    Empty { path: PathBuf },
+    #[error("the token file {path} holds more than one line or characters not allowed in a header")]
+    Invalid { path: PathBuf },
+}
+
+/// The bearer token. Its `Debug` does not show it.
+pub struct Token(Box<[u8]>);
+
+impl fmt::Debug for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Token(…)")
+    }
+}
+
+impl Token {
+    /// Reads the token: the file's content without surrounding whitespace
+    /// (a trailing newline is usual); it must be one non-empty line of
+    /// visible ASCII (what an `Authorization` header can carry).
+    pub fn read(path: &Path) -> Result<Self, TokenError> {
+        let text = std::fs::read(path).map_err(|source| TokenError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let token = text.trim_ascii();
+        if token.is_empty() {
+            return Err(TokenError::Empty {
+                path: path.to_path_buf(),
+            });
+        }
+        if !token.iter().all(u8::is_ascii_graphic) {
+            return Err(TokenError::Invalid {
+                path: path.to_path_buf(),
+            });
+        }
+        Ok(Self(token.into()))
+    }
+
+    /// Whether an `Authorization` header value is `Bearer <this token>`.
+    fn admits(&self, value: Option<&HeaderValue>) -> bool {
+        let Some(value) = value else { return false };
+        let bytes = value.as_bytes();
+        let Some(scheme) = bytes.get(..7) else {
+            return false;
+        };
+        if !scheme.eq_ignore_ascii_case(b"bearer ") {
+            return false;
+        }
+        // Constant time in the content (a length mismatch is not a secret
+        // worth hiding: tokens are random strings of a chosen length).
+        bool::from(bytes[7..].trim_ascii().ct_eq(&self.0))
+    }
+}
+
+/// The middleware: 401 unless the request carries the token (`/healthz`
+/// is open, for load balancers and probes).
+pub async fn require(
+    State(token): State<Option<Arc<Token>>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let Some(token) = token else {
+        return next.run(req).await;
+    };
+    if req.uri().path() == "/healthz" || token.admits(req.headers().get(header::AUTHORIZATION)) {
+        return next.run(req).await;
+    }
+    let mut response =
+        error(StatusCode::UNAUTHORIZED, "missing or wrong bearer token").into_response();
+    response
+        .headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn token(s: &str) -> Token {
+        Token(s.as_bytes().into())
+    }
+
+    #[test]
+    fn admits_only_the_exact_bearer_token() {
+        let t = token("s3cret");
+        let h = |s: &'static str| Some(HeaderValue::from_static(s));
+        assert!(t.admits(h("Bearer s3cret").as_ref()));
+        assert!(t.admits(h("bearer s3cret").as_ref()));
+        assert!(!t.admits(h("Bearer s3cre").as_ref()));
+        assert!(!t.admits(h("Bearer s3cret2").as_ref()));
+        assert!(!t.admits(h("Basic s3cret").as_ref()));
+        assert!(!t.admits(h("Bearer").as_ref()));
+        assert!(!t.admits(None));
+    }
+
+    #[test]
+    fn reads_one_line_and_rejects_empty_or_odd_files() {
+        let dir = std::env::temp_dir().join(format!("lookout-token-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let file = dir.join("t");
+        std::fs::write(&file, "abc123\n").expect("write");
+        assert_eq!(&*Token::read(&file).expect("token").0, b"abc123");
+        std::fs::write(&file, " \n").expect("write");
+        assert!(matches!(Token::read(&file), Err(TokenError::Empty { .. })));
+        std::fs::write(&file, "a b\n").expect("write");
+        assert!(matches!(
+            Token::read(&file),
+            Err(TokenError::Invalid { .. })
+        ));
+        assert!(matches!(
+            Token::read(&dir.join("missing")),
+            Err(TokenError::Read { .. })
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn debug_hides_the_token() {
+        assert_eq!(format!("{:?}", token("s3cret")), "Token(…)");
+    }
+}

@@ -1,0 +1,267 @@
+//! `GET /events`: one hub subscription per client, written as NDJSON (the
+//! `--json` event lines) or, for `Accept: text/event-stream`, as
+//! Server-Sent Events (events and connection status, a keep-alive comment
+//! every 15 s).
+//!
+//! The response body *is* the subscription: hyper polls it only when it can
+//! write to this client's socket, so a client that stops reading leaves
+//! only its own subscription unpolled (the hub lags it and resyncs it when
+//! it reads again), and a client that goes away drops the body, hence the
+//! subscription. The server's shutdown token ends the body.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::State as Extract;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use lookout_core::{Item, Start, Subscription};
+use tokio::time::{Instant, Sleep};
+use tokio_stream::Stream;
+use tokio_util::sync::WaitForCancellationFutureOwned;
+
+use super::routes::{LabelFilter, Query, State};
+use crate::output::{Format, event_line, status_line};
+
+/// An SSE comment when nothing was sent for this long (proxies and browsers
+/// close idle streams; it also finds a vanished client).
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// How many filtered-out items one poll skips before it yields to the
+/// runtime.
+const SKIP_BUDGET: usize = 256;
+
+const JSON: Format = Format {
+    json: true,
+    color: false,
+};
+
+pub async fn handler(Extract(s): Extract<State>, headers: HeaderMap, uri: Uri) -> Response {
+    let parsed = Query::parse(uri.query(), &["initial", "label"])
+        .and_then(|q| Ok((q.flag("initial")?, q.labels()?)));
+    let (initial, filter) = match parsed {
+        Ok(p) => p,
+        Err(e) => return e.into_response(),
+    };
+    let sse = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("text/event-stream"));
+    let start = if initial {
+        Start::Initial
+    } else {
+        Start::Baseline
+    };
+    let body = EventBody {
+        subscription: s.hub.subscribe(start),
+        filter,
+        sse,
+        provider: s.provider,
+        shutdown: Box::pin(s.shutdown.clone().cancelled_owned()),
+        keep_alive: sse.then(|| Box::pin(tokio::time::sleep(KEEP_ALIVE))),
+    };
+    let content_type = if sse {
+        "text/event-stream"
+    } else {
+        "application/x-ndjson"
+    };
+    let mut response = (StatusCode::OK, Body::from_stream(body)).into_response();
+    let h = response.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    // Tells nginx-like proxies not to buffer the stream.
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    response
+}
+
+/// The body of one `/events` response.
+struct EventBody {
+    subscription: Subscription,
+    filter: LabelFilter,
+    sse: bool,
+    provider: &'static str,
+    shutdown: Pin<Box<WaitForCancellationFutureOwned>>,
+    /// SSE only: when the next keep-alive comment is due.
+    keep_alive: Option<Pin<Box<Sleep>>>,
+}
+
+impl EventBody {
+    /// What this client is sent of `item`, if anything.
+    fn frame(&self, item: &Item) -> Option<Bytes> {
+        match item {
+            Item::Event(e) if self.filter.matches(&e.labels) => {
+                let line = event_line(self.provider, e, JSON);
+                Some(Bytes::from(if self.sse {
+                    format!("event: instance\ndata: {line}\n\n")
+                } else {
+                    line + "\n"
+                }))
+            }
+            Item::Status(s) if self.sse => Some(Bytes::from(format!(
+                "event: status\ndata: {}\n\n",
+                status_line(self.provider, s, JSON)
+            ))),
+            Item::Event(_) | Item::Status(_) => None,
+        }
+    }
+
+    fn sent(&mut self) {
+        if let Some(k) = &mut self.keep_alive {
+            k.as_mut().reset(Instant::now() + KEEP_ALIVE);
+        }
+    }
+}
+
+impl Stream for EventBody {
+    type Item = Result<Bytes, Infallible>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        if this.shutdown.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(None);
+        }
+        for _ in 0..SKIP_BUDGET {
+            match Pin::new(&mut this.subscription).poll_next(cx) {
+                Poll::Ready(Some(item)) => {
+                    if let Some(frame) = this.frame(&item) {
+                        this.sent();
+                        return Poll::Ready(Some(Ok(frame)));
+                    }
+                }
+                // A subscription never ends; should it, so does the response.
+                Poll::Ready(None) => return Poll::Ready(None),
+                Poll::Pending => {
+                    if let Some(k) = &mut this.keep_alive
+                        && k.as_mut().poll(cx).is_ready()
+                    {
+                        this.sent();
+                        return Poll::Ready(Some(Ok(Bytes::from_static(b": keep-alive\n\n"))));
+                    }
+                    return Poll::Pending;
+                }
+            }
+        }
+        // Many items, none for this client: let the others run.
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lookout_core::{Dial, DialFuture, Listed, Observation, Watch, WatchConfig};
+    use tokio_stream::StreamExt;
+    use tokio_util::sync::CancellationToken;
+
+    /// An engine with `web` (app=web, running) and `db` (app=db, stopped),
+    /// and a quiet feed.
+    struct TwoListed;
+
+    impl Dial for TwoListed {
+        type Cursor = ();
+        fn dial(&mut self, _resume: Option<&()>) -> DialFuture<()> {
+            let listed = |id: &str, running| {
+                Ok(Observation::Listed(Listed {
+                    id: id.into(),
+                    running,
+                    uid: None,
+                    labels: [("app".to_owned(), id.to_owned())].into(),
+                }))
+            };
+            Box::pin(async move {
+                let snapshot = vec![
+                    Ok(Observation::ResyncBegin),
+                    listed("web", true),
+                    listed("db", false),
+                    Ok(Observation::ResyncDone),
+                ];
+                let session = tokio_stream::iter(snapshot).chain(tokio_stream::pending());
+                Ok(Box::pin(session) as lookout_core::Session<()>)
+            })
+        }
+    }
+
+    fn body(sse: bool, query: &str, shutdown: &CancellationToken) -> EventBody {
+        let hub = Watch::new(TwoListed, WatchConfig::default()).share();
+        let q = Query::parse(Some(query), &["initial", "label"]).expect("query");
+        EventBody {
+            subscription: hub.subscribe(Start::Initial),
+            filter: q.labels().expect("labels"),
+            sse,
+            provider: "docker",
+            shutdown: Box::pin(shutdown.clone().cancelled_owned()),
+            keep_alive: sse.then(|| Box::pin(tokio::time::sleep(KEEP_ALIVE))),
+        }
+    }
+
+    async fn next(body: &mut EventBody) -> String {
+        let frame = tokio::time::timeout(Duration::from_secs(60), body.next())
+            .await
+            .expect("a frame")
+            .expect("the body goes on");
+        String::from_utf8(frame.expect("infallible").to_vec()).expect("UTF-8")
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn ndjson_is_the_json_lines_filtered_and_ends_on_shutdown() {
+        let shutdown = CancellationToken::new();
+        let mut body = body(false, "label=app%3Dweb", &shutdown);
+        let created = next(&mut body).await;
+        assert!(
+            created.starts_with(r#"{"provider":"docker","instance":"web","kind":"created","origin":"initial","at":""#),
+            "{created}"
+        );
+        assert!(
+            created.ends_with("\"labels\":{\"app\":\"web\"}}\n"),
+            "{created}"
+        );
+        let started = next(&mut body).await;
+        assert!(
+            started.contains(r#""instance":"web","kind":"started""#),
+            "{started}"
+        );
+        // db is filtered out, the status is not an event, and NDJSON has no
+        // keep-alive: nothing more, even a minute later.
+        let more = tokio::time::timeout(Duration::from_secs(60), body.next()).await;
+        assert!(more.is_err(), "{more:?}");
+        shutdown.cancel();
+        assert!(body.next().await.is_none(), "the body ends on shutdown");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn sse_has_events_status_and_a_keep_alive() {
+        let shutdown = CancellationToken::new();
+        let mut body = body(true, "", &shutdown);
+        let mut frames = Vec::new();
+        // db (stopped): created; web: created, started; by id.
+        for _ in 0..3 {
+            frames.push(next(&mut body).await);
+        }
+        let kinds: Vec<&str> = frames
+            .iter()
+            .map(|f| f.lines().next().unwrap_or_default())
+            .collect();
+        assert_eq!(kinds, ["event: instance"; 3], "{frames:?}");
+        assert!(
+            frames
+                .iter()
+                .all(|f| f.starts_with("event: instance\ndata: {") && f.ends_with("}\n\n"))
+        );
+        let status = next(&mut body).await;
+        assert_eq!(
+            status,
+            "event: status\ndata: {\"status\":\"connected\",\"instances\":2}\n\n"
+        );
+        let before = Instant::now();
+        assert_eq!(next(&mut body).await, ": keep-alive\n\n");
+        assert_eq!(before.elapsed(), KEEP_ALIVE);
+        shutdown.cancel();
+        assert!(body.next().await.is_none(), "the body ends on shutdown");
+    }
+}

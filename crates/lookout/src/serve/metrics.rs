@@ -1,0 +1,68 @@
+//! `/metrics`: the hub's metrics (emitted through the `metrics` facade) in
+//! the Prometheus text format, plus `lookout_last_event_age_seconds`,
+//! computed at scrape time.
+
+use std::time::SystemTime;
+
+use lookout_core::Store;
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
+
+/// The installed recorder's handle.
+#[derive(Clone, Debug)]
+pub struct Metrics {
+    handle: PrometheusHandle,
+}
+
+impl Metrics {
+    /// Installs the process-wide recorder. Call it before the hub is made:
+    /// the hub registers its metrics then.
+    pub fn install() -> Result<Self, ::metrics::SetRecorderError<PrometheusRecorder>> {
+        let recorder = PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        ::metrics::set_global_recorder(recorder)?;
+        describe();
+        Ok(Self { handle })
+    }
+
+    /// The text exposition, with the age of the last event as of now.
+    pub fn render(&self, store: &Store) -> String {
+        // Absent until the first event: an age of nothing is no number.
+        if let Some(at) = store.last_event_at() {
+            let age = SystemTime::now()
+                .duration_since(at)
+                .unwrap_or_default()
+                .as_secs_f64();
+            ::metrics::gauge!("lookout_last_event_age_seconds").set(age);
+        }
+        self.handle.render()
+    }
+}
+
+fn describe() {
+    use ::metrics::{describe_counter, describe_gauge};
+    describe_gauge!(
+        "lookout_connected",
+        "1 while the engine's change feed is connected, else 0"
+    );
+    describe_counter!(
+        "lookout_reconnects_total",
+        "Times the connection to the engine was lost"
+    );
+    describe_counter!(
+        "lookout_events_total",
+        "Instance events the engine connection yielded, by kind and origin"
+    );
+    describe_gauge!("lookout_instances", "Instances known now");
+    describe_gauge!(
+        "lookout_subscribers",
+        "Open subscriptions (HTTP /events clients and stdout)"
+    );
+    describe_counter!(
+        "lookout_subscriber_resyncs_total",
+        "Times a subscription fell behind and was resynced"
+    );
+    describe_gauge!(
+        "lookout_last_event_age_seconds",
+        "Seconds since the last instance event reached lookout"
+    );
+}

@@ -1,0 +1,1360 @@
+//! `lookout … --serve ADDR` (issue #14): the built binary against the real
+//! dockerd, its HTTP clients speaking HTTP/1.1 over plain TCP sockets the
+//! tests own (so that a client can stall with a tiny receive buffer, vanish
+//! mid-stream, or send a broken request), SSE parsed by `eventsource-stream`,
+//! NDJSON by `jq`, `/metrics` by `prometheus-parse`.
+//!
+//! Needs the engines: `cargo xtask engines up docker` (CI brings them up),
+//! and `curl` and `jq` (`cargo xtask engines up` installs them on Debian).
+
+// Test code reads the child's pipes on threads; only library crates may not spawn.
+#![allow(clippy::disallowed_methods)]
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::{Bytes, BytesMut};
+use eventsource_stream::Eventsource;
+use lookout_e2e::engines;
+use lookout_e2e::relay::Relay;
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader as AsyncBufReader};
+use tokio::net::{TcpSocket, TcpStream};
+use tokio_stream::StreamExt;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+// ------------------------------------------------------------------ fixtures
+
+fn require_docker(exclusive: bool) -> engines::EngineLock {
+    // The lock first: a test of this file stops dockerd while it holds the
+    // lock exclusively.
+    let lock = engines::lock_engine("docker", exclusive).unwrap_or_else(|e| panic!("{e}"));
+    if let Err(e) = engines::docker_up() {
+        panic!(
+            "docker is not usable ({e}).\nRun `cargo xtask engines up docker` first \
+             (or run the tests under `cargo xtask ci`)."
+        );
+    }
+    lock
+}
+
+fn unique(what: &str) -> String {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    format!(
+        "lookout-serve-{what}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// Removes the test's containers whatever happens.
+struct Containers(Vec<String>);
+
+impl Drop for Containers {
+    fn drop(&mut self) {
+        if !self.0.is_empty() {
+            let mut args = vec!["rm", "-f"];
+            args.extend(self.0.iter().map(String::as_str));
+            let _ = engines::docker(&args);
+        }
+    }
+}
+
+fn docker(args: &[&str]) {
+    engines::docker(args).unwrap_or_else(|e| panic!("docker {args:?}: {e}"));
+}
+
+fn create(name: &str, labels: &[&str]) {
+    let mut args = Vec::new();
+    for l in labels {
+        args.extend(["--label", l]);
+    }
+    engines::docker_create_test_container(name, &args).unwrap_or_else(|e| panic!("{e}"));
+}
+
+fn lines(r: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        for line in BufReader::new(r).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// A running `lookout … --serve`, killed on drop.
+struct Lookout {
+    child: Child,
+    err: mpsc::Receiver<String>,
+    stderr_seen: Vec<String>,
+    addr: SocketAddr,
+    _out: mpsc::Receiver<String>,
+}
+
+impl Lookout {
+    /// `lookout docker --json --label LABEL --serve 127.0.0.1:0 EXTRA…`, once
+    /// it serves and is connected.
+    fn start(label: &str, host: &str, extra: &[&str]) -> Self {
+        Self::spawn(label, host, "127.0.0.1:0", extra)
+    }
+
+    /// As [`start`](Self::start), serving on `addr`.
+    fn start_on(label: &str, addr: &str, extra: &[&str]) -> Self {
+        Self::spawn(label, &engines::docker_host(), addr, extra)
+    }
+
+    fn spawn(label: &str, host: &str, addr: &str, extra: &[&str]) -> Self {
+        let mut args = vec![
+            "docker", "--json", "--host", host, "--label", label, "--serve", addr,
+        ];
+        args.extend_from_slice(extra);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_lookout"))
+            .args(&args)
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn lookout");
+        let out = lines(child.stdout.take().expect("stdout"));
+        let err = lines(child.stderr.take().expect("stderr"));
+        let mut me = Self {
+            child,
+            err,
+            stderr_seen: Vec::new(),
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            _out: out,
+        };
+        let serving = me.stderr("serving", |v| v["status"] == "serving");
+        me.addr = serving["addr"]
+            .as_str()
+            .and_then(|a| a.parse::<SocketAddr>().ok())
+            .unwrap_or_else(|| panic!("no address in {serving}"));
+        if me.addr.ip().is_unspecified() {
+            // Served on every address: reach it on loopback.
+            me.addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+        }
+        assert_ne!(me.addr.port(), 0, "port 0 is reported as the real port");
+        me.stderr("connected", |v| v["status"] == "connected");
+        me
+    }
+
+    /// Waits for a stderr JSON line satisfying `pred`.
+    fn stderr(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line =
+                tokio::task::block_in_place(|| self.err.recv_timeout(left)).unwrap_or_else(|_| {
+                    panic!(
+                        "no {what} line within {WAIT:?}; stderr: {:?}",
+                        self.stderr_seen
+                    )
+                });
+            self.stderr_seen.push(line.clone());
+            let v: Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("stderr line is not JSON ({e}): {line}"));
+            if pred(&v) {
+                return v;
+            }
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Open file descriptors of the process.
+    fn fds(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.pid())).map_or(0, Iterator::count)
+    }
+
+    /// Resident memory of the process, in KiB.
+    fn rss_kib(&self) -> u64 {
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// Waits (bounded) for the process to exit by itself.
+    fn exit_within(&mut self, d: Duration) -> std::process::ExitStatus {
+        let deadline = Instant::now() + d;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "lookout did not exit within {d:?}"
+            );
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn signal(&self, sig: &str) {
+        let ok = Command::new("kill")
+            .args([&format!("-{sig}"), &self.child.id().to_string()])
+            .status()
+            .expect("kill")
+            .success();
+        assert!(ok, "kill -{sig} lookout");
+    }
+}
+
+impl Drop for Lookout {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+// ------------------------------------------------------------------ HTTP/1.1
+
+/// A response being read: status, headers, and a body read as it comes.
+struct Response {
+    status: u16,
+    headers: HashMap<String, String>,
+    reader: AsyncBufReader<TcpStream>,
+    body: Framing,
+    /// Bytes of the body read but not yet handed out as lines.
+    pending: BytesMut,
+}
+
+enum Framing {
+    Chunked { done: bool },
+    Length(usize),
+    UntilEof { done: bool },
+}
+
+fn request_bytes(path: &str, headers: &[(&str, &str)]) -> Vec<u8> {
+    let mut req = format!("GET {path} HTTP/1.1\r\nHost: lookout.test\r\n");
+    for (k, v) in headers {
+        let _ = write!(req, "{k}: {v}\r\n");
+    }
+    req.push_str("\r\n");
+    req.into_bytes()
+}
+
+/// Sends `GET path` on a new connection and reads the response head.
+async fn open(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> Response {
+    let stream = TcpStream::connect(addr).await.expect("connect");
+    send(stream, path, headers).await
+}
+
+async fn send(mut stream: TcpStream, path: &str, headers: &[(&str, &str)]) -> Response {
+    stream
+        .write_all(&request_bytes(path, headers))
+        .await
+        .expect("send the request");
+    read_head(stream).await
+}
+
+async fn read_head(stream: TcpStream) -> Response {
+    let mut reader = AsyncBufReader::new(stream);
+    let mut line = String::new();
+    reader.read_line(&mut line).await.expect("status line");
+    let status = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("bad status line {line:?}"));
+    let mut headers = HashMap::new();
+    loop {
+        line.clear();
+        reader.read_line(&mut line).await.expect("header line");
+        let l = line.trim_end();
+        if l.is_empty() {
+            break;
+        }
+        let (k, v) = l.split_once(':').expect("a header");
+        headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_owned());
+    }
+    let body = if headers
+        .get("transfer-encoding")
+        .is_some_and(|t| t.eq_ignore_ascii_case("chunked"))
+    {
+        Framing::Chunked { done: false }
+    } else if let Some(n) = headers.get("content-length") {
+        Framing::Length(n.parse().expect("content-length"))
+    } else {
+        Framing::UntilEof { done: false }
+    };
+    Response {
+        status,
+        headers,
+        reader,
+        body,
+        pending: BytesMut::new(),
+    }
+}
+
+impl Response {
+    /// The next piece of the body as it came off the wire (a chunk), `None`
+    /// at its end.
+    async fn chunk(&mut self) -> std::io::Result<Option<Bytes>> {
+        match &mut self.body {
+            Framing::Chunked { done } => {
+                if *done {
+                    return Ok(None);
+                }
+                let mut line = String::new();
+                if self.reader.read_line(&mut line).await? == 0 {
+                    return Err(std::io::ErrorKind::UnexpectedEof.into());
+                }
+                let size = line.trim_end().split(';').next().unwrap_or("");
+                let size = usize::from_str_radix(size, 16).map_err(|_| {
+                    std::io::Error::new(std::io::ErrorKind::InvalidData, format!("chunk {line:?}"))
+                })?;
+                let mut data = vec![0; size + 2];
+                self.reader.read_exact(&mut data).await?;
+                data.truncate(size);
+                if size == 0 {
+                    *done = true;
+                    return Ok(None);
+                }
+                Ok(Some(Bytes::from(data)))
+            }
+            Framing::Length(left) => {
+                if *left == 0 {
+                    return Ok(None);
+                }
+                let mut data = vec![0; *left];
+                self.reader.read_exact(&mut data).await?;
+                *left = 0;
+                Ok(Some(Bytes::from(data)))
+            }
+            Framing::UntilEof { done } => {
+                if *done {
+                    return Ok(None);
+                }
+                let mut data = vec![0; 16 * 1024];
+                let n = self.reader.read(&mut data).await?;
+                if n == 0 {
+                    *done = true;
+                    return Ok(None);
+                }
+                data.truncate(n);
+                Ok(Some(Bytes::from(data)))
+            }
+        }
+    }
+
+    /// The whole body.
+    async fn text(mut self) -> String {
+        let mut all = self.pending.to_vec();
+        while let Some(c) = self.chunk().await.expect("read the body") {
+            all.extend_from_slice(&c);
+        }
+        String::from_utf8(all).expect("UTF-8 body")
+    }
+
+    /// The next NDJSON line, `None` at the end of the body.
+    async fn line(&mut self) -> std::io::Result<Option<Value>> {
+        loop {
+            if let Some(at) = self.pending.iter().position(|&b| b == b'\n') {
+                let line = self.pending.split_to(at + 1);
+                let v = serde_json::from_slice(&line[..at]).map_err(|e| {
+                    std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        format!("not JSON ({e}): {}", String::from_utf8_lossy(&line)),
+                    )
+                })?;
+                return Ok(Some(v));
+            }
+            match self.chunk().await? {
+                Some(c) => self.pending.extend_from_slice(&c),
+                None => return Ok(None),
+            }
+        }
+    }
+
+    /// The body as a stream of chunks, for an SSE parser.
+    fn into_stream(self) -> impl tokio_stream::Stream<Item = std::io::Result<Bytes>> + Send {
+        async_stream::try_stream! {
+            let mut me = self;
+            while let Some(chunk) = me.chunk().await? {
+                yield chunk;
+            }
+        }
+    }
+}
+
+/// `GET path` (with a token if given) → status and body.
+async fn get(addr: SocketAddr, path: &str, token: Option<&str>) -> (u16, String) {
+    let auth = token.map(|t| format!("Bearer {t}"));
+    let mut headers = vec![("Connection", "close")];
+    if let Some(a) = &auth {
+        headers.push(("Authorization", a.as_str()));
+    }
+    let r = open(addr, path, &headers).await;
+    let status = r.status;
+    (status, r.text().await)
+}
+
+/// The samples of `/metrics`, parsed by a Prometheus text-format parser.
+async fn scrape(addr: SocketAddr) -> prometheus_parse::Scrape {
+    let (status, text) = get(addr, "/metrics", None).await;
+    assert_eq!(status, 200, "{text}");
+    prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned())))
+        .unwrap_or_else(|e| panic!("not the Prometheus text format ({e}): {text}"))
+}
+
+fn sample(scrape: &prometheus_parse::Scrape, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    scrape
+        .samples
+        .iter()
+        .find(|s| s.metric == name && labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
+        .map(|s| match s.value {
+            prometheus_parse::Value::Counter(v)
+            | prometheus_parse::Value::Gauge(v)
+            | prometheus_parse::Value::Untyped(v) => v,
+            _ => f64::NAN,
+        })
+}
+
+async fn subscribers(addr: SocketAddr) -> f64 {
+    sample(&scrape(addr).await, "lookout_subscribers", &[]).unwrap_or(f64::NAN)
+}
+
+/// Polls `check` every 20 ms until it holds, at most `within`.
+async fn eventually<F, Fut>(within: Duration, what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<(), String>>,
+{
+    let deadline = Instant::now() + within;
+    loop {
+        match check().await {
+            Ok(()) => return,
+            Err(last) if Instant::now() >= deadline => {
+                panic!("{what}: not within {within:?}; last: {last}")
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+}
+
+/// `2026-11-30T03:42:18.979493067Z` (what lookout writes) as a time.
+#[allow(clippy::many_single_char_names)] // the date algorithm's own names
+fn parse_rfc3339(s: &str) -> SystemTime {
+    let n = |r: std::ops::Range<usize>| -> i64 {
+        s.get(r)
+            .and_then(|d| d.parse().ok())
+            .unwrap_or_else(|| panic!("bad time {s}"))
+    };
+    let (y, m, d) = (n(0..4), n(5..7), n(8..10));
+    // Days from civil (Howard Hinnant).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + n(11..13) * 3600 + n(14..16) * 60 + n(17..19);
+    let secs = u64::try_from(secs).expect("after 1970");
+    let nanos = u32::try_from(n(20..29)).expect("nanoseconds");
+    UNIX_EPOCH + Duration::new(secs, nanos)
+}
+
+#[test]
+fn rfc3339_parses_what_lookout_writes() {
+    let t = UNIX_EPOCH + Duration::new(1_796_010_138, 979_493_067);
+    assert_eq!(parse_rfc3339("2026-11-30T03:42:18.979493067Z"), t);
+    let leap = UNIX_EPOCH + Duration::from_secs(951_782_400);
+    assert_eq!(parse_rfc3339("2000-02-29T00:00:00.000000000Z"), leap);
+}
+
+/// The top-level keys of the JSON object `raw` come in this order (and
+/// only these: `raw` holds exactly as many objects' worth of them).
+fn assert_keys_in_order(raw: &str, keys: &[&str]) {
+    let v: Value = serde_json::from_str(raw).unwrap_or_else(|e| panic!("not JSON ({e}): {raw}"));
+    let obj = match &v {
+        Value::Array(a) => a.first().and_then(Value::as_object),
+        other => other.as_object(),
+    }
+    .unwrap_or_else(|| panic!("no object in {raw}"));
+    let mut have: Vec<&str> = obj.keys().map(String::as_str).collect();
+    let mut want = keys.to_vec();
+    have.sort_unstable();
+    want.sort_unstable();
+    assert_eq!(have, want, "{raw}");
+    let at: Vec<usize> = keys
+        .iter()
+        .map(|k| {
+            raw.find(&format!("\"{k}\":"))
+                .unwrap_or_else(|| panic!("{k} in {raw}"))
+        })
+        .collect();
+    assert!(at.is_sorted(), "keys out of order in {raw}");
+}
+
+fn kind_of(v: &Value) -> (String, String, String) {
+    let s = |k: &str| v[k].as_str().unwrap_or_default().to_owned();
+    (s("instance"), s("kind"), s("origin"))
+}
+
+// ------------------------------------------------------------------ the tests
+
+/// 200 `/events` clients over one engine connection: 160 read, 20 never
+/// read (tiny receive buffers, full), 20 vanish mid-stream. Every reader gets
+/// every event, in the same order as stdout, promptly; the stalled ones get
+/// `lagged` and the resync diff when they read again; when all are gone, the
+/// subscriptions, fds and memory are back where they were.
+#[test]
+fn fanout_200_clients_over_one_engine_connection() {
+    let _lock = require_docker(false);
+    runtime().block_on(fanout());
+}
+
+const READERS: usize = 160;
+const STALLED: usize = 20;
+const VANISHING: usize = 20;
+/// Containers with a 16 KiB label: events big enough to fill the stalled
+/// clients' socket buffers, and more of them than the hub's queue (64).
+const FAT: usize = 40;
+
+async fn wait_subscribers(addr: SocketAddr, n: usize, within: Duration) {
+    eventually(within, &format!("{n} subscribers"), || async move {
+        let have = subscribers(addr).await;
+        #[allow(clippy::cast_precision_loss)]
+        let want = n as f64;
+        if (have - want).abs() < 0.5 {
+            Ok(())
+        } else {
+            Err(format!("{have}"))
+        }
+    })
+    .await;
+}
+
+#[allow(clippy::too_many_lines)]
+async fn fanout() {
+    let relay = Relay::start(&engines::docker_host());
+    let name = unique("fan");
+    let label = format!("lookout.serve={name}");
+    let mut lookout = Lookout::start(&label, &relay.host(), &["--serve-queue", "64"]);
+    let addr = lookout.addr;
+    let clients = READERS + STALLED + VANISHING;
+
+    // Warm-up: as many clients, come and gone, so that the baseline holds
+    // what the allocator and the runtime keep.
+    let mut warm = Vec::new();
+    for _ in 0..clients {
+        warm.push(open(addr, "/events", &[]).await);
+    }
+    wait_subscribers(addr, clients + 1, WAIT).await;
+    drop(warm);
+    wait_subscribers(addr, 1, Duration::from_secs(1)).await;
+    let (fds0, rss0) = (lookout.fds(), lookout.rss_kib());
+
+    let fat: Vec<String> = (0..FAT).map(|i| format!("{name}-fat{i}")).collect();
+    let x = format!("{name}-x");
+    let survivor = format!("{name}-survivor");
+    let mut all = fat.clone();
+    all.extend([x.clone(), survivor.clone()]);
+    let _containers = Containers(all);
+
+    // Each reader says when it has read the flood, then reads on to the
+    // end of x's lifecycle.
+    let (flooded_tx, mut flooded_rx) = tokio::sync::mpsc::channel::<()>(READERS);
+    let mut readers = tokio::task::JoinSet::new();
+    for _ in 0..READERS {
+        let x = x.clone();
+        let flooded = flooded_tx.clone();
+        readers.spawn(async move {
+            let mut r = open(addr, "/events", &[]).await;
+            assert_eq!(r.status, 200);
+            assert_eq!(r.headers["content-type"], "application/x-ndjson");
+            let mut seen = Vec::new();
+            loop {
+                let v = tokio::time::timeout(WAIT, r.line())
+                    .await
+                    .expect("an event within WAIT")
+                    .expect("a JSON line")
+                    .expect("the stream goes on");
+                let k = kind_of(&v);
+                let done = k.0 == x && k.1 == "removed";
+                seen.push(k);
+                if seen.len() == 2 * FAT {
+                    let _ = flooded.send(()).await;
+                }
+                if done {
+                    let at = v["at"].as_str().map(parse_rfc3339).expect("at");
+                    let delay = SystemTime::now().duration_since(at).unwrap_or_default();
+                    return (seen, delay);
+                }
+            }
+        });
+    }
+    drop(flooded_tx);
+    let mut vanishing = tokio::task::JoinSet::new();
+    for _ in 0..VANISHING {
+        vanishing.spawn(async move {
+            let mut r = open(addr, "/events", &[]).await;
+            let first = tokio::time::timeout(WAIT, r.line()).await;
+            assert!(matches!(first, Ok(Ok(Some(_)))), "a first event");
+            // Gone mid-stream: the socket closes with `r`.
+        });
+    }
+    let mut stalled = Vec::new();
+    for _ in 0..STALLED {
+        let socket = TcpSocket::new_v4().expect("socket");
+        socket.set_recv_buffer_size(4096).expect("SO_RCVBUF");
+        let mut stream = socket.connect(addr).await.expect("connect");
+        let req = request_bytes("/events", &[("Accept", "text/event-stream")]);
+        stream.write_all(&req).await.expect("request");
+        stalled.push(stream);
+    }
+    wait_subscribers(addr, clients + 1, WAIT).await;
+    // One dial makes two `/events` requests: its history (of the last 2 s),
+    // then the subscription.
+    assert_eq!(relay.counts().events_requests, 2, "one engine dial");
+
+    let fat_value = "f".repeat(16 * 1024);
+    let fat_label = format!("lookout.fat={fat_value}");
+    for f in &fat {
+        create(f, &[&label, &fat_label]);
+    }
+    let mut rm = vec!["rm"];
+    rm.extend(fat.iter().map(String::as_str));
+    docker(&rm);
+    assert!(
+        tokio::time::timeout(WAIT, vanishing.join_all())
+            .await
+            .is_ok(),
+        "the vanishing clients read their first event"
+    );
+    // The flood is read (the readers parse 16 KiB lines): now the timing
+    // of x's events is the server's, not the readers' backlog.
+    for _ in 0..READERS {
+        let flooded = tokio::time::timeout(WAIT, flooded_rx.recv()).await;
+        assert!(
+            matches!(flooded, Ok(Some(()))),
+            "every reader read the flood"
+        );
+    }
+    create(&x, &[&label]);
+    docker(&["start", &x]);
+    docker(&["stop", "-t", "0", &x]);
+    docker(&["rm", &x]);
+
+    let results = tokio::time::timeout(WAIT, readers.join_all())
+        .await
+        .expect("every reader got the lifecycle within WAIT");
+    let reference = results[0].0.clone();
+    let mut delays: Vec<Duration> = Vec::new();
+    for (seen, delay) in &results {
+        assert_eq!(
+            seen, &reference,
+            "every reader sees the same events in the same order"
+        );
+        delays.push(*delay);
+    }
+    assert_eq!(reference.len(), 2 * FAT + 4, "{reference:?}");
+    assert!(reference.iter().all(|k| k.2 == "live"), "{reference:?}");
+    let lifecycle: Vec<&str> = reference
+        .iter()
+        .filter(|k| k.0 == x)
+        .map(|k| k.1.as_str())
+        .collect();
+    assert_eq!(lifecycle, ["created", "started", "stopped", "removed"]);
+    for f in &fat {
+        let kinds: Vec<&str> = reference
+            .iter()
+            .filter(|k| &k.0 == f)
+            .map(|k| k.1.as_str())
+            .collect();
+        assert_eq!(kinds, ["created", "removed"], "{f}");
+    }
+    delays.sort_unstable();
+    let (p50, max) = (delays[delays.len() / 2], delays[delays.len() - 1]);
+    eprintln!(
+        "x's `removed` reached the {READERS} readers after the engine's time: p50 {p50:?}, max {max:?}"
+    );
+    assert!(
+        max < Duration::from_secs(3),
+        "stalled and vanished clients delayed the readers: p50 {p50:?}, max {max:?}"
+    );
+
+    // Something that changed while the stalled clients did not read.
+    create(&survivor, &[&label]);
+    docker(&["start", &survivor]);
+    let mut resumed = tokio::task::JoinSet::new();
+    for stream in stalled {
+        let survivor = survivor.clone();
+        let x = x.clone();
+        resumed.spawn(async move {
+            let r = read_head(stream).await;
+            assert_eq!(r.status, 200);
+            assert_eq!(r.headers["content-type"], "text/event-stream");
+            let mut events = Box::pin(r.into_stream().eventsource());
+            let mut lagged = None;
+            let mut resync = Vec::new();
+            let mut before = Vec::new();
+            loop {
+                let e = tokio::time::timeout(Duration::from_secs(10), events.next())
+                    .await
+                    .unwrap_or_else(|_| panic!("no lag and resync; before: {before:?}"))
+                    .expect("the stream goes on")
+                    .expect("a well-formed SSE event");
+                let data: Value = serde_json::from_str(&e.data).expect("JSON data");
+                match (e.event.as_str(), &lagged) {
+                    ("status", None) if data["status"] == "lagged" => {
+                        lagged = Some(data["missed"].as_u64().expect("missed"));
+                    }
+                    ("status", Some(_)) => {
+                        assert_eq!(data["status"], "connected", "{data}");
+                        break;
+                    }
+                    ("instance", Some(_)) => resync.push(kind_of(&data)),
+                    ("status" | "instance", None) => {
+                        before.push((e.event.clone(), kind_of(&data), data["status"].clone()));
+                    }
+                    (other, _) => panic!("unexpected SSE event {other}: {data}"),
+                }
+            }
+            let missed = lagged.expect("lagged");
+            assert!(missed > 0, "missed {missed}");
+            assert!(resync.iter().all(|k| k.2 == "resync"), "{resync:?}");
+            assert!(
+                !resync.iter().any(|k| k.0 == x),
+                "x came and went: {resync:?}"
+            );
+            let theirs: Vec<&str> = resync
+                .iter()
+                .filter(|k| k.0 == survivor)
+                .map(|k| k.1.as_str())
+                .collect();
+            assert_eq!(theirs, ["created", "started"], "{resync:?}");
+        });
+    }
+    let resumed_ok = tokio::time::timeout(WAIT, resumed.join_all()).await;
+    assert!(resumed_ok.is_ok(), "the stalled clients resynced");
+    let resyncs = sample(&scrape(addr).await, "lookout_subscriber_resyncs_total", &[]);
+    assert!(
+        resyncs.is_some_and(|r| r >= 20.0),
+        "lookout_subscriber_resyncs_total {resyncs:?}"
+    );
+
+    // Every client is gone (the resumed ones with their tasks): within 1 s
+    // the subscriptions, then the fds, are back to the baseline.
+    wait_subscribers(addr, 1, Duration::from_secs(1)).await;
+    eventually(Duration::from_secs(1), "fds back to the baseline", || {
+        let fds = lookout.fds();
+        async move {
+            if fds <= fds0 {
+                Ok(())
+            } else {
+                Err(format!("{fds} fds, baseline {fds0}"))
+            }
+        }
+    })
+    .await;
+    let rss = lookout.rss_kib();
+    eprintln!("RSS: baseline {rss0} KiB, after {rss} KiB; fds: baseline {fds0}");
+    assert!(
+        rss <= rss0 + 8 * 1024,
+        "RSS grew from {rss0} KiB to {rss} KiB"
+    );
+    let counts = relay
+        .wait(WAIT, |c| c.live == 1)
+        .await
+        .unwrap_or_else(|c| panic!("one engine connection at the relay: {c:?}"));
+    assert_eq!(counts.events_requests, 2, "still the one dial: {counts:?}");
+    lookout.signal("TERM");
+    assert_eq!(lookout.exit_within(Duration::from_secs(2)).code(), Some(0));
+}
+
+/// SSE through `eventsource-stream` and NDJSON through `curl | jq`, with
+/// `?initial=true` and a `?label=` filter.
+#[test]
+fn sse_and_ndjson_through_real_parsers() {
+    let _lock = require_docker(false);
+    runtime().block_on(async {
+        let name = unique("parsers");
+        let label = format!("lookout.serve={name}");
+        let (a, b) = (format!("{name}-a"), format!("{name}-b"));
+        let _containers = Containers(vec![a.clone(), b.clone()]);
+        create(&a, &[&label, "lookout.pick=yes"]);
+        docker(&["start", &a]);
+        create(&b, &[&label, "lookout.pick=no"]);
+        let lookout = Lookout::start(&label, &engines::docker_host(), &[]);
+        let path = "/events?initial=true&label=lookout.pick%3Dyes";
+
+        let r = open(lookout.addr, path, &[("Accept", "text/event-stream")]).await;
+        assert_eq!(r.status, 200);
+        assert_eq!(r.headers["content-type"], "text/event-stream");
+        assert_eq!(r.headers["cache-control"], "no-cache");
+        let mut sse = Box::pin(r.into_stream().eventsource());
+        let mut next_sse = async || {
+            let e = tokio::time::timeout(WAIT, sse.next())
+                .await
+                .expect("an SSE event within WAIT")
+                .expect("the stream goes on")
+                .expect("well-formed SSE");
+            let data: Value = serde_json::from_str(&e.data)
+                .unwrap_or_else(|err| panic!("data is not JSON ({err}): {}", e.data));
+            (e.event, data, e.data)
+        };
+
+        let url = format!("http://{}{path}", lookout.addr);
+        let mut curl = Command::new("curl")
+            .args(["-sSN", &url])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("curl (install curl)");
+        let mut jq = Command::new("jq")
+            .args(["-c", "--unbuffered", "[.instance, .kind, .origin]"])
+            .stdin(curl.stdout.take().expect("curl's stdout"))
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("jq (install jq)");
+        let jq_lines = lines(jq.stdout.take().expect("jq's stdout"));
+        let next_jq = || -> Value {
+            let line = tokio::task::block_in_place(|| jq_lines.recv_timeout(WAIT))
+                .expect("a jq line within WAIT");
+            serde_json::from_str(&line).expect("jq prints JSON")
+        };
+        let jq_row = |id: &str, kind: &str, origin: &str| serde_json::json!([id, kind, origin]);
+
+        // The present first, as `initial` events, then the status.
+        for kind in ["created", "started"] {
+            let (event, data, raw) = next_sse().await;
+            assert_eq!(event, "instance");
+            assert_eq!(
+                kind_of(&data),
+                (a.clone(), kind.to_owned(), "initial".to_owned())
+            );
+            assert_keys_in_order(
+                &raw,
+                &["provider", "instance", "kind", "origin", "at", "labels"],
+            );
+            assert_eq!(data["labels"]["lookout.pick"], "yes");
+            assert_eq!(next_jq(), jq_row(&a, kind, "initial"));
+        }
+        let (event, data, _) = next_sse().await;
+        assert_eq!(event, "status");
+        assert_eq!(
+            data,
+            serde_json::json!({"status": "connected", "instances": 2})
+        );
+
+        // b is filtered out; a's changes come live.
+        docker(&["start", &b]);
+        docker(&["stop", "-t", "0", &a]);
+        docker(&["rm", "-f", &a, &b]);
+        for kind in ["stopped", "removed"] {
+            let (event, data, _) = next_sse().await;
+            assert_eq!(event, "instance", "{data}");
+            assert_eq!(
+                kind_of(&data),
+                (a.clone(), kind.to_owned(), "live".to_owned())
+            );
+            assert_eq!(next_jq(), jq_row(&a, kind, "live"));
+        }
+        let _ = curl.kill();
+        let _ = curl.wait();
+        let _ = jq.wait();
+    });
+}
+
+/// `/instances`, `/instances/{id}`, `?wait=running|stopped|gone`, 408, and
+/// what a bad request gets.
+#[test]
+fn instances_wait_and_bad_requests() {
+    let _lock = require_docker(false);
+    runtime().block_on(async {
+        let name = unique("inst");
+        let label = format!("lookout.serve={name}");
+        let w = format!("{name}-w");
+        let _containers = Containers(vec![w.clone()]);
+        let lookout = Lookout::start(&label, &engines::docker_host(), &[]);
+        let addr = lookout.addr;
+
+        assert_eq!(get(addr, "/instances", None).await, (200, "[]".to_owned()));
+        let waiter = {
+            let path = format!("/instances/{w}?wait=running&timeout=20s");
+            tokio::spawn(async move { get(addr, &path, None).await })
+        };
+        // Not yet there.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(!waiter.is_finished(), "the wait holds the request");
+        create(&w, &[&label]);
+        docker(&["start", &w]);
+        let (status, body) = tokio::time::timeout(WAIT, waiter)
+            .await
+            .expect("the wait resolves")
+            .expect("the request task");
+        assert_eq!(status, 200, "{body}");
+        let v: Value = serde_json::from_str(&body).expect("JSON");
+        assert_eq!(v["state"], "running", "{v}");
+        assert_eq!(v["instance"], w.as_str(), "{v}");
+
+        let (status, body) = get(addr, "/instances", None).await;
+        assert_eq!(status, 200, "{body}");
+        let list: Value = serde_json::from_str(&body).expect("JSON");
+        let list = list.as_array().expect("an array");
+        assert_eq!(list.len(), 1, "{body}");
+        assert_eq!(list[0].as_object().map(serde_json::Map::len), Some(5));
+        assert_keys_in_order(&body, &["provider", "instance", "state", "labels", "since"]);
+        assert_eq!(list[0]["provider"], "docker");
+        assert_eq!(list[0]["labels"]["lookout.serve"], name.as_str());
+        let since = parse_rfc3339(list[0]["since"].as_str().expect("since"));
+        assert!(since <= SystemTime::now());
+
+        let (status, body) = get(addr, &format!("/instances/{w}"), None).await;
+        assert_eq!(status, 200, "{body}");
+        let one: Value = serde_json::from_str(&body).expect("JSON");
+        assert_eq!(&one, &list[0]);
+
+        let t0 = Instant::now();
+        let (status, body) = get(
+            addr,
+            &format!("/instances/{w}?wait=stopped&timeout=1s"),
+            None,
+        )
+        .await;
+        let took = t0.elapsed();
+        assert_eq!(status, 408, "{body}");
+        assert!(body.contains("\"error\""), "{body}");
+        assert!(
+            took >= Duration::from_secs(1) && took < Duration::from_secs(5),
+            "{took:?}"
+        );
+
+        // Ids may contain `/` (Kubernetes: deployment/NS/NAME).
+        let (status, body) = get(addr, "/instances/deployment/default/web", None).await;
+        assert_eq!(status, 404, "{body}");
+        let v: Value = serde_json::from_str(&body).expect("JSON");
+        assert!(
+            v["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("deployment/default/web")),
+            "{v}"
+        );
+
+        let gone = {
+            let path = format!("/instances/{w}?wait=gone&timeout=20s");
+            tokio::spawn(async move { get(addr, &path, None).await })
+        };
+        docker(&["rm", "-f", &w]);
+        let (status, body) = tokio::time::timeout(WAIT, gone)
+            .await
+            .expect("the wait resolves")
+            .expect("the request task");
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(
+            serde_json::from_str::<Value>(&body).expect("JSON")["state"],
+            "gone"
+        );
+
+        for (path, want) in [
+            ("/nope", 404),
+            ("/", 404),
+            ("/events?initial=maybe", 400),
+            ("/events?label=novalue", 400),
+            ("/events?since=1", 400),
+            ("/instances?x=1", 400),
+            ("/instances/a?wait=up", 400),
+            ("/instances/a?timeout=1s", 400),
+            ("/instances/a?wait=running&timeout=soon", 400),
+            ("/instances/a?wait=running&timeout=2h", 400),
+            ("/metrics?x=1", 400),
+        ] {
+            let (status, body) = get(addr, path, None).await;
+            assert_eq!(status, want, "{path}: {body}");
+            let v: Value = serde_json::from_str(&body)
+                .unwrap_or_else(|e| panic!("{path}: not JSON ({e}): {body}"));
+            assert!(v["error"].is_string(), "{path}: {v}");
+        }
+    });
+}
+
+/// `--token-file`: 401 without or with a wrong token, 200 with it;
+/// `/healthz` stays open. The warning for a non-loopback address without a
+/// token; bad setups exit 2.
+#[test]
+fn token_warning_and_bad_setup() {
+    let _lock = require_docker(false);
+    let dir = std::env::temp_dir().join(unique("token"));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let token_file = dir.join("token");
+    std::fs::write(&token_file, "s3cret-T0ken\n").expect("token file");
+    let empty_file = dir.join("empty");
+    std::fs::write(&empty_file, "\n").expect("empty file");
+    let token_path = token_file.display().to_string();
+    let name = unique("auth");
+    let label = format!("lookout.serve={name}");
+    runtime().block_on(async {
+        let lookout = Lookout::start(
+            &label,
+            &engines::docker_host(),
+            &["--token-file", &token_path],
+        );
+        let addr = lookout.addr;
+        for path in ["/instances", "/events", "/metrics", "/nope"] {
+            let (status, body) = get(addr, path, None).await;
+            assert_eq!(status, 401, "{path} without a token: {body}");
+            let (status, body) = get(addr, path, Some("s3cret-T0ke")).await;
+            assert_eq!(status, 401, "{path} with a wrong token: {body}");
+        }
+        let r = open(addr, "/instances", &[("Connection", "close")]).await;
+        assert_eq!(r.status, 401);
+        assert_eq!(r.headers["www-authenticate"], "Bearer");
+        assert_eq!(get(addr, "/instances", Some("s3cret-T0ken")).await.0, 200);
+        assert_eq!(get(addr, "/metrics", Some("s3cret-T0ken")).await.0, 200);
+        let r = open(addr, "/events", &[("Authorization", "Bearer s3cret-T0ken")]).await;
+        assert_eq!(r.status, 200);
+        drop(r);
+        let (status, body) = get(addr, "/healthz", None).await;
+        assert_eq!(status, 200, "{body}");
+        assert!(
+            lookout.stderr_seen.iter().all(|l| !l.contains("warning")),
+            "no warning on loopback: {:?}",
+            lookout.stderr_seen
+        );
+
+        // Any address, no token: a warning (a JSON line under --json).
+        let open_one = Lookout::start_on(&label, "0.0.0.0:0", &[]);
+        assert!(
+            open_one.stderr_seen.iter().any(|l| {
+                serde_json::from_str::<Value>(l).is_ok_and(|v| {
+                    v["warning"]
+                        .as_str()
+                        .is_some_and(|w| w.contains("--token-file"))
+                })
+            }),
+            "a warning: {:?}",
+            open_one.stderr_seen
+        );
+        // With a token: none.
+        let mut guarded = Lookout::start_on(&label, "0.0.0.0:0", &["--token-file", &token_path]);
+        assert!(
+            guarded.stderr_seen.iter().all(|l| !l.contains("warning")),
+            "{:?}",
+            guarded.stderr_seen
+        );
+        // SIGINT as SIGTERM: exit 0, at once.
+        guarded.signal("INT");
+        let code = tokio::task::block_in_place(|| guarded.exit_within(Duration::from_secs(2)));
+        assert_eq!(code.code(), Some(0));
+    });
+
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a port to hold");
+    let taken = taken.local_addr().expect("its address").to_string();
+    let empty = empty_file.display().to_string();
+    let missing = dir.join("missing").display().to_string();
+    let cases: &[&[&str]] = &[
+        &["docker", "--serve", "nonsense"],
+        &["docker", "--serve", "localhost"],
+        &["docker", "--serve", "127.0.0.1:99999"],
+        &["docker", "--serve", &taken],
+        &["docker", "--serve", "127.0.0.1:0", "--token-file", &missing],
+        &["docker", "--serve", "127.0.0.1:0", "--token-file", &empty],
+        &["docker", "--token-file", &token_path],
+    ];
+    for args in cases {
+        let out = Command::new(env!("CARGO_BIN_EXE_lookout"))
+            .args(*args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run lookout");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{args:?}: nothing on stdout");
+        assert!(!stderr.trim().is_empty(), "{args:?}: a message on stderr");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert!(
+            !stderr.contains("s3cret"),
+            "{args:?}: the token is never printed"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `/healthz`: 503 with the disconnected status while dockerd is down, 200
+/// once it is back; `/metrics` says so too. Breaks dockerd: holds the docker
+/// lock exclusively, as the other tests that restart it.
+#[test]
+fn healthz_follows_dockerd_down_and_up() {
+    let _lock = require_docker(true);
+    runtime().block_on(async {
+        let name = unique("health");
+        let label = format!("lookout.serve={name}");
+        let lookout = Lookout::start(&label, &engines::docker_host(), &[]);
+        let addr = lookout.addr;
+        let (status, body) = get(addr, "/healthz", None).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(
+            serde_json::from_str::<Value>(&body).expect("JSON"),
+            serde_json::json!({"status": "connected", "instances": 0})
+        );
+
+        tokio::task::block_in_place(engines::docker_kill9).unwrap_or_else(|e| panic!("{e}"));
+        let restarted = scopeguard(|| {
+            let _ = engines::docker_start();
+        });
+        eventually(WAIT, "/healthz 503 while dockerd is down", || async move {
+            let (status, body) = get(addr, "/healthz", None).await;
+            let v: Value = serde_json::from_str(&body).map_err(|e| format!("{e}: {body}"))?;
+            if status == 503 && v["status"] == "disconnected" && v["error"].is_string() {
+                Ok(())
+            } else {
+                Err(format!("{status} {body}"))
+            }
+        })
+        .await;
+        let scraped = scrape(addr).await;
+        assert_eq!(sample(&scraped, "lookout_connected", &[]), Some(0.0));
+        assert!(
+            sample(&scraped, "lookout_reconnects_total", &[]).is_some_and(|n| n >= 1.0),
+            "reconnects counted"
+        );
+
+        tokio::task::block_in_place(engines::docker_start).unwrap_or_else(|e| panic!("{e}"));
+        drop(restarted);
+        eventually(WAIT, "/healthz 200 once dockerd is back", || async move {
+            match get(addr, "/healthz", None).await {
+                (200, body) if body.contains("\"connected\"") => Ok(()),
+                (status, body) => Err(format!("{status} {body}")),
+            }
+        })
+        .await;
+        assert_eq!(
+            sample(&scrape(addr).await, "lookout_connected", &[]),
+            Some(1.0)
+        );
+    });
+}
+
+/// Runs `f` on drop (dockerd is started again even if the test fails).
+fn scopeguard(f: impl FnOnce()) -> impl Drop {
+    struct Guard<F: FnOnce()>(Option<F>);
+    impl<F: FnOnce()> Drop for Guard<F> {
+        fn drop(&mut self) {
+            if let Some(f) = self.0.take() {
+                f();
+            }
+        }
+    }
+    Guard(Some(f))
+}
+
+/// `/metrics` in the Prometheus text format, every documented metric, and
+/// the counters moving as events flow.
+#[test]
+fn metrics_parse_and_move() {
+    let _lock = require_docker(false);
+    runtime().block_on(async {
+        let name = unique("metrics");
+        let label = format!("lookout.serve={name}");
+        let c = format!("{name}-c");
+        let _containers = Containers(vec![c.clone()]);
+        let lookout = Lookout::start(&label, &engines::docker_host(), &[]);
+        let addr = lookout.addr;
+        let r = open(addr, "/metrics", &[("Connection", "close")]).await;
+        assert!(
+            r.headers["content-type"].starts_with("text/plain; version=0.0.4"),
+            "{:?}",
+            r.headers
+        );
+        drop(r);
+        let before = scrape(addr).await;
+        for metric in [
+            "lookout_connected",
+            "lookout_reconnects_total",
+            "lookout_events_total",
+            "lookout_instances",
+            "lookout_subscribers",
+            "lookout_subscriber_resyncs_total",
+        ] {
+            assert!(
+                before.samples.iter().any(|s| s.metric == metric),
+                "{metric} missing"
+            );
+            assert!(before.docs.contains_key(metric), "{metric} has no HELP");
+        }
+        let created = [("kind", "created"), ("origin", "live")];
+        let n0 = sample(&before, "lookout_events_total", &created).expect("created/live");
+        assert_eq!(sample(&before, "lookout_connected", &[]), Some(1.0));
+        assert_eq!(sample(&before, "lookout_instances", &[]), Some(0.0));
+        assert_eq!(sample(&before, "lookout_subscribers", &[]), Some(1.0), "stdout");
+
+        let stream = open(addr, "/events", &[]).await;
+        create(&c, &[&label]);
+        eventually(WAIT, "the counters move", || async move {
+            let s = scrape(addr).await;
+            let n = sample(&s, "lookout_events_total", &created).unwrap_or(f64::NAN);
+            let instances = sample(&s, "lookout_instances", &[]);
+            let subscribers = sample(&s, "lookout_subscribers", &[]);
+            let age = sample(&s, "lookout_last_event_age_seconds", &[]);
+            if (n - n0 - 1.0).abs() < 0.5
+                && instances == Some(1.0)
+                && subscribers == Some(2.0)
+                && age.is_some_and(|a| (0.0..60.0).contains(&a))
+            {
+                Ok(())
+            } else {
+                Err(format!(
+                    "events {n} (before {n0}), instances {instances:?}, subscribers {subscribers:?}, age {age:?}"
+                ))
+            }
+        })
+        .await;
+        drop(stream);
+    });
+}
+
+/// A request with 200 header fields, and one with a 64 KiB field: 431 (or
+/// the connection reset before the answer could be read), at once.
+async fn assert_header_floods_refused(addr: SocketAddr) {
+    let many: Vec<(String, String)> = (0..200)
+        .map(|i| (format!("X-H{i}"), "v".to_owned()))
+        .collect();
+    let many: Vec<(&str, &str)> = many.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let big = "b".repeat(64 * 1024);
+    for headers in [many, vec![("X-Big", big.as_str())]] {
+        let mut s = TcpStream::connect(addr).await.expect("connect");
+        // The server may close before it has read it all.
+        let _ = s.write_all(&request_bytes("/healthz", &headers)).await;
+        let mut buf = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut buf)).await;
+        let head = String::from_utf8_lossy(&buf);
+        assert!(read.is_ok(), "the server answered or closed: {head}");
+        assert!(
+            buf.is_empty() || head.starts_with("HTTP/1.1 431"),
+            "refused: {head}"
+        );
+    }
+}
+
+/// A request head too big or with too many fields is refused, a slowloris
+/// client is cut at the header timeout, and neither holds up the others;
+/// SIGTERM ends open streams and waits and exits 0 within 2 s, a client that
+/// does not read notwithstanding.
+#[test]
+fn bounded_requests_and_sigterm() {
+    let _lock = require_docker(false);
+    runtime().block_on(async {
+        let name = unique("limits");
+        let label = format!("lookout.serve={name}");
+        let c = format!("{name}-c");
+        let _containers = Containers(vec![c.clone()]);
+        let mut fat_containers = Containers(Vec::new());
+        let mut lookout = Lookout::start(&label, &engines::docker_host(), &[]);
+        let addr = lookout.addr;
+        let mut reader = open(addr, "/events", &[]).await;
+
+        // Slowloris: heads that never end.
+        let mut slow = Vec::new();
+        for _ in 0..20 {
+            let mut s = TcpStream::connect(addr).await.expect("connect");
+            s.write_all(b"GET /events HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+                .await
+                .expect("a partial head");
+            slow.push(s);
+        }
+        let slow_since = Instant::now();
+        assert_header_floods_refused(addr).await;
+
+        // Meanwhile the others are served promptly.
+        let t0 = Instant::now();
+        assert_eq!(get(addr, "/healthz", None).await.0, 200);
+        assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
+        create(&c, &[&label]);
+        let e = tokio::time::timeout(Duration::from_secs(5), reader.line())
+            .await
+            .expect("an event promptly")
+            .expect("JSON")
+            .expect("the stream goes on");
+        assert_eq!(
+            kind_of(&e),
+            (c.clone(), "created".to_owned(), "live".to_owned())
+        );
+
+        // The slow heads are cut at the header timeout (10 s).
+        for mut s in slow {
+            let mut buf = Vec::new();
+            let read = tokio::time::timeout(Duration::from_secs(15), s.read_to_end(&mut buf)).await;
+            assert!(read.is_ok(), "a slowloris connection is closed");
+        }
+        let took = slow_since.elapsed();
+        assert!(took < Duration::from_secs(14), "{took:?}");
+
+        // A client that does not read, its socket buffers full: 24 events of
+        // 16 KiB each (~400 KiB) against ~150 KiB of buffers.
+        let socket = TcpSocket::new_v4().expect("socket");
+        socket.set_recv_buffer_size(4096).expect("SO_RCVBUF");
+        let mut stalled = socket.connect(addr).await.expect("connect");
+        stalled
+            .write_all(&request_bytes("/events", &[]))
+            .await
+            .expect("request");
+        let fat_label = format!("lookout.fat={}", "f".repeat(16 * 1024));
+        let fat: Vec<String> = (0..12).map(|i| format!("{c}-fat{i}")).collect();
+        fat_containers.0.clone_from(&fat);
+        for f in &fat {
+            create(f, &[&label, &fat_label]);
+        }
+        let mut rm = vec!["rm"];
+        rm.extend(fat.iter().map(String::as_str));
+        docker(&rm);
+        for _ in 0..2 * fat.len() {
+            let e = tokio::time::timeout(WAIT, reader.line())
+                .await
+                .expect("the reader keeps up")
+                .expect("JSON")
+                .expect("the stream goes on");
+            assert!(
+                e["instance"].as_str().is_some_and(|i| i.contains("-fat")),
+                "{e}"
+            );
+        }
+
+        // SIGTERM with a stream, a stalled stream and a wait open.
+        let waiter = tokio::spawn(async move {
+            get(addr, "/instances/nothing?wait=running&timeout=60s", None).await
+        });
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let t0 = Instant::now();
+        lookout.signal("TERM");
+        let end = tokio::time::timeout(Duration::from_secs(2), reader.line()).await;
+        assert!(
+            matches!(end, Ok(Ok(None))),
+            "the stream ends cleanly: {end:?}"
+        );
+        let (status, _) = tokio::time::timeout(Duration::from_secs(2), waiter)
+            .await
+            .expect("the wait ends")
+            .expect("the request task");
+        assert_eq!(status, 503);
+        let code = tokio::task::block_in_place(|| lookout.exit_within(Duration::from_secs(2)));
+        assert_eq!(code.code(), Some(0));
+        let took = t0.elapsed();
+        eprintln!("SIGTERM to exit, a stalled client open: {took:?}");
+        assert!(took < Duration::from_secs(2), "{took:?}");
+        drop(stalled);
+    });
+}

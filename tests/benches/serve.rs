@@ -1,0 +1,541 @@
+#![allow(
+    clippy::cast_precision_loss,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    clippy::too_many_lines,
+    // A bench harness: its clients are tasks of its own runtime.
+    clippy::disallowed_methods
+)]
+//! `lookout docker --serve` (issue #14) with many `/events` clients on
+//! loopback: delivery latency from the engine's timestamp of an event to the
+//! moment a client has read its line, and lookout's CPU and memory.
+//!
+//! The built `lookout` binary (`target/<profile>/lookout`, next to this
+//! bench's own directory, or `LOOKOUT_BIN`; `cargo xtask bench` builds it
+//! first) runs `docker --json --label lookout.bench=TAG --serve 127.0.0.1:0`
+//! against the real dockerd, stdout to /dev/null (its printer is one more
+//! subscription, as in production). C clients, tasks of this process's
+//! tokio runtime, each hold `GET /events` (NDJSON) over a TCP connection of
+//! their own and parse every line (`serde_json`); a stalled client sends
+//! the request on a socket with a 4 KiB receive buffer and never reads.
+//! The driver (bollard) runs L container lifecycles (create, start, stop
+//! `t=0`, remove), one after the other; every client must read all 4·L
+//! events, live and in order. Latency = the client's read time − the
+//! event's `at` (dockerd's `timeNano`), both this machine's realtime clock.
+//! lookout's CPU time is `utime + stime` of /proc/PID/stat over the drive;
+//! RSS is `VmHWM` (peak) and `VmRSS` once every client is gone.
+//!
+//! Two runs, each with a fresh lookout: no stalled client, then 10 % of the
+//! clients stalled. With L = 500 (2000 events of ~300 bytes), a stalled
+//! client's socket buffers (~150 KiB: lookout bounds its send buffer) hold
+//! about 500 of them and more than the hub's queue (1024) passes it: it
+//! lags. At the end the stalled clients
+//! read again (counted by `lookout_subscriber_resyncs_total`), then every
+//! client goes and the time until lookout has freed their subscriptions is
+//! measured.
+//!
+//! `cargo bench -p lookout-e2e --bench serve`: C = 1000, L = 500. Without
+//! `--bench` (as `cargo test --benches` runs it): C = 50, L = 5. Without
+//! `LOOKOUT_ENGINES=1`: prints "skipped: engines not configured".
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bollard::Docker;
+use bollard::models::{ContainerCreateBody, HostConfig};
+use bollard::query_parameters::{
+    CreateContainerOptionsBuilder, RemoveContainerOptionsBuilder, StopContainerOptionsBuilder,
+};
+use lookout_e2e::engines;
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader as AsyncBufReader};
+use tokio::net::{TcpSocket, TcpStream};
+
+/// Bound of one engine API call, of a client's wait for its next event.
+const CALL: Duration = Duration::from_secs(60);
+/// The label of every container of this run.
+const LABEL: &str = "lookout.bench";
+
+fn lookout_binary() -> PathBuf {
+    if let Some(p) = std::env::var_os("LOOKOUT_BIN") {
+        return PathBuf::from(p);
+    }
+    // target/<profile>/deps/serve-HASH → target/<profile>/lookout
+    let exe = std::env::current_exe().expect("the bench's own path");
+    let bin = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .map(|profile| profile.join("lookout"))
+        .expect("a target directory");
+    assert!(
+        bin.exists(),
+        "{} is missing: build it first (`cargo build --release -p lookout-cli` for \
+         `cargo bench`, `cargo build -p lookout-cli` for `cargo test --benches`; \
+         `cargo xtask bench` does), or set LOOKOUT_BIN",
+        bin.display()
+    );
+    bin
+}
+
+/// A running `lookout --serve`, killed on drop.
+struct Lookout {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Lookout {
+    fn start(tag: &str) -> Self {
+        let bin = lookout_binary();
+        let mut child = Command::new(&bin)
+            .args([
+                "docker",
+                "--json",
+                "--host",
+                &engines::docker_host(),
+                "--label",
+                &format!("{LABEL}={tag}"),
+                "--serve",
+                "127.0.0.1:0",
+            ])
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", bin.display()));
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut addr = None;
+        let deadline = Instant::now() + CALL;
+        loop {
+            let line = rx
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+                .expect("lookout serving and connected within 60 s");
+            let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+            if v["status"] == "serving" {
+                addr = v["addr"].as_str().and_then(|a| a.parse().ok());
+            }
+            if v["status"] == "connected" {
+                break;
+            }
+        }
+        // Drain stderr for the rest of the run.
+        std::thread::spawn(move || while rx.recv().is_ok() {});
+        Self {
+            child,
+            addr: addr.expect("the serving address"),
+        }
+    }
+
+    fn proc_file(&self, name: &str) -> String {
+        std::fs::read_to_string(format!("/proc/{}/{name}", self.child.id())).unwrap_or_default()
+    }
+
+    /// utime + stime, in seconds.
+    fn cpu_seconds(&self) -> f64 {
+        let stat = self.proc_file("stat");
+        // Fields after the `(comm)`: state is field 3, utime 14, stime 15.
+        let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let ticks = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|f| f.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        // CLK_TCK is 100 on Linux.
+        (ticks(11) + ticks(12)) as f64 / 100.0
+    }
+
+    /// `VmHWM` and `VmRSS`, KiB.
+    fn memory_kib(&self) -> (u64, u64) {
+        let status = self.proc_file("status");
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+                .unwrap_or(0)
+        };
+        (field("VmHWM:"), field("VmRSS:"))
+    }
+}
+
+impl Drop for Lookout {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn request(path: &str) -> Vec<u8> {
+    format!("GET {path} HTTP/1.1\r\nHost: bench\r\n\r\n").into_bytes()
+}
+
+/// A chunked response body, line by line.
+struct Body {
+    reader: AsyncBufReader<TcpStream>,
+    pending: Vec<u8>,
+}
+
+impl Body {
+    async fn open(addr: SocketAddr, path: &str) -> std::io::Result<Self> {
+        let mut stream = TcpStream::connect(addr).await?;
+        stream.write_all(&request(path)).await?;
+        let mut reader = AsyncBufReader::new(stream);
+        let mut line = String::new();
+        loop {
+            line.clear();
+            if reader.read_line(&mut line).await? == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+            if line == "\r\n" {
+                break;
+            }
+        }
+        Ok(Self {
+            reader,
+            pending: Vec::new(),
+        })
+    }
+
+    async fn line(&mut self) -> std::io::Result<Vec<u8>> {
+        loop {
+            if let Some(at) = self.pending.iter().position(|&b| b == b'\n') {
+                let rest = self.pending.split_off(at + 1);
+                let mut line = std::mem::replace(&mut self.pending, rest);
+                line.truncate(at);
+                return Ok(line);
+            }
+            let mut size = String::new();
+            if self.reader.read_line(&mut size).await? == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+            let n = usize::from_str_radix(size.trim_end(), 16)
+                .map_err(|_| std::io::Error::other(format!("chunk size {size:?}")))?;
+            if n == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+            let mut data = vec![0; n + 2];
+            self.reader.read_exact(&mut data).await?;
+            data.truncate(n);
+            self.pending.extend_from_slice(&data);
+        }
+    }
+}
+
+/// `2026-11-30T03:42:18.979493067Z` in ns since the epoch.
+fn rfc3339_ns(s: &str) -> Option<i128> {
+    let n = |r: std::ops::Range<usize>| -> Option<i64> { s.get(r)?.parse().ok() };
+    let (year, month, day) = (n(0..4)?, n(5..7)?, n(8..10)?);
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let yoe = year - era * 400;
+    let doy = (153 * (if month > 2 { month - 3 } else { month + 9 }) + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + n(11..13)? * 3600 + n(14..16)? * 60 + n(17..19)?;
+    Some(i128::from(secs) * 1_000_000_000 + i128::from(n(20..29)?))
+}
+
+fn now_ns() -> i128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(0))
+}
+
+/// What one reading client saw: (instance, kind) in order, latencies (ns).
+type Read = (Vec<(String, String)>, Vec<f64>);
+
+async fn reader(addr: SocketAddr, expected: usize) -> Result<Read, String> {
+    let mut body = Body::open(addr, "/events")
+        .await
+        .map_err(|e| format!("open: {e}"))?;
+    let mut seen = Vec::with_capacity(expected);
+    let mut latencies = Vec::with_capacity(expected);
+    while seen.len() < expected {
+        let line = tokio::time::timeout(CALL, body.line())
+            .await
+            .map_err(|_| format!("no event within {CALL:?} after {}", seen.len()))?
+            .map_err(|e| format!("read: {e}"))?;
+        let read_at = now_ns();
+        let v: Value = serde_json::from_slice(&line).map_err(|e| format!("JSON: {e}"))?;
+        if v["origin"] != "live" {
+            return Err(format!("not live: {v}"));
+        }
+        let at = v["at"].as_str().and_then(rfc3339_ns).ok_or("no at")?;
+        latencies.push((read_at - at) as f64);
+        let s = |k: &str| v[k].as_str().unwrap_or_default().to_owned();
+        seen.push((s("instance"), s("kind")));
+    }
+    Ok((seen, latencies))
+}
+
+async fn call<T, E: std::fmt::Display>(what: &str, fut: impl Future<Output = Result<T, E>>) -> T {
+    tokio::time::timeout(CALL, fut)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: no answer within {CALL:?}"))
+        .unwrap_or_else(|e| panic!("{what}: {e}"))
+}
+
+/// Create, start, stop (t=0), remove `name`.
+async fn lifecycle(docker: &Docker, image: &str, tag: &str, name: &str) {
+    let body = ContainerCreateBody {
+        image: Some(image.to_owned()),
+        cmd: Some(vec!["sleep".to_owned(), "3600".to_owned()]),
+        labels: Some(HashMap::from([
+            (LABEL.to_owned(), tag.to_owned()),
+            ("lookout.cleanup".to_owned(), tag.to_owned()),
+        ])),
+        host_config: Some(HostConfig {
+            network_mode: Some("none".to_owned()),
+            ..HostConfig::default()
+        }),
+        ..ContainerCreateBody::default()
+    };
+    let create = CreateContainerOptionsBuilder::new().name(name).build();
+    call(
+        &format!("create {name}"),
+        docker.create_container(Some(create), body),
+    )
+    .await;
+    call(&format!("start {name}"), docker.start_container(name, None)).await;
+    let stop = StopContainerOptionsBuilder::new().t(0).build();
+    call(
+        &format!("stop {name}"),
+        docker.stop_container(name, Some(stop)),
+    )
+    .await;
+    let rm = RemoveContainerOptionsBuilder::new().build();
+    call(
+        &format!("rm {name}"),
+        docker.remove_container(name, Some(rm)),
+    )
+    .await;
+}
+
+/// Removes every container of the run on drop (`docker rm -f`).
+struct Cleanup(String);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let filter = format!("label=lookout.cleanup={}", self.0);
+        if let Ok(ids) = engines::docker(&["ps", "-aq", "--filter", &filter]) {
+            let ids: Vec<&str> = ids.split_whitespace().collect();
+            if !ids.is_empty() {
+                let _ = engines::docker(&[["rm", "-f"].as_slice(), &ids].concat());
+            }
+        }
+    }
+}
+
+/// A metric without labels from `/metrics`.
+async fn metric(addr: SocketAddr, name: &str) -> Option<f64> {
+    let mut s = TcpStream::connect(addr).await.ok()?;
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n")
+        .await
+        .ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).await.ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+async fn subscribers(addr: SocketAddr) -> Option<f64> {
+    metric(addr, "lookout_subscribers").await
+}
+
+/// p-th percentile (nearest rank) of sorted `v`.
+fn pct(v: &[f64], p: f64) -> f64 {
+    let rank = ((p / 100.0) * v.len() as f64).ceil() as usize;
+    v[rank.clamp(1, v.len()) - 1]
+}
+
+struct Outcome {
+    clients: usize,
+    stalled: usize,
+    events: usize,
+    p50: f64,
+    p99: f64,
+    max: f64,
+    cpu: f64,
+    drive: Duration,
+    hwm: u64,
+    rss: u64,
+    /// `lookout_subscriber_resyncs_total` after the stalled clients read again.
+    resyncs: f64,
+    /// From dropping every client to `lookout_subscribers` = 1 (stdout).
+    freed: Duration,
+}
+
+fn run(rt: &tokio::runtime::Runtime, clients: usize, stalled: usize, lifecycles: usize) -> Outcome {
+    let tag = format!("serve-{}-{stalled}", std::process::id());
+    let _cleanup = Cleanup(tag.clone());
+    let lookout = Lookout::start(&tag);
+    let addr = lookout.addr;
+    let expected = 4 * lifecycles;
+    let readers = clients - stalled;
+    rt.block_on(async {
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..readers {
+            tasks.spawn(reader(addr, expected));
+        }
+        let mut stalled_sockets = Vec::new();
+        for _ in 0..stalled {
+            let socket = TcpSocket::new_v4().expect("socket");
+            socket.set_recv_buffer_size(4096).expect("SO_RCVBUF");
+            let mut s = socket.connect(addr).await.expect("connect");
+            s.write_all(&request("/events")).await.expect("request");
+            stalled_sockets.push(s);
+        }
+        let deadline = Instant::now() + CALL;
+        while subscribers(addr).await != Some((clients + 1) as f64) {
+            assert!(
+                Instant::now() < deadline,
+                "{clients} clients not subscribed within {CALL:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let docker = Docker::connect_with_unix(
+            engines::docker_host()
+                .strip_prefix("unix://")
+                .expect("a unix:// docker host"),
+            120,
+            bollard::API_DEFAULT_VERSION,
+        )
+        .expect("a bollard client");
+        let image = engines::test_image();
+        let cpu0 = lookout.cpu_seconds();
+        let t0 = Instant::now();
+        for i in 0..lifecycles {
+            lifecycle(&docker, &image, &tag, &format!("{tag}-{i}")).await;
+        }
+        let mut latencies = Vec::with_capacity(readers * expected);
+        let mut reference: Option<Vec<(String, String)>> = None;
+        while let Some(done) = tasks.join_next().await {
+            let (seen, lat) = done
+                .expect("a reader task")
+                .unwrap_or_else(|e| panic!("a reader failed: {e}"));
+            match &reference {
+                None => reference = Some(seen),
+                Some(r) => assert_eq!(r, &seen, "every reader reads the same events in order"),
+            }
+            latencies.extend(lat);
+        }
+        let drive = t0.elapsed();
+        let cpu = lookout.cpu_seconds() - cpu0;
+        // The stalled clients read again, until 500 ms of silence: each
+        // finds it lagged (and gets the resync, empty here: every
+        // container is gone).
+        let mut draining = tokio::task::JoinSet::new();
+        for mut s in stalled_sockets {
+            draining.spawn(async move {
+                let mut buf = vec![0; 64 * 1024];
+                while let Ok(Ok(n)) =
+                    tokio::time::timeout(Duration::from_millis(500), s.read(&mut buf)).await
+                {
+                    if n == 0 {
+                        break;
+                    }
+                }
+                s
+            });
+        }
+        let stalled_sockets = draining.join_all().await;
+        let resyncs = metric(addr, "lookout_subscriber_resyncs_total")
+            .await
+            .unwrap_or(f64::NAN);
+        let gone = Instant::now();
+        drop(stalled_sockets);
+        while subscribers(addr).await != Some(1.0) {
+            assert!(gone.elapsed() < CALL, "clients not freed within {CALL:?}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let freed = gone.elapsed();
+        let (hwm, rss) = lookout.memory_kib();
+        latencies.sort_by(f64::total_cmp);
+        Outcome {
+            clients,
+            stalled,
+            events: expected,
+            p50: pct(&latencies, 50.0),
+            p99: pct(&latencies, 99.0),
+            max: latencies[latencies.len() - 1],
+            cpu,
+            drive,
+            hwm,
+            rss,
+            resyncs,
+            freed,
+        }
+    })
+}
+
+fn main() {
+    let full = std::env::args().any(|a| a == "--bench");
+    if !engines::engines_enabled() {
+        println!("skipped: engines not configured");
+        eprintln!(
+            "({}=1 is not set: run under `cargo xtask` or with `cargo xtask engines env`'s variables)",
+            engines::ENV_ENGINES
+        );
+        return;
+    }
+    let (clients, lifecycles) = if full { (1000, 500) } else { (50, 5) };
+    let wall = Instant::now();
+    let _lock = engines::lock_engine("docker", false).expect("the docker engine lock");
+    engines::docker_up().unwrap_or_else(|e| panic!("docker: cannot bring the engine up: {e}"));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let outcomes = [
+        run(&rt, clients, 0, lifecycles),
+        run(&rt, clients, clients / 10, lifecycles),
+    ];
+    println!(
+        "serve: `lookout docker --serve` ({}), {lifecycles} container lifecycles \
+         (create, start, stop -t 0, rm; one at a time) on the real dockerd; every reading \
+         client reads all 4×{lifecycles} events as NDJSON; latency = client read time − the \
+         event's engine time, ms; CPU = lookout's utime+stime over the drive",
+        lookout_binary().display()
+    );
+    println!(
+        "| clients | stalled | events/client | deliveries | p50 ms | p99 ms | max ms | lookout CPU s (drive s) | lookout peak RSS MiB | RSS after MiB | stalled resynced | all freed in |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    for o in &outcomes {
+        println!(
+            "| {} | {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} ({:.1}) | {:.1} | {:.1} | {} | {:.1?} |",
+            o.clients,
+            o.stalled,
+            o.events,
+            (o.clients - o.stalled) * o.events,
+            o.p50 / 1e6,
+            o.p99 / 1e6,
+            o.max / 1e6,
+            o.cpu,
+            o.drive.as_secs_f64(),
+            o.hwm as f64 / 1024.0,
+            o.rss as f64 / 1024.0,
+            o.resyncs,
+            o.freed,
+        );
+    }
+    println!("(wall {:.1?})", wall.elapsed());
+}
