@@ -40,7 +40,6 @@
 //! `--bench` (as `cargo test --benches` runs it): C = 50, L = 5. Without
 //! `LOOKOUT_ENGINES=1`: prints "skipped: engines not configured".
 
-use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -49,19 +48,14 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bollard::Docker;
-use bollard::models::{ContainerCreateBody, HostConfig};
-use bollard::query_parameters::{
-    CreateContainerOptionsBuilder, RemoveContainerOptionsBuilder, StopContainerOptionsBuilder,
-};
 use lookout_e2e::engines;
+
+#[path = "support/docker.rs"]
+mod docker;
+use docker::{CALL, Cleanup, LABEL, lifecycle, pct};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader as AsyncBufReader};
 use tokio::net::{TcpSocket, TcpStream};
-
-/// Bound of one engine API call, of a client's wait for its next event.
-const CALL: Duration = Duration::from_secs(60);
-/// The label of every container of this run.
-const LABEL: &str = "lookout.bench";
 
 fn lookout_binary() -> PathBuf {
     if let Some(p) = std::env::var_os("LOOKOUT_BIN") {
@@ -285,64 +279,6 @@ async fn reader(addr: SocketAddr, expected: usize) -> Result<Read, String> {
     Ok((seen, latencies))
 }
 
-async fn call<T, E: std::fmt::Display>(what: &str, fut: impl Future<Output = Result<T, E>>) -> T {
-    tokio::time::timeout(CALL, fut)
-        .await
-        .unwrap_or_else(|_| panic!("{what}: no answer within {CALL:?}"))
-        .unwrap_or_else(|e| panic!("{what}: {e}"))
-}
-
-/// Create, start, stop (t=0), remove `name`.
-async fn lifecycle(docker: &Docker, image: &str, tag: &str, name: &str) {
-    let body = ContainerCreateBody {
-        image: Some(image.to_owned()),
-        cmd: Some(vec!["sleep".to_owned(), "3600".to_owned()]),
-        labels: Some(HashMap::from([
-            (LABEL.to_owned(), tag.to_owned()),
-            ("lookout.cleanup".to_owned(), tag.to_owned()),
-        ])),
-        host_config: Some(HostConfig {
-            network_mode: Some("none".to_owned()),
-            ..HostConfig::default()
-        }),
-        ..ContainerCreateBody::default()
-    };
-    let create = CreateContainerOptionsBuilder::new().name(name).build();
-    call(
-        &format!("create {name}"),
-        docker.create_container(Some(create), body),
-    )
-    .await;
-    call(&format!("start {name}"), docker.start_container(name, None)).await;
-    let stop = StopContainerOptionsBuilder::new().t(0).build();
-    call(
-        &format!("stop {name}"),
-        docker.stop_container(name, Some(stop)),
-    )
-    .await;
-    let rm = RemoveContainerOptionsBuilder::new().build();
-    call(
-        &format!("rm {name}"),
-        docker.remove_container(name, Some(rm)),
-    )
-    .await;
-}
-
-/// Removes every container of the run on drop (`docker rm -f`).
-struct Cleanup(String);
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let filter = format!("label=lookout.cleanup={}", self.0);
-        if let Ok(ids) = engines::docker(&["ps", "-aq", "--filter", &filter]) {
-            let ids: Vec<&str> = ids.split_whitespace().collect();
-            if !ids.is_empty() {
-                let _ = engines::docker(&[["rm", "-f"].as_slice(), &ids].concat());
-            }
-        }
-    }
-}
-
 /// A metric without labels from `/metrics`.
 async fn metric(addr: SocketAddr, name: &str) -> Option<f64> {
     let mut s = TcpStream::connect(addr).await.ok()?;
@@ -358,12 +294,6 @@ async fn metric(addr: SocketAddr, name: &str) -> Option<f64> {
 
 async fn subscribers(addr: SocketAddr) -> Option<f64> {
     metric(addr, "lookout_subscribers").await
-}
-
-/// p-th percentile (nearest rank) of sorted `v`.
-fn pct(v: &[f64], p: f64) -> f64 {
-    let rank = ((p / 100.0) * v.len() as f64).ceil() as usize;
-    v[rank.clamp(1, v.len()) - 1]
 }
 
 struct Outcome {
