@@ -8,153 +8,28 @@
 // Test code reads the child's pipes on threads; only library crates may not spawn.
 #![allow(clippy::disallowed_methods)]
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc;
-use std::thread;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use lookout_e2e::engines;
-use serde_json::Value;
 
-const WAIT: Duration = Duration::from_secs(30);
+mod common;
+use common::{Containers, Process, WAIT};
 
 fn require_docker() -> engines::EngineLock {
-    if let Err(e) = engines::docker_up() {
-        panic!(
-            "docker is not usable ({e}).\nRun `cargo xtask engines up docker` first \
-             (or run the tests under `cargo xtask ci`)."
-        );
-    }
-    engines::lock_engine("docker", false).unwrap_or_else(|e| panic!("{e}"))
+    common::require_docker(false)
 }
 
 fn unique(what: &str) -> String {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    format!(
-        "lookout-cli-{what}-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
+    common::unique("cli", what)
 }
 
-/// A running `lookout`, its stdout and stderr lines, killed on drop.
-struct Lookout {
-    child: Child,
-    out: Option<mpsc::Receiver<String>>,
-    err: mpsc::Receiver<String>,
-    stderr_seen: Vec<String>,
-}
-
-fn lines(r: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
-    let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
-        for line in BufReader::new(r).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    rx
-}
+/// A running `lookout` on the default docker host.
+struct Lookout;
 
 impl Lookout {
-    fn spawn(args: &[&str]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_lookout"))
-            .args(args)
-            .env("DOCKER_HOST", engines::docker_host())
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn lookout");
-        let out = lines(child.stdout.take().expect("stdout"));
-        let err = lines(child.stderr.take().expect("stderr"));
-        Self {
-            child,
-            out: Some(out),
-            err,
-            stderr_seen: Vec::new(),
-        }
-    }
-
-    /// The next stdout line as JSON.
-    fn event(&self) -> Value {
-        let line = self
-            .out
-            .as_ref()
-            .expect("stdout open")
-            .recv_timeout(WAIT)
-            .unwrap_or_else(|_| panic!("no event line within {WAIT:?}"));
-        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
-    }
-
-    /// Waits for a stderr JSON status line satisfying `pred`.
-    fn status(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let Ok(line) = self.err.recv_timeout(left) else {
-                panic!(
-                    "no {what} status within {WAIT:?}; stderr: {:?}",
-                    self.stderr_seen
-                );
-            };
-            self.stderr_seen.push(line.clone());
-            let v: Value = serde_json::from_str(&line)
-                .unwrap_or_else(|e| panic!("stderr line is not JSON ({e}): {line}"));
-            if pred(&v) {
-                return v;
-            }
-        }
-    }
-
-    fn connected(&mut self) -> Value {
-        self.status("connected", |v| v["status"] == "connected")
-    }
-
-    /// Waits (bounded) for the process to exit by itself.
-    fn exit_within(&mut self, d: Duration) -> ExitStatus {
-        let deadline = Instant::now() + d;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                return status;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "lookout did not exit within {d:?}"
-            );
-            thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn signal(&self, sig: &str) {
-        let ok = Command::new("kill")
-            .args([&format!("-{sig}"), &self.child.id().to_string()])
-            .status()
-            .expect("kill")
-            .success();
-        assert!(ok, "kill -{sig} lookout");
-    }
-}
-
-impl Drop for Lookout {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Removes the test's containers whatever happens.
-struct Containers(Vec<String>);
-
-impl Drop for Containers {
-    fn drop(&mut self) {
-        for name in &self.0 {
-            let _ = engines::docker(&["rm", "-f", name]);
-        }
+    fn spawn(args: &[&str]) -> Process {
+        Process::spawn(args, &[("DOCKER_HOST", engines::docker_host())])
     }
 }
 
@@ -335,7 +210,7 @@ fn engine_down_at_start_then_up() {
     let _containers = Containers(vec![name.clone()]);
     let mut lookout = Lookout::spawn(&["docker", "--json", "--host", &host, "--label", &label]);
     for attempt in 1..=2 {
-        let d = lookout.status("disconnected", |v| v["status"] == "disconnected");
+        let d = lookout.stderr("disconnected", |v| v["status"] == "disconnected");
         assert_eq!(d["attempt"], attempt, "{d}");
         assert!(d["retry_in_ms"].is_u64(), "{d}");
         assert!(

@@ -12,12 +12,8 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc;
-use std::thread;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::{Bytes, BytesMut};
@@ -29,30 +25,17 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader as Async
 use tokio::net::{TcpSocket, TcpStream};
 use tokio_stream::StreamExt;
 
-const WAIT: Duration = Duration::from_secs(30);
-
 // ------------------------------------------------------------------ fixtures
 
+mod common;
+use common::{Containers, Process, WAIT, lines};
+
 fn require_docker(exclusive: bool) -> engines::EngineLock {
-    // The lock first: a test of this file stops dockerd while it holds the
-    // lock exclusively.
-    let lock = engines::lock_engine("docker", exclusive).unwrap_or_else(|e| panic!("{e}"));
-    if let Err(e) = engines::docker_up() {
-        panic!(
-            "docker is not usable ({e}).\nRun `cargo xtask engines up docker` first \
-             (or run the tests under `cargo xtask ci`)."
-        );
-    }
-    lock
+    common::require_docker(exclusive)
 }
 
 fn unique(what: &str) -> String {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    format!(
-        "lookout-serve-{what}-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
+    common::unique("serve", what)
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -61,19 +44,6 @@ fn runtime() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .expect("runtime")
-}
-
-/// Removes the test's containers whatever happens.
-struct Containers(Vec<String>);
-
-impl Drop for Containers {
-    fn drop(&mut self) {
-        if !self.0.is_empty() {
-            let mut args = vec!["rm", "-f"];
-            args.extend(self.0.iter().map(String::as_str));
-            let _ = engines::docker(&args);
-        }
-    }
 }
 
 fn docker(args: &[&str]) {
@@ -88,25 +58,23 @@ fn create(name: &str, labels: &[&str]) {
     engines::docker_create_test_container(name, &args).unwrap_or_else(|e| panic!("{e}"));
 }
 
-fn lines(r: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
-    let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
-        for line in BufReader::new(r).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    rx
-}
-
 /// A running `lookout … --serve`, killed on drop.
 struct Lookout {
-    child: Child,
-    err: mpsc::Receiver<String>,
-    stderr_seen: Vec<String>,
+    process: Process,
     addr: SocketAddr,
-    _out: mpsc::Receiver<String>,
+}
+
+impl std::ops::Deref for Lookout {
+    type Target = Process;
+    fn deref(&self) -> &Process {
+        &self.process
+    }
+}
+
+impl std::ops::DerefMut for Lookout {
+    fn deref_mut(&mut self) -> &mut Process {
+        &mut self.process
+    }
 }
 
 impl Lookout {
@@ -126,22 +94,9 @@ impl Lookout {
             "docker", "--json", "--host", host, "--label", label, "--serve", addr,
         ];
         args.extend_from_slice(extra);
-        let mut child = Command::new(env!("CARGO_BIN_EXE_lookout"))
-            .args(&args)
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn lookout");
-        let out = lines(child.stdout.take().expect("stdout"));
-        let err = lines(child.stderr.take().expect("stderr"));
         let mut me = Self {
-            child,
-            err,
-            stderr_seen: Vec::new(),
+            process: Process::spawn(&args, &[]),
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-            _out: out,
         };
         let serving = me.stderr("serving", |v| v["status"] == "serving");
         me.addr = serving["addr"]
@@ -155,31 +110,6 @@ impl Lookout {
         assert_ne!(me.addr.port(), 0, "port 0 is reported as the real port");
         me.stderr("connected", |v| v["status"] == "connected");
         me
-    }
-
-    /// Waits for a stderr JSON line satisfying `pred`.
-    fn stderr(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let line =
-                tokio::task::block_in_place(|| self.err.recv_timeout(left)).unwrap_or_else(|_| {
-                    panic!(
-                        "no {what} line within {WAIT:?}; stderr: {:?}",
-                        self.stderr_seen
-                    )
-                });
-            self.stderr_seen.push(line.clone());
-            let v: Value = serde_json::from_str(&line)
-                .unwrap_or_else(|e| panic!("stderr line is not JSON ({e}): {line}"));
-            if pred(&v) {
-                return v;
-            }
-        }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
     }
 
     /// Open file descriptors of the process.
@@ -196,37 +126,6 @@ impl Lookout {
             .find_map(|l| l.strip_prefix("VmRSS:"))
             .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
             .unwrap_or(0)
-    }
-
-    /// Waits (bounded) for the process to exit by itself.
-    fn exit_within(&mut self, d: Duration) -> std::process::ExitStatus {
-        let deadline = Instant::now() + d;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                return status;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "lookout did not exit within {d:?}"
-            );
-            thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    fn signal(&self, sig: &str) {
-        let ok = Command::new("kill")
-            .args([&format!("-{sig}"), &self.child.id().to_string()])
-            .status()
-            .expect("kill")
-            .success();
-        assert!(ok, "kill -{sig} lookout");
-    }
-}
-
-impl Drop for Lookout {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -1,0 +1,178 @@
+//! What the tests of the built binary share (`cli.rs`, `serve.rs`): a
+//! running `lookout` with its output lines, the docker engine's lock, unique
+//! names and container cleanup.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use lookout_e2e::engines;
+use serde_json::Value;
+
+/// Bound of every wait for a line.
+pub const WAIT: Duration = Duration::from_secs(30);
+
+/// The docker engine, up, and its lock (exclusive for a test that stops it).
+/// The lock first: a test that stops dockerd holds it exclusively.
+pub fn require_docker(exclusive: bool) -> engines::EngineLock {
+    let lock = engines::lock_engine("docker", exclusive).unwrap_or_else(|e| panic!("{e}"));
+    if let Err(e) = engines::docker_up() {
+        panic!(
+            "docker is not usable ({e}).\nRun `cargo xtask engines up docker` first \
+             (or run the tests under `cargo xtask ci`)."
+        );
+    }
+    lock
+}
+
+/// A name no other test (or run) uses: `lookout-{file}-{what}-{pid}-{n}`.
+pub fn unique(file: &str, what: &str) -> String {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    format!(
+        "lookout-{file}-{what}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Removes the test's containers whatever happens.
+pub struct Containers(pub Vec<String>);
+
+impl Drop for Containers {
+    fn drop(&mut self) {
+        if !self.0.is_empty() {
+            let mut args = vec!["rm", "-f"];
+            args.extend(self.0.iter().map(String::as_str));
+            let _ = engines::docker(&args);
+        }
+    }
+}
+
+/// The lines of `r`, read on a thread of their own.
+pub fn lines(r: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        for line in BufReader::new(r).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// Runs a blocking wait; inside a multi-thread tokio runtime, off its
+/// worker (the tests of `--serve` talk HTTP on the same runtime).
+fn blocking<T>(wait: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(wait)
+        }
+        _ => wait(),
+    }
+}
+
+/// A running `lookout`, its stdout and stderr lines, killed on drop.
+pub struct Process {
+    pub child: Child,
+    pub out: Option<mpsc::Receiver<String>>,
+    pub err: mpsc::Receiver<String>,
+    /// Every stderr line read so far.
+    pub stderr_seen: Vec<String>,
+}
+
+impl Process {
+    /// Starts the built binary with `args` (no `RUST_LOG`; `env` added).
+    pub fn spawn(args: &[&str], env: &[(&str, String)]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_lookout"))
+            .args(args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn lookout");
+        let out = lines(child.stdout.take().expect("stdout"));
+        let err = lines(child.stderr.take().expect("stderr"));
+        Self {
+            child,
+            out: Some(out),
+            err,
+            stderr_seen: Vec::new(),
+        }
+    }
+
+    /// The next stdout line as JSON.
+    pub fn event(&self) -> Value {
+        let out = self.out.as_ref().expect("stdout open");
+        let line = blocking(|| out.recv_timeout(WAIT))
+            .unwrap_or_else(|_| panic!("no event line within {WAIT:?}"));
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+    }
+
+    /// Waits for a stderr JSON line satisfying `pred`.
+    pub fn stderr(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let Ok(line) = blocking(|| self.err.recv_timeout(left)) else {
+                panic!(
+                    "no {what} line within {WAIT:?}; stderr: {:?}",
+                    self.stderr_seen
+                );
+            };
+            self.stderr_seen.push(line.clone());
+            let v: Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("stderr line is not JSON ({e}): {line}"));
+            if pred(&v) {
+                return v;
+            }
+        }
+    }
+
+    /// Waits for the `connected` status.
+    pub fn connected(&mut self) -> Value {
+        self.stderr("connected", |v| v["status"] == "connected")
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits (bounded) for the process to exit by itself.
+    pub fn exit_within(&mut self, d: Duration) -> ExitStatus {
+        let deadline = Instant::now() + d;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "lookout did not exit within {d:?}"
+            );
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Sends `kill -SIG`.
+    pub fn signal(&self, sig: &str) {
+        let ok = Command::new("kill")
+            .args([&format!("-{sig}"), &self.child.id().to_string()])
+            .status()
+            .expect("kill")
+            .success();
+        assert!(ok, "kill -{sig} lookout");
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
