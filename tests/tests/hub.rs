@@ -22,25 +22,10 @@ use lookout_core::{
 use lookout_e2e::engines;
 use lookout_e2e::relay::Relay;
 use lookout_e2e::relay::scenarios::{
-    Containers, Engine, Watcher, require, streaming_on_one_connection, tasks, test_config,
+    Containers, DOCKER, Watcher, require, streaming_on_one_connection, tasks, test_config,
 };
 use lookout_moby::Config;
 use tokio_stream::{Stream, StreamExt};
-
-fn restart_stopping(_containers: &[&str]) -> Result<(), String> {
-    engines::docker_kill9()?;
-    engines::docker_start()
-}
-
-static DOCKER: Engine = Engine {
-    name: "docker",
-    host: engines::docker_host,
-    up: engines::docker_up,
-    cli: engines::docker,
-    signal: engines::docker_signal,
-    restart_stopping,
-    watch: lookout_docker::watch,
-};
 
 /// How many subscriptions share the one connection, and how many of them
 /// are never polled until the end.

@@ -43,6 +43,24 @@ pub struct Engine {
     pub watch: fn(Config) -> Result<Watch<CompatDial>, ConfigError>,
 }
 
+/// `kill -9` dockerd and start it again: without live-restore, the restarted
+/// daemon stops the containers that ran.
+fn docker_restart_stopping(_containers: &[&str]) -> Result<(), String> {
+    engines::docker_kill9()?;
+    engines::docker_start()
+}
+
+/// The real dockerd, as the scenarios (and the hub's tests) drive it.
+pub static DOCKER: Engine = Engine {
+    name: "docker",
+    host: engines::docker_host,
+    up: engines::docker_up,
+    cli: engines::docker,
+    signal: engines::docker_signal,
+    restart_stopping: docker_restart_stopping,
+    watch: lookout_docker::watch,
+};
+
 /// Defines one `#[tokio::test]` per scenario for the [`Engine`] at `$engine`
 /// (a `static`).
 #[macro_export]
