@@ -86,17 +86,21 @@
 //! TLS is rustls with *ring* (no OpenSSL). If no rustls `CryptoProvider` is
 //! installed in the process, a dial installs *ring*'s.
 
+mod client;
+mod cursor;
+mod feed;
 mod session;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use kube::Client;
-use kube::config::KubeConfigOptions;
 use kube::core::ApiResource;
 use lookout_core::{Dial, DialFuture, ProbeFuture, Session, Watch, WatchConfig};
+
+pub use cursor::K8sCursor;
 
 /// A kind of Kubernetes workload that lookout watches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -110,6 +114,14 @@ pub enum Kind {
 impl Kind {
     /// Every kind, in id order.
     pub const ALL: [Kind; 2] = [Kind::Deployment, Kind::StatefulSet];
+
+    /// Its place in [`ALL`](Self::ALL).
+    pub(crate) fn index(self) -> usize {
+        match self {
+            Self::Deployment => 0,
+            Self::StatefulSet => 1,
+        }
+    }
 
     /// The lowercase name, as it starts an instance id: `deployment`, `statefulset`.
     pub fn as_str(self) -> &'static str {
@@ -145,7 +157,11 @@ pub struct K8sConfig {
     pub kinds: Vec<Kind>,
     /// A label selector (`app=web,tier!=cache`), applied by the apiserver.
     pub label_selector: Option<String>,
-    /// The core's knobs: reconnect policy, timeouts, periodic resync.
+    /// The core's knobs: reconnect policy, timeouts, relists. Default:
+    /// [`K8sConfig::default_watch`] (no periodic or consumer-lag relist).
+    /// With [`WatchConfig::resync_every`] set, a redial lists every kind
+    /// again when the last full list is at least that old, and resumes the
+    /// watches otherwise.
     pub watch: WatchConfig,
 }
 
@@ -156,9 +172,50 @@ impl Default for K8sConfig {
             namespace: None,
             kinds: Kind::ALL.to_vec(),
             label_selector: None,
-            watch: WatchConfig::default(),
+            watch: Self::default_watch(),
         }
     }
+}
+
+impl K8sConfig {
+    /// The core's defaults for Kubernetes: [`WatchConfig::default`] without
+    /// the periodic relist ([`resync_every`](WatchConfig::resync_every)) and
+    /// without the relist for a lagging consumer
+    /// ([`resync_after_lag`](WatchConfig::resync_after_lag)).
+    ///
+    /// Docker keeps both because dockerd may drop events without a sign
+    /// (a subscriber too far behind, a daemon restart), so only a list can
+    /// tell what was missed. The Kubernetes watch protocol drops nothing: a
+    /// watch is resumed from the `resourceVersion` it reached and delivers
+    /// every change after it, in order; when the apiserver no longer has that
+    /// version it says so (`410 Gone`) and the kind relists. A slow consumer
+    /// loses nothing either: the apiserver buffers for it or closes its
+    /// watch, which is then resumed. A periodic full list would cost the
+    /// apiserver a LIST of every watched object per period and tell nothing
+    /// new; set `resync_every` to have one anyway.
+    pub fn default_watch() -> WatchConfig {
+        WatchConfig::default()
+            .resync_every(None)
+            .resync_after_lag(None)
+    }
+}
+
+/// How a kind's first list (and a relist after `410 Gone`) is made.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum InitialList {
+    /// Paged `LIST` requests (500 objects a page, as client-go and
+    /// kube-runtime page), then a watch from the list's version. Every
+    /// apiserver supports it.
+    #[default]
+    Paged,
+    /// A streaming list: one watch with `sendInitialEvents=true` that sends
+    /// the current objects as events, ends them with a bookmark, and goes on
+    /// watching (Kubernetes' `WatchList`, beta and on by default since
+    /// 1.32). The apiserver serves it from its watch cache one object at a
+    /// time instead of building whole pages; an apiserver without it refuses
+    /// the request (a `Disconnected` status, retried).
+    Streaming,
 }
 
 /// A [`K8sConfig`] that can never work.
@@ -231,13 +288,17 @@ impl std::fmt::Debug for Source {
 }
 
 /// What every dial needs, shared by the dial and its sessions.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Settings {
     namespace: Option<String>,
     kinds: Vec<Kind>,
     label_selector: Option<String>,
     /// Server-side timeout of one watch request, in seconds.
     watch_timeout: u32,
+    /// How a kind lists.
+    initial_list: InitialList,
+    /// A redial relists every kind when the last full list is this old.
+    relist_every: Option<Duration>,
 }
 
 /// The dial of one Kubernetes cluster: plug it into [`Watch`] (or call [`watch`]).
@@ -247,6 +308,13 @@ pub struct K8sDial {
     settings: Arc<Settings>,
     /// The client of the current session, for the probe.
     probe: Arc<ProbeSlot>,
+    /// The client of the last dial and what it was built from, to keep it
+    /// while the configuration does not change.
+    clients: Arc<client::Cache>,
+    /// The objects the last session left, for a redial that resumes.
+    carry: Arc<session::Carry>,
+    /// When the last dial that listed every kind began.
+    listed_at: Option<Instant>,
     dials: u64,
 }
 
@@ -270,6 +338,19 @@ impl K8sDial {
         Self::from_source(config, Source::Client(Box::new(connect)))
     }
 
+    /// How each kind lists (default [`InitialList::Paged`]).
+    #[must_use]
+    pub fn initial_list(mut self, how: InitialList) -> Self {
+        if let Some(settings) = Arc::get_mut(&mut self.settings) {
+            settings.initial_list = how;
+        } else {
+            let mut settings = Settings::clone(&self.settings);
+            settings.initial_list = how;
+            self.settings = Arc::new(settings);
+        }
+        self
+    }
+
     fn from_source(config: &K8sConfig, source: Source) -> Result<Self, ConfigError> {
         let mut kinds = config.kinds.clone();
         kinds.sort_unstable();
@@ -287,8 +368,13 @@ impl K8sDial {
                 kinds,
                 label_selector: config.label_selector.clone(),
                 watch_timeout: watch_timeout(&config.watch),
+                initial_list: InitialList::default(),
+                relist_every: config.watch.resync_every,
             }),
             probe: Arc::default(),
+            clients: Arc::default(),
+            carry: Arc::default(),
+            listed_at: None,
             dials: 0,
         })
     }
@@ -320,30 +406,49 @@ fn watch_timeout(config: &WatchConfig) -> u32 {
 }
 
 impl Dial for K8sDial {
-    /// The watcher keeps its own `resourceVersion`s within a session; every
-    /// dial starts with a fresh list.
-    type Cursor = ();
+    /// The newest `resourceVersion` of each kind: a redial watches from it,
+    /// with no list, while the apiserver still serves it.
+    type Cursor = K8sCursor;
 
-    fn dial(&mut self, _resume: Option<&()>) -> DialFuture<()> {
+    fn dial(&mut self, resume: Option<&K8sCursor>) -> DialFuture<K8sCursor> {
         self.dials += 1;
+        let now = Instant::now();
+        let relist_due = self
+            .settings
+            .relist_every
+            .is_some_and(|every| self.listed_at.is_none_or(|t| now.duration_since(t) >= every));
+        let cursor = if relist_due { None } else { resume.cloned() };
+        if cursor.is_none() {
+            self.listed_at = Some(now);
+        }
         let client = match &mut self.source {
             Source::Kubeconfig(path) => Err(path.clone()),
             Source::Client(connect) => Ok(connect()),
         };
         let settings = Arc::clone(&self.settings);
+        let clients = Arc::clone(&self.clients);
+        let carry = Arc::clone(&self.carry);
         let lease = ProbeLease {
             slot: Arc::clone(&self.probe),
             dial: self.dials,
         };
         Box::pin(async move {
-            let client = match client {
-                Ok(given) => given,
-                Err(kubeconfig) => connect(kubeconfig.as_deref()).await?,
+            let (client, cluster) = match client {
+                // The program's client: one cluster, the program says.
+                Ok(given) => (given, String::new()),
+                Err(kubeconfig) => clients.connect(kubeconfig.as_deref()).await?,
             };
             lease.fill(client.clone());
-            let mut session = session::Merge::new(&settings, &client, lease);
+            let stores = carry.take(&cluster);
+            let start = session::Start {
+                cursor,
+                stores,
+                carry,
+                cluster,
+            };
+            let mut session = session::Merge::new(&settings, &client, start, lease);
             std::future::poll_fn(|cx| session.poll_synced(cx)).await?;
-            Ok(Box::pin(session) as Session<()>)
+            Ok(Box::pin(session) as Session<K8sCursor>)
         })
     }
 
@@ -357,31 +462,6 @@ impl Dial for K8sDial {
                 .map_err(|e| DialError::Probe(e).into())
         }))
     }
-}
-
-/// Resolves the configuration anew (`kubeconfig`, else inferred) and builds
-/// a client.
-async fn connect(kubeconfig: Option<&std::path::Path>) -> Result<Client, DialError> {
-    let config = match kubeconfig {
-        Some(path) => {
-            let to_err = |source| DialError::Kubeconfig {
-                path: path.to_owned(),
-                source,
-            };
-            let kubeconfig = kube::config::Kubeconfig::read_from(path).map_err(to_err)?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-                .await
-                .map_err(to_err)?
-        }
-        None => kube::Config::infer().await.map_err(DialError::Infer)?,
-    };
-    if rustls::crypto::CryptoProvider::get_default().is_none() {
-        // Err only when another thread installed one meanwhile: fine either way.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    }
-    let cluster = config.cluster_url.to_string();
-    tracing::debug!(%cluster, "connecting");
-    Client::try_from(config).map_err(|source| DialError::Client { cluster, source })
 }
 
 /// The client of the live session, if any, for the probe.
