@@ -14,9 +14,9 @@ use lookout_core::Origin::{Live, Resync};
 use lookout_core::{Error, Status};
 use lookout_e2e::engines;
 use lookout_e2e::k8s_util::{
-    FakeApi, Fixture, Frame, Gate, RUN_LABEL, Recorder, Relay, Reply, apiserver, error_event,
-    established, event, fast_watch_config, kubeconfig_via, list, my_connections_to, object,
-    require,
+    FakeApi, Fixture, Frame, Gate, RUN_LABEL, Recorder, Relay, Reply, Requests, apiserver,
+    counting_client, error_event, established, event, fast_watch_config, kubeconfig_via, list,
+    my_connections_to, object, require,
 };
 use lookout_k8s::{K8sConfig, Kind};
 use serde_json::json;
@@ -195,7 +195,9 @@ impl Drop for Cont {
 
 /// kill -9 the apiserver; while it is down (and the watch kept from
 /// redialing by a refusing relay) one deployment is scaled to 0 and another
-/// deleted: after the reconnect, each is reported once, as a resync.
+/// deleted: the redial resumes each kind's watch from its resourceVersion
+/// (etcd still has them), and the apiserver replays both changes: each
+/// reported once, live, with no list.
 #[tokio::test(flavor = "current_thread")]
 async fn k8s_apiserver_restart_reports_missed_transitions_once() {
     let t = Instant::now();
@@ -204,7 +206,9 @@ async fn k8s_apiserver_restart_reports_missed_transitions_once() {
     let (_, port) = apiserver(&kubeconfig);
     let relay = Relay::start(port);
     let relayed = kubeconfig_via(&kubeconfig, relay.port());
-    let mut rec = Recorder::new(config(relayed.path(), Some(&fx.ns)));
+    let requests = Requests::default();
+    let client = counting_client(relayed.path(), &requests).await;
+    let mut rec = Recorder::with_client(config(relayed.path(), Some(&fx.ns)), &client);
     rec.until("first snapshot", STEP, |r| r.connected() >= 1)
         .await;
 
@@ -220,12 +224,14 @@ async fn k8s_apiserver_restart_reports_missed_transitions_once() {
     assert!(rec.events.is_empty(), "nothing can be seen yet: {rec:?}");
 
     relay.refuse(false);
-    rec.until("reconnected", Duration::from_secs(30), |r| {
-        r.connected() >= 2
-    })
+    rec.until(
+        "reconnected, the missed changes replayed",
+        Duration::from_secs(30),
+        |r| r.connected() >= 2 && !r.of(&a).is_empty() && !r.of(&b).is_empty(),
+    )
     .await;
-    assert_eq!(rec.of(&a), [(Stopped, Resync)], "{rec:?}");
-    assert_eq!(rec.of(&b), [(Removed, Resync)], "{rec:?}");
+    assert_eq!(rec.of(&a), [(Stopped, Live)], "{rec:?}");
+    assert_eq!(rec.of(&b), [(Removed, Live)], "{rec:?}");
     assert_eq!(rec.of(&s), [], "{rec:?}");
 
     // Live again, and nothing repeated: fences of both kinds.
@@ -235,13 +241,169 @@ async fn k8s_apiserver_restart_reports_missed_transitions_once() {
         r.of(&a).len() >= 2 && !r.of(&s).is_empty()
     })
     .await;
-    assert_eq!(rec.of(&a), [(Stopped, Resync), (Started, Live)], "{rec:?}");
-    assert_eq!(rec.of(&b), [(Removed, Resync)], "{rec:?}");
+    assert_eq!(rec.of(&a), [(Stopped, Live), (Started, Live)], "{rec:?}");
+    assert_eq!(rec.of(&b), [(Removed, Live)], "{rec:?}");
     assert_eq!(rec.of(&s), [(Stopped, Live)], "{rec:?}");
+    assert_eq!(
+        requests.count("LIST", None),
+        2,
+        "one list per kind, on the first dial only: {}\n{rec:?}",
+        requests.summary()
+    );
     drop(rec);
     drop(relay);
     drop(relayed);
     report("apiserver restart", t);
+}
+
+/// The connection is cut (as a network failure): the redial watches each
+/// kind from the resourceVersion it had reached — a WATCH, no LIST — and
+/// the changes made while disconnected come exactly once, live.
+#[tokio::test(flavor = "current_thread")]
+async fn k8s_redial_resumes_from_the_cursor_without_a_list() {
+    let t = Instant::now();
+    let (_lock, kubeconfig, fx) = setup(false, &TRIO).await;
+    let [a, b, s] = TRIO.map(|(kind, name, _)| fx.id(kind, name));
+    let c = fx.id(Kind::Deployment, "c");
+    let (_, port) = apiserver(&kubeconfig);
+    let relay = Relay::start(port);
+    let relayed = kubeconfig_via(&kubeconfig, relay.port());
+    let requests = Requests::default();
+    let client = counting_client(relayed.path(), &requests).await;
+    let mut rec = Recorder::with_client(config(relayed.path(), Some(&fx.ns)), &client);
+    rec.until("first snapshot", STEP, |r| r.connected() >= 1)
+        .await;
+    // One live change, so the cursor moves past the list.
+    fx.scale(Kind::StatefulSet, "s", 0).await;
+    rec.until("s stopped", STEP, |r| !r.of(&s).is_empty()).await;
+    let before = requests.all().len();
+    let watched = |kind: &str| -> Vec<u64> {
+        requests.all()[..]
+            .iter()
+            .filter(|r| r.verb == "WATCH" && r.resource == kind)
+            .map(|r| {
+                r.resource_version
+                    .as_deref()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or_else(|| panic!("a WATCH without a resourceVersion: {r:?}"))
+            })
+            .collect()
+    };
+    let last_before = (watched("deployments"), watched("statefulsets"));
+
+    relay.refuse(true);
+    relay.cut();
+    rec.until("disconnected", STEP, |r| r.disconnected() >= 1)
+        .await;
+    fx.scale(Kind::Deployment, "a", 0).await;
+    fx.delete(Kind::Deployment, "b").await;
+    fx.create(Kind::Deployment, "c", 1, &[]).await;
+    fx.scale(Kind::StatefulSet, "s", 2).await;
+    relay.refuse(false);
+    rec.until("the missed changes", Duration::from_secs(30), |r| {
+        r.connected() >= 2
+            && !r.of(&a).is_empty()
+            && !r.of(&b).is_empty()
+            && r.of(&c).len() >= 2
+            && r.of(&s).len() >= 2
+    })
+    .await;
+    // Fences: nothing repeated after them.
+    fx.scale(Kind::Deployment, "a", 1).await;
+    fx.scale(Kind::StatefulSet, "s", 0).await;
+    rec.until("live fences", STEP, |r| {
+        r.of(&a).len() >= 2 && r.of(&s).len() >= 3
+    })
+    .await;
+
+    assert_eq!(rec.of(&a), [(Stopped, Live), (Started, Live)], "{rec:?}");
+    assert_eq!(rec.of(&b), [(Removed, Live)], "{rec:?}");
+    assert_eq!(rec.of(&c), [(Created, Live), (Started, Live)], "{rec:?}");
+    assert_eq!(
+        rec.of(&s),
+        [(Stopped, Live), (Started, Live), (Stopped, Live)],
+        "{rec:?}"
+    );
+    let after: Vec<_> = requests.all()[before..].to_vec();
+    assert!(
+        after.iter().all(|r| r.verb != "LIST"),
+        "no list after the cut: {after:?}"
+    );
+    // Each kind resumed from no older a version than it last watched from.
+    let (d_after, s_after) = (watched("deployments"), watched("statefulsets"));
+    let (d0, s0) = last_before;
+    assert!(
+        d_after.len() > d0.len() && s_after.len() > s0.len(),
+        "{after:?}"
+    );
+    assert!(
+        d_after[d0.len()] >= *d0.last().expect("a watch"),
+        "{after:?}"
+    );
+    assert!(
+        s_after[s0.len()] >= *s0.last().expect("a watch"),
+        "{after:?}"
+    );
+    assert_eq!(requests.count("LIST", None), 2, "{}", requests.summary());
+    eprintln!("[k8s] resume: requests {}", requests.summary());
+    drop(rec);
+    drop(relay);
+    drop(relayed);
+    report("resume", t);
+}
+
+/// The connection is cut and, while disconnected, etcd is compacted past
+/// both kinds' versions: the resumed watches get `410 Gone`, each kind
+/// relists once, and the net difference is reported as a resync.
+#[tokio::test(flavor = "current_thread")]
+async fn k8s_redial_after_compaction_relists_once_per_kind() {
+    let t = Instant::now();
+    let (_lock, kubeconfig, fx) = setup(true, &TRIO).await;
+    let [a, b, s] = TRIO.map(|(kind, name, _)| fx.id(kind, name));
+    let (_, port) = apiserver(&kubeconfig);
+    let relay = Relay::start(port);
+    let relayed = kubeconfig_via(&kubeconfig, relay.port());
+    let requests = Requests::default();
+    let client = counting_client(relayed.path(), &requests).await;
+    let mut rec = Recorder::with_client(config(relayed.path(), Some(&fx.ns)), &client);
+    rec.until("first snapshot", STEP, |r| r.connected() >= 1)
+        .await;
+
+    relay.refuse(true);
+    relay.cut();
+    rec.until("disconnected", STEP, |r| r.disconnected() >= 1)
+        .await;
+    fx.scale(Kind::Deployment, "a", 0).await;
+    fx.scale(Kind::Deployment, "a", 1).await;
+    fx.scale(Kind::Deployment, "a", 0).await;
+    fx.delete(Kind::Deployment, "b").await;
+    compact(&fx, "bump").await;
+    relay.refuse(false);
+    rec.until("the relists' differences", Duration::from_secs(30), |r| {
+        !r.of(&a).is_empty() && !r.of(&b).is_empty()
+    })
+    .await;
+    fx.scale(Kind::StatefulSet, "s", 0).await;
+    rec.until("a live fence", STEP, |r| !r.of(&s).is_empty())
+        .await;
+    // The net effect only: a's stop, start, stop is one stop.
+    assert_eq!(rec.of(&a), [(Stopped, Resync)], "{rec:?}");
+    assert_eq!(rec.of(&b), [(Removed, Resync)], "{rec:?}");
+    assert_eq!(rec.of(&s), [(Stopped, Live)], "{rec:?}");
+    assert_eq!(
+        (
+            requests.count("LIST", Some("deployments")),
+            requests.count("LIST", Some("statefulsets"))
+        ),
+        (2, 2),
+        "one list per kind at first, one per 410: {}\n{rec:?}",
+        requests.summary()
+    );
+    eprintln!("[k8s] 410 on resume: requests {}", requests.summary());
+    drop(rec);
+    drop(relay);
+    drop(relayed);
+    report("410 on resume", t);
 }
 
 /// Writes a `ConfigMap` (etcd's revision moves on), then compacts etcd.
@@ -571,7 +733,9 @@ async fn fake_410_relists_one_kind_and_keeps_the_other() {
 }
 
 /// Any other failure ends the session: Disconnected, the core's backoff, a
-/// redial with fresh lists whose differences are reported as a resync.
+/// redial. A kind that never listed lists; one that did resumes its watch
+/// from the version it reached (no list), and what the watch then tells is
+/// live.
 #[tokio::test(flavor = "current_thread")]
 async fn fake_errors_end_the_session_and_redial() {
     let gate = Gate::default();
@@ -583,13 +747,15 @@ async fn fake_errors_end_the_session_and_redial() {
                     "message": "forbidden", "reason": "Forbidden", "code": 403 })
             .to_string(),
         ),
-        (Some("deployments"), false, 1) => list(Kind::Deployment, 10, &[dep("web", 10, &json!(1))]),
-        (Some("deployments"), false, _) => list(Kind::Deployment, 30, &[dep("web", 30, &json!(0))]),
+        (Some("deployments"), false, _) => list(Kind::Deployment, 10, &[dep("web", 10, &json!(1))]),
         (Some("deployments"), true, 0) => Reply::Watch(vec![
             Frame::Gate(g.clone()),
             Frame::Line(error_event(500, "InternalError", "etcd is sad")),
         ]),
-        (Some("deployments"), true, _) => Reply::Watch(vec![Frame::Hold]),
+        (Some("deployments"), true, _) => Reply::Watch(vec![
+            Frame::Line(event("MODIFIED", &dep("web", 30, &json!(0)))),
+            Frame::Hold,
+        ]),
         _ => Reply::Json(404, "{}".into()),
     });
     let mut rec = Recorder::new(fake_config(&fake, &[Kind::Deployment]));
@@ -602,12 +768,132 @@ async fn fake_errors_end_the_session_and_redial() {
     assert!(matches!(**error, Error::Dial(_)), "{error}");
     assert!(error.to_string().contains("deployment"), "{error}");
     gate.open();
-    rec.until("redialed", STEP, |r| r.connected() >= 2).await;
+    rec.until("redialed", STEP, |r| {
+        r.connected() >= 2 && !r.of(WEB).is_empty()
+    })
+    .await;
     assert_eq!(rec.disconnected(), 2, "{rec:?}");
     let Status::Disconnected { error, .. } = &rec.statuses[2].1 else {
         panic!("{rec:?}")
     };
     assert!(matches!(**error, Error::Session(_)), "{error}");
     assert!(error.to_string().contains("etcd is sad"), "{error}");
+    assert_eq!(rec.of(WEB), [(Stopped, Live)], "{rec:?}");
+    let requests = fake.requests();
+    let lists = requests.iter().filter(|r| r.resource.is_some() && !r.watch);
+    assert_eq!(
+        lists.count(),
+        2,
+        "the refused list and one more: {requests:?}"
+    );
+    let watches: Vec<_> = requests
+        .iter()
+        .filter(|r| r.watch)
+        .map(|r| r.resource_version())
+        .collect();
+    assert_eq!(watches, [Some("10"), Some("10")], "{requests:?}");
+}
+
+/// A bookmark moves a kind's version on without a change: the redial
+/// resumes from it.
+#[tokio::test(flavor = "current_thread")]
+async fn fake_bookmark_moves_the_resume_point() {
+    let gate = Gate::default();
+    let g = gate.clone();
+    let fake = FakeApi::start(move |r| match (r.resource.as_deref(), r.watch, r.nth) {
+        (Some("deployments"), false, _) => list(Kind::Deployment, 10, &[dep("web", 10, &json!(1))]),
+        (Some("deployments"), true, 0) => Reply::Watch(vec![
+            Frame::Line(event(
+                "BOOKMARK",
+                &json!({ "kind": "Deployment", "apiVersion": "apps/v1",
+                         "metadata": { "resourceVersion": "15" } }),
+            )),
+            Frame::Gate(g.clone()),
+            Frame::Line(error_event(500, "InternalError", "etcd is sad")),
+        ]),
+        (Some("deployments"), true, _) => Reply::Watch(vec![Frame::Hold]),
+        _ => Reply::Json(404, "{}".into()),
+    });
+    let mut rec = Recorder::new(fake_config(&fake, &[Kind::Deployment]));
+    rec.until("first snapshot", STEP, |r| r.connected() >= 1)
+        .await;
+    gate.open();
+    rec.until("redialed", STEP, |r| r.connected() >= 2).await;
+    let requests = fake.requests();
+    let watches: Vec<_> = requests
+        .iter()
+        .filter(|r| r.watch)
+        .map(|r| {
+            (
+                r.resource_version(),
+                r.query.get("allowWatchBookmarks").map(String::as_str),
+            )
+        })
+        .collect();
+    assert_eq!(
+        watches,
+        [(Some("10"), Some("true")), (Some("15"), Some("true"))],
+        "{requests:?}"
+    );
+    assert_eq!(
+        requests
+            .iter()
+            .filter(|r| r.resource.is_some() && !r.watch)
+            .count(),
+        1
+    );
+    assert!(rec.events.is_empty(), "{rec:?}");
+}
+
+/// A redial whose resumed watch of one kind is gone (`410`): that kind
+/// relists, the other resumes; the snapshot holds both (the other kind's
+/// objects from the session before), so only the relisted kind's
+/// difference is reported, as a resync.
+#[tokio::test(flavor = "current_thread")]
+async fn fake_redial_relists_only_the_expired_kind() {
+    let gate = Gate::default();
+    let g = gate.clone();
+    let sts = object(Kind::StatefulSet, "fake", "db", "uid-db", 10, &json!(1));
+    let fake = FakeApi::start(move |r| match (r.resource.as_deref(), r.watch, r.nth) {
+        (Some("deployments"), false, 0) => list(Kind::Deployment, 10, &[dep("web", 10, &json!(1))]),
+        (Some("deployments"), false, _) => list(Kind::Deployment, 40, &[dep("web", 40, &json!(0))]),
+        (Some("deployments"), true, 0) => Reply::Watch(vec![
+            Frame::Gate(g.clone()),
+            Frame::Line(error_event(500, "InternalError", "etcd is sad")),
+        ]),
+        (Some("deployments"), true, 1) => Reply::Watch(vec![Frame::Line(error_event(
+            410,
+            "Expired",
+            "too old resource version: 10 (35)",
+        ))]),
+        (Some("statefulsets"), false, _) => list(Kind::StatefulSet, 10, std::slice::from_ref(&sts)),
+        (Some(_), true, _) => Reply::Watch(vec![Frame::Hold]),
+        _ => Reply::Json(404, "{}".into()),
+    });
+    let mut rec = Recorder::new(fake_config(&fake, &Kind::ALL));
+    rec.until("first snapshot", STEP, |r| r.connected() >= 1)
+        .await;
+    gate.open();
+    rec.until("the relist's difference", STEP, |r| !r.of(WEB).is_empty())
+        .await;
     assert_eq!(rec.of(WEB), [(Stopped, Resync)], "{rec:?}");
+    assert_eq!(rec.of("statefulset/fake/db"), [], "{rec:?}");
+    let requests = fake.requests();
+    let count = |res: &str, watch: bool| {
+        requests
+            .iter()
+            .filter(|r| r.resource.as_deref() == Some(res) && r.watch == watch)
+            .count()
+    };
+    assert_eq!(
+        (count("deployments", false), count("statefulsets", false)),
+        (2, 1),
+        "{requests:?}"
+    );
+    let sts_watches: Vec<_> = requests
+        .iter()
+        .filter(|r| r.resource.as_deref() == Some("statefulsets") && r.watch)
+        .map(|r| r.resource_version())
+        .collect();
+    assert_eq!(sts_watches, [Some("10"), Some("10")], "{requests:?}");
 }

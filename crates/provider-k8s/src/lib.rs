@@ -413,10 +413,10 @@ impl Dial for K8sDial {
     fn dial(&mut self, resume: Option<&K8sCursor>) -> DialFuture<K8sCursor> {
         self.dials += 1;
         let now = Instant::now();
-        let relist_due = self
-            .settings
-            .relist_every
-            .is_some_and(|every| self.listed_at.is_none_or(|t| now.duration_since(t) >= every));
+        let relist_due = self.settings.relist_every.is_some_and(|every| {
+            self.listed_at
+                .is_none_or(|t| now.duration_since(t) >= every)
+        });
         let cursor = if relist_due { None } else { resume.cloned() };
         if cursor.is_none() {
             self.listed_at = Some(now);

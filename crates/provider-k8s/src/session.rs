@@ -266,11 +266,7 @@ impl Merge {
     /// them listed, else (a redial that resumed every watch) `Resumed`;
     /// then the cursor.
     fn maybe_sync(&mut self) {
-        if !self
-            .kinds
-            .values()
-            .all(|s| s.watching && s.store.is_some())
-        {
+        if !self.kinds.values().all(|s| s.watching && s.store.is_some()) {
             return;
         }
         if self.kinds.values().any(|s| s.listed) {
