@@ -264,7 +264,7 @@ async fn k8s_redial_resumes_from_the_cursor_without_a_list() {
     let t = Instant::now();
     let (_lock, kubeconfig, fx) = setup(false, &TRIO).await;
     let [a, b, s] = TRIO.map(|(kind, name, _)| fx.id(kind, name));
-    let c = fx.id(Kind::Deployment, "c");
+    let new = fx.id(Kind::Deployment, "c");
     let (_, port) = apiserver(&kubeconfig);
     let relay = Relay::start(port);
     let relayed = kubeconfig_via(&kubeconfig, relay.port());
@@ -304,7 +304,7 @@ async fn k8s_redial_resumes_from_the_cursor_without_a_list() {
         r.connected() >= 2
             && !r.of(&a).is_empty()
             && !r.of(&b).is_empty()
-            && r.of(&c).len() >= 2
+            && r.of(&new).len() >= 2
             && r.of(&s).len() >= 2
     })
     .await;
@@ -318,7 +318,7 @@ async fn k8s_redial_resumes_from_the_cursor_without_a_list() {
 
     assert_eq!(rec.of(&a), [(Stopped, Live), (Started, Live)], "{rec:?}");
     assert_eq!(rec.of(&b), [(Removed, Live)], "{rec:?}");
-    assert_eq!(rec.of(&c), [(Created, Live), (Started, Live)], "{rec:?}");
+    assert_eq!(rec.of(&new), [(Created, Live), (Started, Live)], "{rec:?}");
     assert_eq!(
         rec.of(&s),
         [(Stopped, Live), (Started, Live), (Stopped, Live)],
