@@ -774,6 +774,9 @@ pub struct Sent {
     pub resource_version: Option<String>,
     /// Whether it asked for `sendInitialEvents`.
     pub initial_events: bool,
+    /// The response's status, once it came (`None`: it failed before one,
+    /// e.g. on a connection that was cut, or is still pending).
+    pub status: Option<u16>,
 }
 
 impl Requests {
@@ -783,6 +786,14 @@ impl Requests {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// How many requests of `verb` got a response from the apiserver.
+    pub fn answered(&self, verb: &str) -> usize {
+        self.all()
+            .iter()
+            .filter(|s| s.verb == verb && s.status.is_some())
+            .count()
     }
 
     /// How many requests of `verb` on `resource` (any resource: `None`).
@@ -805,7 +816,8 @@ impl Requests {
             .join(", ")
     }
 
-    fn record<B>(&self, req: &http::Request<B>) {
+    /// Records `req`; returns its index, for [`Requests::answer`].
+    fn record<B>(&self, req: &http::Request<B>) -> usize {
         let uri = req.uri();
         let query: HashMap<String, String> = uri
             .query()
@@ -833,11 +845,22 @@ impl Requests {
             },
             resource_version: query.get("resourceVersion").cloned(),
             initial_events: query.get("sendInitialEvents").is_some_and(|v| v == "true"),
+            status: None,
         };
-        self.0
+        let mut all = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        all.push(sent);
+        all.len() - 1
+    }
+
+    fn answer(&self, index: usize, status: u16) {
+        if let Some(s) = self
+            .0
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .push(sent);
+            .get_mut(index)
+        {
+            s.status = Some(status);
+        }
     }
 }
 
@@ -863,13 +886,14 @@ pub struct Counted<S> {
     requests: Requests,
 }
 
-impl<S, B> tower_service::Service<http::Request<B>> for Counted<S>
+impl<S, B, R> tower_service::Service<http::Request<B>> for Counted<S>
 where
-    S: tower_service::Service<http::Request<B>>,
+    S: tower_service::Service<http::Request<B>, Response = http::Response<R>>,
+    S::Future: Send + 'static,
 {
     type Response = S::Response;
     type Error = S::Error;
-    type Future = S::Future;
+    type Future = std::pin::Pin<Box<dyn Future<Output = Result<S::Response, S::Error>> + Send>>;
 
     fn poll_ready(
         &mut self,
@@ -879,8 +903,14 @@ where
     }
 
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
-        self.requests.record(&req);
-        self.inner.call(req)
+        let index = self.requests.record(&req);
+        let requests = self.requests.clone();
+        let response = self.inner.call(req);
+        Box::pin(async move {
+            let response = response.await?;
+            requests.answer(index, response.status().as_u16());
+            Ok(response)
+        })
     }
 }
 

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use lookout_core::EventKind::{Created, Removed, Started, Stopped};
-use lookout_core::Origin::{Live, Resync};
+use lookout_core::Origin::{Initial, Live, Resync};
 use lookout_core::{Error, Status};
 use lookout_e2e::engines;
 use lookout_e2e::k8s_util::{
@@ -18,7 +18,7 @@ use lookout_e2e::k8s_util::{
     counting_client, error_event, established, event, fast_watch_config, kubeconfig_via, list,
     my_connections_to, object, require,
 };
-use lookout_k8s::{K8sConfig, Kind};
+use lookout_k8s::{InitialList, K8sConfig, K8sDial, Kind};
 use serde_json::json;
 
 /// The bound of one step (an API call and the event it causes).
@@ -377,10 +377,13 @@ async fn k8s_redial_after_compaction_relists_once_per_kind() {
     fx.scale(Kind::Deployment, "a", 1).await;
     fx.scale(Kind::Deployment, "a", 0).await;
     fx.delete(Kind::Deployment, "b").await;
-    compact(&fx, "bump").await;
+    let rev = compact(&fx, "bump").await;
     relay.refuse(false);
     rec.until("the relists' differences", Duration::from_secs(30), |r| {
-        !r.of(&a).is_empty() && !r.of(&b).is_empty()
+        !r.of(&a).is_empty()
+            && !r.of(&b).is_empty()
+            && past(&requests, "deployments", 2, rev)
+            && past(&requests, "statefulsets", 2, rev)
     })
     .await;
     fx.scale(Kind::StatefulSet, "s", 0).await;
@@ -406,23 +409,93 @@ async fn k8s_redial_after_compaction_relists_once_per_kind() {
     report("410 on resume", t);
 }
 
+/// A streaming list (`sendInitialEvents`): the first sync is one WATCH per
+/// kind and no LIST; the objects it streams form the snapshot, and the same
+/// watch goes on live.
+#[tokio::test(flavor = "current_thread")]
+async fn k8s_streaming_list_syncs_without_a_list_request() {
+    let t = Instant::now();
+    let (_lock, kubeconfig, fx) = setup(false, &TRIO).await;
+    let [a, _, s] = TRIO.map(|(kind, name, _)| fx.id(kind, name));
+    let requests = Requests::default();
+    let client = counting_client(&kubeconfig, &requests).await;
+    let cfg = K8sConfig {
+        watch: fast_watch_config().initial(true),
+        ..config(&kubeconfig, Some(&fx.ns))
+    };
+    let dial = K8sDial::with_client(&cfg, move || client.clone())
+        .expect("a valid config")
+        .initial_list(InitialList::Streaming);
+    let mut rec = Recorder::pump(lookout_core::Watch::new(dial, cfg.watch));
+    rec.until("first snapshot", STEP, |r| r.connected() >= 1)
+        .await;
+    assert_eq!(
+        rec.of(&a),
+        [(Created, Initial), (Started, Initial)],
+        "{rec:?}"
+    );
+    assert_eq!(
+        rec.of(&s),
+        [(Created, Initial), (Started, Initial)],
+        "{rec:?}"
+    );
+    fx.scale(Kind::Deployment, "a", 0).await;
+    fx.scale(Kind::StatefulSet, "s", 0).await;
+    rec.until("live", STEP, |r| r.of(&a).len() >= 3 && r.of(&s).len() >= 3)
+        .await;
+    assert_eq!(rec.of(&a)[2..], [(Stopped, Live)], "{rec:?}");
+    assert_eq!(rec.of(&s)[2..], [(Stopped, Live)], "{rec:?}");
+    let sent = requests.all();
+    assert_eq!(requests.count("LIST", None), 0, "{sent:?}");
+    let streamed = sent
+        .iter()
+        .filter(|r| r.verb == "WATCH" && r.initial_events);
+    assert_eq!(streamed.count(), 2, "one streaming list per kind: {sent:?}");
+    report("streaming list", t);
+}
+
 /// Writes a `ConfigMap` (etcd's revision moves on), then compacts etcd.
-async fn compact(fx: &Fixture, bump: &str) {
+async fn compact(fx: &Fixture, bump: &str) -> u64 {
     fx.bump(bump).await;
     let revision = engines::k8s_compact().unwrap_or_else(|e| panic!("{e}"));
     eprintln!("[k8s] compacted etcd at revision {revision}");
+    u64::try_from(revision).unwrap_or_else(|_| panic!("revision {revision}"))
+}
+
+/// Whether `kind` (a resource: `deployments`) is past `revision` in a
+/// compaction's aftermath: it listed `lists` times, or watches from a
+/// version not older than `revision` (a bookmark moved it past: no 410).
+fn past(requests: &Requests, kind: &str, lists: usize, revision: u64) -> bool {
+    let sent = requests.all();
+    let listed = sent
+        .iter()
+        .filter(|r| r.verb == "LIST" && r.resource == kind && r.status.is_some())
+        .count();
+    let fresh = sent.iter().any(|r| {
+        r.verb == "WATCH"
+            && r.resource == kind
+            && r.status.is_some()
+            && r.resource_version
+                .as_deref()
+                .and_then(|v| v.parse::<u64>().ok())
+                .is_some_and(|v| v >= revision)
+    });
+    listed >= lists || fresh
 }
 
 /// Compacting etcd expires the watchers' resourceVersions: the next watch
 /// request gets 410 Gone and that kind relists inside the session (no
 /// Disconnected), without losing or repeating a transition, and without
-/// taking the other kind's objects for removed.
+/// taking the other kind's objects for removed. (A kind whose version a
+/// bookmark moved past the compaction needs no relist: it resumes.)
 #[tokio::test(flavor = "current_thread")]
 async fn k8s_compaction_410_relists_without_loss_or_duplicates() {
     let t = Instant::now();
     let (_lock, kubeconfig, fx) = setup(true, &TRIO).await;
     let [a, b, s] = TRIO.map(|(kind, name, _)| fx.id(kind, name));
-    let mut rec = Recorder::new(config(&kubeconfig, Some(&fx.ns)));
+    let requests = Requests::default();
+    let client = counting_client(&kubeconfig, &requests).await;
+    let mut rec = Recorder::with_client(config(&kubeconfig, Some(&fx.ns)), &client);
     rec.until("first snapshot", STEP, |r| r.connected() >= 1)
         .await;
 
@@ -431,20 +504,33 @@ async fn k8s_compaction_410_relists_without_loss_or_duplicates() {
     // watch is resumed after its ~2 s timeout), and each kind relists inside
     // the session. An unchanged state yields nothing, and neither relist takes
     // the other kind's objects for removed.
-    compact(&fx, "bump-1").await;
-    rec.until("both kinds relisted (two more snapshots)", STEP, |r| {
-        r.connected() >= 3
+    let rev = compact(&fx, "bump-1").await;
+    rec.until("both kinds past the compaction", STEP, |_| {
+        past(&requests, "deployments", 2, rev) && past(&requests, "statefulsets", 2, rev)
     })
     .await;
+    let lists = requests.answered("LIST");
+    assert!(
+        lists > 2,
+        "at least one kind relisted: {}",
+        requests.summary()
+    );
+    // Two kinds relisting at once make one snapshot of both.
+    rec.until("a relist's snapshot", STEP, |r| r.connected() >= 2)
+        .await;
     assert!(rec.events.is_empty(), "{rec:?}");
 
-    // 2. Again, with a deployment scaled at once: its watcher sees that live,
-    // or gets 410 first and finds it by relisting; once either way. The idle
-    // statefulset watcher relists for sure.
-    compact(&fx, "bump-2").await;
+    // 2. Again, with a deployment scaled at once: its watch sees that live,
+    // or gets 410 first and finds it by relisting; once either way.
+    let rev = compact(&fx, "bump-2").await;
     fx.scale(Kind::Deployment, "a", 0).await;
-    rec.until("a's scaling and another relist", STEP, |r| {
-        r.connected() >= 4 && !r.of(&a).is_empty()
+    rec.until("a's scaling", STEP, |r| !r.of(&a).is_empty())
+        .await;
+    let d_lists = requests.count("LIST", Some("deployments"));
+    let s_lists = requests.count("LIST", Some("statefulsets"));
+    rec.until("both kinds past the compaction", STEP, |_| {
+        past(&requests, "deployments", d_lists, rev)
+            && past(&requests, "statefulsets", s_lists + 1, rev)
     })
     .await;
     fx.delete(Kind::Deployment, "b").await;
@@ -459,6 +545,7 @@ async fn k8s_compaction_410_relists_without_loss_or_duplicates() {
     assert_eq!(kinds(&b), [Removed], "{rec:?}");
     assert_eq!(kinds(&s), [Stopped], "{rec:?}");
     assert_eq!(rec.disconnected(), 0, "a 410 is no disconnect: {rec:?}");
+    eprintln!("[k8s] compaction 410: requests {}", requests.summary());
     report("compaction 410", t);
 }
 

@@ -136,7 +136,14 @@ pub(crate) fn feed(
                     }
                 };
                 match step(kind, event, &mut listing, &mut version) {
-                    Next::Go(Some(event)) => yield Ok(event),
+                    Next::Go(Some(event)) => {
+                        // A streamed list ends on the watch that goes on.
+                        let listed = matches!(event, FeedEvent::ListDone(_));
+                        yield Ok(event);
+                        if listed {
+                            yield Ok(FeedEvent::Watching);
+                        }
+                    }
                     Next::Go(None) => {}
                     Next::Rewatch(event) => {
                         if let Some(event) = event {
@@ -180,15 +187,16 @@ fn paged_list<'a>(
                     return;
                 }
             };
-            for obj in &list.items {
+            let (items, meta) = (list.items, list.metadata);
+            for obj in items {
                 match listed(kind, obj) {
                     Some(l) => yield Ok(FeedEvent::Listed(l)),
                     None => yield Ok(FeedEvent::Skipped),
                 }
             }
-            match list.metadata.continue_.filter(|c| !c.is_empty()) {
+            match meta.continue_.filter(|c| !c.is_empty()) {
                 Some(token) => page.continue_token = Some(token),
-                None => break list.metadata.resource_version.filter(|v| !v.is_empty()),
+                None => break meta.resource_version.filter(|v| !v.is_empty()),
             }
         };
         match listed_at {
@@ -223,7 +231,7 @@ fn step(
                 *version = None;
                 return Next::Rewatch(Some(FeedEvent::Expired));
             };
-            Next::Go(Some(match listed(kind, &obj) {
+            Next::Go(Some(match listed(kind, obj) {
                 Some(l) if *listing => FeedEvent::Listed(l),
                 Some(l) => {
                     *version = Some(Arc::clone(&v));

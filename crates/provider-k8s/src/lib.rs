@@ -32,11 +32,13 @@
 //! |---|---|
 //! | a `Deployment` / `StatefulSet` | an instance, id `deployment/NAMESPACE/NAME` / `statefulset/NAMESPACE/NAME` |
 //! | `metadata.uid` | [`Listed::uid`](lookout_core::Listed::uid): a new uid under the same name is `Removed` then `Created` |
-//! | `metadata.labels` | the instance's labels |
+//! | `metadata.labels` | the instance's labels (kept once per object and shared, as an `Arc`, with the events that carry them) |
 //! | `spec.replicas` | running when it is not 0 (unset counts as 1, as Kubernetes defaults it) |
-//! | the watcher's `Init`, `InitApply`…, `InitDone` | one snapshot (`ResyncBegin`, `Listed`…, `ResyncDone`) holding **every** watched kind |
-//! | `Apply` (ADDED / MODIFIED) | a change: `Started` when running, `Stopped` when not (the core adds `Created` for an unknown object and swallows what changes nothing, such as a label-only edit) |
-//! | `Delete` (DELETED) | `Removed` |
+//! | a kind's list (paged `LIST`s, or a streaming list: [`InitialList`]) | one snapshot (`ResyncBegin`, `Listed`…, `ResyncDone`) holding **every** watched kind |
+//! | `ADDED` / `MODIFIED` | a change: `Started` when running, `Stopped` when not (the core adds `Created` for an unknown object and swallows what changes nothing, such as a label-only edit) |
+//! | `DELETED` | `Removed` |
+//! | `BOOKMARK` | progress: the kind's resume point moves on, nothing is told |
+//! | each kind's newest `resourceVersion` seen | the cursor ([`K8sCursor`]) a redial resumes from |
 //!
 //! Live events carry the local time at which the watch event arrived: a
 //! Deployment has no timestamp of its last scaling.
@@ -51,37 +53,62 @@
 //!   `~/.kube/config`, else the in-cluster service account. A missing file or
 //!   an unreachable cluster is a `Disconnected` status, retried under the core's
 //!   policy; only a configuration that can never work is a [`ConfigError`].
-//! - **One snapshot holds all watched kinds.** A dial completes when every
-//!   kind has been listed; the lists form one snapshot. When one kind relists
-//!   later (a watch ended with `410 Gone`: etcd compacted its `resourceVersion`
-//!   away), the snapshot
-//!   again holds every kind: the other kinds' last known objects are listed
-//!   with it, so the core's diff never takes them for removed. Objects of the
-//!   relisted kind that vanished meanwhile are reported `Removed` (the watcher
-//!   sends no `Delete` for them) and missed scalings `Started`/`Stopped`,
-//!   [`Origin::Resync`](lookout_core::Origin::Resync).
-//! - **The core's reconnect policy is the only one.** A `410 Gone` is not a
-//!   failure: the watcher relists at once, inside the session. Any other
-//!   watcher error (list or watch refused, connection lost, an apiserver
+//!   While the resolved configuration and the kubeconfig files it came from
+//!   are unchanged, a redial keeps the previous client (and its connections);
+//!   a change makes a new one, and a different apiserver URL also drops the
+//!   resume point (one cluster's versions mean nothing to another): every
+//!   kind lists.
+//! - **A redial resumes; it does not relist.** Each kind is listed once,
+//!   then watched (with bookmarks, so a quiet kind's version stays fresh).
+//!   After a lost connection, an apiserver restart or a watch the apiserver
+//!   ends, each kind's watch resumes from the newest `resourceVersion` the
+//!   consumer has seen: one `WATCH` per kind, no `LIST`. The changes made
+//!   meanwhile come as the apiserver replays them, in order, exactly once,
+//!   [`Origin::Live`](lookout_core::Origin::Live) — after the reconnect's
+//!   `Connected` status (the session reports
+//!   [`Observation::Resumed`](lookout_core::Observation::Resumed) once every
+//!   watch is accepted; a watch cannot say when its replay is complete). A
+//!   kind lists only when no version is known (the first dial) or the
+//!   apiserver no longer has it.
+//! - **`410 Gone` relists that kind only.** When etcd compacted a kind's
+//!   `resourceVersion` away, that kind lists again, inside the session (a
+//!   410 is no failure), and the snapshot again holds every kind: the other
+//!   kinds' last known objects (kept across redials) are listed with it, so
+//!   the core's diff never takes them for removed. What the relist reveals —
+//!   objects that vanished, missed scalings — is reported once, as its net
+//!   effect, [`Origin::Resync`](lookout_core::Origin::Resync).
+//! - **No periodic relist by default** ([`K8sConfig::default_watch`]): the
+//!   watch protocol drops nothing (a watch resumes from its version, a
+//!   version that is gone says so), so a periodic `LIST` of every watched
+//!   object would cost the apiserver much and tell nothing. Docker keeps its
+//!   periodic relist because dockerd may drop events without a sign. Set
+//!   [`WatchConfig::resync_every`] to have one anyway: a redial then lists
+//!   every kind when the last full list is at least that old. The relist
+//!   for a lagging consumer is off too: the apiserver buffers for a slow
+//!   reader or ends its watch, which is resumed.
+//! - **The core's reconnect policy is the only one.** Any error other than
+//!   `410 Gone` (a list or watch refused, a connection lost, an apiserver
 //!   error event) ends the session: `Disconnected`, the core's backoff, a
-//!   redial with a fresh list. kube's own backoff is not used.
+//!   redial that resumes. kube's own backoff is not used.
 //! - **A frozen apiserver is noticed** within the core's stall bound
 //!   ([`WatchConfig::probe_after`](lookout_core::WatchConfig::probe_after) +
 //!   [`probe_timeout`](lookout_core::WatchConfig::probe_timeout)): a silent
 //!   session is probed with `GET /version` on the session's own client. Each
 //!   watch request also ends on the server after about that long and is resumed
-//!   from its `resourceVersion` (kube's idle timeout adds 5 s), so a watch
-//!   connection that died silently is replaced too.
+//!   from its `resourceVersion` (5 s more of silence and it is taken for dead
+//!   and resumed too), so a watch connection that died silently is replaced.
 //! - **An object that cannot be read does not end the session**: a watch
 //!   event that does not decode, an object without a name or namespace, an
 //!   unreadable `spec.replicas` is logged and skipped. (A list response that is
 //!   no JSON list of objects fails as a whole: it ends the session.)
-//! - **Memory is O(objects)**: a session keeps each object's id, uid, labels
-//!   and running state, to rebuild the snapshot of every kind.
+//! - **Memory is O(objects)**: each kind's objects (id, uid, labels, running
+//!   state) are kept, to rebuild the snapshot of every kind, and handed from
+//!   one session to the next. A paged list holds one page of 500 objects at a
+//!   time; [`InitialList::Streaming`] one object.
 //! - **Dropping the stream closes every connection**: the client, its
-//!   connection pool and the watches belong to the session. This crate spawns
-//!   nothing; the tasks kube's client runs on the caller's runtime for its
-//!   connections end with the session.
+//!   connection pool and the watches belong to the dial and its session. This
+//!   crate spawns nothing; the tasks kube's client runs on the caller's
+//!   runtime for its connections end when the stream is dropped.
 //!
 //! TLS is rustls with *ring* (no OpenSSL). If no rustls `CryptoProvider` is
 //! installed in the process, a dial installs *ring*'s.
@@ -89,6 +116,7 @@
 mod client;
 mod cursor;
 mod feed;
+mod packed;
 mod session;
 
 use std::path::PathBuf;

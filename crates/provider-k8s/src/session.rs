@@ -15,15 +15,16 @@ use lookout_core::{BoxError, Change, EventKind, InstanceId, Labels, Listed, Obse
 use tokio_stream::{Stream, StreamMap};
 
 use crate::feed::{Feed, FeedEvent, feed};
+use crate::packed::Packed;
 use crate::{K8sCursor, Kind, ProbeLease, Settings};
 
-/// One object as the session keeps it: what a snapshot lists, with its
-/// labels shared with the changes that carry them.
+/// One object as the session keeps it: what a snapshot lists (the id and
+/// uid shared with the core's, the labels packed).
 #[derive(Clone, Debug)]
 pub(crate) struct Entry {
     running: bool,
     uid: Option<Arc<str>>,
-    labels: Arc<Labels>,
+    labels: Packed,
 }
 
 /// The current objects of each kind, by kind; what a session hands back.
@@ -31,8 +32,18 @@ pub(crate) type Stores = HashMap<Kind, HashMap<InstanceId, Entry>>;
 
 /// Where a session leaves its objects for the next dial: the objects of
 /// each kind as last listed and watched, for the cluster they came from.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(crate) struct Carry(Mutex<Option<(String, Stores)>>);
+
+impl std::fmt::Debug for Carry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let slot = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let objects: Option<usize> = slot
+            .as_ref()
+            .map(|(_, stores)| stores.values().map(HashMap::len).sum());
+        f.debug_struct("Carry").field("objects", &objects).finish()
+    }
+}
 
 impl Carry {
     /// Takes what the last session left, if it watched `cluster`.
@@ -52,19 +63,25 @@ impl Carry {
 
 /// One kind within the session.
 #[derive(Default)]
+// Four independent facts about the kind's feed, not a state machine.
+#[allow(clippy::struct_excessive_bools)]
 struct KindState {
     /// The current objects; `None` until the kind's first list completes
     /// (or, when it resumes, those the last session left).
     store: Option<HashMap<InstanceId, Entry>>,
     /// A list in progress.
     relist: Option<HashMap<InstanceId, Entry>>,
-    /// Its feed is watching (a list done, or a watch resumed).
+    /// Its feed is watching: a watch request was accepted since its last
+    /// list (or, resumed, at all).
     watching: bool,
     /// It listed in this session since the last snapshot.
     listed: bool,
     /// It resumed its watch and has not listed since: its changes before
     /// the session's first snapshot are the apiserver's exact replay.
     replaying: bool,
+    /// Its version is gone (`410`) and its list is not done: a redial
+    /// lists it rather than watch from a version known to be gone.
+    expired: bool,
 }
 
 /// The session stream: feeds merged, snapshots combined.
@@ -153,10 +170,11 @@ impl Merge {
         }
     }
 
-    /// Drives the feeds until every kind is listed or its watch resumed,
-    /// and the first snapshot (or `Resumed`) is queued: the dial completes
-    /// then, so the dial timeout bounds the lists and a cluster that cannot
-    /// list or watch is a dial error.
+    /// Drives the feeds until every kind is watching (listed and its watch
+    /// accepted, or its watch resumed), and the first snapshot (or
+    /// `Resumed`) is queued: the dial completes then, so the dial timeout
+    /// bounds the lists and a cluster that cannot list or watch is a dial
+    /// error.
     pub(crate) fn poll_synced(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
         while !self.synced {
             match ready!(Pin::new(&mut self.feeds).poll_next(cx)) {
@@ -180,7 +198,7 @@ impl Merge {
                 state.replaying = false;
             }
             FeedEvent::Listed(l) => {
-                let (id, entry) = entry(l, None);
+                let (id, entry, _) = entry(l);
                 state
                     .relist
                     .get_or_insert_with(HashMap::new)
@@ -191,7 +209,7 @@ impl Merge {
                 tracing::debug!(%kind, objects = objects.len(), %version, "list done");
                 state.store = Some(objects);
                 state.listed = true;
-                state.watching = true;
+                state.expired = false;
                 self.cursor.set(kind, version);
                 self.maybe_sync();
             }
@@ -203,8 +221,7 @@ impl Merge {
                 self.cursor.set(kind, version);
                 let replay = state.replaying;
                 let store = state.store.get_or_insert_with(HashMap::new);
-                let known = store.get(&l.id).map(|e| Arc::clone(&e.labels));
-                let (id, entry) = entry(l, known.as_ref());
+                let (id, entry, labels) = entry(l);
                 let change = Change {
                     id: id.clone(),
                     kind: if entry.running {
@@ -213,7 +230,9 @@ impl Merge {
                         EventKind::Stopped
                     },
                     uid: entry.uid.clone(),
-                    labels: Some(Arc::clone(&entry.labels)),
+                    // Moved from the parsed object, not copied; the core
+                    // keeps its own `Arc` when they are unchanged.
+                    labels: Some(Arc::new(labels)),
                     at: SystemTime::now(),
                     cursor: Some(self.cursor.clone()),
                 };
@@ -223,16 +242,15 @@ impl Merge {
             FeedEvent::Deleted(id, uid, version) => {
                 self.cursor.set(kind, version);
                 let replay = state.replaying;
-                let labels = state
-                    .store
-                    .as_mut()
-                    .and_then(|store| store.remove(&id))
-                    .map(|e| e.labels);
+                if let Some(store) = &mut state.store {
+                    store.remove(&id);
+                }
                 let change = Change {
                     id,
                     kind: EventKind::Removed,
                     uid,
-                    labels,
+                    // The known ones.
+                    labels: None,
                     at: SystemTime::now(),
                     cursor: Some(self.cursor.clone()),
                 };
@@ -248,6 +266,7 @@ impl Merge {
             FeedEvent::Skipped => self.out.push_back(Observation::Progress(None)),
             FeedEvent::Expired => {
                 state.watching = false;
+                state.expired = true;
                 self.out.push_back(Observation::Progress(None));
             }
         }
@@ -278,7 +297,7 @@ impl Merge {
                         id: id.clone(),
                         running: e.running,
                         uid: e.uid.clone(),
-                        labels: Labels::clone(&e.labels),
+                        labels: e.labels.unpack(),
                     }));
                 }
             }
@@ -295,28 +314,40 @@ impl Merge {
     }
 }
 
-/// A listed object as the store keeps it, sharing `known` labels when they
-/// are equal.
-fn entry(l: Listed, known: Option<&Arc<Labels>>) -> (InstanceId, Entry) {
-    let labels = match known {
-        Some(k) if **k == l.labels => Arc::clone(k),
-        _ => Arc::new(l.labels),
+/// A listed object as the store keeps it, and its labels.
+fn entry(l: Listed) -> (InstanceId, Entry, Labels) {
+    let entry = Entry {
+        running: l.running,
+        uid: l.uid,
+        labels: Packed::pack(&l.labels),
     };
-    (
-        l.id,
-        Entry {
-            running: l.running,
-            uid: l.uid,
-            labels,
-        },
-    )
+    (l.id, entry, l.labels)
 }
 
 impl Drop for Merge {
+    /// Leaves each kind's objects for the next dial (without them, a kind
+    /// lists), except those of a kind whose version is gone (`410`) and
+    /// those of a kind with changes still queued here: its objects are ahead of the cursor
+    /// the core will resume from, and a snapshot holding them before the
+    /// apiserver replays those changes again could tell them out of order
+    /// (a deletion before the scaling that preceded it). Such a kind lists
+    /// on the next dial. (A session yields its error only once its queue is
+    /// empty; only a dial that fails while a resumed watch replays leaves
+    /// changes queued.)
     fn drop(&mut self) {
+        let queued: Vec<Kind> = Kind::ALL
+            .into_iter()
+            .filter(|kind| {
+                let prefix = format!("{kind}/");
+                self.out.iter().any(|obs| {
+                    matches!(obs, Observation::Change(c) if c.id.as_str().starts_with(&prefix))
+                })
+            })
+            .collect();
         let stores: Stores = self
             .kinds
             .iter_mut()
+            .filter(|(kind, s)| !queued.contains(kind) && !s.expired)
             .filter_map(|(kind, s)| s.store.take().map(|store| (*kind, store)))
             .collect();
         self.carry.put(std::mem::take(&mut self.cluster), stores);
@@ -361,9 +392,10 @@ pub(crate) fn identify(kind: Kind, obj: &DynamicObject) -> Option<(InstanceId, O
     Some((id, meta.uid.as_deref().map(Arc::from)))
 }
 
-/// An object as the core sees it; `None` (logged) when it cannot be read.
-pub(crate) fn listed(kind: Kind, obj: &DynamicObject) -> Option<Listed> {
-    let (id, uid) = identify(kind, obj)?;
+/// An object as the core sees it (its labels moved out of it); `None`
+/// (logged) when it cannot be read.
+pub(crate) fn listed(kind: Kind, mut obj: DynamicObject) -> Option<Listed> {
+    let (id, uid) = identify(kind, &obj)?;
     let replicas = obj.data.get("spec").and_then(|spec| spec.get("replicas"));
     let running = match replicas {
         // Unset: the apiserver defaults it to 1.
@@ -380,6 +412,6 @@ pub(crate) fn listed(kind: Kind, obj: &DynamicObject) -> Option<Listed> {
         id,
         running,
         uid,
-        labels: obj.metadata.labels.clone().unwrap_or_default(),
+        labels: obj.metadata.labels.take().unwrap_or_default(),
     })
 }

@@ -481,7 +481,7 @@ pub fn run(plan: Plan, kubeconfig: &Path) -> (Vec<String>, bool) {
         plan.cuts + 1,
         std::env::var("LOOKOUT_K8S_VERSION").unwrap_or_else(|_| "version unknown".to_owned())
     ));
-    out.push("| consumer | LIST | WATCH | other requests | bytes from the apiserver | bytes to it | notes |".to_owned());
+    out.push("| consumer | LIST (answered) | WATCH (answered) | other requests | bytes from the apiserver | bytes to it | notes |".to_owned());
     out.push("|---|---|---|---|---|---|---|".to_owned());
     for t in &totals {
         let all = t.requests.all();
@@ -494,10 +494,12 @@ pub fn run(plan: Plan, kubeconfig: &Path) -> (Vec<String>, bool) {
             by.iter().map(|(k, n)| format!("{k} ×{n}")).collect()
         };
         out.push(format!(
-            "| {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} ({}) | {} ({}) | {} | {} | {} | {} |",
             t.who.name(),
             t.requests.count("LIST", None),
+            t.requests.answered("LIST"),
             t.requests.count("WATCH", None),
+            t.requests.answered("WATCH"),
             if other.is_empty() {
                 "–".to_owned()
             } else {
@@ -520,7 +522,7 @@ pub fn run(plan: Plan, kubeconfig: &Path) -> (Vec<String>, bool) {
     let bytes_ok = bytes <= 1.05;
     met &= lists_ok && bytes_ok;
     out.push(format!(
-        "LISTs: lookout {lo_lists}, raw {raw_lists}; target: the same, {} pages × (1 + one 410) = {want_lists}: {}",
+        "LISTs served: lookout {lo_lists}, raw {raw_lists}; target: the same, {} pages × (1 + one 410) = {want_lists}: {}",
         plan.pages(),
         if lists_ok { "met" } else { "NOT met" }
     ));
