@@ -8,11 +8,12 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kube::api::{Api, DynamicObject, ListParams, WatchEvent, WatchParams};
+use kube::api::{Api, ListParams, WatchEvent, WatchParams};
 use kube::runtime::watcher;
 use lookout_core::{InstanceId, Listed};
 use tokio_stream::{Stream, StreamExt};
 
+use crate::object::Workload;
 use crate::session::{identify, listed};
 use crate::{DialError, InitialList, Kind, Settings};
 
@@ -41,7 +42,7 @@ pub(crate) enum FeedEvent {
     Expired,
 }
 
-type Events = Pin<Box<dyn Stream<Item = kube::Result<WatchEvent<DynamicObject>>> + Send>>;
+type Events = Pin<Box<dyn Stream<Item = kube::Result<WatchEvent<Workload>>> + Send>>;
 
 pub(crate) type Feed = Pin<Box<dyn Stream<Item = Result<FeedEvent, DialError>> + Send>>;
 
@@ -59,7 +60,7 @@ const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
 /// or, when `None`, from a list.
 pub(crate) fn feed(
     kind: Kind,
-    api: Api<DynamicObject>,
+    api: Api<Workload>,
     settings: &Settings,
     from: Option<Arc<str>>,
 ) -> Feed {
@@ -165,7 +166,7 @@ pub(crate) fn feed(
 /// error. A continue token that expired (`410 Gone`) starts it over.
 fn paged_list<'a>(
     kind: Kind,
-    api: &'a Api<DynamicObject>,
+    api: &'a Api<Workload>,
     lp: &'a ListParams,
 ) -> Pin<Box<dyn Stream<Item = Result<FeedEvent, DialError>> + Send + 'a>> {
     let fail = move |source| DialError::Watch { kind, source };
@@ -221,7 +222,7 @@ enum Next {
 /// watch is streaming the list; `version`: where the feed stands.
 fn step(
     kind: Kind,
-    event: kube::Result<WatchEvent<DynamicObject>>,
+    event: kube::Result<WatchEvent<Workload>>,
     listing: &mut bool,
     version: &mut Option<Arc<str>>,
 ) -> Next {
@@ -312,7 +313,7 @@ fn step(
 
 /// The object's `resourceVersion`; `None` (logged) when it has none: the
 /// feed cannot resume after it and relists.
-fn object_version(kind: Kind, obj: &DynamicObject) -> Option<Arc<str>> {
+fn object_version(kind: Kind, obj: &Workload) -> Option<Arc<str>> {
     match obj.metadata.resource_version.as_deref() {
         Some(v) if !v.is_empty() => Some(Arc::from(v)),
         _ => {

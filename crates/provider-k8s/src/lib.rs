@@ -116,6 +116,7 @@
 mod client;
 mod cursor;
 mod feed;
+mod object;
 mod packed;
 mod session;
 

@@ -10,11 +10,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, ready};
 use std::time::SystemTime;
 
-use kube::api::{Api, DynamicObject};
+use kube::api::Api;
 use lookout_core::{BoxError, Change, EventKind, InstanceId, Labels, Listed, Observation};
 use tokio_stream::{Stream, StreamMap};
 
 use crate::feed::{Feed, FeedEvent, feed};
+use crate::object::Workload;
 use crate::packed::Packed;
 use crate::{K8sCursor, Kind, ProbeLease, Settings};
 
@@ -131,7 +132,7 @@ impl Merge {
         let mut resumed = Vec::new();
         for &kind in &settings.kinds {
             let resource = kind.api_resource();
-            let api: Api<DynamicObject> = match &settings.namespace {
+            let api: Api<Workload> = match &settings.namespace {
                 Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
                 None => Api::all_with(client.clone(), &resource),
             };
@@ -382,7 +383,7 @@ impl Stream for Merge {
 
 /// The instance id and uid of an object; `None` (logged) when it has no
 /// name or namespace.
-pub(crate) fn identify(kind: Kind, obj: &DynamicObject) -> Option<(InstanceId, Option<Arc<str>>)> {
+pub(crate) fn identify(kind: Kind, obj: &Workload) -> Option<(InstanceId, Option<Arc<str>>)> {
     let meta = &obj.metadata;
     let (Some(ns), Some(name)) = (meta.namespace.as_deref(), meta.name.as_deref()) else {
         tracing::warn!(%kind, name = ?meta.name, namespace = ?meta.namespace, "object without name or namespace skipped");
@@ -394,9 +395,9 @@ pub(crate) fn identify(kind: Kind, obj: &DynamicObject) -> Option<(InstanceId, O
 
 /// An object as the core sees it (its labels moved out of it); `None`
 /// (logged) when it cannot be read.
-pub(crate) fn listed(kind: Kind, mut obj: DynamicObject) -> Option<Listed> {
+pub(crate) fn listed(kind: Kind, mut obj: Workload) -> Option<Listed> {
     let (id, uid) = identify(kind, &obj)?;
-    let replicas = obj.data.get("spec").and_then(|spec| spec.get("replicas"));
+    let replicas = obj.spec.as_ref().and_then(|spec| spec.replicas.as_ref());
     let running = match replicas {
         // Unset: the apiserver defaults it to 1.
         None | Some(serde_json::Value::Null) => true,

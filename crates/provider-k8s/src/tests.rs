@@ -1,23 +1,25 @@
 use std::time::Duration;
 
-use kube::api::{DynamicObject, ObjectMeta};
 use lookout_core::{Error, Item, Status, WatchConfig};
 use tokio_stream::StreamExt;
 
 use super::*;
 
-fn object(ns: Option<&str>, name: Option<&str>, spec: &serde_json::Value) -> DynamicObject {
-    DynamicObject {
-        types: None,
-        metadata: ObjectMeta {
-            name: name.map(Into::into),
-            namespace: ns.map(Into::into),
-            uid: Some("u-1".into()),
-            labels: Some([("app".to_owned(), "web".to_owned())].into()),
-            ..ObjectMeta::default()
+fn object(ns: Option<&str>, name: Option<&str>, spec: &serde_json::Value) -> object::Workload {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": name,
+            "namespace": ns,
+            "uid": "u-1",
+            "labels": { "app": "web" },
+            "managedFields": [{ "manager": "kubectl", "fieldsV1": { "f:spec": {} } }],
         },
-        data: serde_json::json!({ "spec": spec }),
-    }
+        "spec": spec,
+        "status": { "replicas": 3 },
+    }))
+    .expect("a workload")
 }
 
 #[test]
@@ -161,4 +163,25 @@ fn the_initial_list_is_paged_unless_asked() {
     assert_eq!(dial.settings.initial_list, InitialList::Paged);
     let dial = dial.initial_list(InitialList::Streaming);
     assert_eq!(dial.settings.initial_list, InitialList::Streaming);
+}
+
+#[test]
+fn a_workload_reads_only_what_lookout_uses() {
+    let w = object(
+        Some("shop"),
+        Some("web"),
+        &serde_json::json!({
+            "replicas": 2,
+            "template": { "spec": { "containers": [{ "name": "main", "image": "busybox" }] } },
+        }),
+    );
+    assert_eq!(w.metadata.managed_fields, None);
+    assert_eq!(w.metadata.uid.as_deref(), Some("u-1"));
+    assert_eq!(w.spec.and_then(|s| s.replicas), Some(serde_json::json!(2)));
+    // No metadata at all: no name, so the object is skipped (logged).
+    let bare: object::Workload =
+        serde_json::from_value(serde_json::json!({ "spec": null })).expect("a workload");
+    assert!(session::listed(Kind::Deployment, bare).is_none());
+    // A spec that is no object cannot be read as a workload.
+    assert!(serde_json::from_value::<object::Workload>(serde_json::json!({ "spec": 5 })).is_err());
 }
