@@ -1004,6 +1004,8 @@ pub enum Reply {
     /// A chunked watch response; after the last frame (unless `Cut`/`Hold`)
     /// the response ends normally.
     Watch(Vec<Frame>),
+    /// No answer: the connection closes.
+    Close,
 }
 
 type Handler = dyn Fn(&Request) -> Reply + Send + Sync;
@@ -1134,6 +1136,7 @@ async fn serve_one(mut conn: TcpStream, handler: Arc<Handler>, requests: Arc<Mut
         handler(&request)
     };
     match reply {
+        Reply::Close => return,
         Reply::Json(code, body) => {
             let head = format!(
                 "HTTP/1.1 {code} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",

@@ -819,6 +819,28 @@ async fn fake_410_relists_one_kind_and_keeps_the_other() {
     );
 }
 
+/// A list request that gets no answer (its connection closes) is sent again
+/// once, in the same dial: no Disconnected, no second list from page one.
+#[tokio::test(flavor = "current_thread")]
+async fn fake_unanswered_list_page_is_sent_again_once() {
+    let fake = FakeApi::start(move |r| match (r.resource.as_deref(), r.watch, r.nth) {
+        (Some("deployments"), false, 0) => Reply::Close,
+        (Some("deployments"), false, _) => list(Kind::Deployment, 10, &[dep("web", 10, &json!(1))]),
+        (Some("deployments"), true, _) => Reply::Watch(vec![Frame::Hold]),
+        _ => Reply::Json(404, "{}".into()),
+    });
+    let mut rec = Recorder::new(fake_config(&fake, &[Kind::Deployment]));
+    rec.until("first snapshot", STEP, |r| r.connected() >= 1)
+        .await;
+    assert_eq!(rec.disconnected(), 0, "{rec:?}");
+    let lists = fake
+        .requests()
+        .iter()
+        .filter(|r| r.resource.is_some() && !r.watch)
+        .count();
+    assert_eq!(lists, 2, "the unanswered one and its retry: {rec:?}");
+}
+
 /// Any other failure ends the session: Disconnected, the core's backoff, a
 /// redial. A kind that never listed lists; one that did resumes its watch
 /// from the version it reached (no list), and what the watch then tells is

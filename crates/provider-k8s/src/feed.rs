@@ -174,9 +174,20 @@ fn paged_list<'a>(
         yield Ok(FeedEvent::ListBegin);
         tracing::debug!(%kind, "list begins");
         let mut page = lp.clone();
+        let mut retried = false;
         let listed_at = loop {
             let list = match api.list(&page).await {
                 Ok(list) => list,
+                // No answer: the request died with its connection (most
+                // often a pooled one the peer had closed, right after a
+                // network failure). A GET is safe to send again: once, at
+                // once, on a new connection; a second failure ends the
+                // session.
+                Err(e @ (kube::Error::Service(_) | kube::Error::HyperError(_))) if !retried => {
+                    tracing::debug!(%kind, error = %e, "list page got no answer: sending it again once");
+                    retried = true;
+                    continue;
+                }
                 Err(kube::Error::Api(status)) if status.code == 410 => {
                     tracing::debug!(%kind, "list continuation expired (410 Gone): listing again");
                     page = lp.clone();
@@ -188,6 +199,7 @@ fn paged_list<'a>(
                     return;
                 }
             };
+            retried = false;
             let (items, meta) = (list.items, list.metadata);
             for obj in items {
                 match listed(kind, obj) {
