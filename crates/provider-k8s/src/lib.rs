@@ -89,7 +89,10 @@
 //! - **The core's reconnect policy is the only one.** Any error other than
 //!   `410 Gone` (a list or watch refused, a connection lost, an apiserver
 //!   error event) ends the session: `Disconnected`, the core's backoff, a
-//!   redial that resumes. kube's own backoff is not used.
+//!   redial that resumes. kube's own backoff is not used. One exception: a
+//!   list page whose request got no answer at all (its connection died,
+//!   typically a pooled one the peer had closed) is sent again once, at
+//!   once, so a network blip does not cost a list from page one.
 //! - **A frozen apiserver is noticed** within the core's stall bound
 //!   ([`WatchConfig::probe_after`](lookout_core::WatchConfig::probe_after) +
 //!   [`probe_timeout`](lookout_core::WatchConfig::probe_timeout)): a silent
@@ -99,8 +102,11 @@
 //!   and resumed too), so a watch connection that died silently is replaced.
 //! - **An object that cannot be read does not end the session**: a watch
 //!   event that does not decode, an object without a name or namespace, an
-//!   unreadable `spec.replicas` is logged and skipped. (A list response that is
-//!   no JSON list of objects fails as a whole: it ends the session.)
+//!   unreadable `spec.replicas` is logged and skipped. Only the fields lookout
+//!   uses are read (name, namespace, uid, `resourceVersion`, labels,
+//!   `spec.replicas`); the rest of an object is skipped by the parser. (A
+//!   list response that is no JSON list of such objects — one whose `spec`
+//!   is no object, say — fails as a whole: it ends the session.)
 //! - **Memory is O(objects)**: each kind's objects (id, uid, labels, running
 //!   state) are kept, to rebuild the snapshot of every kind, and handed from
 //!   one session to the next. A paged list holds one page of 500 objects at a
