@@ -455,6 +455,22 @@ impl Recorder {
         }
     }
 
+    /// Pumps for `span`, however much comes; returns how many items came.
+    pub async fn until_quiet(&mut self, span: Duration) -> usize {
+        let deadline = tokio::time::Instant::now() + span;
+        let mut n = 0;
+        while let Ok(next) = tokio::time::timeout_at(deadline, self.watch.next()).await {
+            match next {
+                Some(item) => {
+                    self.record(item);
+                    n += 1;
+                }
+                None => panic!("the watch ended; seen:\n{}", self.log),
+            }
+        }
+        n
+    }
+
     fn record(&mut self, item: Item) {
         let t = self.started.elapsed();
         match item {

@@ -841,6 +841,42 @@ async fn fake_unanswered_list_page_is_sent_again_once() {
     assert_eq!(lists, 2, "the unanswered one and its retry: {rec:?}");
 }
 
+/// With `resync_every` set, the core's periodic redial lists every kind
+/// again (a redial within the period would resume); without it (the
+/// default) nothing relists while nothing fails.
+#[tokio::test(flavor = "current_thread")]
+async fn fake_periodic_relist_only_when_asked() {
+    let fake = FakeApi::start(move |r| match (r.resource.as_deref(), r.watch) {
+        (Some("deployments"), false) => list(Kind::Deployment, 10, &[dep("web", 10, &json!(1))]),
+        (Some("deployments"), true) => Reply::Watch(vec![Frame::Hold]),
+        _ => Reply::Json(404, "{}".into()),
+    });
+    let lists = || {
+        fake.requests()
+            .iter()
+            .filter(|r| r.resource.is_some() && !r.watch)
+            .count()
+    };
+    let mut cfg = fake_config(&fake, &[Kind::Deployment]);
+    cfg.watch = cfg.watch.resync_every(Some(Duration::from_millis(500)));
+    let mut rec = Recorder::new(cfg);
+    rec.until("two periodic relists", STEP, |r| r.connected() >= 3)
+        .await;
+    assert_eq!(lists(), 3, "{rec:?}");
+    assert_eq!(rec.disconnected(), 0, "{rec:?}");
+    assert!(rec.events.is_empty(), "{rec:?}");
+    drop(rec);
+
+    let before = lists();
+    let mut rec = Recorder::new(fake_config(&fake, &[Kind::Deployment]));
+    rec.until("first snapshot", STEP, |r| r.connected() >= 1)
+        .await;
+    // Silence for 1.5 s (the probe answers): no relist, no redial.
+    let quiet = rec.until_quiet(Duration::from_millis(1500)).await;
+    assert_eq!(quiet, 0, "{rec:?}");
+    assert_eq!(lists(), before + 1, "{rec:?}");
+}
+
 /// Any other failure ends the session: Disconnected, the core's backoff, a
 /// redial. A kind that never listed lists; one that did resumes its watch
 /// from the version it reached (no list), and what the watch then tells is
