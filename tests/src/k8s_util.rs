@@ -456,6 +456,9 @@ impl Recorder {
     }
 
     /// Pumps for `span`, however much comes; returns how many items came.
+    ///
+    /// # Panics
+    /// When the watch ends.
     pub async fn until_quiet(&mut self, span: Duration) -> usize {
         let deadline = tokio::time::Instant::now() + span;
         let mut n = 0;
