@@ -32,7 +32,7 @@
 //! |---|---|
 //! | a `Deployment` / `StatefulSet` | an instance, id `deployment/NAMESPACE/NAME` / `statefulset/NAMESPACE/NAME` |
 //! | `metadata.uid` | [`Listed::uid`](lookout_core::Listed::uid): a new uid under the same name is `Removed` then `Created` |
-//! | `metadata.labels` | the instance's labels (kept once per object and shared, as an `Arc`, with the events that carry them) |
+//! | `metadata.labels` | the instance's labels: moved (not copied) from the parsed object into each change; the core keeps one `Arc` per instance, which every event of it shares while they are unchanged |
 //! | `spec.replicas` | running when it is not 0 (unset counts as 1, as Kubernetes defaults it) |
 //! | a kind's list (paged `LIST`s, or a streaming list: [`InitialList`]) | one snapshot (`ResyncBegin`, `Listed`…, `ResyncDone`) holding **every** watched kind |
 //! | `ADDED` / `MODIFIED` | a change: `Started` when running, `Stopped` when not (the core adds `Created` for an unknown object and swallows what changes nothing, such as a label-only edit) |
