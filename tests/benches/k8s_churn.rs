@@ -40,6 +40,9 @@
 //! Without `--bench` (as `cargo test --benches` runs it): N = 2, S = 4, R = 1.
 //! Without `LOOKOUT_ENGINES=1`: prints "skipped: engines not configured".
 
+#[path = "k8s_churn/cost.rs"]
+mod cost;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -49,7 +52,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::watcher;
-use lookout_core::{EventKind, Item, Status, WatchConfig};
+use lookout_core::{EventKind, Item, Status};
 use lookout_e2e::engines;
 use lookout_e2e::k8s_util::{Fixture, client, require};
 use lookout_k8s::{K8sConfig, Kind};
@@ -212,7 +215,7 @@ async fn lookout(
         namespace: Some(ns.to_owned()),
         kinds: vec![Kind::Deployment],
         label_selector: None,
-        watch: WatchConfig::default().resync_every(None),
+        watch: K8sConfig::default_watch(),
     };
     let mut watch = lookout_k8s::watch(config).expect("a valid K8sConfig");
     let mut seen = Seen {
@@ -306,13 +309,38 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 fn main() {
-    let full = std::env::args().any(|a| a == "--bench");
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(at) = args.iter().position(|a| a == "--rss-probe") {
+        let (Some(mode), Some(ns)) = (args.get(at + 1), args.get(at + 2)) else {
+            panic!("--rss-probe MODE NAMESPACE");
+        };
+        cost::rss_probe(mode, ns);
+        return;
+    }
+    let full = args.iter().any(|a| a == "--bench");
     if !engines::engines_enabled() {
         println!("skipped: engines not configured");
         eprintln!(
             "({}=1 is not set: run under `cargo xtask` or with `cargo xtask engines env`'s variables)",
             engines::ENV_ENGINES
         );
+        return;
+    }
+    if std::env::var_os("LOOKOUT_BENCH_SKIP_COST").is_none() {
+        let kubeconfig = require();
+        let (lines, met) = cost::run(cost::Plan::new(full), &kubeconfig);
+        for line in &lines {
+            println!("{line}");
+        }
+        eprintln!("cost: targets met: {met:?}");
+        // The LIST count is exact (pages × (1 + one per 410)); bytes and RSS
+        // move with the machine: reported, not asserted.
+        assert!(
+            met.lists,
+            "lookout must LIST as often as the raw watcher: 1 + one per 410"
+        );
+    }
+    if std::env::var_os("LOOKOUT_BENCH_ONLY_COST").is_some() {
         return;
     }
     let (n, scales, rounds) = if full { (50, 40, 5) } else { (2, 4, 1) };

@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -411,9 +411,26 @@ impl Recorder {
     /// # Panics
     /// When `config` is refused.
     pub fn new(config: K8sConfig) -> Self {
+        Self::pump(lookout_k8s::watch(config).expect("valid K8sConfig"))
+    }
+
+    /// Starts watching with a clone of `client` on every dial.
+    ///
+    /// # Panics
+    /// When `config` is refused.
+    pub fn with_client(config: K8sConfig, client: &kube::Client) -> Self {
+        let client = client.clone();
+        Self::pump(
+            lookout_k8s::watch_with_client(config, move || client.clone())
+                .expect("valid K8sConfig"),
+        )
+    }
+
+    /// Pumps `watch`.
+    pub fn pump(watch: Watch<K8sDial>) -> Self {
         init_tracing();
         Self {
-            watch: lookout_k8s::watch(config).expect("valid K8sConfig"),
+            watch,
             started: Instant::now(),
             events: Vec::new(),
             statuses: Vec::new(),
@@ -436,6 +453,25 @@ impl Recorder {
                 }
             }
         }
+    }
+
+    /// Pumps for `span`, however much comes; returns how many items came.
+    ///
+    /// # Panics
+    /// When the watch ends.
+    pub async fn until_quiet(&mut self, span: Duration) -> usize {
+        let deadline = tokio::time::Instant::now() + span;
+        let mut n = 0;
+        while let Ok(next) = tokio::time::timeout_at(deadline, self.watch.next()).await {
+            match next {
+                Some(item) => {
+                    self.record(item);
+                    n += 1;
+                }
+                None => panic!("the watch ended; seen:\n{}", self.log),
+            }
+        }
+        n
     }
 
     fn record(&mut self, item: Item) {
@@ -630,11 +666,24 @@ impl Drop for Background {
 // ------------------------------------------------------------------ the relay
 
 /// A TCP relay from `127.0.0.1:PORT` to the apiserver that can refuse new
-/// connections (accept, then close at once) to keep a watch from redialing.
+/// connections (accept, then close at once) to keep a watch from redialing,
+/// cut the open ones, and counts the bytes each way (TLS records included:
+/// what crosses the wire).
 #[derive(Debug)]
 pub struct Relay {
     server: Background,
     refuse: Arc<AtomicBool>,
+    cut: tokio::sync::watch::Sender<u64>,
+    bytes: Arc<RelayBytes>,
+}
+
+/// The bytes a relay carried.
+#[derive(Debug, Default)]
+struct RelayBytes {
+    /// From the apiserver to the client.
+    down: AtomicU64,
+    /// From the client to the apiserver.
+    up: AtomicU64,
 }
 
 impl Relay {
@@ -645,18 +694,37 @@ impl Relay {
     pub fn start(target: u16) -> Self {
         let refuse = Arc::new(AtomicBool::new(false));
         let refusing = Arc::clone(&refuse);
-        let server = Background::start("relay", move |mut inbound| {
+        let (cut, cuts) = tokio::sync::watch::channel(0u64);
+        let bytes = Arc::new(RelayBytes::default());
+        let counted = Arc::clone(&bytes);
+        let server = Background::start("relay", move |inbound| {
             let refused = refusing.load(Ordering::SeqCst);
+            let mut cuts = cuts.clone();
+            let bytes = Arc::clone(&counted);
             async move {
                 if refused {
                     return;
                 }
-                if let Ok(mut outbound) = TcpStream::connect(("127.0.0.1", target)).await {
-                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                cuts.mark_unchanged();
+                let Ok(outbound) = TcpStream::connect(("127.0.0.1", target)).await else {
+                    return;
+                };
+                let (ri, wi) = inbound.into_split();
+                let (ro, wo) = outbound.into_split();
+                let up = pipe(ri, wo, &bytes.up);
+                let down = pipe(ro, wi, &bytes.down);
+                tokio::select! {
+                    _ = async { tokio::join!(up, down) } => {}
+                    _ = cuts.changed() => {}
                 }
             }
         });
-        Self { server, refuse }
+        Self {
+            server,
+            refuse,
+            cut,
+            bytes,
+        }
     }
 
     /// The relay's port on 127.0.0.1.
@@ -668,6 +736,220 @@ impl Relay {
     pub fn refuse(&self, on: bool) {
         self.refuse.store(on, Ordering::SeqCst);
     }
+
+    /// Closes every open connection (both ends, at once, without a TLS
+    /// close): as a network failure or an apiserver restart looks.
+    pub fn cut(&self) {
+        self.cut.send_modify(|n| *n += 1);
+    }
+
+    /// Bytes relayed so far from the apiserver to the client.
+    pub fn bytes_down(&self) -> u64 {
+        self.bytes.down.load(Ordering::SeqCst)
+    }
+
+    /// Bytes relayed so far from the client to the apiserver.
+    pub fn bytes_up(&self) -> u64 {
+        self.bytes.up.load(Ordering::SeqCst)
+    }
+}
+
+/// Copies `from` to `to` until either ends, counting the bytes.
+async fn pipe(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    count: &AtomicU64,
+) {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match from.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                count.fetch_add(n as u64, Ordering::SeqCst);
+                if to.write_all(&buf[..n]).await.is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    let _ = to.shutdown().await;
+}
+
+// ------------------------------------------------------------------ request counting
+
+/// The requests a client sent, as the apiserver's metrics name their verbs.
+#[derive(Clone, Debug, Default)]
+pub struct Requests(Arc<Mutex<Vec<Sent>>>);
+
+/// One request a client sent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sent {
+    /// `LIST`, `WATCH`, `GET`, `POST`, … (`LIST`/`WATCH`: a `GET` of a
+    /// collection, with `watch=true` for a watch).
+    pub verb: String,
+    /// The last segment of a collection's path (`deployments`), else the path.
+    pub resource: String,
+    /// The `resourceVersion` parameter, if any.
+    pub resource_version: Option<String>,
+    /// Whether it asked for `sendInitialEvents`.
+    pub initial_events: bool,
+    /// The response's status, once it came (`None`: it failed before one,
+    /// e.g. on a connection that was cut, or is still pending).
+    pub status: Option<u16>,
+}
+
+impl Requests {
+    /// Every request so far.
+    pub fn all(&self) -> Vec<Sent> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// How many requests of `verb` got a response from the apiserver.
+    pub fn answered(&self, verb: &str) -> usize {
+        self.all()
+            .iter()
+            .filter(|s| s.verb == verb && s.status.is_some())
+            .count()
+    }
+
+    /// How many requests of `verb` on `resource` (any resource: `None`).
+    pub fn count(&self, verb: &str, resource: Option<&str>) -> usize {
+        self.all()
+            .iter()
+            .filter(|s| s.verb == verb && resource.is_none_or(|r| s.resource == r))
+            .count()
+    }
+
+    /// The counts by verb, e.g. `LIST 2, WATCH 7`.
+    pub fn summary(&self) -> String {
+        let mut by: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
+        for s in self.all() {
+            *by.entry(s.verb).or_default() += 1;
+        }
+        by.iter()
+            .map(|(v, n)| format!("{v} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// Records `req`; returns its index, for [`Requests::answer`].
+    fn record<B>(&self, req: &http::Request<B>) -> usize {
+        let uri = req.uri();
+        let query: HashMap<String, String> = uri
+            .query()
+            .unwrap_or("")
+            .split('&')
+            .filter_map(|kv| kv.split_once('='))
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect();
+        let path = uri.path();
+        let last = path.rsplit('/').next().unwrap_or("");
+        let collection =
+            ["deployments", "statefulsets", "configmaps", "namespaces"].contains(&last);
+        let watch = query.get("watch").is_some_and(|w| w == "true" || w == "1");
+        let verb = match (req.method().as_str(), collection, watch) {
+            ("GET", true, true) => "WATCH".to_owned(),
+            ("GET", true, false) => "LIST".to_owned(),
+            (m, _, _) => m.to_owned(),
+        };
+        let sent = Sent {
+            verb,
+            resource: if collection {
+                last.to_owned()
+            } else {
+                path.to_owned()
+            },
+            resource_version: query.get("resourceVersion").cloned(),
+            initial_events: query.get("sendInitialEvents").is_some_and(|v| v == "true"),
+            status: None,
+        };
+        let mut all = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        all.push(sent);
+        all.len() - 1
+    }
+
+    fn answer(&self, index: usize, status: u16) {
+        if let Some(s) = self
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_mut(index)
+        {
+            s.status = Some(status);
+        }
+    }
+}
+
+/// A `tower` layer recording every request into [`Requests`].
+#[derive(Clone, Debug)]
+pub struct CountLayer(pub Requests);
+
+impl<S> tower_layer::Layer<S> for CountLayer {
+    type Service = Counted<S>;
+
+    fn layer(&self, inner: S) -> Counted<S> {
+        Counted {
+            inner,
+            requests: self.0.clone(),
+        }
+    }
+}
+
+/// The service [`CountLayer`] makes.
+#[derive(Clone, Debug)]
+pub struct Counted<S> {
+    inner: S,
+    requests: Requests,
+}
+
+impl<S, B, R> tower_service::Service<http::Request<B>> for Counted<S>
+where
+    S: tower_service::Service<http::Request<B>, Response = http::Response<R>>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = std::pin::Pin<Box<dyn Future<Output = Result<S::Response, S::Error>> + Send>>;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        let index = self.requests.record(&req);
+        let requests = self.requests.clone();
+        let response = self.inner.call(req);
+        Box::pin(async move {
+            let response = response.await?;
+            requests.answer(index, response.status().as_u16());
+            Ok(response)
+        })
+    }
+}
+
+/// A kube client from `kubeconfig` that records its requests into `requests`.
+///
+/// # Panics
+/// When the kubeconfig cannot be used.
+pub async fn counting_client(kubeconfig: &Path, requests: &Requests) -> kube::Client {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig).expect("k8s: kubeconfig");
+    let config =
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            .await
+            .expect("k8s: config");
+    kube::client::ClientBuilder::try_from(config)
+        .expect("k8s: client")
+        .with_layer(&CountLayer(requests.clone()))
+        .build()
 }
 
 // ------------------------------------------------------------------ the fake apiserver
@@ -741,6 +1023,8 @@ pub enum Reply {
     /// A chunked watch response; after the last frame (unless `Cut`/`Hold`)
     /// the response ends normally.
     Watch(Vec<Frame>),
+    /// No answer: the connection closes.
+    Close,
 }
 
 type Handler = dyn Fn(&Request) -> Reply + Send + Sync;
@@ -871,6 +1155,7 @@ async fn serve_one(mut conn: TcpStream, handler: Arc<Handler>, requests: Arc<Mut
         handler(&request)
     };
     match reply {
+        Reply::Close => return,
         Reply::Json(code, body) => {
             let head = format!(
                 "HTTP/1.1 {code} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",

@@ -10,15 +10,15 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use lookout_core::EventKind::{Created, Removed, Started, Stopped};
-use lookout_core::Origin::{Live, Resync};
+use lookout_core::Origin::{Initial, Live, Resync};
 use lookout_core::{Error, Status};
 use lookout_e2e::engines;
 use lookout_e2e::k8s_util::{
-    FakeApi, Fixture, Frame, Gate, RUN_LABEL, Recorder, Relay, Reply, apiserver, error_event,
-    established, event, fast_watch_config, kubeconfig_via, list, my_connections_to, object,
-    require,
+    FakeApi, Fixture, Frame, Gate, RUN_LABEL, Recorder, Relay, Reply, Requests, apiserver,
+    counting_client, error_event, established, event, fast_watch_config, kubeconfig_via, list,
+    my_connections_to, object, require,
 };
-use lookout_k8s::{K8sConfig, Kind};
+use lookout_k8s::{InitialList, K8sConfig, K8sDial, Kind};
 use serde_json::json;
 
 /// The bound of one step (an API call and the event it causes).
@@ -195,7 +195,9 @@ impl Drop for Cont {
 
 /// kill -9 the apiserver; while it is down (and the watch kept from
 /// redialing by a refusing relay) one deployment is scaled to 0 and another
-/// deleted: after the reconnect, each is reported once, as a resync.
+/// deleted: the redial resumes each kind's watch from its resourceVersion
+/// (etcd still has them), and the apiserver replays both changes: each
+/// reported once, live, with no list.
 #[tokio::test(flavor = "current_thread")]
 async fn k8s_apiserver_restart_reports_missed_transitions_once() {
     let t = Instant::now();
@@ -204,7 +206,9 @@ async fn k8s_apiserver_restart_reports_missed_transitions_once() {
     let (_, port) = apiserver(&kubeconfig);
     let relay = Relay::start(port);
     let relayed = kubeconfig_via(&kubeconfig, relay.port());
-    let mut rec = Recorder::new(config(relayed.path(), Some(&fx.ns)));
+    let requests = Requests::default();
+    let client = counting_client(relayed.path(), &requests).await;
+    let mut rec = Recorder::with_client(config(relayed.path(), Some(&fx.ns)), &client);
     rec.until("first snapshot", STEP, |r| r.connected() >= 1)
         .await;
 
@@ -220,12 +224,14 @@ async fn k8s_apiserver_restart_reports_missed_transitions_once() {
     assert!(rec.events.is_empty(), "nothing can be seen yet: {rec:?}");
 
     relay.refuse(false);
-    rec.until("reconnected", Duration::from_secs(30), |r| {
-        r.connected() >= 2
-    })
+    rec.until(
+        "reconnected, the missed changes replayed",
+        Duration::from_secs(30),
+        |r| r.connected() >= 2 && !r.of(&a).is_empty() && !r.of(&b).is_empty(),
+    )
     .await;
-    assert_eq!(rec.of(&a), [(Stopped, Resync)], "{rec:?}");
-    assert_eq!(rec.of(&b), [(Removed, Resync)], "{rec:?}");
+    assert_eq!(rec.of(&a), [(Stopped, Live)], "{rec:?}");
+    assert_eq!(rec.of(&b), [(Removed, Live)], "{rec:?}");
     assert_eq!(rec.of(&s), [], "{rec:?}");
 
     // Live again, and nothing repeated: fences of both kinds.
@@ -235,32 +241,261 @@ async fn k8s_apiserver_restart_reports_missed_transitions_once() {
         r.of(&a).len() >= 2 && !r.of(&s).is_empty()
     })
     .await;
-    assert_eq!(rec.of(&a), [(Stopped, Resync), (Started, Live)], "{rec:?}");
-    assert_eq!(rec.of(&b), [(Removed, Resync)], "{rec:?}");
+    assert_eq!(rec.of(&a), [(Stopped, Live), (Started, Live)], "{rec:?}");
+    assert_eq!(rec.of(&b), [(Removed, Live)], "{rec:?}");
     assert_eq!(rec.of(&s), [(Stopped, Live)], "{rec:?}");
+    assert_eq!(
+        requests.count("LIST", None),
+        2,
+        "one list per kind, on the first dial only: {}\n{rec:?}",
+        requests.summary()
+    );
     drop(rec);
     drop(relay);
     drop(relayed);
     report("apiserver restart", t);
 }
 
+/// The connection is cut (as a network failure): the redial watches each
+/// kind from the resourceVersion it had reached — a WATCH, no LIST — and
+/// the changes made while disconnected come exactly once, live.
+#[tokio::test(flavor = "current_thread")]
+async fn k8s_redial_resumes_from_the_cursor_without_a_list() {
+    let t = Instant::now();
+    let (_lock, kubeconfig, fx) = setup(false, &TRIO).await;
+    let [a, b, s] = TRIO.map(|(kind, name, _)| fx.id(kind, name));
+    let new = fx.id(Kind::Deployment, "c");
+    let (_, port) = apiserver(&kubeconfig);
+    let relay = Relay::start(port);
+    let relayed = kubeconfig_via(&kubeconfig, relay.port());
+    let requests = Requests::default();
+    let client = counting_client(relayed.path(), &requests).await;
+    let mut rec = Recorder::with_client(config(relayed.path(), Some(&fx.ns)), &client);
+    rec.until("first snapshot", STEP, |r| r.connected() >= 1)
+        .await;
+    // One live change, so the cursor moves past the list.
+    fx.scale(Kind::StatefulSet, "s", 0).await;
+    rec.until("s stopped", STEP, |r| !r.of(&s).is_empty()).await;
+    let before = requests.all().len();
+    let watched = |kind: &str| -> Vec<u64> {
+        requests.all()[..]
+            .iter()
+            .filter(|r| r.verb == "WATCH" && r.resource == kind)
+            .map(|r| {
+                r.resource_version
+                    .as_deref()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or_else(|| panic!("a WATCH without a resourceVersion: {r:?}"))
+            })
+            .collect()
+    };
+    let last_before = (watched("deployments"), watched("statefulsets"));
+
+    relay.refuse(true);
+    relay.cut();
+    rec.until("disconnected", STEP, |r| r.disconnected() >= 1)
+        .await;
+    fx.scale(Kind::Deployment, "a", 0).await;
+    fx.delete(Kind::Deployment, "b").await;
+    fx.create(Kind::Deployment, "c", 1, &[]).await;
+    fx.scale(Kind::StatefulSet, "s", 2).await;
+    relay.refuse(false);
+    rec.until("the missed changes", Duration::from_secs(30), |r| {
+        r.connected() >= 2
+            && !r.of(&a).is_empty()
+            && !r.of(&b).is_empty()
+            && r.of(&new).len() >= 2
+            && r.of(&s).len() >= 2
+    })
+    .await;
+    // Fences: nothing repeated after them.
+    fx.scale(Kind::Deployment, "a", 1).await;
+    fx.scale(Kind::StatefulSet, "s", 0).await;
+    rec.until("live fences", STEP, |r| {
+        r.of(&a).len() >= 2 && r.of(&s).len() >= 3
+    })
+    .await;
+
+    assert_eq!(rec.of(&a), [(Stopped, Live), (Started, Live)], "{rec:?}");
+    assert_eq!(rec.of(&b), [(Removed, Live)], "{rec:?}");
+    assert_eq!(rec.of(&new), [(Created, Live), (Started, Live)], "{rec:?}");
+    assert_eq!(
+        rec.of(&s),
+        [(Stopped, Live), (Started, Live), (Stopped, Live)],
+        "{rec:?}"
+    );
+    let after: Vec<_> = requests.all()[before..].to_vec();
+    assert!(
+        after.iter().all(|r| r.verb != "LIST"),
+        "no list after the cut: {after:?}"
+    );
+    // Each kind resumed from no older a version than it last watched from.
+    let (d_after, s_after) = (watched("deployments"), watched("statefulsets"));
+    let (d0, s0) = last_before;
+    assert!(
+        d_after.len() > d0.len() && s_after.len() > s0.len(),
+        "{after:?}"
+    );
+    assert!(
+        d_after[d0.len()] >= *d0.last().expect("a watch"),
+        "{after:?}"
+    );
+    assert!(
+        s_after[s0.len()] >= *s0.last().expect("a watch"),
+        "{after:?}"
+    );
+    assert_eq!(requests.count("LIST", None), 2, "{}", requests.summary());
+    eprintln!("[k8s] resume: requests {}", requests.summary());
+    drop(rec);
+    drop(relay);
+    drop(relayed);
+    report("resume", t);
+}
+
+/// The connection is cut and, while disconnected, etcd is compacted past
+/// both kinds' versions: the resumed watches get `410 Gone`, each kind
+/// relists once, and the net difference is reported as a resync.
+#[tokio::test(flavor = "current_thread")]
+async fn k8s_redial_after_compaction_relists_once_per_kind() {
+    let t = Instant::now();
+    let (_lock, kubeconfig, fx) = setup(true, &TRIO).await;
+    let [a, b, s] = TRIO.map(|(kind, name, _)| fx.id(kind, name));
+    let (_, port) = apiserver(&kubeconfig);
+    let relay = Relay::start(port);
+    let relayed = kubeconfig_via(&kubeconfig, relay.port());
+    let requests = Requests::default();
+    let client = counting_client(relayed.path(), &requests).await;
+    let mut rec = Recorder::with_client(config(relayed.path(), Some(&fx.ns)), &client);
+    rec.until("first snapshot", STEP, |r| r.connected() >= 1)
+        .await;
+
+    relay.refuse(true);
+    relay.cut();
+    rec.until("disconnected", STEP, |r| r.disconnected() >= 1)
+        .await;
+    fx.scale(Kind::Deployment, "a", 0).await;
+    fx.scale(Kind::Deployment, "a", 1).await;
+    fx.scale(Kind::Deployment, "a", 0).await;
+    fx.delete(Kind::Deployment, "b").await;
+    let rev = compact(&fx, "bump").await;
+    relay.refuse(false);
+    rec.until("the relists' differences", Duration::from_secs(30), |r| {
+        !r.of(&a).is_empty()
+            && !r.of(&b).is_empty()
+            && past(&requests, "deployments", 2, rev)
+            && past(&requests, "statefulsets", 2, rev)
+    })
+    .await;
+    fx.scale(Kind::StatefulSet, "s", 0).await;
+    rec.until("a live fence", STEP, |r| !r.of(&s).is_empty())
+        .await;
+    // The net effect only: a's stop, start, stop is one stop.
+    assert_eq!(rec.of(&a), [(Stopped, Resync)], "{rec:?}");
+    assert_eq!(rec.of(&b), [(Removed, Resync)], "{rec:?}");
+    assert_eq!(rec.of(&s), [(Stopped, Live)], "{rec:?}");
+    assert_eq!(
+        (
+            requests.count("LIST", Some("deployments")),
+            requests.count("LIST", Some("statefulsets"))
+        ),
+        (2, 2),
+        "one list per kind at first, one per 410: {}\n{rec:?}",
+        requests.summary()
+    );
+    eprintln!("[k8s] 410 on resume: requests {}", requests.summary());
+    drop(rec);
+    drop(relay);
+    drop(relayed);
+    report("410 on resume", t);
+}
+
+/// A streaming list (`sendInitialEvents`): the first sync is one WATCH per
+/// kind and no LIST; the objects it streams form the snapshot, and the same
+/// watch goes on live.
+#[tokio::test(flavor = "current_thread")]
+async fn k8s_streaming_list_syncs_without_a_list_request() {
+    let t = Instant::now();
+    let (_lock, kubeconfig, fx) = setup(false, &TRIO).await;
+    let [a, _, s] = TRIO.map(|(kind, name, _)| fx.id(kind, name));
+    let requests = Requests::default();
+    let client = counting_client(&kubeconfig, &requests).await;
+    let cfg = K8sConfig {
+        watch: fast_watch_config().initial(true),
+        ..config(&kubeconfig, Some(&fx.ns))
+    };
+    let dial = K8sDial::with_client(&cfg, move || client.clone())
+        .expect("a valid config")
+        .initial_list(InitialList::Streaming);
+    let mut rec = Recorder::pump(lookout_core::Watch::new(dial, cfg.watch));
+    rec.until("first snapshot", STEP, |r| r.connected() >= 1)
+        .await;
+    assert_eq!(
+        rec.of(&a),
+        [(Created, Initial), (Started, Initial)],
+        "{rec:?}"
+    );
+    assert_eq!(
+        rec.of(&s),
+        [(Created, Initial), (Started, Initial)],
+        "{rec:?}"
+    );
+    fx.scale(Kind::Deployment, "a", 0).await;
+    fx.scale(Kind::StatefulSet, "s", 0).await;
+    rec.until("live", STEP, |r| r.of(&a).len() >= 3 && r.of(&s).len() >= 3)
+        .await;
+    assert_eq!(rec.of(&a)[2..], [(Stopped, Live)], "{rec:?}");
+    assert_eq!(rec.of(&s)[2..], [(Stopped, Live)], "{rec:?}");
+    let sent = requests.all();
+    assert_eq!(requests.count("LIST", None), 0, "{sent:?}");
+    let streamed = sent
+        .iter()
+        .filter(|r| r.verb == "WATCH" && r.initial_events);
+    assert_eq!(streamed.count(), 2, "one streaming list per kind: {sent:?}");
+    report("streaming list", t);
+}
+
 /// Writes a `ConfigMap` (etcd's revision moves on), then compacts etcd.
-async fn compact(fx: &Fixture, bump: &str) {
+async fn compact(fx: &Fixture, bump: &str) -> u64 {
     fx.bump(bump).await;
     let revision = engines::k8s_compact().unwrap_or_else(|e| panic!("{e}"));
     eprintln!("[k8s] compacted etcd at revision {revision}");
+    u64::try_from(revision).unwrap_or_else(|_| panic!("revision {revision}"))
+}
+
+/// Whether `kind` (a resource: `deployments`) is past `revision` in a
+/// compaction's aftermath: it listed `lists` times, or watches from a
+/// version not older than `revision` (a bookmark moved it past: no 410).
+fn past(requests: &Requests, kind: &str, lists: usize, revision: u64) -> bool {
+    let sent = requests.all();
+    let listed = sent
+        .iter()
+        .filter(|r| r.verb == "LIST" && r.resource == kind && r.status.is_some())
+        .count();
+    let fresh = sent.iter().any(|r| {
+        r.verb == "WATCH"
+            && r.resource == kind
+            && r.status.is_some()
+            && r.resource_version
+                .as_deref()
+                .and_then(|v| v.parse::<u64>().ok())
+                .is_some_and(|v| v >= revision)
+    });
+    listed >= lists || fresh
 }
 
 /// Compacting etcd expires the watchers' resourceVersions: the next watch
 /// request gets 410 Gone and that kind relists inside the session (no
 /// Disconnected), without losing or repeating a transition, and without
-/// taking the other kind's objects for removed.
+/// taking the other kind's objects for removed. (A kind whose version a
+/// bookmark moved past the compaction needs no relist: it resumes.)
 #[tokio::test(flavor = "current_thread")]
 async fn k8s_compaction_410_relists_without_loss_or_duplicates() {
     let t = Instant::now();
     let (_lock, kubeconfig, fx) = setup(true, &TRIO).await;
     let [a, b, s] = TRIO.map(|(kind, name, _)| fx.id(kind, name));
-    let mut rec = Recorder::new(config(&kubeconfig, Some(&fx.ns)));
+    let requests = Requests::default();
+    let client = counting_client(&kubeconfig, &requests).await;
+    let mut rec = Recorder::with_client(config(&kubeconfig, Some(&fx.ns)), &client);
     rec.until("first snapshot", STEP, |r| r.connected() >= 1)
         .await;
 
@@ -269,20 +504,33 @@ async fn k8s_compaction_410_relists_without_loss_or_duplicates() {
     // watch is resumed after its ~2 s timeout), and each kind relists inside
     // the session. An unchanged state yields nothing, and neither relist takes
     // the other kind's objects for removed.
-    compact(&fx, "bump-1").await;
-    rec.until("both kinds relisted (two more snapshots)", STEP, |r| {
-        r.connected() >= 3
+    let rev = compact(&fx, "bump-1").await;
+    rec.until("both kinds past the compaction", STEP, |_| {
+        past(&requests, "deployments", 2, rev) && past(&requests, "statefulsets", 2, rev)
     })
     .await;
+    let lists = requests.answered("LIST");
+    assert!(
+        lists > 2,
+        "at least one kind relisted: {}",
+        requests.summary()
+    );
+    // Two kinds relisting at once make one snapshot of both.
+    rec.until("a relist's snapshot", STEP, |r| r.connected() >= 2)
+        .await;
     assert!(rec.events.is_empty(), "{rec:?}");
 
-    // 2. Again, with a deployment scaled at once: its watcher sees that live,
-    // or gets 410 first and finds it by relisting; once either way. The idle
-    // statefulset watcher relists for sure.
-    compact(&fx, "bump-2").await;
+    // 2. Again, with a deployment scaled at once: its watch sees that live,
+    // or gets 410 first and finds it by relisting; once either way.
+    let rev = compact(&fx, "bump-2").await;
     fx.scale(Kind::Deployment, "a", 0).await;
-    rec.until("a's scaling and another relist", STEP, |r| {
-        r.connected() >= 4 && !r.of(&a).is_empty()
+    rec.until("a's scaling", STEP, |r| !r.of(&a).is_empty())
+        .await;
+    let d_lists = requests.count("LIST", Some("deployments"));
+    let s_lists = requests.count("LIST", Some("statefulsets"));
+    rec.until("both kinds past the compaction", STEP, |_| {
+        past(&requests, "deployments", d_lists, rev)
+            && past(&requests, "statefulsets", s_lists + 1, rev)
     })
     .await;
     fx.delete(Kind::Deployment, "b").await;
@@ -297,6 +545,7 @@ async fn k8s_compaction_410_relists_without_loss_or_duplicates() {
     assert_eq!(kinds(&b), [Removed], "{rec:?}");
     assert_eq!(kinds(&s), [Stopped], "{rec:?}");
     assert_eq!(rec.disconnected(), 0, "a 410 is no disconnect: {rec:?}");
+    eprintln!("[k8s] compaction 410: requests {}", requests.summary());
     report("compaction 410", t);
 }
 
@@ -570,8 +819,68 @@ async fn fake_410_relists_one_kind_and_keeps_the_other() {
     );
 }
 
+/// A list request that gets no answer (its connection closes) is sent again
+/// once, in the same dial: no Disconnected, no second list from page one.
+#[tokio::test(flavor = "current_thread")]
+async fn fake_unanswered_list_page_is_sent_again_once() {
+    let fake = FakeApi::start(move |r| match (r.resource.as_deref(), r.watch, r.nth) {
+        (Some("deployments"), false, 0) => Reply::Close,
+        (Some("deployments"), false, _) => list(Kind::Deployment, 10, &[dep("web", 10, &json!(1))]),
+        (Some("deployments"), true, _) => Reply::Watch(vec![Frame::Hold]),
+        _ => Reply::Json(404, "{}".into()),
+    });
+    let mut rec = Recorder::new(fake_config(&fake, &[Kind::Deployment]));
+    rec.until("first snapshot", STEP, |r| r.connected() >= 1)
+        .await;
+    assert_eq!(rec.disconnected(), 0, "{rec:?}");
+    let lists = fake
+        .requests()
+        .iter()
+        .filter(|r| r.resource.is_some() && !r.watch)
+        .count();
+    assert_eq!(lists, 2, "the unanswered one and its retry: {rec:?}");
+}
+
+/// With `resync_every` set, the core's periodic redial lists every kind
+/// again (a redial within the period would resume); without it (the
+/// default) nothing relists while nothing fails.
+#[tokio::test(flavor = "current_thread")]
+async fn fake_periodic_relist_only_when_asked() {
+    let fake = FakeApi::start(move |r| match (r.resource.as_deref(), r.watch) {
+        (Some("deployments"), false) => list(Kind::Deployment, 10, &[dep("web", 10, &json!(1))]),
+        (Some("deployments"), true) => Reply::Watch(vec![Frame::Hold]),
+        _ => Reply::Json(404, "{}".into()),
+    });
+    let lists = || {
+        fake.requests()
+            .iter()
+            .filter(|r| r.resource.is_some() && !r.watch)
+            .count()
+    };
+    let mut cfg = fake_config(&fake, &[Kind::Deployment]);
+    cfg.watch = cfg.watch.resync_every(Some(Duration::from_millis(500)));
+    let mut rec = Recorder::new(cfg);
+    rec.until("two periodic relists", STEP, |r| r.connected() >= 3)
+        .await;
+    assert_eq!(lists(), 3, "{rec:?}");
+    assert_eq!(rec.disconnected(), 0, "{rec:?}");
+    assert!(rec.events.is_empty(), "{rec:?}");
+    drop(rec);
+
+    let before = lists();
+    let mut rec = Recorder::new(fake_config(&fake, &[Kind::Deployment]));
+    rec.until("first snapshot", STEP, |r| r.connected() >= 1)
+        .await;
+    // Silence for 1.5 s (the probe answers): no relist, no redial.
+    let quiet = rec.until_quiet(Duration::from_millis(1500)).await;
+    assert_eq!(quiet, 0, "{rec:?}");
+    assert_eq!(lists(), before + 1, "{rec:?}");
+}
+
 /// Any other failure ends the session: Disconnected, the core's backoff, a
-/// redial with fresh lists whose differences are reported as a resync.
+/// redial. A kind that never listed lists; one that did resumes its watch
+/// from the version it reached (no list), and what the watch then tells is
+/// live.
 #[tokio::test(flavor = "current_thread")]
 async fn fake_errors_end_the_session_and_redial() {
     let gate = Gate::default();
@@ -583,13 +892,15 @@ async fn fake_errors_end_the_session_and_redial() {
                     "message": "forbidden", "reason": "Forbidden", "code": 403 })
             .to_string(),
         ),
-        (Some("deployments"), false, 1) => list(Kind::Deployment, 10, &[dep("web", 10, &json!(1))]),
-        (Some("deployments"), false, _) => list(Kind::Deployment, 30, &[dep("web", 30, &json!(0))]),
+        (Some("deployments"), false, _) => list(Kind::Deployment, 10, &[dep("web", 10, &json!(1))]),
         (Some("deployments"), true, 0) => Reply::Watch(vec![
             Frame::Gate(g.clone()),
             Frame::Line(error_event(500, "InternalError", "etcd is sad")),
         ]),
-        (Some("deployments"), true, _) => Reply::Watch(vec![Frame::Hold]),
+        (Some("deployments"), true, _) => Reply::Watch(vec![
+            Frame::Line(event("MODIFIED", &dep("web", 30, &json!(0)))),
+            Frame::Hold,
+        ]),
         _ => Reply::Json(404, "{}".into()),
     });
     let mut rec = Recorder::new(fake_config(&fake, &[Kind::Deployment]));
@@ -602,12 +913,132 @@ async fn fake_errors_end_the_session_and_redial() {
     assert!(matches!(**error, Error::Dial(_)), "{error}");
     assert!(error.to_string().contains("deployment"), "{error}");
     gate.open();
-    rec.until("redialed", STEP, |r| r.connected() >= 2).await;
+    rec.until("redialed", STEP, |r| {
+        r.connected() >= 2 && !r.of(WEB).is_empty()
+    })
+    .await;
     assert_eq!(rec.disconnected(), 2, "{rec:?}");
     let Status::Disconnected { error, .. } = &rec.statuses[2].1 else {
         panic!("{rec:?}")
     };
     assert!(matches!(**error, Error::Session(_)), "{error}");
     assert!(error.to_string().contains("etcd is sad"), "{error}");
+    assert_eq!(rec.of(WEB), [(Stopped, Live)], "{rec:?}");
+    let requests = fake.requests();
+    let lists = requests.iter().filter(|r| r.resource.is_some() && !r.watch);
+    assert_eq!(
+        lists.count(),
+        2,
+        "the refused list and one more: {requests:?}"
+    );
+    let watches: Vec<_> = requests
+        .iter()
+        .filter(|r| r.watch)
+        .map(|r| r.resource_version())
+        .collect();
+    assert_eq!(watches, [Some("10"), Some("10")], "{requests:?}");
+}
+
+/// A bookmark moves a kind's version on without a change: the redial
+/// resumes from it.
+#[tokio::test(flavor = "current_thread")]
+async fn fake_bookmark_moves_the_resume_point() {
+    let gate = Gate::default();
+    let g = gate.clone();
+    let fake = FakeApi::start(move |r| match (r.resource.as_deref(), r.watch, r.nth) {
+        (Some("deployments"), false, _) => list(Kind::Deployment, 10, &[dep("web", 10, &json!(1))]),
+        (Some("deployments"), true, 0) => Reply::Watch(vec![
+            Frame::Line(event(
+                "BOOKMARK",
+                &json!({ "kind": "Deployment", "apiVersion": "apps/v1",
+                         "metadata": { "resourceVersion": "15" } }),
+            )),
+            Frame::Gate(g.clone()),
+            Frame::Line(error_event(500, "InternalError", "etcd is sad")),
+        ]),
+        (Some("deployments"), true, _) => Reply::Watch(vec![Frame::Hold]),
+        _ => Reply::Json(404, "{}".into()),
+    });
+    let mut rec = Recorder::new(fake_config(&fake, &[Kind::Deployment]));
+    rec.until("first snapshot", STEP, |r| r.connected() >= 1)
+        .await;
+    gate.open();
+    rec.until("redialed", STEP, |r| r.connected() >= 2).await;
+    let requests = fake.requests();
+    let watches: Vec<_> = requests
+        .iter()
+        .filter(|r| r.watch)
+        .map(|r| {
+            (
+                r.resource_version(),
+                r.query.get("allowWatchBookmarks").map(String::as_str),
+            )
+        })
+        .collect();
+    assert_eq!(
+        watches,
+        [(Some("10"), Some("true")), (Some("15"), Some("true"))],
+        "{requests:?}"
+    );
+    assert_eq!(
+        requests
+            .iter()
+            .filter(|r| r.resource.is_some() && !r.watch)
+            .count(),
+        1
+    );
+    assert!(rec.events.is_empty(), "{rec:?}");
+}
+
+/// A redial whose resumed watch of one kind is gone (`410`): that kind
+/// relists, the other resumes; the snapshot holds both (the other kind's
+/// objects from the session before), so only the relisted kind's
+/// difference is reported, as a resync.
+#[tokio::test(flavor = "current_thread")]
+async fn fake_redial_relists_only_the_expired_kind() {
+    let gate = Gate::default();
+    let g = gate.clone();
+    let sts = object(Kind::StatefulSet, "fake", "db", "uid-db", 10, &json!(1));
+    let fake = FakeApi::start(move |r| match (r.resource.as_deref(), r.watch, r.nth) {
+        (Some("deployments"), false, 0) => list(Kind::Deployment, 10, &[dep("web", 10, &json!(1))]),
+        (Some("deployments"), false, _) => list(Kind::Deployment, 40, &[dep("web", 40, &json!(0))]),
+        (Some("deployments"), true, 0) => Reply::Watch(vec![
+            Frame::Gate(g.clone()),
+            Frame::Line(error_event(500, "InternalError", "etcd is sad")),
+        ]),
+        (Some("deployments"), true, 1) => Reply::Watch(vec![Frame::Line(error_event(
+            410,
+            "Expired",
+            "too old resource version: 10 (35)",
+        ))]),
+        (Some("statefulsets"), false, _) => list(Kind::StatefulSet, 10, std::slice::from_ref(&sts)),
+        (Some(_), true, _) => Reply::Watch(vec![Frame::Hold]),
+        _ => Reply::Json(404, "{}".into()),
+    });
+    let mut rec = Recorder::new(fake_config(&fake, &Kind::ALL));
+    rec.until("first snapshot", STEP, |r| r.connected() >= 1)
+        .await;
+    gate.open();
+    rec.until("the relist's difference", STEP, |r| !r.of(WEB).is_empty())
+        .await;
     assert_eq!(rec.of(WEB), [(Stopped, Resync)], "{rec:?}");
+    assert_eq!(rec.of("statefulset/fake/db"), [], "{rec:?}");
+    let requests = fake.requests();
+    let count = |res: &str, watch: bool| {
+        requests
+            .iter()
+            .filter(|r| r.resource.as_deref() == Some(res) && r.watch == watch)
+            .count()
+    };
+    assert_eq!(
+        (count("deployments", false), count("statefulsets", false)),
+        (2, 1),
+        "{requests:?}"
+    );
+    let sts_watches: Vec<_> = requests
+        .iter()
+        .filter(|r| r.resource.as_deref() == Some("statefulsets") && r.watch)
+        .map(|r| r.resource_version())
+        .collect();
+    assert_eq!(sts_watches, [Some("10"), Some("10")], "{requests:?}");
 }

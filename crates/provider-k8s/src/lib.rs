@@ -32,11 +32,13 @@
 //! |---|---|
 //! | a `Deployment` / `StatefulSet` | an instance, id `deployment/NAMESPACE/NAME` / `statefulset/NAMESPACE/NAME` |
 //! | `metadata.uid` | [`Listed::uid`](lookout_core::Listed::uid): a new uid under the same name is `Removed` then `Created` |
-//! | `metadata.labels` | the instance's labels |
+//! | `metadata.labels` | the instance's labels: moved (not copied) from the parsed object into each change; the core keeps one `Arc` per instance, which every event of it shares while they are unchanged |
 //! | `spec.replicas` | running when it is not 0 (unset counts as 1, as Kubernetes defaults it) |
-//! | the watcher's `Init`, `InitApply`…, `InitDone` | one snapshot (`ResyncBegin`, `Listed`…, `ResyncDone`) holding **every** watched kind |
-//! | `Apply` (ADDED / MODIFIED) | a change: `Started` when running, `Stopped` when not (the core adds `Created` for an unknown object and swallows what changes nothing, such as a label-only edit) |
-//! | `Delete` (DELETED) | `Removed` |
+//! | a kind's list (paged `LIST`s, or a streaming list: [`InitialList`]) | one snapshot (`ResyncBegin`, `Listed`…, `ResyncDone`) holding **every** watched kind |
+//! | `ADDED` / `MODIFIED` | a change: `Started` when running, `Stopped` when not (the core adds `Created` for an unknown object and swallows what changes nothing, such as a label-only edit) |
+//! | `DELETED` | `Removed` |
+//! | `BOOKMARK` | progress: the kind's resume point moves on, nothing is told |
+//! | each kind's newest `resourceVersion` seen | the cursor ([`K8sCursor`]) a redial resumes from |
 //!
 //! Live events carry the local time at which the watch event arrived: a
 //! Deployment has no timestamp of its last scaling.
@@ -51,52 +53,89 @@
 //!   `~/.kube/config`, else the in-cluster service account. A missing file or
 //!   an unreachable cluster is a `Disconnected` status, retried under the core's
 //!   policy; only a configuration that can never work is a [`ConfigError`].
-//! - **One snapshot holds all watched kinds.** A dial completes when every
-//!   kind has been listed; the lists form one snapshot. When one kind relists
-//!   later (a watch ended with `410 Gone`: etcd compacted its `resourceVersion`
-//!   away), the snapshot
-//!   again holds every kind: the other kinds' last known objects are listed
-//!   with it, so the core's diff never takes them for removed. Objects of the
-//!   relisted kind that vanished meanwhile are reported `Removed` (the watcher
-//!   sends no `Delete` for them) and missed scalings `Started`/`Stopped`,
-//!   [`Origin::Resync`](lookout_core::Origin::Resync).
-//! - **The core's reconnect policy is the only one.** A `410 Gone` is not a
-//!   failure: the watcher relists at once, inside the session. Any other
-//!   watcher error (list or watch refused, connection lost, an apiserver
+//!   While the resolved configuration and the kubeconfig files it came from
+//!   are unchanged, a redial keeps the previous client (and its connections);
+//!   a change makes a new one, and a different apiserver URL also drops the
+//!   resume point (one cluster's versions mean nothing to another): every
+//!   kind lists.
+//! - **A redial resumes; it does not relist.** Each kind is listed once,
+//!   then watched (with bookmarks, so a quiet kind's version stays fresh).
+//!   After a lost connection, an apiserver restart or a watch the apiserver
+//!   ends, each kind's watch resumes from the newest `resourceVersion` the
+//!   consumer has seen: one `WATCH` per kind, no `LIST`. The changes made
+//!   meanwhile come as the apiserver replays them, in order, exactly once,
+//!   [`Origin::Live`](lookout_core::Origin::Live) — after the reconnect's
+//!   `Connected` status (the session reports
+//!   [`Observation::Resumed`](lookout_core::Observation::Resumed) once every
+//!   watch is accepted; a watch cannot say when its replay is complete). A
+//!   kind lists only when no version is known (the first dial) or the
+//!   apiserver no longer has it.
+//! - **`410 Gone` relists that kind only.** When etcd compacted a kind's
+//!   `resourceVersion` away, that kind lists again, inside the session (a
+//!   410 is no failure), and the snapshot again holds every kind: the other
+//!   kinds' last known objects (kept across redials) are listed with it, so
+//!   the core's diff never takes them for removed. What the relist reveals —
+//!   objects that vanished, missed scalings — is reported once, as its net
+//!   effect, [`Origin::Resync`](lookout_core::Origin::Resync).
+//! - **No periodic relist by default** ([`K8sConfig::default_watch`]): the
+//!   watch protocol drops nothing (a watch resumes from its version, a
+//!   version that is gone says so), so a periodic `LIST` of every watched
+//!   object would cost the apiserver much and tell nothing. Docker keeps its
+//!   periodic relist because dockerd may drop events without a sign. Set
+//!   [`WatchConfig::resync_every`] to have one anyway: a redial then lists
+//!   every kind when the last full list is at least that old. The relist
+//!   for a lagging consumer is off too: the apiserver buffers for a slow
+//!   reader or ends its watch, which is resumed.
+//! - **The core's reconnect policy is the only one.** Any error other than
+//!   `410 Gone` (a list or watch refused, a connection lost, an apiserver
 //!   error event) ends the session: `Disconnected`, the core's backoff, a
-//!   redial with a fresh list. kube's own backoff is not used.
+//!   redial that resumes. kube's own backoff is not used. One exception: a
+//!   list page whose request got no answer at all (its connection died,
+//!   typically a pooled one the peer had closed) is sent again once, at
+//!   once, so a network blip does not cost a list from page one.
 //! - **A frozen apiserver is noticed** within the core's stall bound
 //!   ([`WatchConfig::probe_after`](lookout_core::WatchConfig::probe_after) +
 //!   [`probe_timeout`](lookout_core::WatchConfig::probe_timeout)): a silent
 //!   session is probed with `GET /version` on the session's own client. Each
 //!   watch request also ends on the server after about that long and is resumed
-//!   from its `resourceVersion` (kube's idle timeout adds 5 s), so a watch
-//!   connection that died silently is replaced too.
+//!   from its `resourceVersion` (5 s more of silence and it is taken for dead
+//!   and resumed too), so a watch connection that died silently is replaced.
 //! - **An object that cannot be read does not end the session**: a watch
 //!   event that does not decode, an object without a name or namespace, an
-//!   unreadable `spec.replicas` is logged and skipped. (A list response that is
-//!   no JSON list of objects fails as a whole: it ends the session.)
-//! - **Memory is O(objects)**: a session keeps each object's id, uid, labels
-//!   and running state, to rebuild the snapshot of every kind.
+//!   unreadable `spec.replicas` is logged and skipped. Only the fields lookout
+//!   uses are read (name, namespace, uid, `resourceVersion`, labels,
+//!   `spec.replicas`); the rest of an object is skipped by the parser. (A
+//!   list response that is no JSON list of such objects — one whose `spec`
+//!   is no object, say — fails as a whole: it ends the session.)
+//! - **Memory is O(objects)**: each kind's objects (id, uid, labels, running
+//!   state) are kept, to rebuild the snapshot of every kind, and handed from
+//!   one session to the next. A paged list holds one page of 500 objects at a
+//!   time; [`InitialList::Streaming`] one object.
 //! - **Dropping the stream closes every connection**: the client, its
-//!   connection pool and the watches belong to the session. This crate spawns
-//!   nothing; the tasks kube's client runs on the caller's runtime for its
-//!   connections end with the session.
+//!   connection pool and the watches belong to the dial and its session. This
+//!   crate spawns nothing; the tasks kube's client runs on the caller's
+//!   runtime for its connections end when the stream is dropped.
 //!
 //! TLS is rustls with *ring* (no OpenSSL). If no rustls `CryptoProvider` is
 //! installed in the process, a dial installs *ring*'s.
 
+mod client;
+mod cursor;
+mod feed;
+mod object;
+mod packed;
 mod session;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use kube::Client;
-use kube::config::KubeConfigOptions;
 use kube::core::ApiResource;
 use lookout_core::{Dial, DialFuture, ProbeFuture, Session, Watch, WatchConfig};
+
+pub use cursor::K8sCursor;
 
 /// A kind of Kubernetes workload that lookout watches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -110,6 +149,14 @@ pub enum Kind {
 impl Kind {
     /// Every kind, in id order.
     pub const ALL: [Kind; 2] = [Kind::Deployment, Kind::StatefulSet];
+
+    /// Its place in [`ALL`](Self::ALL).
+    pub(crate) fn index(self) -> usize {
+        match self {
+            Self::Deployment => 0,
+            Self::StatefulSet => 1,
+        }
+    }
 
     /// The lowercase name, as it starts an instance id: `deployment`, `statefulset`.
     pub fn as_str(self) -> &'static str {
@@ -145,7 +192,11 @@ pub struct K8sConfig {
     pub kinds: Vec<Kind>,
     /// A label selector (`app=web,tier!=cache`), applied by the apiserver.
     pub label_selector: Option<String>,
-    /// The core's knobs: reconnect policy, timeouts, periodic resync.
+    /// The core's knobs: reconnect policy, timeouts, relists. Default:
+    /// [`K8sConfig::default_watch`] (no periodic or consumer-lag relist).
+    /// With [`WatchConfig::resync_every`] set, a redial lists every kind
+    /// again when the last full list is at least that old, and resumes the
+    /// watches otherwise.
     pub watch: WatchConfig,
 }
 
@@ -156,9 +207,50 @@ impl Default for K8sConfig {
             namespace: None,
             kinds: Kind::ALL.to_vec(),
             label_selector: None,
-            watch: WatchConfig::default(),
+            watch: Self::default_watch(),
         }
     }
+}
+
+impl K8sConfig {
+    /// The core's defaults for Kubernetes: [`WatchConfig::default`] without
+    /// the periodic relist ([`resync_every`](WatchConfig::resync_every)) and
+    /// without the relist for a lagging consumer
+    /// ([`resync_after_lag`](WatchConfig::resync_after_lag)).
+    ///
+    /// Docker keeps both because dockerd may drop events without a sign
+    /// (a subscriber too far behind, a daemon restart), so only a list can
+    /// tell what was missed. The Kubernetes watch protocol drops nothing: a
+    /// watch is resumed from the `resourceVersion` it reached and delivers
+    /// every change after it, in order; when the apiserver no longer has that
+    /// version it says so (`410 Gone`) and the kind relists. A slow consumer
+    /// loses nothing either: the apiserver buffers for it or closes its
+    /// watch, which is then resumed. A periodic full list would cost the
+    /// apiserver a LIST of every watched object per period and tell nothing
+    /// new; set `resync_every` to have one anyway.
+    pub fn default_watch() -> WatchConfig {
+        WatchConfig::default()
+            .resync_every(None)
+            .resync_after_lag(None)
+    }
+}
+
+/// How a kind's first list (and a relist after `410 Gone`) is made.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum InitialList {
+    /// Paged `LIST` requests (500 objects a page, as client-go and
+    /// kube-runtime page), then a watch from the list's version. Every
+    /// apiserver supports it.
+    #[default]
+    Paged,
+    /// A streaming list: one watch with `sendInitialEvents=true` that sends
+    /// the current objects as events, ends them with a bookmark, and goes on
+    /// watching (Kubernetes' `WatchList`, beta and on by default since
+    /// 1.32). The apiserver serves it from its watch cache one object at a
+    /// time instead of building whole pages; an apiserver without it refuses
+    /// the request (a `Disconnected` status, retried).
+    Streaming,
 }
 
 /// A [`K8sConfig`] that can never work.
@@ -231,13 +323,17 @@ impl std::fmt::Debug for Source {
 }
 
 /// What every dial needs, shared by the dial and its sessions.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Settings {
     namespace: Option<String>,
     kinds: Vec<Kind>,
     label_selector: Option<String>,
     /// Server-side timeout of one watch request, in seconds.
     watch_timeout: u32,
+    /// How a kind lists.
+    initial_list: InitialList,
+    /// A redial relists every kind when the last full list is this old.
+    relist_every: Option<Duration>,
 }
 
 /// The dial of one Kubernetes cluster: plug it into [`Watch`] (or call [`watch`]).
@@ -247,6 +343,13 @@ pub struct K8sDial {
     settings: Arc<Settings>,
     /// The client of the current session, for the probe.
     probe: Arc<ProbeSlot>,
+    /// The client of the last dial and what it was built from, to keep it
+    /// while the configuration does not change.
+    clients: Arc<client::Cache>,
+    /// The objects the last session left, for a redial that resumes.
+    carry: Arc<session::Carry>,
+    /// When the last dial that listed every kind began.
+    listed_at: Option<Instant>,
     dials: u64,
 }
 
@@ -270,6 +373,19 @@ impl K8sDial {
         Self::from_source(config, Source::Client(Box::new(connect)))
     }
 
+    /// How each kind lists (default [`InitialList::Paged`]).
+    #[must_use]
+    pub fn initial_list(mut self, how: InitialList) -> Self {
+        if let Some(settings) = Arc::get_mut(&mut self.settings) {
+            settings.initial_list = how;
+        } else {
+            let mut settings = Settings::clone(&self.settings);
+            settings.initial_list = how;
+            self.settings = Arc::new(settings);
+        }
+        self
+    }
+
     fn from_source(config: &K8sConfig, source: Source) -> Result<Self, ConfigError> {
         let mut kinds = config.kinds.clone();
         kinds.sort_unstable();
@@ -287,8 +403,13 @@ impl K8sDial {
                 kinds,
                 label_selector: config.label_selector.clone(),
                 watch_timeout: watch_timeout(&config.watch),
+                initial_list: InitialList::default(),
+                relist_every: config.watch.resync_every,
             }),
             probe: Arc::default(),
+            clients: Arc::default(),
+            carry: Arc::default(),
+            listed_at: None,
             dials: 0,
         })
     }
@@ -320,30 +441,49 @@ fn watch_timeout(config: &WatchConfig) -> u32 {
 }
 
 impl Dial for K8sDial {
-    /// The watcher keeps its own `resourceVersion`s within a session; every
-    /// dial starts with a fresh list.
-    type Cursor = ();
+    /// The newest `resourceVersion` of each kind: a redial watches from it,
+    /// with no list, while the apiserver still serves it.
+    type Cursor = K8sCursor;
 
-    fn dial(&mut self, _resume: Option<&()>) -> DialFuture<()> {
+    fn dial(&mut self, resume: Option<&K8sCursor>) -> DialFuture<K8sCursor> {
         self.dials += 1;
+        let now = Instant::now();
+        let relist_due = self.settings.relist_every.is_some_and(|every| {
+            self.listed_at
+                .is_none_or(|t| now.duration_since(t) >= every)
+        });
+        let cursor = if relist_due { None } else { resume.cloned() };
+        if cursor.is_none() {
+            self.listed_at = Some(now);
+        }
         let client = match &mut self.source {
             Source::Kubeconfig(path) => Err(path.clone()),
             Source::Client(connect) => Ok(connect()),
         };
         let settings = Arc::clone(&self.settings);
+        let clients = Arc::clone(&self.clients);
+        let carry = Arc::clone(&self.carry);
         let lease = ProbeLease {
             slot: Arc::clone(&self.probe),
             dial: self.dials,
         };
         Box::pin(async move {
-            let client = match client {
-                Ok(given) => given,
-                Err(kubeconfig) => connect(kubeconfig.as_deref()).await?,
+            let (client, cluster) = match client {
+                // The program's client: one cluster, the program says.
+                Ok(given) => (given, String::new()),
+                Err(kubeconfig) => clients.connect(kubeconfig.as_deref()).await?,
             };
             lease.fill(client.clone());
-            let mut session = session::Merge::new(&settings, &client, lease);
+            let stores = carry.take(&cluster);
+            let start = session::Start {
+                cursor,
+                stores,
+                carry,
+                cluster,
+            };
+            let mut session = session::Merge::new(&settings, &client, start, lease);
             std::future::poll_fn(|cx| session.poll_synced(cx)).await?;
-            Ok(Box::pin(session) as Session<()>)
+            Ok(Box::pin(session) as Session<K8sCursor>)
         })
     }
 
@@ -357,31 +497,6 @@ impl Dial for K8sDial {
                 .map_err(|e| DialError::Probe(e).into())
         }))
     }
-}
-
-/// Resolves the configuration anew (`kubeconfig`, else inferred) and builds
-/// a client.
-async fn connect(kubeconfig: Option<&std::path::Path>) -> Result<Client, DialError> {
-    let config = match kubeconfig {
-        Some(path) => {
-            let to_err = |source| DialError::Kubeconfig {
-                path: path.to_owned(),
-                source,
-            };
-            let kubeconfig = kube::config::Kubeconfig::read_from(path).map_err(to_err)?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-                .await
-                .map_err(to_err)?
-        }
-        None => kube::Config::infer().await.map_err(DialError::Infer)?,
-    };
-    if rustls::crypto::CryptoProvider::get_default().is_none() {
-        // Err only when another thread installed one meanwhile: fine either way.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    }
-    let cluster = config.cluster_url.to_string();
-    tracing::debug!(%cluster, "connecting");
-    Client::try_from(config).map_err(|source| DialError::Client { cluster, source })
 }
 
 /// The client of the live session, if any, for the probe.

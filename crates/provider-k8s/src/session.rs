@@ -1,219 +1,362 @@
-//! One session: a kube watcher per kind, merged into one stream of
-//! observations whose snapshots always hold every kind.
+//! One session: one feed per kind (see `feed.rs`), merged into one stream of
+//! observations whose snapshots always hold every kind. The kinds' objects
+//! outlive the session (handed back to the dial on drop), so that a redial
+//! that resumes one kind's watch and must relist another can still tell the
+//! whole truth in its snapshot.
 
 use std::collections::{HashMap, VecDeque};
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, ready};
 use std::time::SystemTime;
 
-use kube::api::{Api, DynamicObject};
-use kube::runtime::watcher::{self, Event};
-use lookout_core::{BoxError, Change, EventKind, InstanceId, Listed, Observation};
+use kube::api::Api;
+use lookout_core::{BoxError, Change, EventKind, InstanceId, Labels, Listed, Observation};
 use tokio_stream::{Stream, StreamMap};
 
-use crate::{DialError, Kind, ProbeLease, Settings};
+use crate::feed::{Feed, FeedEvent, feed};
+use crate::object::Workload;
+use crate::packed::Packed;
+use crate::{K8sCursor, Kind, ProbeLease, Settings};
 
-type Events = Pin<Box<dyn Stream<Item = watcher::Result<Event<DynamicObject>>> + Send>>;
-
-/// The objects of one kind, as last listed and watched.
-#[derive(Default)]
-struct KindState {
-    /// The current objects; `None` until the kind's first list completes.
-    store: Option<HashMap<InstanceId, Listed>>,
-    /// A list in progress (between `Init` and `InitDone`).
-    relist: Option<HashMap<InstanceId, Listed>>,
+/// One object as the session keeps it: what a snapshot lists (the id and
+/// uid shared with the core's, the labels packed).
+#[derive(Clone, Debug)]
+pub(crate) struct Entry {
+    running: bool,
+    uid: Option<Arc<str>>,
+    labels: Packed,
 }
 
-/// The session stream: watchers merged, snapshots combined.
+/// The current objects of each kind, by kind; what a session hands back.
+pub(crate) type Stores = HashMap<Kind, HashMap<InstanceId, Entry>>;
+
+/// Where a session leaves its objects for the next dial: the objects of
+/// each kind as last listed and watched, for the cluster they came from.
+#[derive(Default)]
+pub(crate) struct Carry(Mutex<Option<(String, Stores)>>);
+
+impl std::fmt::Debug for Carry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let slot = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let objects: Option<usize> = slot
+            .as_ref()
+            .map(|(_, stores)| stores.values().map(HashMap::len).sum());
+        f.debug_struct("Carry").field("objects", &objects).finish()
+    }
+}
+
+impl Carry {
+    /// Takes what the last session left, if it watched `cluster`.
+    pub(crate) fn take(&self, cluster: &str) -> Stores {
+        let mut slot = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        match slot.take() {
+            Some((c, stores)) if c == cluster => stores,
+            _ => Stores::new(),
+        }
+    }
+
+    fn put(&self, cluster: String, stores: Stores) {
+        let mut slot = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        *slot = Some((cluster, stores));
+    }
+}
+
+/// One kind within the session.
+#[derive(Default)]
+// Four independent facts about the kind's feed, not a state machine.
+#[allow(clippy::struct_excessive_bools)]
+struct KindState {
+    /// The current objects; `None` until the kind's first list completes
+    /// (or, when it resumes, those the last session left).
+    store: Option<HashMap<InstanceId, Entry>>,
+    /// A list in progress.
+    relist: Option<HashMap<InstanceId, Entry>>,
+    /// Its feed is watching: a watch request was accepted since its last
+    /// list (or, resumed, at all).
+    watching: bool,
+    /// It listed in this session since the last snapshot.
+    listed: bool,
+    /// It resumed its watch and has not listed since: its changes before
+    /// the session's first snapshot are the apiserver's exact replay.
+    replaying: bool,
+    /// Its version is gone (`410`) and its list is not done: a redial
+    /// lists it rather than watch from a version known to be gone.
+    expired: bool,
+}
+
+/// The session stream: feeds merged, snapshots combined.
 pub(crate) struct Merge {
-    watchers: StreamMap<Kind, Events>,
+    feeds: StreamMap<Kind, Feed>,
     kinds: HashMap<Kind, KindState>,
-    out: VecDeque<Observation<()>>,
-    /// Every kind has been listed: `Apply`/`Delete` are now live changes.
+    cursor: K8sCursor,
+    out: VecDeque<Observation<K8sCursor>>,
+    /// The session yielded its first snapshot or `Resumed`: changes are live.
     synced: bool,
     /// The session failed and yielded its error: it ends.
     done: bool,
+    /// Where the objects go when the session ends, and for which cluster.
+    carry: Arc<Carry>,
+    cluster: String,
     // Declared last: the probe keeps the client only while the session lives.
     _lease: ProbeLease,
 }
 
+/// What the session starts from.
+pub(crate) struct Start {
+    /// The cursor to resume from (`None`: list every kind).
+    pub(crate) cursor: Option<K8sCursor>,
+    /// The objects the last session left (of this cluster).
+    pub(crate) stores: Stores,
+    /// Where to leave them, and the cluster's identity.
+    pub(crate) carry: Arc<Carry>,
+    pub(crate) cluster: String,
+}
+
 impl Merge {
-    pub(crate) fn new(settings: &Settings, client: &kube::Client, lease: ProbeLease) -> Self {
-        let mut config = watcher::Config::default().timeout(settings.watch_timeout);
-        if let Some(selector) = &settings.label_selector {
-            config = config.labels(selector);
-        }
-        let mut watchers = StreamMap::with_capacity(settings.kinds.len());
+    pub(crate) fn new(
+        settings: &Settings,
+        client: &kube::Client,
+        start: Start,
+        lease: ProbeLease,
+    ) -> Self {
+        let Start {
+            cursor,
+            mut stores,
+            carry,
+            cluster,
+        } = start;
+        let cursor = cursor.unwrap_or_default();
+        let mut feeds = StreamMap::with_capacity(settings.kinds.len());
         let mut kinds = HashMap::with_capacity(settings.kinds.len());
+        let mut resumed = Vec::new();
         for &kind in &settings.kinds {
             let resource = kind.api_resource();
-            let api: Api<DynamicObject> = match &settings.namespace {
+            let api: Api<Workload> = match &settings.namespace {
                 Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
                 None => Api::all_with(client.clone(), &resource),
             };
-            // No backoff: an error ends the session, the core's policy retries.
-            let events: Events = Box::pin(watcher::watcher(api, config.clone()));
-            watchers.insert(kind, events);
-            kinds.insert(kind, KindState::default());
+            let mut state = KindState::default();
+            // Resume only with both the version and the objects at it.
+            let from = match (cursor.get(kind), stores.remove(&kind)) {
+                (Some(v), Some(store)) => {
+                    state.store = Some(store);
+                    state.replaying = true;
+                    resumed.push(kind);
+                    Some(Arc::clone(v))
+                }
+                _ => None,
+            };
+            feeds.insert(kind, feed(kind, api, settings, from));
+            kinds.insert(kind, state);
         }
         tracing::debug!(
             kinds = ?settings.kinds,
+            ?resumed,
             namespace = settings.namespace.as_deref().unwrap_or("*"),
             selector = settings.label_selector.as_deref().unwrap_or(""),
             watch_timeout_s = settings.watch_timeout,
             "watching"
         );
         Self {
-            watchers,
+            feeds,
             kinds,
+            cursor,
             out: VecDeque::new(),
             synced: false,
             done: false,
+            carry,
+            cluster,
             _lease: lease,
         }
     }
 
-    /// Drives the watchers until the first snapshot (every kind listed) is
-    /// queued: the dial completes then, so the dial timeout bounds the lists
-    /// and a cluster that cannot list is a dial error.
+    /// Drives the feeds until every kind is watching (listed and its watch
+    /// accepted, or its watch resumed), and the first snapshot (or
+    /// `Resumed`) is queued: the dial completes then, so the dial timeout
+    /// bounds the lists and a cluster that cannot list or watch is a dial
+    /// error.
     pub(crate) fn poll_synced(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
         while !self.synced {
-            match ready!(Pin::new(&mut self.watchers).poll_next(cx)) {
-                Some((kind, event)) => self.handle(kind, event)?,
+            match ready!(Pin::new(&mut self.feeds).poll_next(cx)) {
+                Some((kind, Ok(event))) => self.handle(kind, event),
+                Some((_, Err(e))) => {
+                    self.done = true;
+                    return Poll::Ready(Err(e.into()));
+                }
                 None => return Poll::Ready(Err("no kind to watch".into())),
             }
         }
         Poll::Ready(Ok(()))
     }
 
-    fn handle(
-        &mut self,
-        kind: Kind,
-        event: watcher::Result<Event<DynamicObject>>,
-    ) -> Result<(), DialError> {
+    fn handle(&mut self, kind: Kind, event: FeedEvent) {
         let state = self.kinds.entry(kind).or_default();
         match event {
-            Ok(Event::Init) => {
-                tracing::debug!(%kind, "list begins");
+            FeedEvent::ListBegin => {
                 state.relist = Some(HashMap::new());
+                state.watching = false;
+                state.replaying = false;
             }
-            Ok(Event::InitApply(obj)) => match listed(kind, &obj) {
-                Some(l) => {
-                    state
-                        .relist
-                        .get_or_insert_with(HashMap::new)
-                        .insert(l.id.clone(), l);
-                }
-                None => self.out.push_back(Observation::Progress(None)),
-            },
-            Ok(Event::InitDone) => {
+            FeedEvent::Listed(l) => {
+                let (id, entry, _) = entry(l);
+                state
+                    .relist
+                    .get_or_insert_with(HashMap::new)
+                    .insert(id, entry);
+            }
+            FeedEvent::ListDone(version) => {
                 let objects = state.relist.take().unwrap_or_default();
-                tracing::debug!(%kind, objects = objects.len(), "list done");
+                tracing::debug!(%kind, objects = objects.len(), %version, "list done");
                 state.store = Some(objects);
-                if self.kinds.values().all(|s| s.store.is_some()) {
-                    self.push_snapshot();
+                state.listed = true;
+                state.expired = false;
+                self.cursor.set(kind, version);
+                self.maybe_sync();
+            }
+            FeedEvent::Watching => {
+                state.watching = state.relist.is_none();
+                self.maybe_sync();
+            }
+            FeedEvent::Applied(l, version) => {
+                self.cursor.set(kind, version);
+                let replay = state.replaying;
+                let store = state.store.get_or_insert_with(HashMap::new);
+                let (id, entry, labels) = entry(l);
+                let change = Change {
+                    id: id.clone(),
+                    kind: if entry.running {
+                        EventKind::Started
+                    } else {
+                        EventKind::Stopped
+                    },
+                    uid: entry.uid.clone(),
+                    // Moved from the parsed object, not copied; the core
+                    // keeps its own `Arc` when they are unchanged.
+                    labels: Some(Arc::new(labels)),
+                    at: SystemTime::now(),
+                    cursor: Some(self.cursor.clone()),
+                };
+                store.insert(id, entry);
+                self.tell(change, replay);
+            }
+            FeedEvent::Deleted(id, uid, version) => {
+                self.cursor.set(kind, version);
+                let replay = state.replaying;
+                if let Some(store) = &mut state.store {
+                    store.remove(&id);
+                }
+                let change = Change {
+                    id,
+                    kind: EventKind::Removed,
+                    uid,
+                    // The known ones.
+                    labels: None,
+                    at: SystemTime::now(),
+                    cursor: Some(self.cursor.clone()),
+                };
+                self.tell(change, replay);
+            }
+            FeedEvent::Bookmark(version) => {
+                self.cursor.set(kind, version);
+                if self.synced {
+                    self.out
+                        .push_back(Observation::Progress(Some(self.cursor.clone())));
                 }
             }
-            Ok(Event::Apply(obj)) => match listed(kind, &obj) {
-                Some(l) => {
-                    if self.synced {
-                        self.out.push_back(Observation::Change(Change {
-                            id: l.id.clone(),
-                            kind: if l.running {
-                                EventKind::Started
-                            } else {
-                                EventKind::Stopped
-                            },
-                            uid: l.uid.clone(),
-                            labels: Some(Arc::new(l.labels.clone())),
-                            at: SystemTime::now(),
-                            cursor: None,
-                        }));
-                    }
-                    state
-                        .store
-                        .get_or_insert_with(HashMap::new)
-                        .insert(l.id.clone(), l);
-                }
-                None => self.out.push_back(Observation::Progress(None)),
-            },
-            Ok(Event::Delete(obj)) => match identify(kind, &obj) {
-                Some((id, uid)) => {
-                    if let Some(store) = &mut state.store {
-                        store.remove(&id);
-                    }
-                    if self.synced {
-                        self.out.push_back(Observation::Change(Change {
-                            id,
-                            kind: EventKind::Removed,
-                            uid,
-                            labels: None,
-                            at: SystemTime::now(),
-                            cursor: None,
-                        }));
-                    }
-                }
-                None => self.out.push_back(Observation::Progress(None)),
-            },
-            // The resumed watch's resourceVersion was compacted away: the
-            // watcher relists (`Init`…) on its next poll. Not a failure.
-            Err(watcher::Error::WatchError(status)) if status.code == 410 => {
-                tracing::debug!(%kind, reason = %status.message, "watch expired (410 Gone): relisting");
+            FeedEvent::Skipped => self.out.push_back(Observation::Progress(None)),
+            FeedEvent::Expired => {
+                state.watching = false;
+                state.expired = true;
                 self.out.push_back(Observation::Progress(None));
             }
-            // One event that does not decode: the watch stream goes on. (kube
-            // reads a line that is no event but some JSON object as a Status;
-            // one with no code is such a line, not an apiserver error.)
-            Err(watcher::Error::WatchFailed(kube::Error::SerdeError(e))) => {
-                tracing::warn!(%kind, error = %e, "undecodable watch event skipped");
-                self.out.push_back(Observation::Progress(None));
-            }
-            Err(watcher::Error::WatchFailed(kube::Error::Api(status))) if status.code == 0 => {
-                tracing::warn!(%kind, "undecodable watch event skipped (not an event)");
-                self.out.push_back(Observation::Progress(None));
-            }
-            // An `ERROR` frame whose object is no apiserver Status (no code):
-            // the watch stream goes on.
-            Err(watcher::Error::WatchError(status)) if status.code == 0 => {
-                tracing::warn!(%kind, "undecodable watch error frame skipped (not a Status)");
-                self.out.push_back(Observation::Progress(None));
-            }
-            // A line that is not UTF-8: kube's line reader ends that watch
-            // request; the watcher watches again from its resourceVersion.
-            Err(watcher::Error::WatchFailed(kube::Error::ReadEvents(e)))
-                if e.kind() == std::io::ErrorKind::InvalidData =>
-            {
-                tracing::warn!(%kind, error = %e, "undecodable watch line: watching again from the last resourceVersion");
-                self.out.push_back(Observation::Progress(None));
-            }
-            // An object without `metadata.resourceVersion`: the watcher
-            // cannot resume after it and relists (`Init`…) on its next poll,
-            // in this session; the relist's diff reports what it finds.
-            Err(watcher::Error::NoResourceVersion) => {
-                tracing::warn!(%kind, "watch event without a resourceVersion: relisting");
-                self.out.push_back(Observation::Progress(None));
-            }
-            Err(source) => return Err(DialError::Watch { kind, source }),
         }
-        Ok(())
     }
 
-    /// Queues one snapshot of every kind's current objects.
-    fn push_snapshot(&mut self) {
-        self.out.push_back(Observation::ResyncBegin);
-        for state in self.kinds.values() {
-            for l in state.store.iter().flat_map(HashMap::values) {
-                self.out.push_back(Observation::Listed(l.clone()));
-            }
+    /// Queues a live change: once synced, or before that when it is the
+    /// exact replay of a resumed watch (`replay`); otherwise the coming
+    /// snapshot holds it.
+    fn tell(&mut self, change: Change<K8sCursor>, replay: bool) {
+        if self.synced || replay {
+            self.out.push_back(Observation::Change(change));
         }
-        self.out.push_back(Observation::ResyncDone);
+    }
+
+    /// Once every kind is watching: a snapshot of every kind when one of
+    /// them listed, else (a redial that resumed every watch) `Resumed`;
+    /// then the cursor.
+    fn maybe_sync(&mut self) {
+        if !self.kinds.values().all(|s| s.watching && s.store.is_some()) {
+            return;
+        }
+        if self.kinds.values().any(|s| s.listed) {
+            self.out.push_back(Observation::ResyncBegin);
+            for state in self.kinds.values_mut() {
+                state.listed = false;
+                for (id, e) in state.store.iter().flatten() {
+                    self.out.push_back(Observation::Listed(Listed {
+                        id: id.clone(),
+                        running: e.running,
+                        uid: e.uid.clone(),
+                        labels: e.labels.unpack(),
+                    }));
+                }
+            }
+            self.out.push_back(Observation::ResyncDone);
+        } else if !self.synced {
+            tracing::debug!("every watch resumed from the cursor");
+            self.out.push_back(Observation::Resumed);
+        } else {
+            return;
+        }
         self.synced = true;
+        self.out
+            .push_back(Observation::Progress(Some(self.cursor.clone())));
+    }
+}
+
+/// A listed object as the store keeps it, and its labels.
+fn entry(l: Listed) -> (InstanceId, Entry, Labels) {
+    let entry = Entry {
+        running: l.running,
+        uid: l.uid,
+        labels: Packed::pack(&l.labels),
+    };
+    (l.id, entry, l.labels)
+}
+
+impl Drop for Merge {
+    /// Leaves each kind's objects for the next dial (without them, a kind
+    /// lists), except those of a kind whose version is gone (`410`) and
+    /// those of a kind with changes still queued here: its objects are ahead of the cursor
+    /// the core will resume from, and a snapshot holding them before the
+    /// apiserver replays those changes again could tell them out of order
+    /// (a deletion before the scaling that preceded it). Such a kind lists
+    /// on the next dial. (A session yields its error only once its queue is
+    /// empty; only a dial that fails while a resumed watch replays leaves
+    /// changes queued.)
+    fn drop(&mut self) {
+        let queued: Vec<Kind> = Kind::ALL
+            .into_iter()
+            .filter(|kind| {
+                let prefix = format!("{kind}/");
+                self.out.iter().any(|obs| {
+                    matches!(obs, Observation::Change(c) if c.id.as_str().starts_with(&prefix))
+                })
+            })
+            .collect();
+        let stores: Stores = self
+            .kinds
+            .iter_mut()
+            .filter(|(kind, s)| !queued.contains(kind) && !s.expired)
+            .filter_map(|(kind, s)| s.store.take().map(|store| (*kind, store)))
+            .collect();
+        self.carry.put(std::mem::take(&mut self.cluster), stores);
     }
 }
 
 impl Stream for Merge {
-    type Item = Result<Observation<()>, BoxError>;
+    type Item = Result<Observation<K8sCursor>, BoxError>;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
@@ -224,14 +367,14 @@ impl Stream for Merge {
             if this.done {
                 return Poll::Ready(None);
             }
-            match ready!(Pin::new(&mut this.watchers).poll_next(cx)) {
-                Some((kind, event)) => {
-                    if let Err(e) = this.handle(kind, event) {
-                        this.done = true;
-                        return Poll::Ready(Some(Err(e.into())));
-                    }
+            match ready!(Pin::new(&mut this.feeds).poll_next(cx)) {
+                Some((kind, Ok(event))) => this.handle(kind, event),
+                Some((_, Err(e))) => {
+                    this.done = true;
+                    return Poll::Ready(Some(Err(e.into())));
                 }
-                // Watchers never end; if they did, the session would.
+                // Feeds end only after an error; if they all did, the
+                // session would.
                 None => this.done = true,
             }
         }
@@ -240,7 +383,7 @@ impl Stream for Merge {
 
 /// The instance id and uid of an object; `None` (logged) when it has no
 /// name or namespace.
-fn identify(kind: Kind, obj: &DynamicObject) -> Option<(InstanceId, Option<Arc<str>>)> {
+pub(crate) fn identify(kind: Kind, obj: &Workload) -> Option<(InstanceId, Option<Arc<str>>)> {
     let meta = &obj.metadata;
     let (Some(ns), Some(name)) = (meta.namespace.as_deref(), meta.name.as_deref()) else {
         tracing::warn!(%kind, name = ?meta.name, namespace = ?meta.namespace, "object without name or namespace skipped");
@@ -250,10 +393,11 @@ fn identify(kind: Kind, obj: &DynamicObject) -> Option<(InstanceId, Option<Arc<s
     Some((id, meta.uid.as_deref().map(Arc::from)))
 }
 
-/// An object as the core sees it; `None` (logged) when it cannot be read.
-pub(crate) fn listed(kind: Kind, obj: &DynamicObject) -> Option<Listed> {
-    let (id, uid) = identify(kind, obj)?;
-    let replicas = obj.data.get("spec").and_then(|spec| spec.get("replicas"));
+/// An object as the core sees it (its labels moved out of it); `None`
+/// (logged) when it cannot be read.
+pub(crate) fn listed(kind: Kind, mut obj: Workload) -> Option<Listed> {
+    let (id, uid) = identify(kind, &obj)?;
+    let replicas = obj.spec.as_ref().and_then(|spec| spec.replicas.as_ref());
     let running = match replicas {
         // Unset: the apiserver defaults it to 1.
         None | Some(serde_json::Value::Null) => true,
@@ -269,6 +413,6 @@ pub(crate) fn listed(kind: Kind, obj: &DynamicObject) -> Option<Listed> {
         id,
         running,
         uid,
-        labels: obj.metadata.labels.clone().unwrap_or_default(),
+        labels: obj.metadata.labels.take().unwrap_or_default(),
     })
 }

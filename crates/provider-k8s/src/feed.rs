@@ -1,0 +1,336 @@
+//! One kind's feed: list (paged, or streamed as a watch with
+//! `sendInitialEvents`) when no `resourceVersion` is known, then watch from
+//! the newest version, with bookmarks; a watch that ends is resumed from the
+//! version it reached, a `410 Gone` relists. Errors the apiserver states (and
+//! a lost connection) end the feed: the session ends and the core redials.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::api::{Api, ListParams, WatchEvent, WatchParams};
+use kube::runtime::watcher;
+use lookout_core::{InstanceId, Listed};
+use tokio_stream::{Stream, StreamExt};
+
+use crate::object::Workload;
+use crate::session::{identify, listed};
+use crate::{DialError, InitialList, Kind, Settings};
+
+/// What one kind's feed tells the session.
+#[derive(Debug)]
+pub(crate) enum FeedEvent {
+    /// A list begins (the first one, or a relist after `410 Gone`).
+    ListBegin,
+    /// One object of the list.
+    Listed(Listed),
+    /// The list is complete at this `resourceVersion`.
+    ListDone(Arc<str>),
+    /// A watch request was accepted (from the version the feed started with
+    /// or reached): until the next `ListBegin`, every change is told.
+    Watching,
+    /// An object was added or modified.
+    Applied(Listed, Arc<str>),
+    /// An object was deleted.
+    Deleted(InstanceId, Option<Arc<str>>, Arc<str>),
+    /// The apiserver's bookmark: the feed is at this version.
+    Bookmark(Arc<str>),
+    /// An event or object that cannot be read was skipped (logged).
+    Skipped,
+    /// The watch's version was compacted away (`410 Gone`), or an event
+    /// came without a version: the kind relists next.
+    Expired,
+}
+
+type Events = Pin<Box<dyn Stream<Item = kube::Result<WatchEvent<Workload>>> + Send>>;
+
+pub(crate) type Feed = Pin<Box<dyn Stream<Item = Result<FeedEvent, DialError>> + Send>>;
+
+/// How long a watch may stay silent beyond its server-side timeout before
+/// it is taken for dead and resumed (kube-runtime's margin).
+const IDLE_MARGIN: Duration = Duration::from_secs(5);
+
+/// Page size of a list, as kube-runtime's watcher and client-go page.
+pub(crate) const PAGE_SIZE: u32 = 500;
+
+/// The annotation of the bookmark that ends a streamed list.
+const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
+
+/// The feed of `kind` through `api`, from `from` (a version to watch from)
+/// or, when `None`, from a list.
+pub(crate) fn feed(
+    kind: Kind,
+    api: Api<Workload>,
+    settings: &Settings,
+    from: Option<Arc<str>>,
+) -> Feed {
+    let mut lp = ListParams::default().limit(PAGE_SIZE);
+    let mut wp = WatchParams::default().timeout(settings.watch_timeout);
+    if let Some(selector) = &settings.label_selector {
+        lp = lp.labels(selector);
+        wp = wp.labels(selector);
+    }
+    let idle = Duration::from_secs(u64::from(settings.watch_timeout)) + IDLE_MARGIN;
+    let strategy = settings.initial_list;
+    let fail = move |source| DialError::Watch { kind, source };
+    Box::pin(async_stream::stream! {
+        let mut version = from;
+        loop {
+            // A watch stream, and whether it streams the list first.
+            let (stream, streaming) = match version.clone() {
+                Some(v) => match api.watch(&wp, &v).await {
+                    Ok(s) => (Box::pin(s) as Events, false),
+                    Err(kube::Error::Api(status)) if status.code == 410 => {
+                        tracing::debug!(%kind, from = %v, "watch expired (410 Gone): relisting");
+                        version = None;
+                        yield Ok(FeedEvent::Expired);
+                        continue;
+                    }
+                    Err(e) => {
+                        yield Err(fail(watcher::Error::WatchStartFailed(e)));
+                        return;
+                    }
+                },
+                None if strategy == InitialList::Streaming => {
+                    yield Ok(FeedEvent::ListBegin);
+                    tracing::debug!(%kind, "streaming list begins");
+                    match api.watch(&wp.clone().initial_events(), "").await {
+                        Ok(s) => (Box::pin(s) as Events, true),
+                        Err(e) => {
+                            yield Err(fail(watcher::Error::WatchStartFailed(e)));
+                            return;
+                        }
+                    }
+                }
+                None => {
+                    let mut pages = paged_list(kind, &api, &lp);
+                    while let Some(event) = pages.next().await {
+                        let failed = event.is_err();
+                        if let Ok(FeedEvent::ListDone(v)) = &event {
+                            version = Some(Arc::clone(v));
+                        }
+                        yield event;
+                        if failed {
+                            return;
+                        }
+                    }
+                    continue;
+                }
+            };
+            if !streaming {
+                yield Ok(FeedEvent::Watching);
+            }
+            let mut stream = stream;
+            let mut listing = streaming;
+            loop {
+                let event = match tokio::time::timeout(idle, stream.next()).await {
+                    Ok(Some(event)) => event,
+                    // The server ended the watch (its timeout), or it was
+                    // silent too long: watch again from where it stands.
+                    Ok(None) | Err(_) if !listing => break,
+                    // A streamed list that ends before its end bookmark:
+                    // list again.
+                    Ok(None) | Err(_) => {
+                        tracing::debug!(%kind, "streamed list ended early: listing again");
+                        version = None;
+                        break;
+                    }
+                };
+                match step(kind, event, &mut listing, &mut version) {
+                    Next::Go(Some(event)) => {
+                        // A streamed list ends on the watch that goes on.
+                        let listed = matches!(event, FeedEvent::ListDone(_));
+                        yield Ok(event);
+                        if listed {
+                            yield Ok(FeedEvent::Watching);
+                        }
+                    }
+                    Next::Go(None) => {}
+                    Next::Rewatch(event) => {
+                        if let Some(event) = event {
+                            yield Ok(event);
+                        }
+                        break;
+                    }
+                    Next::Fail(e) => {
+                        yield Err(fail(e));
+                        return;
+                    }
+                }
+            }
+        }
+    })
+}
+
+/// One paged list of `kind`: `ListBegin`, `Listed`…, `ListDone`, or an
+/// error. A continue token that expired (`410 Gone`) starts it over.
+fn paged_list<'a>(
+    kind: Kind,
+    api: &'a Api<Workload>,
+    lp: &'a ListParams,
+) -> Pin<Box<dyn Stream<Item = Result<FeedEvent, DialError>> + Send + 'a>> {
+    let fail = move |source| DialError::Watch { kind, source };
+    Box::pin(async_stream::stream! {
+        yield Ok(FeedEvent::ListBegin);
+        tracing::debug!(%kind, "list begins");
+        let mut page = lp.clone();
+        let mut retried = false;
+        let listed_at = loop {
+            let list = match api.list(&page).await {
+                Ok(list) => list,
+                // No answer: the request died with its connection (most
+                // often a pooled one the peer had closed, right after a
+                // network failure). A GET is safe to send again: once, at
+                // once, on a new connection; a second failure ends the
+                // session.
+                Err(e @ (kube::Error::Service(_) | kube::Error::HyperError(_))) if !retried => {
+                    tracing::debug!(%kind, error = %e, "list page got no answer: sending it again once");
+                    retried = true;
+                    continue;
+                }
+                Err(kube::Error::Api(status)) if status.code == 410 => {
+                    tracing::debug!(%kind, "list continuation expired (410 Gone): listing again");
+                    page = lp.clone();
+                    yield Ok(FeedEvent::ListBegin);
+                    continue;
+                }
+                Err(e) => {
+                    yield Err(fail(watcher::Error::InitialListFailed(e)));
+                    return;
+                }
+            };
+            retried = false;
+            let (items, meta) = (list.items, list.metadata);
+            for obj in items {
+                match listed(kind, obj) {
+                    Some(l) => yield Ok(FeedEvent::Listed(l)),
+                    None => yield Ok(FeedEvent::Skipped),
+                }
+            }
+            match meta.continue_.filter(|c| !c.is_empty()) {
+                Some(token) => page.continue_token = Some(token),
+                None => break meta.resource_version.filter(|v| !v.is_empty()),
+            }
+        };
+        match listed_at {
+            Some(v) => yield Ok(FeedEvent::ListDone(Arc::from(v))),
+            None => yield Err(fail(watcher::Error::NoResourceVersion)),
+        }
+    })
+}
+
+/// What the feed does after one watch event.
+enum Next {
+    /// Tell this (if anything) and read on.
+    Go(Option<FeedEvent>),
+    /// Tell this (if anything) and watch again from `version` (a list when
+    /// it is `None`).
+    Rewatch(Option<FeedEvent>),
+    /// End the feed with this error.
+    Fail(watcher::Error),
+}
+
+/// One watch event: what to tell, and how the feed goes on. `listing`: the
+/// watch is streaming the list; `version`: where the feed stands.
+fn step(
+    kind: Kind,
+    event: kube::Result<WatchEvent<Workload>>,
+    listing: &mut bool,
+    version: &mut Option<Arc<str>>,
+) -> Next {
+    match event {
+        Ok(WatchEvent::Added(obj) | WatchEvent::Modified(obj)) => {
+            let Some(v) = object_version(kind, &obj) else {
+                *version = None;
+                return Next::Rewatch(Some(FeedEvent::Expired));
+            };
+            Next::Go(Some(match listed(kind, obj) {
+                Some(l) if *listing => FeedEvent::Listed(l),
+                Some(l) => {
+                    *version = Some(Arc::clone(&v));
+                    FeedEvent::Applied(l, v)
+                }
+                None => FeedEvent::Skipped,
+            }))
+        }
+        Ok(WatchEvent::Deleted(obj)) => {
+            let Some(v) = object_version(kind, &obj) else {
+                *version = None;
+                return Next::Rewatch(Some(FeedEvent::Expired));
+            };
+            Next::Go(Some(match identify(kind, &obj) {
+                // A streamed list sends none (Kubernetes says so).
+                Some(_) if *listing => FeedEvent::Skipped,
+                Some((id, uid)) => {
+                    *version = Some(Arc::clone(&v));
+                    FeedEvent::Deleted(id, uid, v)
+                }
+                None => FeedEvent::Skipped,
+            }))
+        }
+        Ok(WatchEvent::Bookmark(mark)) => {
+            let v: Arc<str> = Arc::from(mark.metadata.resource_version);
+            if v.is_empty() {
+                Next::Go(Some(FeedEvent::Skipped))
+            } else if *listing {
+                if mark.metadata.annotations.contains_key(INITIAL_EVENTS_END) {
+                    *listing = false;
+                    *version = Some(Arc::clone(&v));
+                    Next::Go(Some(FeedEvent::ListDone(v)))
+                } else {
+                    Next::Go(None)
+                }
+            } else {
+                *version = Some(Arc::clone(&v));
+                Next::Go(Some(FeedEvent::Bookmark(v)))
+            }
+        }
+        // The version was compacted away: relist.
+        Ok(WatchEvent::Error(status)) if status.code == 410 => {
+            tracing::debug!(%kind, reason = %status.message, "watch expired (410 Gone): relisting");
+            *version = None;
+            Next::Rewatch(Some(FeedEvent::Expired))
+        }
+        // An `ERROR` frame whose object is no apiserver Status (no code):
+        // the watch goes on.
+        Ok(WatchEvent::Error(status)) if status.code == 0 => {
+            tracing::warn!(%kind, "undecodable watch error frame skipped (not a Status)");
+            Next::Go(Some(FeedEvent::Skipped))
+        }
+        Ok(WatchEvent::Error(status)) => Next::Fail(watcher::Error::WatchError(status)),
+        // One event that does not decode: the watch goes on. (kube reads a
+        // line that is no event but some JSON object as a Status; one with
+        // no code is such a line.)
+        Err(kube::Error::SerdeError(e)) => {
+            tracing::warn!(%kind, error = %e, "undecodable watch event skipped");
+            Next::Go(Some(FeedEvent::Skipped))
+        }
+        Err(kube::Error::Api(status)) if status.code == 0 => {
+            tracing::warn!(%kind, "undecodable watch event skipped (not an event)");
+            Next::Go(Some(FeedEvent::Skipped))
+        }
+        // A line that is not UTF-8: kube's line reader ends that watch
+        // request; watch again from the version reached (a streamed list
+        // starts over).
+        Err(kube::Error::ReadEvents(e)) if e.kind() == std::io::ErrorKind::InvalidData => {
+            tracing::warn!(%kind, error = %e, "undecodable watch line: watching again from the last resourceVersion");
+            if *listing {
+                *version = None;
+            }
+            Next::Rewatch(Some(FeedEvent::Skipped))
+        }
+        Err(e) => Next::Fail(watcher::Error::WatchFailed(e)),
+    }
+}
+
+/// The object's `resourceVersion`; `None` (logged) when it has none: the
+/// feed cannot resume after it and relists.
+fn object_version(kind: Kind, obj: &Workload) -> Option<Arc<str>> {
+    match obj.metadata.resource_version.as_deref() {
+        Some(v) if !v.is_empty() => Some(Arc::from(v)),
+        _ => {
+            tracing::warn!(%kind, name = ?obj.metadata.name, "watch event without a resourceVersion: relisting");
+            None
+        }
+    }
+}
