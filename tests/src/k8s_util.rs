@@ -396,6 +396,8 @@ pub struct Recorder {
     pub events: Vec<InstanceEvent>,
     /// Every status, with when it came.
     pub statuses: Vec<(Instant, Status)>,
+    /// How many events had come at each `Connected`, in order.
+    pub events_at_connected: Vec<usize>,
     log: String,
 }
 
@@ -434,6 +436,7 @@ impl Recorder {
             started: Instant::now(),
             events: Vec::new(),
             statuses: Vec::new(),
+            events_at_connected: Vec::new(),
             log: String::new(),
         }
     }
@@ -483,6 +486,9 @@ impl Recorder {
             }
             Item::Status(s) => {
                 let _ = writeln!(self.log, "{t:>10.3?} {s:?}");
+                if matches!(s, Status::Connected { .. }) {
+                    self.events_at_connected.push(self.events.len());
+                }
                 self.statuses.push((Instant::now(), s));
             }
         }

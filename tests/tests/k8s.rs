@@ -939,6 +939,50 @@ async fn fake_errors_end_the_session_and_redial() {
     assert_eq!(watches, [Some("10"), Some("10")], "{requests:?}");
 }
 
+/// The resumed watch's replay of the time the last session could not see
+/// comes before the reconnect's `Connected`, not after it: what the
+/// apiserver sent with the watch's acceptance is read first.
+#[tokio::test(flavor = "current_thread")]
+async fn fake_resume_replays_before_connected() {
+    let gate = Gate::default();
+    let g = gate.clone();
+    let fake = FakeApi::start(move |r| match (r.resource.as_deref(), r.watch, r.nth) {
+        (Some("deployments"), false, _) => list(Kind::Deployment, 10, &[dep("web", 10, &json!(1))]),
+        (Some("deployments"), true, 0) => Reply::Watch(vec![
+            Frame::Gate(g.clone()),
+            Frame::Line(error_event(500, "InternalError", "etcd is sad")),
+        ]),
+        // The resumed watch: web was scaled to 0 while disconnected.
+        (Some("deployments"), true, 1) => Reply::Watch(vec![
+            Frame::Line(event("MODIFIED", &dep("web", 12, &json!(0)))),
+            Frame::Hold,
+        ]),
+        (Some("deployments"), true, _) => Reply::Watch(vec![Frame::Hold]),
+        _ => Reply::Json(404, "{}".into()),
+    });
+    let mut rec = Recorder::new(fake_config(&fake, &[Kind::Deployment]));
+    rec.until("first snapshot", STEP, |r| r.connected() >= 1)
+        .await;
+    gate.open();
+    rec.until("redialed", STEP, |r| r.connected() >= 2).await;
+    let web = "deployment/fake/web";
+    assert_eq!(rec.of(web), [(Stopped, Live)], "{rec:?}");
+    assert_eq!(
+        rec.events_at_connected,
+        [0, 1],
+        "the replay before the second Connected: {rec:?}"
+    );
+    let requests = fake.requests();
+    assert_eq!(
+        requests
+            .iter()
+            .filter(|r| r.resource.is_some() && !r.watch)
+            .count(),
+        1,
+        "resumed, not relisted: {requests:?}"
+    );
+}
+
 /// A bookmark moves a kind's version on without a change: the redial
 /// resumes from it.
 #[tokio::test(flavor = "current_thread")]

@@ -225,7 +225,9 @@ async fn dispatch(engine: Engine, serve: Option<serve::Prepared>) -> ExitCode {
                 namespace: a.namespace,
                 kinds,
                 label_selector: a.label_selector,
-                watch: watch_config(&a.common),
+                // No periodic or lag relist: the watch protocol resumes
+                // from its resourceVersion and says when it cannot (410).
+                watch: lookout_k8s::K8sConfig::default_watch().initial(a.common.initial),
             };
             match lookout_k8s::watch(config) {
                 Ok(w) => run("k8s", w, &a.common, serve).await,

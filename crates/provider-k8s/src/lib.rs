@@ -64,12 +64,17 @@
 //!   ends, each kind's watch resumes from the newest `resourceVersion` the
 //!   consumer has seen: one `WATCH` per kind, no `LIST`. The changes made
 //!   meanwhile come as the apiserver replays them, in order, exactly once,
-//!   [`Origin::Live`](lookout_core::Origin::Live) — after the reconnect's
-//!   `Connected` status (the session reports
+//!   [`Origin::Live`](lookout_core::Origin::Live), before the reconnect's
+//!   `Connected` status: the session reports
 //!   [`Observation::Resumed`](lookout_core::Observation::Resumed) once every
-//!   watch is accepted; a watch cannot say when its replay is complete). A
-//!   kind lists only when no version is known (the first dial) or the
-//!   apiserver no longer has it.
+//!   watch is accepted and the replay that arrived with them is read (the
+//!   watches have nothing more ready). A watch does not mark the end of its
+//!   replay, so a part of it that the apiserver writes later than that (a
+//!   large backlog, a slow network) comes just after `Connected`, still in
+//!   order and exactly once. Their `at` is when lookout read them (a
+//!   Deployment carries no time of its last scaling). A kind lists only
+//!   when no version is known (the first dial) or the apiserver no longer
+//!   has it.
 //! - **`410 Gone` relists that kind only.** When etcd compacted a kind's
 //!   `resourceVersion` away, that kind lists again, inside the session (a
 //!   410 is no failure), and the snapshot again holds every kind: the other

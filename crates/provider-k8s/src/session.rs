@@ -93,6 +93,8 @@ pub(crate) struct Merge {
     out: VecDeque<Observation<K8sCursor>>,
     /// The session yielded its first snapshot or `Resumed`: changes are live.
     synced: bool,
+    /// Every watch resumed: `Resumed` once the feeds have nothing ready.
+    resume_due: bool,
     /// The session failed and yielded its error: it ends.
     done: bool,
     /// Where the objects go when the session ends, and for which cluster.
@@ -164,6 +166,7 @@ impl Merge {
             cursor,
             out: VecDeque::new(),
             synced: false,
+            resume_due: false,
             done: false,
             carry,
             cluster,
@@ -178,13 +181,17 @@ impl Merge {
     /// error.
     pub(crate) fn poll_synced(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
         while !self.synced {
-            match ready!(Pin::new(&mut self.feeds).poll_next(cx)) {
-                Some((kind, Ok(event))) => self.handle(kind, event),
-                Some((_, Err(e))) => {
+            match Pin::new(&mut self.feeds).poll_next(cx) {
+                Poll::Ready(Some((kind, Ok(event)))) => self.handle(kind, event),
+                Poll::Ready(Some((_, Err(e)))) => {
                     self.done = true;
                     return Poll::Ready(Err(e.into()));
                 }
-                None => return Poll::Ready(Err("no kind to watch".into())),
+                Poll::Ready(None) => return Poll::Ready(Err("no kind to watch".into())),
+                // Every watch is accepted and nothing more has arrived:
+                // the replay so far is queued, the session is connected.
+                Poll::Pending if self.resume_due => self.resumed(),
+                Poll::Pending => return Poll::Pending,
             }
         }
         Poll::Ready(Ok(()))
@@ -304,12 +311,26 @@ impl Merge {
             }
             self.out.push_back(Observation::ResyncDone);
         } else if !self.synced {
-            tracing::debug!("every watch resumed from the cursor");
-            self.out.push_back(Observation::Resumed);
+            // `Resumed` waits until the feeds have nothing more ready
+            // (`poll_synced`): what the apiserver sent with the watches'
+            // acceptance is its replay of the time the last session could
+            // not see, and goes before `Connected`, not after it.
+            self.resume_due = true;
+            return;
         } else {
             return;
         }
         self.synced = true;
+        self.out
+            .push_back(Observation::Progress(Some(self.cursor.clone())));
+    }
+
+    /// Every watch resumed, and the replay they had ready is queued.
+    fn resumed(&mut self) {
+        tracing::debug!("every watch resumed from the cursor");
+        self.resume_due = false;
+        self.synced = true;
+        self.out.push_back(Observation::Resumed);
         self.out
             .push_back(Observation::Progress(Some(self.cursor.clone())));
     }
