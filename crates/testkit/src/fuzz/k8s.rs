@@ -1,8 +1,8 @@
 //! The fuzz harness of the Kubernetes watch frames.
 //!
 //! [`k8s_watch`] runs a whole [`Watch`] — the core, `lookout-k8s`'s own dial
-//! and session ([`lookout_k8s::watch_with_client`]), kube's watchers and its
-//! client — against an apiserver in memory (a `tower` service, no socket): every list answers a valid list,
+//! and session ([`lookout_k8s::watch_with_client`]: a list, then a watch per
+//! kind) and kube's client — against an apiserver in memory (a `tower` service, no socket): every list answers a valid list,
 //! the first watch of Deployments answers the input's bytes in chunks that
 //! the input chooses, then one valid `ADDED` frame; every later watch
 //! answers only that frame. Invariants:
