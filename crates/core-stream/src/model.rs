@@ -215,7 +215,9 @@ pub enum Observation<C> {
     /// feed exactly where the previous one left it (the cursor it was given,
     /// which the engine still serves — Kubernetes' `resourceVersion`), so
     /// nothing was missed and the known state stands. The core reports
-    /// [`Status::Connected`](crate::Status::Connected) as after a snapshot.
+    /// [`Status::Connected`](crate::Status::Connected) as after a snapshot,
+    /// so the changes the engine replays from the cursor go before it, as
+    /// far as the session can tell where the replay ends.
     /// Yield it only when the engine guarantees continuity; on a first dial
     /// (no cursor) it is ignored, and a snapshot must come.
     Resumed,
