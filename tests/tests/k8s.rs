@@ -60,6 +60,32 @@ fn report(name: &str, t: Instant) {
     eprintln!("[k8s] {name}: {:.1?}", t.elapsed());
 }
 
+/// A watch of the fixture's namespace through a relay (to cut or refuse the
+/// connection), its requests counted, past its first snapshot.
+struct ViaRelay {
+    relay: Relay,
+    relayed: lookout_e2e::k8s_util::TempFile,
+    requests: Requests,
+    rec: Recorder,
+}
+
+async fn via_relay(kubeconfig: &Path, fx: &Fixture) -> ViaRelay {
+    let (_, port) = apiserver(kubeconfig);
+    let relay = Relay::start(port);
+    let relayed = kubeconfig_via(kubeconfig, relay.port());
+    let requests = Requests::default();
+    let client = counting_client(relayed.path(), &requests).await;
+    let mut rec = Recorder::with_client(config(relayed.path(), Some(&fx.ns)), &client);
+    rec.until("first snapshot", STEP, |r| r.connected() >= 1)
+        .await;
+    ViaRelay {
+        relay,
+        relayed,
+        requests,
+        rec,
+    }
+}
+
 // ------------------------------------------------------------------ lifecycle
 
 async fn lifecycle(kind: Kind) {
@@ -203,14 +229,12 @@ async fn k8s_apiserver_restart_reports_missed_transitions_once() {
     let t = Instant::now();
     let (_lock, kubeconfig, mut fx) = setup(true, &TRIO).await;
     let [a, b, s] = TRIO.map(|(kind, name, _)| fx.id(kind, name));
-    let (_, port) = apiserver(&kubeconfig);
-    let relay = Relay::start(port);
-    let relayed = kubeconfig_via(&kubeconfig, relay.port());
-    let requests = Requests::default();
-    let client = counting_client(relayed.path(), &requests).await;
-    let mut rec = Recorder::with_client(config(relayed.path(), Some(&fx.ns)), &client);
-    rec.until("first snapshot", STEP, |r| r.connected() >= 1)
-        .await;
+    let ViaRelay {
+        relay,
+        relayed,
+        requests,
+        mut rec,
+    } = via_relay(&kubeconfig, &fx).await;
 
     relay.refuse(true);
     let _revive = Revive;
@@ -265,14 +289,12 @@ async fn k8s_redial_resumes_from_the_cursor_without_a_list() {
     let (_lock, kubeconfig, fx) = setup(false, &TRIO).await;
     let [a, b, s] = TRIO.map(|(kind, name, _)| fx.id(kind, name));
     let new = fx.id(Kind::Deployment, "c");
-    let (_, port) = apiserver(&kubeconfig);
-    let relay = Relay::start(port);
-    let relayed = kubeconfig_via(&kubeconfig, relay.port());
-    let requests = Requests::default();
-    let client = counting_client(relayed.path(), &requests).await;
-    let mut rec = Recorder::with_client(config(relayed.path(), Some(&fx.ns)), &client);
-    rec.until("first snapshot", STEP, |r| r.connected() >= 1)
-        .await;
+    let ViaRelay {
+        relay,
+        relayed,
+        requests,
+        mut rec,
+    } = via_relay(&kubeconfig, &fx).await;
     // One live change, so the cursor moves past the list.
     fx.scale(Kind::StatefulSet, "s", 0).await;
     rec.until("s stopped", STEP, |r| !r.of(&s).is_empty()).await;
@@ -360,14 +382,12 @@ async fn k8s_redial_after_compaction_relists_once_per_kind() {
     let t = Instant::now();
     let (_lock, kubeconfig, fx) = setup(true, &TRIO).await;
     let [a, b, s] = TRIO.map(|(kind, name, _)| fx.id(kind, name));
-    let (_, port) = apiserver(&kubeconfig);
-    let relay = Relay::start(port);
-    let relayed = kubeconfig_via(&kubeconfig, relay.port());
-    let requests = Requests::default();
-    let client = counting_client(relayed.path(), &requests).await;
-    let mut rec = Recorder::with_client(config(relayed.path(), Some(&fx.ns)), &client);
-    rec.until("first snapshot", STEP, |r| r.connected() >= 1)
-        .await;
+    let ViaRelay {
+        relay,
+        relayed,
+        requests,
+        mut rec,
+    } = via_relay(&kubeconfig, &fx).await;
 
     relay.refuse(true);
     relay.cut();
