@@ -1003,6 +1003,57 @@ async fn fake_resume_replays_before_connected() {
     );
 }
 
+/// A change one kind's watch sees while another kind is still listing
+/// happened after that kind's list: it comes after the first snapshot, as a
+/// live event, not folded into the snapshot's silent baseline.
+#[tokio::test(flavor = "current_thread")]
+async fn fake_a_change_before_every_kind_is_listed_is_told_after_the_snapshot() {
+    let gate = Gate::default();
+    let g = gate.clone();
+    let fake = FakeApi::start(move |r| match (r.resource.as_deref(), r.watch) {
+        (Some("deployments"), false) => list(Kind::Deployment, 10, &[dep("web", 10, &json!(1))]),
+        (Some("deployments"), true) => Reply::Watch(vec![
+            Frame::Line(event("ADDED", &dep("new", 11, &json!(1)))),
+            Frame::Hold,
+        ]),
+        // The StatefulSet list answers only when the test says so.
+        (Some("statefulsets"), false) => Reply::Watch(vec![
+            Frame::Gate(g.clone()),
+            Frame::Line(
+                json!({ "kind": "StatefulSetList", "apiVersion": "apps/v1",
+                        "metadata": { "resourceVersion": "10" }, "items": [] })
+                .to_string(),
+            ),
+        ]),
+        (Some("statefulsets"), true) => Reply::Watch(vec![Frame::Hold]),
+        _ => Reply::Json(404, "{}".into()),
+    });
+    let mut rec = Recorder::new(fake_config(&fake, &[Kind::Deployment, Kind::StatefulSet]));
+    // The Deployments are listed and watched, their change read; nothing
+    // is told before every kind is listed.
+    assert_eq!(
+        rec.until_quiet(Duration::from_millis(500)).await,
+        0,
+        "{rec:?}"
+    );
+    assert!(
+        fake.requests()
+            .iter()
+            .any(|r| r.watch && r.resource.as_deref() == Some("deployments")),
+        "{:?}",
+        fake.requests()
+    );
+    gate.open();
+    let new = "deployment/fake/new";
+    rec.until("the snapshot, then the change", STEP, |r| {
+        r.connected() >= 1 && r.of(new).len() >= 2
+    })
+    .await;
+    assert_eq!(rec.events_at_connected, [0], "{rec:?}");
+    assert_eq!(rec.of(new), [(Created, Live), (Started, Live)], "{rec:?}");
+    assert_eq!(rec.of("deployment/fake/web"), [], "{rec:?}");
+}
+
 /// A bookmark moves a kind's version on without a change: the redial
 /// resumes from it.
 #[tokio::test(flavor = "current_thread")]

@@ -95,6 +95,10 @@ pub(crate) struct Merge {
     synced: bool,
     /// Every watch resumed: `Resumed` once the feeds have nothing ready.
     resume_due: bool,
+    /// Changes a listed kind's watch saw before every kind was listed:
+    /// told after the first snapshot, which holds each kind as its list
+    /// found it (they happened after it).
+    early: Vec<(Kind, FeedEvent)>,
     /// The session failed and yielded its error: it ends.
     done: bool,
     /// Where the objects go when the session ends, and for which cluster.
@@ -167,6 +171,7 @@ impl Merge {
             out: VecDeque::new(),
             synced: false,
             resume_due: false,
+            early: Vec::new(),
             done: false,
             carry,
             cluster,
@@ -199,8 +204,17 @@ impl Merge {
 
     fn handle(&mut self, kind: Kind, event: FeedEvent) {
         let state = self.kinds.entry(kind).or_default();
+        if !self.synced
+            && !state.replaying
+            && matches!(event, FeedEvent::Applied(..) | FeedEvent::Deleted(..))
+        {
+            self.early.push((kind, event));
+            return;
+        }
         match event {
             FeedEvent::ListBegin => {
+                // A new list supersedes what the kind's last watch saw.
+                self.early.retain(|(k, _)| *k != kind);
                 state.relist = Some(HashMap::new());
                 state.watching = false;
                 state.replaying = false;
@@ -323,6 +337,14 @@ impl Merge {
         self.synced = true;
         self.out
             .push_back(Observation::Progress(Some(self.cursor.clone())));
+        self.tell_early();
+    }
+
+    /// The changes that came before the first snapshot, now after it.
+    fn tell_early(&mut self) {
+        for (kind, event) in std::mem::take(&mut self.early) {
+            self.handle(kind, event);
+        }
     }
 
     /// Every watch resumed, and the replay they had ready is queued.
@@ -333,6 +355,7 @@ impl Merge {
         self.out.push_back(Observation::Resumed);
         self.out
             .push_back(Observation::Progress(Some(self.cursor.clone())));
+        self.tell_early();
     }
 }
 

@@ -309,19 +309,23 @@ pub fn k8s_watch(data: &[u8]) {
                     // the session: a Status with a code (not 410), as an
                     // `ERROR` frame or a bare line. An undecodable frame or
                     // line is skipped in it.
+                    // (During the dial too: it completes once every watch
+                    // is accepted, so an error frame may come before.)
                     let by_apiserver = match &*error {
-                        lookout_core::Error::Session(e) => match e.downcast_ref::<DialError>() {
-                            Some(DialError::Watch { source, .. }) => match source {
-                                kube::runtime::watcher::Error::WatchError(status) => {
-                                    status.code != 0 && status.code != 410
-                                }
-                                kube::runtime::watcher::Error::WatchFailed(kube::Error::Api(
-                                    status,
-                                )) => status.code != 0,
+                        lookout_core::Error::Session(e) | lookout_core::Error::Dial(e) => {
+                            match e.downcast_ref::<DialError>() {
+                                Some(DialError::Watch { source, .. }) => match source {
+                                    kube::runtime::watcher::Error::WatchError(status) => {
+                                        status.code != 0 && status.code != 410
+                                    }
+                                    kube::runtime::watcher::Error::WatchFailed(
+                                        kube::Error::Api(status),
+                                    ) => status.code != 0,
+                                    _ => false,
+                                },
                                 _ => false,
-                            },
-                            _ => false,
-                        },
+                            }
+                        }
                         _ => false,
                     };
                     assert!(
