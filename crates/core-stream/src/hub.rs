@@ -288,7 +288,7 @@ impl Hub {
     /// A future that drives the hub and never completes: for a program that
     /// only reads a [`Store`], which is fresh only while something polls the
     /// hub. Spawn it (the library never does), and abort it or drop it to
-    /// stop: `tokio::spawn(hub.run())`.
+    /// stop: `Handle::current().spawn(hub.run())`.
     pub fn run(&self) -> Run {
         Run {
             waiter: Waiter::new(Arc::clone(&self.shared)),

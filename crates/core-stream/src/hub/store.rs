@@ -24,7 +24,7 @@ use crate::watch::{Item, Status};
 ///
 /// ```no_run
 /// # fn f(hub: lookout_core::Hub) {
-/// tokio::spawn(hub.run());
+/// tokio::runtime::Handle::current().spawn(hub.run());
 /// # }
 /// ```
 ///
