@@ -1170,41 +1170,58 @@ async fn serve_one(mut conn: TcpStream, handler: Arc<Handler>, requests: Arc<Mut
             let _ = conn.write_all(head.as_bytes()).await;
             let _ = conn.write_all(body.as_bytes()).await;
         }
-        Reply::Watch(frames) => {
-            let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
-            if conn.write_all(head.as_bytes()).await.is_err() {
-                return;
-            }
-            for frame in frames {
-                match frame {
-                    Frame::Line(line) => {
-                        let chunk = format!("{:x}\r\n{line}\n\r\n", line.len() + 1);
-                        if conn.write_all(chunk.as_bytes()).await.is_err() {
-                            return;
-                        }
-                    }
-                    Frame::Cut(line) => {
-                        let half = &line.as_bytes()[..line.len() / 2];
-                        let _ = conn
-                            .write_all(format!("{:x}\r\n", line.len() + 1).as_bytes())
-                            .await;
-                        let _ = conn.write_all(half).await;
-                        let _ = conn.flush().await;
-                        return;
-                    }
-                    Frame::Gate(gate) => gate.wait().await,
-                    Frame::Hold => {
-                        // Silent until the client goes away or the fake stops.
-                        let mut sink = [0u8; 1024];
-                        while matches!(conn.read(&mut sink).await, Ok(n) if n > 0) {}
-                        return;
-                    }
-                }
-            }
-            let _ = conn.write_all(b"0\r\n\r\n").await;
-        }
+        Reply::Watch(frames) => write_watch(&mut conn, frames).await,
     }
     let _ = conn.flush().await;
+}
+
+/// A watch response: chunked event lines, as scripted.
+async fn write_watch(conn: &mut TcpStream, frames: Vec<Frame>) {
+    // The head and the lines before the first other frame go out in
+    // one write: what the apiserver sends with the watch's acceptance
+    // (a resumed watch's replay) arrives with it, not a moment later,
+    // whatever the machine's load.
+    let mut head = String::from(
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n",
+    );
+    let mut frames = frames.into_iter().peekable();
+    while let Some(Frame::Line(line)) = frames.next_if(|f| matches!(f, Frame::Line(_))) {
+        head.push_str(&chunk(&line));
+    }
+    if conn.write_all(head.as_bytes()).await.is_err() {
+        return;
+    }
+    for frame in frames {
+        match frame {
+            Frame::Line(line) => {
+                if conn.write_all(chunk(&line).as_bytes()).await.is_err() {
+                    return;
+                }
+            }
+            Frame::Cut(line) => {
+                let half = &line.as_bytes()[..line.len() / 2];
+                let _ = conn
+                    .write_all(format!("{:x}\r\n", line.len() + 1).as_bytes())
+                    .await;
+                let _ = conn.write_all(half).await;
+                let _ = conn.flush().await;
+                return;
+            }
+            Frame::Gate(gate) => gate.wait().await,
+            Frame::Hold => {
+                // Silent until the client goes away or the fake stops.
+                let mut sink = [0u8; 1024];
+                while matches!(conn.read(&mut sink).await, Ok(n) if n > 0) {}
+                return;
+            }
+        }
+    }
+    let _ = conn.write_all(b"0\r\n\r\n").await;
+}
+
+/// One event line as one HTTP chunk.
+fn chunk(line: &str) -> String {
+    format!("{:x}\r\n{line}\n\r\n", line.len() + 1)
 }
 
 /// A `Deployment` or `StatefulSet` as the apiserver serves it.

@@ -40,7 +40,9 @@ const (
 	apiStartTimeout  = 120 * time.Second
 	apiStopGrace     = 15 * time.Second
 	etcdStopGrace    = 10 * time.Second
-	startAttempts    = 3 // new ports on each attempt when the process exits early
+	startAttempts    = 3  // new ports on each attempt when the process exits early
+	restartAttempts  = 10 // same port: it may be taken for a moment
+	restartPause     = time.Second
 )
 
 type state struct {
@@ -695,10 +697,21 @@ func cmdRestartAPIServer(dir string) error {
 	if err != nil {
 		return err
 	}
-	if err := st.launchAPIServer(argv); err != nil {
-		return fmt.Errorf("%v\n--- last lines of %s:\n%s", err, st.path(apiLog), tail(st.path(apiLog), 40))
+	// Its port is fixed (the kubeconfig and the certificates name it): when
+	// something took it while the apiserver was down, the apiserver exits at
+	// once; wait for the port to be free again, a bounded number of times.
+	var lastErr error
+	for attempt := 1; attempt <= restartAttempts; attempt++ {
+		if lastErr = st.launchAPIServer(argv); lastErr == nil {
+			return nil
+		}
+		if !errors.Is(lastErr, errExitedEarly) {
+			break
+		}
+		fmt.Printf("kube-apiserver attempt %d failed: %v; retrying in %s\n", attempt, lastErr, restartPause)
+		time.Sleep(restartPause)
 	}
-	return nil
+	return fmt.Errorf("%v\n--- last lines of %s:\n%s", lastErr, st.path(apiLog), tail(st.path(apiLog), 40))
 }
 
 // ---------------------------------------------------------------- compact

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -14,9 +15,61 @@ import (
 	"time"
 )
 
-// freePorts returns n distinct free TCP ports on 127.0.0.1. They are free when
-// returned; a race with another process is handled by the callers' retries.
+// freePorts returns n distinct TCP ports free on 127.0.0.1 now, chosen below
+// the kernel's ephemeral range (net.ipv4.ip_local_port_range). A port from that
+// range can be handed to any outgoing connection or `bind(0)` — a test's fake
+// server, a client redialing — while kube-apiserver is down for a
+// restart test, and the restart then fails with "address already in use"
+// (seen in CI). Below the range only an explicit bind can take it. When the
+// range leaves no room below it, the kernel's choice is the fallback; a race
+// with another process is handled by the callers' retries.
 func freePorts(n int) ([]int, error) {
+	lo := ephemeralLow()
+	const floor = 20000 // above the well-known and registered services we run
+	if lo-floor < 1000 {
+		return kernelPorts(n)
+	}
+	seen := map[int]bool{}
+	var ports []int
+	for tries := 0; len(ports) < n; tries++ {
+		if tries == 1000 {
+			return kernelPorts(n)
+		}
+		port := floor + rand.IntN(lo-floor)
+		if seen[port] {
+			continue
+		}
+		seen[port] = true
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue // in use
+		}
+		l.Close()
+		ports = append(ports, port)
+	}
+	return ports, nil
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range (32768 when
+// it cannot be read: Linux's default).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 32768
+	}
+	lo, err := strconv.Atoi(f[0])
+	if err != nil {
+		return 32768
+	}
+	return lo
+}
+
+// kernelPorts returns n distinct ports the kernel picks (bind to port 0).
+func kernelPorts(n int) ([]int, error) {
 	var ls []net.Listener
 	defer func() {
 		for _, l := range ls {
