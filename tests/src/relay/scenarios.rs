@@ -762,6 +762,8 @@ pub async fn stop_at_redial(engine: &'static Engine) {
         };
         let bound = Instant::now() + ITEM;
         while dies(&log) == before && Instant::now() < bound {
+            // Podman's log rotation ends the recorder's `docker events`.
+            log.keep_alive();
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
         assert!(dies(&log) > before, "no die recorded within {ITEM:?}");
