@@ -270,3 +270,80 @@ async fn a_list_that_lags_the_history_does_not_undo_it() {
     assert_eq!(fresh_model, live.snapshot());
     live.lagging_list(false);
 }
+
+/// A subscription can end before it delivers the changes that raced its
+/// list (Podman's event-log rotation ends every `/events` stream): the
+/// snapshot told their effect (`resync`), so the next redial's history,
+/// which still holds them and still proves it continues the feed, must not
+/// tell them again as `live` — the past narrated as news after the present.
+#[tokio::test(flavor = "current_thread")]
+async fn what_a_snapshot_told_is_not_replayed_after_it() {
+    let live = Live::new("r", 5, SlowReader::Drop, Live::DOCKERD_QUEUE, 15);
+    let (engine, mut w) = start(&live);
+    let mut model = warm_up(&live, &mut w).await;
+
+    live.unseen_before_next_list(12);
+    live.cut(false, 0);
+    disconnected(&mut w).await;
+    let resync = until_connected(&mut w).await;
+    assert!(!resync.is_empty(), "the steps changed something");
+    assert!(
+        resync.iter().all(|e| e.2 == Origin::Resync),
+        "the net effect only: {resync:?}"
+    );
+    // (The list is corrected by the history's last word, read just before
+    // the steps: a stop among them can stay untold until the next
+    // snapshot, as the subscription that would tell it is closed.)
+    apply(&mut model, &resync);
+
+    // That session's subscription was closed before it could tell them.
+    disconnected(&mut w).await;
+    let again = until_connected(&mut w).await;
+    assert!(
+        again.iter().all(|e| e.2 == Origin::Resync),
+        "the snapshot told these already: nothing of them comes live: {again:?}"
+    );
+    apply(&mut model, &again);
+    assert_eq!(model, live.snapshot());
+    assert_eq!(engine.events_requests.load(Ordering::SeqCst), 6);
+
+    // The history still continues the feed from an event seen after that
+    // snapshot: a cut is replayed exactly again.
+    let t = now();
+    live.mutate(10);
+    let after = events(&mut w, 10).await;
+    assert_eq!(after, logged(&live, t));
+    apply(&mut model, &after);
+    let cut = now();
+    live.cut(false, 15);
+    disconnected(&mut w).await;
+    let replayed = until_connected(&mut w).await;
+    assert_eq!(replayed, logged(&live, cut));
+    apply(&mut model, &replayed);
+    assert_eq!(model, live.snapshot());
+}
+
+/// A session that saw no event after its snapshot still replays a cut
+/// exactly: the history proves continuity from the last event seen, and
+/// only what the snapshot told is left out.
+#[tokio::test(flavor = "current_thread")]
+async fn a_quiet_session_still_replays_a_cut_exactly() {
+    let live = Live::new("r", 5, SlowReader::Drop, Live::DOCKERD_QUEUE, 16);
+    let (_engine, mut w) = start(&live);
+    let mut model = warm_up(&live, &mut w).await;
+    live.cut(false, 0);
+    disconnected(&mut w).await;
+    assert!(until_connected(&mut w).await.is_empty());
+    // Connected, quiet; then a cut with changes.
+    let cut = now();
+    live.cut(false, 15);
+    disconnected(&mut w).await;
+    let replayed = until_connected(&mut w).await;
+    assert_eq!(
+        replayed,
+        logged(&live, cut),
+        "exact, live, before the snapshot"
+    );
+    apply(&mut model, &replayed);
+    assert_eq!(model, live.snapshot());
+}

@@ -171,9 +171,19 @@ impl<K: KnownObjects> Feed<K> {
         }
     }
 
-    /// Whether an event at `time` was seen before this subscription resumed.
+    /// Whether an event at `time` was seen (or its effect told by a
+    /// snapshot) before this subscription resumed.
     fn seen_before(&self, time: Cursor) -> bool {
-        self.resume.is_some_and(|r| time <= r)
+        self.resume.is_some_and(|r| r.tells(time))
+    }
+
+    /// The session's list answered at `at`: its snapshot tells every event
+    /// before that, so the cursor's told time moves there (a later history
+    /// replays nothing older; see [`Cursor`]). The cursor now.
+    pub fn snapshot_at(&mut self, at: Cursor) -> Cursor {
+        let cursor = self.newest.map_or(at, |n| n.told_until(at));
+        self.newest = Some(cursor);
+        cursor
     }
 
     /// Decodes one line. `None` for a blank line; an undecodable, unwanted or
@@ -203,11 +213,13 @@ impl<K: KnownObjects> Feed<K> {
             tracing::trace!(provider, ?time, "replayed from before the resume point");
             return Some(Step::Obs(Observation::Progress(None)));
         }
-        let cursor = if self.newest.is_none_or(|n| time >= n) {
-            self.newest = Some(time);
-            Some(time)
-        } else {
-            None
+        let cursor = match self.newest {
+            Some(n) if time.unix_nanos() < n.unix_nanos() => None,
+            newest => {
+                let cursor = newest.map_or(time, |n| n.seen_at(time));
+                self.newest = Some(cursor);
+                Some(cursor)
+            }
         };
         match self.event(event, time, cursor) {
             Ok(step) => Some(step),

@@ -182,11 +182,12 @@ pub(crate) async fn read<O: Objects>(
         }
         None
     };
-    Ok(Some(Past {
-        replay,
-        last,
-        end: decoded.feed.newest(),
-    }))
+    // What was told stays told, whatever the history holds.
+    let end = match (decoded.feed.newest(), resume) {
+        (Some(end), Some(resume)) => Some(end.told_until(resume)),
+        (end, _) => end,
+    };
+    Ok(Some(Past { replay, last, end }))
 }
 
 /// Records the last transition of each object among `observations`.
@@ -256,7 +257,13 @@ fn decode<O: Objects>(
     let mut feed = Feed::history(objects, labels, split.and(resume));
     let mut seen = VecDeque::new();
     let mut missed = VecDeque::new();
-    let at = split.unwrap_or(0);
+    // After the last event seen, what an earlier snapshot told (up to the
+    // cursor's told time) is not missed: it is not replayed, and is the
+    // history's word on those objects like what came before.
+    let at = match (split, resume) {
+        (Some(split), Some(cursor)) => split + told_len(&body[split..], cursor),
+        _ => 0,
+    };
     feed.push(&body[..at], &mut seen);
     if body[..at].last().is_some_and(|b| *b != b'\n') {
         // The body ends with the last event seen, without a `\n`.
@@ -278,12 +285,32 @@ fn decode<O: Objects>(
     }
 }
 
+/// How many bytes of the lines at the start of `body` a snapshot after the
+/// last event seen told (those up to the cursor's told time, whatever their
+/// position; a line without a time goes with them). None without one: what
+/// follows the last event seen is taken by position.
+fn told_len(body: &[u8], cursor: Cursor) -> usize {
+    if cursor.told_nanos() == cursor.unix_nanos() {
+        return 0;
+    }
+    let mut start = 0;
+    while start < body.len() {
+        let end = memchr::memchr(b'\n', &body[start..]).map_or(body.len(), |i| start + i);
+        let line = &body[start..end];
+        if !line.trim_ascii().is_empty() && line_time(line).is_some_and(|t| !cursor.tells(t)) {
+            return start;
+        }
+        start = end + 1;
+    }
+    body.len()
+}
+
 /// Where the line after the first event at `cursor` starts in `body`.
 fn after_line_at(body: &[u8], cursor: Cursor) -> Option<usize> {
     let mut start = 0;
     while start < body.len() {
         let end = memchr::memchr(b'\n', &body[start..]).map_or(body.len(), |i| start + i);
-        if line_time(&body[start..end]) == Some(cursor) {
+        if line_time(&body[start..end]).is_some_and(|t| cursor.is_seen_at(t)) {
             return Some((end + 1).min(body.len()));
         }
         start = end + 1;
@@ -382,6 +409,28 @@ mod tests {
         // Reported, without moving the cursor back.
         assert_eq!(summary(&c), ["web Stopped c1 None"]);
         assert_eq!(c.feed.newest(), Some(Cursor::from_unix_nanos(100)));
+    }
+
+    #[test]
+    fn what_a_snapshot_told_is_not_missed() {
+        // Seen up to 100; a snapshot at 200 told every event before it.
+        let cursor = Cursor::from_unix_nanos(100).told_until(Cursor::from_unix_nanos(200));
+        let history = body(&[
+            event("start", "c1", "web", 100),
+            event("die", "c1", "web", 150),
+            event("destroy", "c1", "web", 90),
+            event("create", "c2", "web", 250),
+        ]);
+        let labels = Labels::from([("app".into(), "web".into())]);
+        let c = decode(&TABLE, &labels, &history, Some(cursor));
+        assert!(c.continues, "still proven from the last event seen");
+        assert_eq!(summary(&c), ["web Created c2 Some(250)"]);
+        // The history's word on the told ones still corrects a list.
+        let mut last = HashMap::new();
+        note(&mut last, &c.seen);
+        assert_eq!(last.get("c1"), Some(&EventKind::Removed));
+        let end = c.feed.newest().expect("an end");
+        assert_eq!((end.unix_nanos(), end.told_nanos()), (250, 250));
     }
 
     #[test]

@@ -44,10 +44,13 @@
 //!   own; an object gone meanwhile, or an answer that cannot be used, costs
 //!   that event only; a connection failure, or no answer within 30 s, ends
 //!   the session).
-//! - **the cursor** ([`Cursor`]): the newest `timeNano` seen; a redial reads
-//!   the history `since` it (1 µs early, see [`Cursor`]), and a subscription
-//!   resumed from the history's end drops what the engine replays of the
-//!   events seen before it.
+//! - **the cursor** ([`Cursor`]): the newest `timeNano` seen, and until
+//!   when everything is told (a session's snapshot tells every event before
+//!   its list answered, so it moves that time on); a redial reads the
+//!   history `since` the last event seen (1 µs early, see [`Cursor`]) to
+//!   prove continuity, replays only what follows the told time, and a
+//!   subscription resumed from the history's end drops what the engine
+//!   replays of the events told before it.
 //! - **the probe**: `GET /_ping` on a connection of its own.
 //!
 //! Containers: the instance id is the container name (without the leading
@@ -319,9 +322,19 @@ impl<O: Objects> Dial for CompatDial<O> {
             if let Some(past) = &past {
                 history::correct(&mut listed, &past.last);
             }
-            let feed = feed::Feed::new(objects, &labels, from, &listed);
+            let mut feed = feed::Feed::new(objects, &labels, from, &listed);
+            // The snapshot tells everything before its list answered.
+            let told = feed.snapshot_at(Cursor::from_system_time(SystemTime::now()));
             let replayed = past.and_then(|p| p.replay).unwrap_or_default();
-            Ok(session(host, tls, provider, replayed, listed, feed, events))
+            Ok(session(
+                host,
+                tls,
+                provider,
+                replayed,
+                (listed, told),
+                feed,
+                events,
+            ))
         })
     }
 
@@ -360,7 +373,7 @@ fn session<K: KnownObjects>(
     tls: host::TlsEnv,
     provider: &'static str,
     replayed: Vec<Observation<Cursor>>,
-    listed: Vec<Listed>,
+    (listed, told): (Vec<Listed>, Cursor),
     mut feed: feed::Feed<K>,
     mut events: http::Exchange,
 ) -> Session<Cursor> {
@@ -373,6 +386,7 @@ fn session<K: KnownObjects>(
             yield Ok(Observation::Listed(l));
         }
         yield Ok(Observation::ResyncDone);
+        yield Ok(Observation::Progress(Some(told)));
         let mut out = VecDeque::new();
         'session: loop {
             let ended = match events.chunk().await {

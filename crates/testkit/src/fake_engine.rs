@@ -390,6 +390,8 @@ pub struct Live {
     pub closed_slow: AtomicU64,
     /// See [`Live::lagging_list`].
     lagging_list: std::sync::atomic::AtomicBool,
+    /// See [`Live::unseen_before_next_list`].
+    unseen_before_list: AtomicUsize,
 }
 
 impl Live {
@@ -418,6 +420,7 @@ impl Live {
             dropped: AtomicU64::new(0),
             closed_slow: AtomicU64::new(0),
             lagging_list: std::sync::atomic::AtomicBool::new(false),
+            unseen_before_list: AtomicUsize::new(0),
         })
     }
 
@@ -465,6 +468,15 @@ impl Live {
         }
     }
 
+    /// At the next `/containers/json`, before it answers: every `/events`
+    /// connection closes, then `steps` steps happen that no subscription
+    /// delivers (the history keeps them, the list shows them). What Podman's
+    /// event-log rotation does to the events that race a list: it ends every
+    /// `/events` stream.
+    pub fn unseen_before_next_list(&self, steps: usize) {
+        self.unseen_before_list.store(steps, Ordering::SeqCst);
+    }
+
     /// The true state: name → running.
     pub fn snapshot(&self) -> BTreeMap<String, bool> {
         self.lock()
@@ -493,6 +505,10 @@ impl Live {
 
     /// `GET /containers/json?all=1` of the true state (no filter applied).
     pub fn containers_json(&self) -> Vec<u8> {
+        let unseen = self.unseen_before_list.swap(0, Ordering::SeqCst);
+        if unseen > 0 {
+            self.cut(false, unseen);
+        }
         let st = self.lock();
         let mut body = String::from("[");
         for (i, (name, c)) in st.containers.iter().enumerate() {
