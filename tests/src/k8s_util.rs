@@ -157,19 +157,26 @@ pub fn fast_watch_config() -> WatchConfig {
         .resync_after_lag(None)
 }
 
+/// The kube config of a kubeconfig file (with rustls' provider installed).
+///
+/// # Panics
+/// When the kubeconfig cannot be used.
+async fn config(kubeconfig: &Path) -> kube::Config {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig).expect("k8s: kubeconfig");
+    kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+        .await
+        .expect("k8s: config")
+}
+
 /// Builds a kube client from a kubeconfig file.
 ///
 /// # Panics
 /// When the kubeconfig cannot be used.
 pub async fn client(kubeconfig: &Path) -> kube::Client {
-    if rustls::crypto::CryptoProvider::get_default().is_none() {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    }
-    let kc = kube::config::Kubeconfig::read_from(kubeconfig).expect("k8s: kubeconfig");
-    let config =
-        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-            .await
-            .expect("k8s: config");
+    let config = config(kubeconfig).await;
     kube::Client::try_from(config).expect("k8s: client")
 }
 
@@ -944,14 +951,7 @@ where
 /// # Panics
 /// When the kubeconfig cannot be used.
 pub async fn counting_client(kubeconfig: &Path, requests: &Requests) -> kube::Client {
-    if rustls::crypto::CryptoProvider::get_default().is_none() {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    }
-    let kc = kube::config::Kubeconfig::read_from(kubeconfig).expect("k8s: kubeconfig");
-    let config =
-        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-            .await
-            .expect("k8s: config");
+    let config = config(kubeconfig).await;
     kube::client::ClientBuilder::try_from(config)
         .expect("k8s: client")
         .with_layer(&CountLayer(requests.clone()))

@@ -8,7 +8,7 @@
 // Test code reads the child's pipes on threads; only library crates may not spawn.
 #![allow(clippy::disallowed_methods)]
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use lookout_e2e::engines;
@@ -185,16 +185,7 @@ fn bad_input_exits_2() {
         &[],
     ];
     for args in cases {
-        let out = Command::new(env!("CARGO_BIN_EXE_lookout"))
-            .args(*args)
-            .stdin(Stdio::null())
-            .output()
-            .expect("run lookout");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-        assert!(out.stdout.is_empty(), "{args:?}: nothing on stdout");
-        assert!(!stderr.trim().is_empty(), "{args:?}: a message on stderr");
-        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        common::usage_error(args);
     }
 }
 

@@ -975,16 +975,7 @@ fn token_warning_and_bad_setup() {
         &["docker", "--token-file", &token_path],
     ];
     for args in cases {
-        let out = Command::new(env!("CARGO_BIN_EXE_lookout"))
-            .args(*args)
-            .stdin(Stdio::null())
-            .output()
-            .expect("run lookout");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-        assert!(out.stdout.is_empty(), "{args:?}: nothing on stdout");
-        assert!(!stderr.trim().is_empty(), "{args:?}: a message on stderr");
-        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        let stderr = common::usage_error(args);
         assert!(
             !stderr.contains("s3cret"),
             "{args:?}: the token is never printed"

@@ -176,3 +176,23 @@ impl Drop for Process {
         let _ = self.child.wait();
     }
 }
+
+/// Runs `lookout ARGS` to its end and checks it refused them as a usage
+/// error: exit 2, nothing on stdout, a message (and no panic) on stderr.
+/// Returns stderr for further checks.
+///
+/// # Panics
+/// When lookout cannot be run or did not refuse `args` so.
+pub fn usage_error(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_lookout"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run lookout");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+    assert!(out.stdout.is_empty(), "{args:?}: nothing on stdout");
+    assert!(!stderr.trim().is_empty(), "{args:?}: a message on stderr");
+    assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    stderr
+}
