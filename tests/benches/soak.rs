@@ -387,6 +387,8 @@ impl Consumer {
                 .get_mut(id)
                 .is_some_and(|r| std::mem::replace(r, false)),
             EventKind::Removed => self.model.remove(id).is_some(),
+            // Readiness is not watched here: any other kind is wrong.
+            _ => false,
         };
         if ok {
             Ok(())

@@ -185,6 +185,7 @@ impl Reader {
                         self.summary()
                     );
                 }
+                _ => panic!("no readiness is watched here: {}", self.summary()),
             }
         }
         state

@@ -140,6 +140,7 @@ fn apply(model: &mut BTreeMap<String, bool>, events: &[(String, EventKind, Origi
             EventKind::Removed => {
                 model.remove(name);
             }
+            other => panic!("no readiness is watched here: {other}"),
         }
     }
 }

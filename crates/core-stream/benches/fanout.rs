@@ -154,6 +154,7 @@ impl Workload {
                 running: false,
                 uid: None,
                 labels: lookout_core::Labels::default(),
+                readiness: None,
             }))
         }));
         v.push(Ok(Observation::ResyncDone));
@@ -180,6 +181,7 @@ impl Workload {
                 labels: None,
                 at: self.at,
                 cursor: Some(n as u64),
+                readiness: None,
             }))
         })
     }

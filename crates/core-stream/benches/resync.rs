@@ -51,6 +51,7 @@ fn listed(n: usize, running: bool, with_labels: bool) -> Obs {
         // A container id: 64 hex digits.
         uid: Some(format!("{n:064x}").into()),
         labels: labels(n, with_labels),
+        readiness: None,
     }))
 }
 

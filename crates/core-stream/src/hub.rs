@@ -99,6 +99,7 @@ const DRIVES_PER_POLL: usize = 16;
 /// #                 Ok(Observation::ResyncBegin),
 /// #                 Ok(Observation::Listed(lookout_core::Listed {
 /// #                     id: "web".into(), running: true, uid: None, labels: Default::default(),
+/// #                     readiness: None,
 /// #                 })),
 /// #                 Ok(Observation::ResyncDone),
 /// #             ];
@@ -430,6 +431,7 @@ impl Inner {
         }
         if pushed > 0 {
             self.metrics.instances.set(gauge(self.present.len()));
+            self.metrics.ready.set(gauge(self.present.ready()));
             if std::mem::take(&mut self.events_in_drive) {
                 // One clock read per drive: its events arrived together.
                 self.last_event_at = Some(SystemTime::now());
@@ -572,19 +574,23 @@ impl Inner {
 /// recorder before).
 struct Metrics {
     /// `lookout_events_total{kind,origin}`, by kind and origin.
-    events: [[metrics::Counter; 3]; 4],
+    events: [[metrics::Counter; 3]; 6],
     connected: metrics::Gauge,
     reconnects: metrics::Counter,
     instances: metrics::Gauge,
+    /// `lookout_instances_ready`: how many are ready (0 without readiness).
+    ready: metrics::Gauge,
     subscriptions: metrics::Gauge,
     resyncs: metrics::Counter,
 }
 
-const KINDS: [EventKind; 4] = [
+const KINDS: [EventKind; 6] = [
     EventKind::Created,
     EventKind::Started,
     EventKind::Stopped,
     EventKind::Removed,
+    EventKind::Ready,
+    EventKind::Unready,
 ];
 const ORIGINS: [Origin; 3] = [Origin::Initial, Origin::Live, Origin::Resync];
 
@@ -609,6 +615,7 @@ impl Metrics {
             connected: metrics::gauge!("lookout_connected"),
             reconnects: metrics::counter!("lookout_reconnects_total"),
             instances: metrics::gauge!("lookout_instances"),
+            ready: metrics::gauge!("lookout_instances_ready"),
             subscriptions: metrics::gauge!("lookout_subscribers"),
             resyncs: metrics::counter!("lookout_subscriber_resyncs_total"),
         }

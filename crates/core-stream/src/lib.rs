@@ -27,7 +27,10 @@
 //!   the stream — in any state — closes everything it opened, synchronously.
 //!
 //! Per instance the events follow `Created → (Started ⇄ Stopped)* → Removed`,
-//! and two consecutive events of one instance always differ.
+//! and two consecutive events of one instance always differ. With readiness
+//! watched (each provider's `readiness` setting), a running instance is also
+//! [`Ready`](EventKind::Ready) or not (`Unready`): see [`EventKind`] and
+//! [`Readiness`] for the exact rules, per provider.
 //!
 //! [`Watch::share`] shares one watch (one engine connection) among any number
 //! of [`Subscription`]s and [`Store`]s, still without a task: see [`Hub`].
@@ -77,6 +80,7 @@ pub use error::Error;
 pub use events::Events;
 pub use hub::{Hub, HubConfig, Instance, Run, Start, Store, Subscription, Synced, Until};
 pub use model::{
-    Change, EventKind, InstanceEvent, InstanceId, Labels, Listed, Observation, Origin,
+    Change, EventKind, Health, InstanceEvent, InstanceId, Labels, Listed, Observation, Origin,
+    Readiness,
 };
 pub use watch::{Item, Status, Watch};

@@ -69,8 +69,16 @@ impl Borrow<str> for InstanceId {
 ///
 /// An instance that exists is either stopped or running. `Created` brings it into
 /// existence stopped, `Started`/`Stopped` move it between the two, `Removed` ends
-/// it. For one instance the stream never yields the same kind twice in a row.
+/// it. With readiness watched (each provider's `readiness` setting), a running
+/// instance is also ready or not: `Ready`/`Unready` move it between the two,
+/// only while it runs; `Stopped` and `Removed` end readiness without an
+/// `Unready` before them, and a start begins unready (so a started instance
+/// that can serve at once is followed by `Ready`). Per instance:
+/// `Created → (Started → (Ready ⇄ Unready)* → Stopped)* → Removed`, and the
+/// stream never yields the same kind twice in a row. Without readiness,
+/// `Ready` and `Unready` never occur.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum EventKind {
     /// The instance now exists (and is not running).
     Created,
@@ -80,16 +88,125 @@ pub enum EventKind {
     Stopped,
     /// The instance no longer exists.
     Removed,
+    /// The running instance can now serve (see [`Readiness::is_ready`]).
+    Ready,
+    /// The running instance can no longer serve (see [`Readiness::is_ready`]).
+    Unready,
 }
 
 impl EventKind {
-    /// The lowercase name: `created`, `started`, `stopped`, `removed`.
+    /// The lowercase name: `created`, `started`, `stopped`, `removed`,
+    /// `ready`, `unready`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Created => "created",
             Self::Started => "started",
             Self::Stopped => "stopped",
             Self::Removed => "removed",
+            Self::Ready => "ready",
+            Self::Unready => "unready",
+        }
+    }
+}
+
+/// A container's healthcheck status (Docker, Podman), as the engine reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Health {
+    /// The container has no healthcheck.
+    None,
+    /// It has one and no check has passed since it started (the engine sets
+    /// this at every start).
+    Starting,
+    /// Its last checks passed.
+    Healthy,
+    /// Its checks failed (the engine also sets this when it stops or pauses
+    /// the container).
+    Unhealthy,
+}
+
+impl Health {
+    /// The lowercase name: `none`, `starting`, `healthy`, `unhealthy`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Starting => "starting",
+            Self::Healthy => "healthy",
+            Self::Unhealthy => "unhealthy",
+        }
+    }
+}
+
+impl fmt::Display for Health {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What the engine says of an instance's ability to serve, when readiness
+/// is watched: the provider's detail, from which [`is_ready`](Self::is_ready)
+/// decides, one rule per provider.
+///
+/// | provider | detail | ready ⇔ |
+/// |---|---|---|
+/// | Docker, Podman | [`Container`](Self::Container) | running ∧ not paused ∧ health ∈ {none, healthy} |
+/// | Swarm | [`Replicas`](Self::Replicas): desired tasks, running tasks | desired > 0 ∧ running ≥ desired |
+/// | Kubernetes Deployment | `Replicas`: `spec.replicas`, `status.availableReplicas` | desired > 0 ∧ observed ∧ available ≥ desired |
+/// | Kubernetes StatefulSet | `Replicas`: `spec.replicas`, `status.readyReplicas` | desired > 0 ∧ observed ∧ ready ≥ desired |
+///
+/// (Kubernetes: `observed` ⇔ `status.observedGeneration` ≥
+/// `metadata.generation`, and > 0 for a StatefulSet. This is serving
+/// capacity, not "rollout finished": old pods keep a Deployment ready during
+/// a rolling update.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Readiness {
+    /// A container: its healthcheck status, and whether it is paused.
+    Container {
+        /// The healthcheck status.
+        health: Health,
+        /// Paused (it still runs, but serves nothing).
+        paused: bool,
+    },
+    /// A replicated workload (a Swarm service, a Kubernetes workload).
+    Replicas {
+        /// How many replicas are wanted.
+        desired: u32,
+        /// How many can serve (Swarm: running tasks; Deployment: available
+        /// replicas; StatefulSet: ready replicas).
+        ready: u32,
+        /// Whether the controller has seen the current spec (Kubernetes'
+        /// `observedGeneration`; always true for Swarm).
+        observed: bool,
+    },
+}
+
+impl Readiness {
+    /// A container's readiness.
+    pub fn container(health: Health, paused: bool) -> Self {
+        Self::Container { health, paused }
+    }
+
+    /// A replicated workload's readiness.
+    pub fn replicas(desired: u32, ready: u32, observed: bool) -> Self {
+        Self::Replicas {
+            desired,
+            ready,
+            observed,
+        }
+    }
+
+    /// Whether a running instance in this state can serve (the table above).
+    pub fn is_ready(&self) -> bool {
+        match *self {
+            Self::Container { health, paused } => {
+                !paused && matches!(health, Health::None | Health::Healthy)
+            }
+            Self::Replicas {
+                desired,
+                ready,
+                observed,
+            } => desired > 0 && observed && ready >= desired,
         }
     }
 }
@@ -156,6 +273,10 @@ pub struct InstanceEvent {
     /// [`Listed::uid`]), when known: a `Removed` carries the uid of the
     /// incarnation that went, the `Created` that follows it the new one's.
     pub uid: Option<Arc<str>>,
+    /// With readiness watched, the provider's detail as known after this
+    /// event (the state [`Ready`](EventKind::Ready) and
+    /// [`Unready`](EventKind::Unready) follow from); `None` without.
+    pub readiness: Option<Readiness>,
 }
 
 /// One instance as a snapshot (list) reports it.
@@ -171,6 +292,8 @@ pub struct Listed {
     pub uid: Option<Arc<str>>,
     /// Its labels.
     pub labels: Labels,
+    /// With readiness watched, its readiness; `None` without.
+    pub readiness: Option<Readiness>,
 }
 
 /// One live change as the engine's change feed reports it.
@@ -192,6 +315,13 @@ pub struct Change<C> {
     pub at: SystemTime,
     /// Where to resume the feed after this change, if the engine supports resuming.
     pub cursor: Option<C>,
+    /// With readiness watched, the instance's readiness after the change,
+    /// when the change tells it (a start, a health change, a pause): the
+    /// core reports [`Ready`](EventKind::Ready) or
+    /// [`Unready`](EventKind::Unready) when it changes whether the running
+    /// instance is ready. A [`Ready`](EventKind::Ready) or
+    /// [`Unready`](EventKind::Unready) change without it says just that.
+    pub readiness: Option<Readiness>,
 }
 
 /// What a session yields: snapshots and live changes.
@@ -226,4 +356,17 @@ pub enum Observation<C> {
     /// The feed moved on without a change we care about (an ignored or undecodable
     /// event, a bookmark): remember the cursor so a redial does not replay it.
     Progress(Option<C>),
+    /// Between snapshots, the readiness of one instance as the session polled
+    /// it, for an engine whose feed does not tell readiness (Swarm). A change
+    /// of whether the running instance is ready is reported as
+    /// [`Origin::Resync`] (the poll found it), at the local time; an instance
+    /// not known, or of another incarnation (`uid`), is ignored.
+    Polled {
+        /// Which instance.
+        id: InstanceId,
+        /// Its incarnation, when known.
+        uid: Option<Arc<str>>,
+        /// Its readiness now.
+        readiness: Readiness,
+    },
 }

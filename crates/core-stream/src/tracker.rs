@@ -8,7 +8,9 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use crate::model::{Change, EventKind, InstanceEvent, InstanceId, Labels, Listed, Origin};
+use crate::model::{
+    Change, EventKind, InstanceEvent, InstanceId, Labels, Listed, Origin, Readiness,
+};
 
 /// Where the tracker puts the transitions it finds, in order (the stream's
 /// queue of items, in [`Watch`](crate::Watch)).
@@ -196,9 +198,53 @@ struct Known {
     /// when a live change brought it in since.
     pos: u32,
     running: bool,
+    /// Ready, as told (only while running).
+    ready: bool,
+    /// The provider's readiness detail, as last observed (readiness watched).
+    readiness: Option<Readiness>,
+}
+
+/// Whether an instance that runs (or not) in this readiness state is ready.
+#[inline]
+fn ready_in(running: bool, readiness: Option<Readiness>) -> bool {
+    running && readiness.is_some_and(|r| r.is_ready())
+}
+
+/// The kind that moves readiness to `ready`.
+fn readiness_kind(ready: bool) -> EventKind {
+    if ready {
+        EventKind::Ready
+    } else {
+        EventKind::Unready
+    }
 }
 
 const UNLISTED: u32 = u32::MAX;
+
+impl Known {
+    /// Takes in what a change or a poll tells of readiness (`readiness`, or
+    /// without detail `ready_without`); returns whether the instance is now
+    /// ready when that changed. Ready only while running: the readiness of a
+    /// stopped instance is kept, and tells nothing.
+    #[inline]
+    fn readiness_change(
+        &mut self,
+        readiness: Option<Readiness>,
+        ready_without: bool,
+    ) -> Option<bool> {
+        if readiness.is_some() {
+            self.readiness = readiness;
+        }
+        if !self.running {
+            return None;
+        }
+        let ready = readiness.map_or(ready_without, |r| r.is_ready());
+        (ready != self.ready).then(|| {
+            self.ready = ready;
+            ready
+        })
+    }
+}
 
 /// Last known state of each instance (O(instances)) plus the snapshot being built.
 ///
@@ -238,19 +284,37 @@ fn different_incarnation(known: &Uid, seen: &Uid) -> bool {
 }
 
 /// The transitions a resync found, in the order found, each with the uid of
-/// the incarnation it concerns.
-type Found = Vec<(InstanceId, EventKind, Arc<Labels>, Option<Arc<str>>)>;
+/// the incarnation it concerns and the readiness after it.
+type Found = Vec<(
+    InstanceId,
+    EventKind,
+    Arc<Labels>,
+    Option<Arc<str>>,
+    Option<Readiness>,
+)>;
+
+/// A listed instance's observed state.
+struct Seen {
+    running: bool,
+    uid: Uid,
+    labels: Labels,
+    readiness: Option<Readiness>,
+}
 
 /// Applies a listed instance that was known to what is known of it.
 fn relisted(
     k: &mut Known,
     id: &InstanceId,
-    running: bool,
-    uid: Uid,
-    labels: Labels,
+    seen: Seen,
     no_labels: &Arc<Labels>,
     found: &mut Found,
 ) {
+    let Seen {
+        running,
+        uid,
+        labels,
+        readiness,
+    } = seen;
     if *k.labels != labels {
         k.labels = if labels.is_empty() {
             Arc::clone(no_labels)
@@ -258,28 +322,41 @@ fn relisted(
             Arc::new(labels)
         };
     }
+    let push = |found: &mut Found, kind, uid, readiness| {
+        found.push((id.clone(), kind, Arc::clone(&k.labels), uid, readiness));
+    };
     if different_incarnation(&k.uid, &uid) {
         let (old, new) = (k.uid.text(), uid.text());
-        found.push((id.clone(), EventKind::Removed, Arc::clone(&k.labels), old));
-        found.push((
-            id.clone(),
-            EventKind::Created,
-            Arc::clone(&k.labels),
-            new.clone(),
-        ));
+        push(found, EventKind::Removed, old, k.readiness);
+        push(found, EventKind::Created, new.clone(), readiness);
         if running {
-            found.push((id.clone(), EventKind::Started, Arc::clone(&k.labels), new));
+            push(found, EventKind::Started, new.clone(), readiness);
+            if ready_in(running, readiness) {
+                push(found, EventKind::Ready, new, readiness);
+            }
         }
-    } else if k.running != running {
-        let kind = if running {
-            EventKind::Started
-        } else {
-            EventKind::Stopped
-        };
-        let text = if uid.is_some() { &uid } else { &k.uid }.text();
-        found.push((id.clone(), kind, Arc::clone(&k.labels), text));
+        k.readiness = readiness;
+    } else {
+        let readiness = readiness.or(k.readiness);
+        let ready = ready_in(running, readiness);
+        let text = || if uid.is_some() { &uid } else { &k.uid }.text();
+        if k.running != running {
+            let kind = if running {
+                EventKind::Started
+            } else {
+                EventKind::Stopped
+            };
+            push(found, kind, text(), readiness);
+            if ready {
+                push(found, EventKind::Ready, text(), readiness);
+            }
+        } else if k.ready != ready {
+            push(found, readiness_kind(ready), text(), readiness);
+        }
+        k.readiness = readiness;
     }
     k.running = running;
+    k.ready = ready_in(running, k.readiness);
     if uid.is_some() {
         k.uid = uid;
     }
@@ -297,7 +374,7 @@ impl Tracker {
     }
 
     /// Every known instance, as the events that bring it about
-    /// (`Created`, then `Started` if it runs), stamped `at`.
+    /// (`Created`, then `Started` if it runs, then `Ready` if it is), stamped `at`.
     pub(crate) fn tell(&self, at: SystemTime, out: &mut impl Transitions) {
         for k in self.slots.iter().flatten() {
             let mut event = InstanceEvent {
@@ -307,10 +384,15 @@ impl Tracker {
                 origin: Origin::Initial,
                 labels: Arc::clone(&k.labels),
                 uid: k.uid.text(),
+                readiness: k.readiness,
             };
             if k.running {
                 out.push(event.clone());
                 event.kind = EventKind::Started;
+            }
+            if k.ready {
+                out.push(event.clone());
+                event.kind = EventKind::Ready;
             }
             out.push(event);
         }
@@ -370,10 +452,15 @@ impl Tracker {
             labels,
             at,
             cursor: _,
+            readiness,
         } = change;
         let uid = Uid::new(uid_text.clone());
         // The id is moved into the last event that names it, not cloned.
-        let mut emit = |id: InstanceId, kind, labels: &Arc<Labels>, uid: Option<Arc<str>>| {
+        let mut emit = |id: InstanceId,
+                        kind,
+                        labels: &Arc<Labels>,
+                        uid: Option<Arc<str>>,
+                        readiness: Option<Readiness>| {
             out.push(InstanceEvent {
                 id,
                 kind,
@@ -381,18 +468,33 @@ impl Tracker {
                 origin: Origin::Live,
                 labels: Arc::clone(labels),
                 uid,
+                readiness,
             });
         };
         let slot = self.index.get(id.as_str().as_bytes()).copied();
-        if kind == EventKind::Removed {
-            if let Some(slot) = slot {
-                if different_incarnation(&self.known_mut(slot).uid, &uid) {
-                    // The removal of an older incarnation: the current one stays.
-                    return;
-                }
+        if matches!(
+            kind,
+            EventKind::Removed | EventKind::Ready | EventKind::Unready
+        ) {
+            let Some(slot) = slot else {
+                // Nothing known to remove, or to be ready.
+                return;
+            };
+            if different_incarnation(&self.known_mut(slot).uid, &uid) {
+                // An older incarnation's: the current one stays as it is.
+                return;
+            }
+            if kind == EventKind::Removed {
                 let gone = self.remove(slot);
                 let text = uid_text.or_else(|| gone.uid.text());
-                emit(id, EventKind::Removed, &gone.labels, text);
+                emit(id, EventKind::Removed, &gone.labels, text, gone.readiness);
+            } else {
+                let k = self.known_mut(slot);
+                let Some(ready) = k.readiness_change(readiness, kind == EventKind::Ready) else {
+                    return;
+                };
+                let text = uid_text.or_else(|| k.uid.text());
+                emit(id, readiness_kind(ready), &k.labels, text, k.readiness);
             }
             return;
         }
@@ -414,8 +516,25 @@ impl Tracker {
                 // `Created` of a known instance is a replay: nothing changes.
                 if kind != EventKind::Created && k.running != want_running {
                     k.running = want_running;
+                    // A start begins unready; a stop ends readiness.
+                    k.ready = false;
+                    if readiness.is_some() || want_running {
+                        k.readiness = readiness;
+                    }
                     let text = uid_text.or_else(|| k.uid.text());
-                    emit(id, kind, &k.labels, text);
+                    if ready_in(k.running, k.readiness) {
+                        emit(id.clone(), kind, &k.labels, text.clone(), k.readiness);
+                        k.ready = true;
+                        emit(id, EventKind::Ready, &k.labels, text, k.readiness);
+                    } else {
+                        emit(id, kind, &k.labels, text, k.readiness);
+                    }
+                } else if readiness.is_some()
+                    && let Some(ready) = k.readiness_change(readiness, false)
+                {
+                    // A repeated start (or a create) that tells readiness anew.
+                    let text = uid_text.or_else(|| k.uid.text());
+                    emit(id, readiness_kind(ready), &k.labels, text, k.readiness);
                 }
             }
             known => {
@@ -426,11 +545,35 @@ impl Tracker {
                     (None, None) => no_labels.unwrap_or_default(),
                 };
                 if let Some(old) = &known {
-                    emit(id.clone(), EventKind::Removed, &old.labels, old.uid.text());
+                    emit(
+                        id.clone(),
+                        EventKind::Removed,
+                        &old.labels,
+                        old.uid.text(),
+                        old.readiness,
+                    );
                 }
-                emit(id.clone(), EventKind::Created, &labels, uid_text.clone());
+                let ready = ready_in(want_running, readiness);
+                emit(
+                    id.clone(),
+                    EventKind::Created,
+                    &labels,
+                    uid_text.clone(),
+                    readiness,
+                );
                 if want_running {
-                    emit(id.clone(), EventKind::Started, &labels, uid_text);
+                    if ready {
+                        emit(
+                            id.clone(),
+                            EventKind::Started,
+                            &labels,
+                            uid_text.clone(),
+                            readiness,
+                        );
+                        emit(id.clone(), EventKind::Ready, &labels, uid_text, readiness);
+                    } else {
+                        emit(id.clone(), EventKind::Started, &labels, uid_text, readiness);
+                    }
                 }
                 if let Some(k) = known {
                     // Another incarnation under the same id: it takes the slot.
@@ -438,6 +581,8 @@ impl Tracker {
                     k.labels = labels;
                     k.epoch = epoch;
                     k.running = want_running;
+                    k.ready = ready;
+                    k.readiness = readiness;
                 } else {
                     self.insert(Known {
                         key: Key::new(&id),
@@ -446,9 +591,41 @@ impl Tracker {
                         epoch,
                         pos: UNLISTED,
                         running: want_running,
+                        ready,
+                        readiness,
                     });
                 }
             }
+        }
+    }
+
+    /// The readiness of one instance as a poll found it: a change of
+    /// whether it is ready is pushed as [`Origin::Resync`], now.
+    pub(crate) fn polled(
+        &mut self,
+        id: InstanceId,
+        uid: Option<Arc<str>>,
+        readiness: Readiness,
+        out: &mut impl Transitions,
+    ) {
+        let Some(slot) = self.index.get(id.as_str().as_bytes()).copied() else {
+            return;
+        };
+        let uid = Uid::new(uid);
+        let k = self.known_mut(slot);
+        if different_incarnation(&k.uid, &uid) {
+            return;
+        }
+        if let Some(ready) = k.readiness_change(Some(readiness), false) {
+            out.push(InstanceEvent {
+                id,
+                kind: readiness_kind(ready),
+                at: SystemTime::now(),
+                origin: Origin::Resync,
+                labels: Arc::clone(&k.labels),
+                uid: k.uid.text(),
+                readiness: k.readiness,
+            });
         }
     }
 
@@ -498,8 +675,13 @@ impl Tracker {
             }
             k.epoch = epoch;
             k.pos = pos;
-            let (uid, labels) = (Uid::new(l.uid.take()), std::mem::take(&mut l.labels));
-            relisted(k, &l.id, l.running, uid, labels, &self.no_labels, found);
+            let seen = Seen {
+                running: l.running,
+                uid: Uid::new(l.uid.take()),
+                labels: std::mem::take(&mut l.labels),
+                readiness: l.readiness,
+            };
+            relisted(k, &l.id, seen, &self.no_labels, found);
             order.push(slot);
             false
         });
@@ -526,6 +708,7 @@ impl Tracker {
                 running,
                 uid,
                 labels,
+                readiness,
             } = l;
             let uid = Uid::new(uid);
             let slot = if let Some(&slot) = self.index.get(id.as_str().as_bytes()) {
@@ -533,7 +716,13 @@ impl Tracker {
                 let no_labels = Arc::clone(&self.no_labels);
                 let k = self.known_mut(slot);
                 k.pos = pos;
-                relisted(k, &id, running, uid, labels, &no_labels, found);
+                let seen = Seen {
+                    running,
+                    uid,
+                    labels,
+                    readiness,
+                };
+                relisted(k, &id, seen, &no_labels, found);
                 slot
             } else {
                 let labels = if labels.is_empty() {
@@ -541,16 +730,24 @@ impl Tracker {
                 } else {
                     Arc::new(labels)
                 };
+                let ready = ready_in(running, readiness);
                 if report {
                     let text = uid.text();
-                    found.push((
-                        id.clone(),
-                        EventKind::Created,
-                        Arc::clone(&labels),
-                        text.clone(),
-                    ));
+                    let mut push = |kind| {
+                        found.push((
+                            id.clone(),
+                            kind,
+                            Arc::clone(&labels),
+                            text.clone(),
+                            readiness,
+                        ));
+                    };
+                    push(EventKind::Created);
                     if running {
-                        found.push((id.clone(), EventKind::Started, Arc::clone(&labels), text));
+                        push(EventKind::Started);
+                    }
+                    if ready {
+                        push(EventKind::Ready);
                     }
                 }
                 self.insert(Known {
@@ -560,6 +757,8 @@ impl Tracker {
                     epoch,
                     pos,
                     running,
+                    ready,
+                    readiness,
                 })
             };
             order[pos as usize] = slot;
@@ -593,6 +792,7 @@ impl Tracker {
                     EventKind::Removed,
                     gone.labels,
                     gone.uid.text(),
+                    gone.readiness,
                 ));
             }
         }
@@ -603,7 +803,7 @@ impl Tracker {
             // Stable sort: per instance the pushed order (Removed, Created, Started)
             // holds; a vanished instance was pushed last but is alone under its id.
             found.sort_by(|a, b| a.0.cmp(&b.0));
-            for (id, kind, labels, uid) in found {
+            for (id, kind, labels, uid, readiness) in found {
                 out.push(InstanceEvent {
                     id,
                     kind,
@@ -611,6 +811,7 @@ impl Tracker {
                     origin,
                     labels,
                     uid,
+                    readiness,
                 });
             }
         }

@@ -89,7 +89,12 @@ pub enum Status {
 /// - a live change passes only when it changes the known state, so a relist
 ///   racing live events never yields a duplicate: for one instance, two
 ///   consecutive events always differ, and they follow
-///   `Created → (Started ⇄ Stopped)* → Removed`;
+///   `Created → (Started ⇄ Stopped)* → Removed`, or with readiness watched
+///   `Created → (Started → (Ready ⇄ Unready)* → Stopped)* → Removed`
+///   ([`EventKind`](crate::EventKind)): a repeated readiness is swallowed as
+///   a repeated transition is, a readiness change missed while disconnected
+///   is told once (the replay, or the snapshot's `resync`), and an instance
+///   that the snapshot finds running and ready is told `Started`, then `Ready`;
 /// - a silent session is probed after [`WatchConfig::probe_after`] and
 ///   replaced when the probe fails or exceeds [`WatchConfig::probe_timeout`];
 /// - dropping it, in any state, drops the dial, the session and the probe
@@ -124,6 +129,7 @@ pub enum Status {
 ///                     running: true,
 ///                     uid: None,
 ///                     labels: Default::default(),
+///                     readiness: None,
 ///                 })),
 ///                 Ok(Observation::ResyncDone),
 ///             ];
@@ -547,6 +553,9 @@ impl<C: Clone + fmt::Debug> Core<C> {
                 if let Some(c) = cursor {
                     self.cursor = Some(c);
                 }
+            }
+            Observation::Polled { id, uid, readiness } => {
+                self.tracker.polled(id, uid, readiness, &mut self.out);
             }
         }
         Applied::Nothing

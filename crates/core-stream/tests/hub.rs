@@ -76,6 +76,7 @@ fn rebuild(state: &mut BTreeMap<String, bool>, items: &[Item]) {
                 Removed => {
                     assert!(state.remove(e.id.as_str()).is_some(), "{e:?}");
                 }
+                _ => panic!("no readiness is watched here: {e:?}"),
             }
         }
     }
@@ -151,6 +152,7 @@ async fn a_lagging_subscription_gets_the_net_difference_then_live() {
             running,
             uid: Some(format!("{id}-1").into()),
             labels: BTreeMap::new(),
+            readiness: None,
         })))
         .expect("open");
     }

@@ -56,6 +56,7 @@ impl Dial for Burst {
                     labels: None,
                     at,
                     cursor: Some(n as u64),
+                    readiness: None,
                 }))
             }));
             Ok(

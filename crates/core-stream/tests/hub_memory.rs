@@ -88,6 +88,7 @@ fn a_drained_subscription_does_not_keep_what_it_was_told() {
                 running: false,
                 uid: None,
                 labels: lookout_core::Labels::default(),
+                readiness: None,
             })))
             .expect("send");
         }
@@ -134,6 +135,7 @@ fn a_drained_subscription_does_not_keep_what_it_was_told() {
                 labels: None,
                 at,
                 cursor: Some(n as u64),
+                readiness: None,
             })))
             .expect("send");
         }

@@ -671,6 +671,7 @@ mod prop {
                 running: i.running,
                 uid: Some(i.uid.to_string().into()),
                 labels: BTreeMap::new(),
+                readiness: None,
             })));
         }
         out.push(Ok(Observation::ResyncDone));
@@ -776,6 +777,7 @@ mod prop {
                 labels: None,
                 at: SystemTime::UNIX_EPOCH,
                 cursor: Some(cursor),
+                readiness: None,
             };
             if !connected {
                 missed.push(change);
@@ -865,6 +867,7 @@ mod prop {
                 EventKind::Removed => {
                     prop_assert!(seen.remove(&id).is_some(), "bad remove {:?}", e);
                 }
+                _ => prop_assert!(false, "no readiness is watched here: {:?}", e),
             }
         }
         let want: BTreeMap<String, bool> =

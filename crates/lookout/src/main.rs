@@ -52,6 +52,12 @@ struct Common {
     /// Also print the first snapshot as events with origin `initial`.
     #[arg(long)]
     initial: bool,
+    /// Also report when each running instance becomes ready to serve, or
+    /// stops being ready (events `ready` / `unready`): Docker and Podman by
+    /// healthcheck (none, or healthy, and not paused), Swarm by running
+    /// tasks (polled), Kubernetes by available (ready) replicas.
+    #[arg(long)]
+    readiness: bool,
     /// Also serve HTTP/1.1 on ADDR: `--help` says what.
     // The help text is an attribute: `[::1]` would be a link in a doc comment.
     #[arg(
@@ -124,7 +130,8 @@ fn compat_config(a: &EngineArgs) -> lookout_moby::Config {
     let labels: Labels = a.labels.iter().cloned().collect();
     let config = lookout_moby::Config::default()
         .labels(labels)
-        .watch_config(watch_config(&a.common));
+        .watch_config(watch_config(&a.common))
+        .readiness(a.common.readiness);
     match &a.host {
         Some(host) => config.host(host.clone()),
         None => config,
@@ -228,6 +235,7 @@ async fn dispatch(engine: Engine, serve: Option<serve::Prepared>) -> ExitCode {
                 // No periodic or lag relist: the watch protocol resumes
                 // from its resourceVersion and says when it cannot (410).
                 watch: lookout_k8s::K8sConfig::default_watch().initial(a.common.initial),
+                readiness: a.common.readiness,
             };
             match lookout_k8s::watch(config) {
                 Ok(w) => run("k8s", w, &a.common, serve).await,

@@ -3,7 +3,7 @@
 use std::io::{self, Write};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use lookout_core::{EventKind, InstanceEvent, Labels, Status};
+use lookout_core::{EventKind, InstanceEvent, Labels, Readiness, Status};
 use serde::Serialize;
 
 /// How to print.
@@ -21,6 +21,47 @@ struct JsonEvent<'a> {
     origin: &'a str,
     at: String,
     labels: &'a Labels,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    readiness: Option<ReadinessJson>,
+}
+
+/// The provider's readiness detail, as JSON fields of an event or an
+/// instance: `health` and `paused` for a container, `desired`,
+/// `ready_replicas` and `observed` for a replicated workload.
+#[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum ReadinessJson {
+    Container {
+        health: &'static str,
+        paused: bool,
+    },
+    Replicas {
+        desired: u32,
+        ready_replicas: u32,
+        observed: bool,
+    },
+}
+
+impl ReadinessJson {
+    pub fn new(r: Option<Readiness>) -> Option<Self> {
+        Some(match r? {
+            Readiness::Container { health, paused } => Self::Container {
+                health: health.as_str(),
+                paused,
+            },
+            Readiness::Replicas {
+                desired,
+                ready,
+                observed,
+            } => Self::Replicas {
+                desired,
+                ready_replicas: ready,
+                observed,
+            },
+            // A detail this binary does not know of yet.
+            _ => return None,
+        })
+    }
 }
 
 #[derive(Serialize)]
@@ -91,6 +132,7 @@ pub fn event_line(provider: &str, e: &InstanceEvent, f: Format) -> String {
             origin: e.origin.as_str(),
             at: rfc3339_nanos(e.at),
             labels: &e.labels,
+            readiness: ReadinessJson::new(e.readiness),
         };
         return serde_json::to_string(&j).unwrap_or_default();
     }
@@ -107,6 +149,9 @@ pub fn event_line(provider: &str, e: &InstanceEvent, f: Format) -> String {
             EventKind::Started => "32",
             EventKind::Stopped => "33",
             EventKind::Removed => "31",
+            EventKind::Ready => "36",
+            EventKind::Unready => "35",
+            _ => "0",
         };
         format!("\x1b[{code}m{kind}\x1b[0m")
     } else {
@@ -223,6 +268,7 @@ mod tests {
             origin: lookout_core::Origin::Live,
             labels: Arc::new(Labels::from([("app".into(), "web".into())])),
             uid: None,
+            readiness: None,
         }
     }
 

@@ -161,6 +161,7 @@ pub(crate) fn parse_list(body: &[u8], mapping: &Mapping) -> Result<Vec<Listed>, 
             running: matches!(state, "running" | "paused"),
             uid: Some(Arc::from(uid)),
             labels: labels_of(entry.get("Labels")),
+            readiness: None,
         });
     }
     Ok(listed)

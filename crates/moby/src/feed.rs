@@ -294,6 +294,7 @@ impl<K: KnownObjects> Feed<K> {
                 uid: Some(event.uid),
                 labels: Some(labels),
                 cursor,
+                readiness: None,
             })),
             Decision::Inspect(path) => Step::Inspect { event, path },
             Decision::Undecodable(reason) => {

@@ -220,8 +220,9 @@ pub(crate) fn correct(listed: &mut Vec<Listed>, last: &HashMap<Arc<str>, EventKi
                 tracing::debug!(id = %l.id, "listed, but its removal is in the history: the list lags");
                 return false;
             }
-            EventKind::Started => true,
-            EventKind::Created | EventKind::Stopped => false,
+            // A readiness change is of a running container.
+            EventKind::Started | EventKind::Ready | EventKind::Unready => true,
+            _ => false,
         };
         if l.running != running {
             tracing::debug!(id = %l.id, running, "the history is fresher than the list: corrected");
@@ -466,6 +467,7 @@ mod tests {
             running,
             uid: Some(uid.into()),
             labels: Labels::new(),
+            readiness: None,
         }
     }
 

@@ -102,7 +102,7 @@ pub use objects::{Decision, Event, KnownObjects, Objects, labels_of, matches, st
 
 /// What to watch on an engine speaking the Docker API (`DockerConfig`,
 /// `PodmanConfig`, `SwarmConfig`).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Config {
     /// `unix:///path`, `tcp://host:port`, `http://host[:port]` or
@@ -117,6 +117,31 @@ pub struct Config {
     pub labels: Labels,
     /// Reconnect, probe and resync settings.
     pub watch: WatchConfig,
+    /// Also report whether each running instance can serve
+    /// ([`EventKind::Ready`](lookout_core::EventKind::Ready) /
+    /// [`Unready`](lookout_core::EventKind::Unready), with the detail in
+    /// each event's [`readiness`](lookout_core::InstanceEvent::readiness)).
+    /// Default off: without it the stream is what it always was.
+    pub readiness: bool,
+    /// With [`readiness`](Self::readiness), how often an engine whose events
+    /// do not tell readiness is asked (Swarm: `GET /services?status=true`).
+    /// Default 5 s.
+    pub readiness_poll: Duration,
+}
+
+/// The default of [`Config::readiness_poll`].
+pub const READINESS_POLL: Duration = Duration::from_secs(5);
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            host: None,
+            labels: Labels::new(),
+            watch: WatchConfig::default(),
+            readiness: false,
+            readiness_poll: READINESS_POLL,
+        }
+    }
 }
 
 impl Config {
@@ -145,6 +170,20 @@ impl Config {
     #[must_use]
     pub fn watch_config(mut self, watch: WatchConfig) -> Self {
         self.watch = watch;
+        self
+    }
+
+    /// Sets [`readiness`](Self::readiness).
+    #[must_use]
+    pub fn readiness(mut self, on: bool) -> Self {
+        self.readiness = on;
+        self
+    }
+
+    /// Sets [`readiness_poll`](Self::readiness_poll).
+    #[must_use]
+    pub fn readiness_poll(mut self, every: Duration) -> Self {
+        self.readiness_poll = every;
         self
     }
 }

@@ -203,6 +203,11 @@ pub struct K8sConfig {
     /// again when the last full list is at least that old, and resumes the
     /// watches otherwise.
     pub watch: WatchConfig,
+    /// Also report whether each workload can serve
+    /// ([`EventKind::Ready`](lookout_core::EventKind::Ready) /
+    /// [`Unready`](lookout_core::EventKind::Unready); the rule is in
+    /// [`Readiness`](lookout_core::Readiness)). Default off.
+    pub readiness: bool,
 }
 
 impl Default for K8sConfig {
@@ -213,6 +218,7 @@ impl Default for K8sConfig {
             kinds: Kind::ALL.to_vec(),
             label_selector: None,
             watch: Self::default_watch(),
+            readiness: false,
         }
     }
 }

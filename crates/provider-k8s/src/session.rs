@@ -257,6 +257,7 @@ impl Merge {
                     labels: Some(Arc::new(labels)),
                     at: SystemTime::now(),
                     cursor: Some(self.cursor.clone()),
+                    readiness: None,
                 };
                 store.insert(id, entry);
                 self.tell(change, replay);
@@ -275,6 +276,7 @@ impl Merge {
                     labels: None,
                     at: SystemTime::now(),
                     cursor: Some(self.cursor.clone()),
+                    readiness: None,
                 };
                 self.tell(change, replay);
             }
@@ -320,6 +322,7 @@ impl Merge {
                         running: e.running,
                         uid: e.uid.clone(),
                         labels: e.labels.unpack(),
+                        readiness: None,
                     }));
                 }
             }
@@ -458,5 +461,6 @@ pub(crate) fn listed(kind: Kind, mut obj: Workload) -> Option<Listed> {
         running,
         uid,
         labels: obj.metadata.labels.take().unwrap_or_default(),
+        readiness: None,
     })
 }

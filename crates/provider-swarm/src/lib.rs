@@ -180,6 +180,7 @@ impl Objects for Services {
                     running: s.running,
                     uid: Some(Arc::from(s.uid)),
                     labels: s.labels,
+                    readiness: None,
                 })
             })
             .collect())

@@ -45,6 +45,7 @@ fn listed(uid: &str, running: bool, labels: Labels) -> Listed {
         running,
         uid: Some(uid.into()),
         labels,
+        readiness: None,
     }
 }
 
@@ -72,6 +73,7 @@ fn parses_the_service_list() {
         running,
         uid: Some(uid.into()),
         labels,
+        readiness: None,
     });
     assert_eq!(SERVICES.parse_list(body.as_bytes()), Ok(expected.to_vec()));
     assert!(SERVICES.parse_list(b"{}").is_err());

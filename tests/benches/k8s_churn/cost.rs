@@ -233,6 +233,8 @@ async fn lookout(
                     EventKind::Removed => {
                         running.remove(&id);
                     }
+                    // Readiness is not watched here.
+                    _ => {}
                 }
             }
             Some(Item::Status(Status::Connected { .. })) => synced = true,

@@ -453,12 +453,14 @@ pub fn final_states(seen: &[Seen]) -> BTreeMap<String, State> {
             EventKind::Created | EventKind::Stopped => {
                 states.insert(id, State::Stopped);
             }
-            EventKind::Started => {
+            // A readiness change is of a running instance.
+            EventKind::Started | EventKind::Ready | EventKind::Unready => {
                 states.insert(id, State::Running);
             }
             EventKind::Removed => {
                 states.remove(&id);
             }
+            _ => {}
         }
     }
     states

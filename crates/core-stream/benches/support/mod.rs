@@ -36,6 +36,7 @@ pub fn items(instances: usize, changes: usize) -> (Vec<Obs>, Vec<Obs>) {
             running: false,
             uid: None,
             labels: lookout_core::Labels::default(),
+            readiness: None,
         }))
     }));
     snapshot.push(Ok(Observation::ResyncDone));
@@ -54,6 +55,7 @@ pub fn items(instances: usize, changes: usize) -> (Vec<Obs>, Vec<Obs>) {
                 labels: None,
                 at,
                 cursor: Some(n as u64),
+                readiness: None,
             }))
         })
         .collect();

@@ -6,7 +6,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use crate::model::{EventKind, InstanceEvent, InstanceId, Labels, Origin};
+use crate::model::{EventKind, InstanceEvent, InstanceId, Labels, Origin, Readiness};
 use crate::watch::Item;
 
 /// One instance as the [`Store`](crate::Store) knows it.
@@ -16,13 +16,21 @@ pub struct Instance {
     pub id: InstanceId,
     /// Whether it runs.
     pub running: bool,
+    /// Whether it is ready (readiness watched; see
+    /// [`Readiness::is_ready`]): only while it runs.
+    pub ready: bool,
+    /// With readiness watched, the provider's detail as of the instance's
+    /// last event (a change of the detail that changes no readiness, such as
+    /// a Swarm service going from 1 to 2 of 3 running tasks, is no event and
+    /// is not seen here); `None` without.
+    pub readiness: Option<Readiness>,
     /// Its labels.
     pub labels: Arc<Labels>,
     /// The engine's identity of its incarnation, when known (see
     /// [`Listed::uid`](crate::Listed::uid)).
     pub uid: Option<Arc<str>>,
-    /// When it entered this state: the `at` of the event that put it there
-    /// (the engine's time for a live event, lookout's for a snapshot's).
+    /// When it entered this state: the `at` of its last event (the engine's
+    /// time for a live event, lookout's for a snapshot's).
     pub since: SystemTime,
 }
 
@@ -30,18 +38,31 @@ impl Instance {
     /// The instance an event brings into being (or, for an event out of
     /// order — a start of an unknown instance —, as well as it can).
     fn new(e: &InstanceEvent) -> Self {
+        let ready = e.kind == EventKind::Ready;
         Self {
             id: e.id.clone(),
-            running: e.kind == EventKind::Started,
+            running: ready || matches!(e.kind, EventKind::Started | EventKind::Unready),
+            ready,
+            readiness: e.readiness,
             labels: Arc::clone(&e.labels),
             uid: e.uid.clone(),
             since: e.at,
         }
     }
 
-    /// A start or a stop of this instance.
+    /// A start, a stop, or a change of readiness of this instance.
     fn follow(&mut self, e: &InstanceEvent) {
-        self.running = e.kind == EventKind::Started;
+        match e.kind {
+            EventKind::Ready | EventKind::Unready => {
+                self.running = true;
+                self.ready = e.kind == EventKind::Ready;
+            }
+            kind => {
+                self.running = kind == EventKind::Started;
+                self.ready = false;
+            }
+        }
+        self.readiness = e.readiness;
         self.since = e.at;
         if !Arc::ptr_eq(&self.labels, &e.labels) {
             self.labels = Arc::clone(&e.labels);
@@ -56,8 +77,8 @@ impl Instance {
 pub(crate) fn follow(instance: &mut Option<Instance>, e: &InstanceEvent) {
     match (e.kind, instance.as_mut()) {
         (EventKind::Removed, _) => *instance = None,
-        (EventKind::Started | EventKind::Stopped, Some(i)) => i.follow(e),
-        _ => *instance = Some(Instance::new(e)),
+        (EventKind::Created, _) | (_, None) => *instance = Some(Instance::new(e)),
+        (_, Some(i)) => i.follow(e),
     }
 }
 
@@ -66,6 +87,8 @@ pub(crate) fn follow(instance: &mut Option<Instance>, e: &InstanceEvent) {
 pub(crate) struct Present {
     // foldhash, as in the tracker: ids are named by the user's own engine.
     map: HashMap<InstanceId, Instance, foldhash::fast::RandomState>,
+    /// How many of them are ready.
+    ready: usize,
 }
 
 impl Present {
@@ -73,17 +96,28 @@ impl Present {
         self.map.len()
     }
 
+    /// How many instances are ready.
+    pub(crate) fn ready(&self) -> usize {
+        self.ready
+    }
+
     /// One more event (see [`follow`]).
     pub(crate) fn apply(&mut self, e: &InstanceEvent) {
-        match (e.kind, self.map.get_mut(e.id.as_str())) {
-            (EventKind::Removed, _) => {
-                self.map.remove(e.id.as_str());
+        let was_ready = match (e.kind, self.map.get_mut(e.id.as_str())) {
+            (EventKind::Removed, _) => self.map.remove(e.id.as_str()).is_some_and(|i| i.ready),
+            (EventKind::Created, _) | (_, None) => self
+                .map
+                .insert(e.id.clone(), Instance::new(e))
+                .is_some_and(|i| i.ready),
+            (_, Some(i)) => {
+                let was = i.ready;
+                i.follow(e);
+                was
             }
-            (EventKind::Started | EventKind::Stopped, Some(i)) => i.follow(e),
-            _ => {
-                self.map.insert(e.id.clone(), Instance::new(e));
-            }
-        }
+        };
+        let is_ready = e.kind == EventKind::Ready;
+        // Only a `Ready` makes an instance ready.
+        self.ready = self.ready + usize::from(is_ready) - usize::from(was_ready);
     }
 
     pub(crate) fn get(&self, id: &str) -> Option<Instance> {
@@ -100,7 +134,9 @@ impl Present {
     /// The transitions from `self` (what a subscription last saw) to `now`,
     /// once each, ordered by id, as [`Origin::Resync`] events: the same rules
     /// as a reconnect's snapshot (a different uid under one id is a removal
-    /// and a creation; a change of labels alone is no transition).
+    /// and a creation; a change of labels alone is no transition; readiness
+    /// changes only while running, and a start that is ready is followed by
+    /// `Ready`).
     pub(crate) fn diff(&self, now: &Present, out: &mut VecDeque<Item>) -> usize {
         let at = SystemTime::now();
         let before = out.len();
@@ -121,21 +157,32 @@ impl Present {
                     if let Some(old) = other {
                         out.push_back(event(EventKind::Removed, old, resync, at));
                     }
+                    let mut push = |kind| out.push_back(event(kind, entry, resync, at));
                     match seen.filter(|_| other.is_none()) {
                         None => {
-                            out.push_back(event(EventKind::Created, entry, resync, at));
+                            push(EventKind::Created);
                             if entry.running {
-                                out.push_back(event(EventKind::Started, entry, resync, at));
+                                push(EventKind::Started);
+                            }
+                            if entry.ready {
+                                push(EventKind::Ready);
                             }
                         }
                         Some(s) if s.running != entry.running => {
-                            let kind = if entry.running {
-                                EventKind::Started
+                            if entry.running {
+                                push(EventKind::Started);
+                                if entry.ready {
+                                    push(EventKind::Ready);
+                                }
                             } else {
-                                EventKind::Stopped
-                            };
-                            out.push_back(event(kind, entry, resync, at));
+                                push(EventKind::Stopped);
+                            }
                         }
+                        Some(s) if s.ready != entry.ready => push(if entry.ready {
+                            EventKind::Ready
+                        } else {
+                            EventKind::Unready
+                        }),
                         Some(_) => {}
                     }
                 }
@@ -154,11 +201,12 @@ fn event(kind: EventKind, e: &Instance, origin: Origin, at: SystemTime) -> Item 
         origin,
         labels: Arc::clone(&e.labels),
         uid: e.uid.clone(),
+        readiness: e.readiness,
     })
 }
 
 /// The present told as events of one origin (`Created`, then `Started` for
-/// one that runs, ordered by id), a batch at a time: what a new
+/// one that runs and `Ready` for one that is, ordered by id), a batch at a time: what a new
 /// subscription starts with, from a sorted copy of the present that the
 /// subscriptions made at one moment share.
 #[derive(Debug)]
@@ -166,8 +214,8 @@ pub(crate) struct Telling {
     instances: Arc<[Instance]>,
     /// The next instance to tell.
     next: usize,
-    /// Its `Created` is told, its `Started` is next.
-    created: bool,
+    /// How many of its events are told (`Created`, `Started`, `Ready`).
+    told: u8,
     origin: Origin,
     at: SystemTime,
 }
@@ -177,7 +225,7 @@ impl Telling {
         Self {
             instances,
             next: 0,
-            created: false,
+            told: 0,
             origin,
             at: SystemTime::now(),
         }
@@ -190,17 +238,17 @@ impl Telling {
             let Some(i) = self.instances.get(self.next) else {
                 return true;
             };
-            if self.created {
-                out.push_back(event(EventKind::Started, i, self.origin, self.at));
-                self.created = false;
+            let (kind, last) = match self.told {
+                0 => (EventKind::Created, !i.running),
+                1 => (EventKind::Started, !i.ready),
+                _ => (EventKind::Ready, true),
+            };
+            out.push_back(event(kind, i, self.origin, self.at));
+            if last {
+                self.told = 0;
                 self.next += 1;
             } else {
-                out.push_back(event(EventKind::Created, i, self.origin, self.at));
-                if i.running {
-                    self.created = true;
-                } else {
-                    self.next += 1;
-                }
+                self.told += 1;
             }
             told += 1;
         }

@@ -31,6 +31,7 @@ impl Dial for Churn {
                     running: true,
                     uid: None,
                     labels: crate::Labels::new(),
+                    readiness: None,
                 })
             }))
             .chain(std::iter::once(Observation::ResyncDone));
@@ -49,6 +50,7 @@ impl Dial for Churn {
                 labels: None,
                 at: SystemTime::UNIX_EPOCH + Duration::from_nanos(n),
                 cursor: Some(n),
+                readiness: None,
             })
         });
         let session =

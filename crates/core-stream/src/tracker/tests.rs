@@ -65,6 +65,7 @@ mod reference {
                 labels,
                 at,
                 cursor: _,
+                readiness: _,
             } = change;
             let mut emit = |id: &InstanceId, kind, labels: &Arc<Labels>, uid: Option<Arc<str>>| {
                 out.push_back(InstanceEvent {
@@ -74,6 +75,7 @@ mod reference {
                     origin: Origin::Live,
                     labels: Arc::clone(labels),
                     uid,
+                    readiness: None,
                 });
             };
             let known = self.known.get_mut(&id);
@@ -248,6 +250,7 @@ mod reference {
                             origin,
                             labels,
                             uid,
+                            readiness: None,
                         }),
                 );
             }
@@ -262,6 +265,7 @@ fn listed(id: &str, running: bool) -> Listed {
         running,
         uid: None,
         labels: Labels::new(),
+        readiness: None,
     }
 }
 
@@ -273,6 +277,7 @@ fn change(id: &str, kind: EventKind, uid: Option<&str>) -> Change<u64> {
         labels: None,
         at: SystemTime::UNIX_EPOCH,
         cursor: None,
+        readiness: None,
     }
 }
 
@@ -502,7 +507,7 @@ mod same_as_reference {
                         r.begin_resync();
                     }
                     Op::Listed(i, running, u, l) => {
-                        let listed = Listed { id: id(i), running, uid: uid(u), labels: labels(l) };
+                        let listed = Listed { id: id(i), running, uid: uid(u), labels: labels(l), readiness: None };
                         t.listed(listed.clone());
                         r.listed(listed);
                     }
@@ -517,6 +522,7 @@ mod same_as_reference {
                             labels: l.map(|l| Arc::new(labels(l))),
                             at: SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(u64::from(i)),
                             cursor: None,
+                            readiness: None,
                         };
                         t.change(change.clone(), &mut out);
                         r.change(change, &mut want);

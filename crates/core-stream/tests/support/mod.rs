@@ -147,6 +147,7 @@ pub fn listed(id: &str, running: bool) -> Obs {
         running,
         uid: None,
         labels: BTreeMap::new(),
+        readiness: None,
     }))
 }
 
@@ -158,6 +159,7 @@ pub fn change(id: &str, kind: EventKind, cursor: u64) -> Obs {
         labels: None,
         at: SystemTime::UNIX_EPOCH + Duration::from_secs(cursor),
         cursor: Some(cursor),
+        readiness: None,
     }))
 }
 

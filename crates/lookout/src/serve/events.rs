@@ -172,6 +172,7 @@ mod tests {
                     running,
                     uid: None,
                     labels: [("app".to_owned(), id.to_owned())].into(),
+                    readiness: None,
                 }))
             };
             Box::pin(async move {

@@ -263,6 +263,7 @@ fn events_of_containers_gone_before_the_snapshot_are_dropped() {
         running: true,
         uid: Some("k1".into()),
         labels: Labels::from([("from".into(), "list".into())]),
+        readiness: None,
     }];
     let mut feed = feed(Some(Cursor::from_unix_nanos(1)), &listed);
     let out = feed_lines(

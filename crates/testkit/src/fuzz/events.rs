@@ -96,6 +96,7 @@ impl Target for Containers {
             running: true,
             uid: Some("0123456789ab".into()),
             labels: Labels::from([("app".into(), "web".into())]),
+            readiness: None,
         }
     }
 
@@ -309,6 +310,7 @@ impl Target for Swarm {
             running: true,
             uid: Some("kq2x9m3v0w4t".into()),
             labels: Labels::from([("app".into(), "web".into())]),
+            readiness: None,
         }
     }
 
