@@ -216,6 +216,7 @@ async fn lookout(
         kinds: vec![Kind::Deployment],
         label_selector: None,
         watch: K8sConfig::default_watch(),
+        readiness: false,
     };
     let mut watch = lookout_k8s::watch(config).expect("a valid K8sConfig");
     let mut seen = Seen {

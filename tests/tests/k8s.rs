@@ -53,6 +53,7 @@ fn config(kubeconfig: &Path, ns: Option<&str>) -> K8sConfig {
         kinds: Kind::ALL.to_vec(),
         label_selector: None,
         watch: fast_watch_config(),
+        readiness: false,
     }
 }
 
@@ -693,6 +694,7 @@ fn fake_config(fake: &FakeApi, kinds: &[Kind]) -> K8sConfig {
         kinds: kinds.to_vec(),
         label_selector: None,
         watch: fast_watch_config(),
+        readiness: false,
     }
 }
 
