@@ -4,13 +4,19 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use lookout_core::{EventKind, InstanceId, Labels, Listed};
+use lookout_core::{EventKind, Health, InstanceId, Labels, Listed, Readiness};
 use serde_json::Value;
 
 use super::history::History;
 use super::host::Discovery;
 use super::mapping::Mapping;
-use super::objects::{Decision, Event, KnownObjects, Objects, labels_of, preview, string_value};
+use super::objects::{
+    Checks, Decision, Event, KnownObjects, Objects, ReadinessFrom, Scope, labels_of, preview,
+    string_value,
+};
+
+/// The actions that tell a container's readiness, besides its start and stop.
+const READINESS_ACTIONS: [&str; 3] = ["health_status", "pause", "unpause"];
 
 impl Objects for Mapping {
     type Known = KnownContainers;
@@ -27,42 +33,68 @@ impl Objects for Mapping {
         "container"
     }
 
-    fn actions(&self) -> Vec<&'static str> {
-        self.actions.iter().map(|(a, _)| *a).collect()
+    fn actions(&self, readiness: bool) -> Vec<&'static str> {
+        let mapped = self.actions.iter().map(|(a, _)| *a);
+        if readiness {
+            mapped.chain(READINESS_ACTIONS).collect()
+        } else {
+            mapped.collect()
+        }
     }
 
     fn labels_in_events(&self) -> bool {
         true
     }
 
-    fn list_path(&self) -> &'static str {
+    fn list_path(&self, _readiness: bool) -> &'static str {
         "/containers/json?all=1"
     }
 
-    fn parse_list(&self, body: &[u8]) -> Result<Vec<Listed>, String> {
-        parse_list(body, self)
+    fn parse_list(&self, body: &[u8], readiness: bool) -> Result<Vec<Listed>, String> {
+        parse_list(body, self, readiness)
+    }
+
+    fn readiness_from(&self) -> ReadinessFrom {
+        ReadinessFrom::Health {
+            lists_none: self.health.lists_none,
+        }
     }
 
     fn history(&self) -> History {
         self.history
     }
 
-    fn known(&'static self, _labels: &Labels, listed: &[Listed]) -> KnownContainers {
+    fn known(&'static self, scope: &Scope, listed: &[Listed]) -> KnownContainers {
         KnownContainers {
             mapping: self,
             containers: listed
                 .iter()
-                .filter_map(|l| Some((Arc::clone(l.uid.as_ref()?), Arc::new(l.labels.clone()))))
+                .filter_map(|l| {
+                    let (health, paused) = match l.readiness {
+                        Some(Readiness::Container { health, paused }) => (health, paused),
+                        _ => (Health::None, false),
+                    };
+                    let known = Container {
+                        labels: Arc::new(l.labels.clone()),
+                        health,
+                        paused,
+                    };
+                    Some((Arc::clone(l.uid.as_ref()?), known))
+                })
                 .collect(),
             replaying: false,
+            readiness: scope.readiness,
+            checks: scope.checks.clone(),
         }
     }
 
-    fn known_history(&'static self, _labels: &Labels) -> KnownContainers {
+    fn known_history(&'static self, scope: &Scope) -> KnownContainers {
         KnownContainers {
             mapping: self,
             containers: HashMap::new(),
             replaying: true,
+            readiness: scope.readiness,
+            checks: scope.checks.clone(),
         }
     }
 }
@@ -77,63 +109,299 @@ impl Objects for Mapping {
 /// (before any list), every container in it passes: the session before saw
 /// them. The engine filters the events by label, so every container here is
 /// watched.
+///
+/// With readiness, it also follows each container's health and pause: a
+/// start is `starting` for a container with a check (the engine sets it at
+/// every start) and ready at once without one; whether it has one is fixed
+/// at create, and learnt once per container (the snapshot's lists, else
+/// one inspection at its first start), for the whole watch.
 #[derive(Debug)]
 pub struct KnownContainers {
     mapping: &'static Mapping,
-    /// Container id → labels.
-    pub(crate) containers: HashMap<Arc<str>, Arc<Labels>>,
+    /// Container id → what is known of it.
+    pub(crate) containers: HashMap<Arc<str>, Container>,
     /// Replaying the history: a container first seen in it takes its labels
     /// from the event's attributes, whatever the event.
     replaying: bool,
+    /// Readiness is watched.
+    readiness: bool,
+    /// Which containers have a healthcheck (the watch's).
+    checks: Checks,
+}
+
+/// One container as a session knows it.
+#[derive(Debug)]
+pub(crate) struct Container {
+    pub(crate) labels: Arc<Labels>,
+    /// Its health as last told (readiness watched).
+    health: Health,
+    /// Paused (readiness watched).
+    paused: bool,
+}
+
+impl Container {
+    fn readiness(&self) -> Readiness {
+        Readiness::container(self.health, self.paused)
+    }
+}
+
+/// The kind that a readiness state is told as, for a running container.
+fn readiness_kind(readiness: Readiness) -> EventKind {
+    if readiness.is_ready() {
+        EventKind::Ready
+    } else {
+        EventKind::Unready
+    }
+}
+
+/// A health status as the engine writes it.
+fn parse_health(status: &str) -> Option<Health> {
+    Some(match status.trim() {
+        "starting" => Health::Starting,
+        "healthy" => Health::Healthy,
+        "unhealthy" => Health::Unhealthy,
+        "none" | "" => Health::None,
+        _ => return None,
+    })
+}
+
+/// An inspected container's health (`State.Health.Status`; none without a
+/// check) and pause.
+pub(crate) fn inspected_health(object: &Value) -> (Health, bool) {
+    let state = object.get("State");
+    let health = state
+        .and_then(|s| s.get("Health"))
+        .and_then(|h| h.get("Status"))
+        .and_then(Value::as_str)
+        .and_then(parse_health)
+        .unwrap_or(Health::None);
+    let paused = state
+        .and_then(|s| s.get("Paused"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    (health, paused)
+}
+
+/// `GET /containers/{id}/json`, for an id that cannot smuggle anything
+/// into the path.
+fn inspect(uid: &str) -> Decision {
+    if uid.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        Decision::Inspect(format!("/containers/{uid}/json"))
+    } else {
+        Decision::Undecodable("a container id that is not alphanumeric")
+    }
+}
+
+impl KnownContainers {
+    /// What an event of a container with readiness watched means, once
+    /// its kind (a mapped transition, or `None` for a readiness action) and
+    /// its container are known.
+    fn with_readiness(&mut self, event: &Event, kind: Option<EventKind>) -> Decision {
+        let uid = event.uid();
+        let action = event.action();
+        let has_check = self.checks.get(uid);
+        let table = self.mapping.health;
+        let Some(c) = self.containers.get_mut(uid) else {
+            return Decision::Skip;
+        };
+        let labels = Arc::clone(&c.labels);
+        let report = |kind, readiness| Decision::Report {
+            kind,
+            labels: Arc::clone(&labels),
+            readiness: Some(readiness),
+        };
+        match kind {
+            Some(EventKind::Started) => {
+                let Some(has_check) = has_check else {
+                    return inspect(uid);
+                };
+                c.health = if has_check {
+                    Health::Starting
+                } else {
+                    Health::None
+                };
+                c.paused = false;
+                report(EventKind::Started, c.readiness())
+            }
+            Some(EventKind::Stopped) => {
+                if table.unhealthy_when_paused && has_check == Some(true) {
+                    c.health = Health::Unhealthy;
+                }
+                c.paused = false;
+                report(EventKind::Stopped, c.readiness())
+            }
+            Some(kind) => Decision::Report {
+                kind,
+                labels: Arc::clone(&labels),
+                readiness: None,
+            },
+            None if Mapping::is_health(action) => {
+                if !table.status_in_action {
+                    return inspect(uid);
+                }
+                let status = action.split_once(':').map(|(_, status)| status);
+                let Some(health) = status.and_then(parse_health) else {
+                    return Decision::Undecodable("a health_status without a known status");
+                };
+                self.checks.set(uid, health != Health::None);
+                c.health = health;
+                report(readiness_kind(c.readiness()), c.readiness())
+            }
+            None if action == "pause" => {
+                if table.unhealthy_when_paused && has_check == Some(true) {
+                    c.health = Health::Unhealthy;
+                }
+                c.paused = true;
+                report(EventKind::Unready, c.readiness())
+            }
+            None => {
+                // `unpause`.
+                c.paused = false;
+                report(readiness_kind(c.readiness()), c.readiness())
+            }
+        }
+    }
 }
 
 impl KnownObjects for KnownContainers {
     fn event(&mut self, event: &Event) -> Decision {
         let provider = self.mapping.provider;
         let action = event.action();
-        let Some(kind) = self.mapping.kind(action) else {
+        let kind = self.mapping.kind(action);
+        let telling = self.readiness
+            && kind.is_none()
+            && (Mapping::is_health(action) || matches!(action, "pause" | "unpause"));
+        if kind.is_none() && !telling {
             if self.mapping.is_ignored(action) {
                 tracing::trace!(provider, action, "ignoring an action");
             } else {
                 tracing::debug!(provider, action, "ignoring an unknown action");
             }
             return Decision::Skip;
-        };
+        }
         let uid = event.uid();
-        let labels = if let Some(labels) = self.containers.get(uid) {
-            Arc::clone(labels)
-        } else if kind == EventKind::Created || self.replaying {
-            // The engine mixes the labels into the attributes.
-            let labels: Arc<Labels> = Arc::new(
-                event
-                    .attributes()
-                    .iter()
-                    .filter(|(k, _)| !self.mapping.non_label_attributes.contains(&k.as_str()))
-                    .map(|(k, v)| (k.clone(), string_value(v)))
-                    .collect(),
-            );
-            self.containers.insert(Arc::clone(uid), Arc::clone(&labels));
-            labels
-        } else {
-            tracing::debug!(
-                provider,
-                id = event.name(),
-                action,
-                "skipping an event of a container the snapshot did not list and this session \
-                 did not see created: it was gone before the snapshot, which reported it"
-            );
+        if !self.containers.contains_key(uid) {
+            if kind == Some(EventKind::Created) || self.replaying {
+                // The engine mixes the labels into the attributes.
+                let labels: Arc<Labels> = Arc::new(
+                    event
+                        .attributes()
+                        .iter()
+                        .filter(|(k, _)| !self.mapping.non_label_attributes.contains(&k.as_str()))
+                        .map(|(k, v)| (k.clone(), string_value(v)))
+                        .collect(),
+                );
+                let known = Container {
+                    labels,
+                    health: Health::None,
+                    paused: false,
+                };
+                self.containers.insert(Arc::clone(uid), known);
+            } else {
+                tracing::debug!(
+                    provider,
+                    id = event.name(),
+                    action,
+                    "skipping an event of a container the snapshot did not list and this \
+                     session did not see created: it was gone before the snapshot, which \
+                     reported it"
+                );
+                return Decision::Skip;
+            }
+        }
+        if kind == Some(EventKind::Removed) {
+            let labels = self
+                .containers
+                .remove(uid)
+                .map(|c| c.labels)
+                .unwrap_or_default();
+            return Decision::Report {
+                kind: EventKind::Removed,
+                labels,
+                readiness: None,
+            };
+        }
+        if self.readiness {
+            return self.with_readiness(event, kind);
+        }
+        match (kind, self.containers.get(uid)) {
+            (Some(kind), Some(c)) => Decision::Report {
+                kind,
+                labels: Arc::clone(&c.labels),
+                readiness: None,
+            },
+            _ => Decision::Skip,
+        }
+    }
+
+    fn inspected(&mut self, event: &Event, object: Option<&Value>) -> Decision {
+        let uid = event.uid();
+        let Some(c) = self.containers.get_mut(uid) else {
             return Decision::Skip;
         };
-        if kind == EventKind::Removed {
-            self.containers.remove(uid);
+        let labels = Arc::clone(&c.labels);
+        let Some(object) = object else {
+            // Gone meanwhile: its removal follows; what it was cannot be read.
+            tracing::debug!(
+                provider = self.mapping.provider,
+                id = event.name(),
+                action = event.action(),
+                "the container was removed before it could be inspected"
+            );
+            return match self.mapping.kind(event.action()) {
+                Some(kind) => Decision::Report {
+                    kind,
+                    labels,
+                    readiness: None,
+                },
+                None => Decision::Skip,
+            };
+        };
+        let (health, paused) = inspected_health(object);
+        if Mapping::is_health(event.action()) {
+            // The container's current status (Podman).
+            self.checks.set(uid, health != Health::None);
+            c.health = health;
+            c.paused = paused;
+            let readiness = c.readiness();
+            return Decision::Report {
+                kind: readiness_kind(readiness),
+                labels,
+                readiness: Some(readiness),
+            };
         }
-        Decision::Report { kind, labels }
+        // A start of a container not known to have a check or not: whether
+        // it has one is all that is read (a check made since the start may
+        // have passed already; its event follows).
+        self.checks.set(uid, has_check(object, health));
+        self.with_readiness(event, self.mapping.kind(event.action()))
     }
 }
 
+/// Whether an inspected container has a healthcheck: a health state, or a
+/// `Config.Healthcheck.Test` that is not `["NONE"]`.
+pub(crate) fn has_check(object: &Value, health: Health) -> bool {
+    if health != Health::None {
+        return true;
+    }
+    let test = object
+        .get("Config")
+        .and_then(|c| c.get("Healthcheck"))
+        .and_then(|h| h.get("Test"))
+        .and_then(Value::as_array);
+    test.and_then(|t| t.first())
+        .and_then(Value::as_str)
+        .is_some_and(|first| !first.is_empty() && first != "NONE")
+}
+
 /// Decodes `GET /containers/json?all=1`. An entry without an id or a name is
-/// skipped with a warning.
-pub(crate) fn parse_list(body: &[u8], mapping: &Mapping) -> Result<Vec<Listed>, String> {
+/// skipped with a warning. With `readiness`, each gets its pause (its health
+/// is `none` until the snapshot's health lists tell it).
+pub(crate) fn parse_list(
+    body: &[u8],
+    mapping: &Mapping,
+    readiness: bool,
+) -> Result<Vec<Listed>, String> {
     let value: Value = serde_json::from_slice(body).map_err(|e| e.to_string())?;
     let Value::Array(entries) = value else {
         return Err("not a JSON array".to_owned());
@@ -161,7 +429,7 @@ pub(crate) fn parse_list(body: &[u8], mapping: &Mapping) -> Result<Vec<Listed>, 
             running: matches!(state, "running" | "paused"),
             uid: Some(Arc::from(uid)),
             labels: labels_of(entry.get("Labels")),
-            readiness: None,
+            readiness: readiness.then(|| Readiness::container(Health::None, state == "paused")),
         });
     }
     Ok(listed)
@@ -197,6 +465,11 @@ mod tests {
             host_var: "LOOKOUT_TEST_HOST",
             sockets: &[],
         },
+        health: crate::mapping::HealthTable {
+            status_in_action: true,
+            unhealthy_when_paused: true,
+            lists_none: true,
+        },
     };
 
     #[test]
@@ -209,7 +482,7 @@ mod tests {
           {"Names":["/no-id"],"State":"running"},
           {"Id":"e5","Names":[],"State":"running"}
         ]"#;
-        let listed = parse_list(body, &TABLE).expect("valid list");
+        let listed = parse_list(body, &TABLE, false).expect("valid list");
         let summary: Vec<(&str, bool, &str, usize)> = listed
             .iter()
             .map(|l| {
@@ -230,7 +503,7 @@ mod tests {
                 ("restarting", false, "d4", 0),
             ]
         );
-        assert!(parse_list(b"{}", &TABLE).is_err());
-        assert!(parse_list(b"[", &TABLE).is_err());
+        assert!(parse_list(b"{}", &TABLE, false).is_err());
+        assert!(parse_list(b"[", &TABLE, false).is_err());
     }
 }

@@ -5,12 +5,12 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use lookout_core::{Change, InstanceId, Labels, Listed, Observation};
+use lookout_core::{Change, InstanceId, Listed, Observation};
 
 use super::cursor::Cursor;
 use super::framing::{Framed, Lines, MAX_LINE};
 use super::inspect::Inspection;
-use super::objects::{Attributes, Decision, Event, KnownObjects, Objects, preview};
+use super::objects::{Attributes, Decision, Event, KnownObjects, Objects, Scope, preview};
 use super::wire::{Wire, attribute_name};
 
 /// One decoded observation from the feed.
@@ -73,15 +73,16 @@ pub struct Feed<K> {
 }
 
 impl<K: KnownObjects> Feed<K> {
-    /// The feed of a subscription, resumed from `resume` (`None`: from now),
-    /// after a snapshot that `listed` these objects.
+    /// The feed of a subscription of the watch `scope`, resumed from
+    /// `resume` (`None`: from now), after a snapshot that `listed` these
+    /// objects.
     pub fn new<O: Objects<Known = K>>(
         objects: &'static O,
-        labels: &Labels,
+        scope: &Scope,
         resume: Option<Cursor>,
         listed: &[Listed],
     ) -> Self {
-        Self::with(objects, objects.known(labels, listed), resume, resume)
+        Self::with(objects, objects.known(scope, listed), resume, resume)
     }
 
     /// The feed of a history read past the last event seen, at `cursor`:
@@ -89,10 +90,10 @@ impl<K: KnownObjects> Feed<K> {
     /// its cursors never go back before `cursor`.
     pub(crate) fn history<O: Objects<Known = K>>(
         objects: &'static O,
-        labels: &Labels,
+        scope: &Scope,
         cursor: Option<Cursor>,
     ) -> Self {
-        Self::with(objects, objects.known_history(labels), None, cursor)
+        Self::with(objects, objects.known_history(scope), None, cursor)
     }
 
     fn with<O: Objects<Known = K>>(
@@ -287,14 +288,18 @@ impl<K: KnownObjects> Feed<K> {
         let cursor = event.cursor;
         match decision {
             Decision::Skip => Step::Obs(Observation::Progress(cursor)),
-            Decision::Report { kind, labels } => Step::Obs(Observation::Change(Change {
+            Decision::Report {
+                kind,
+                labels,
+                readiness,
+            } => Step::Obs(Observation::Change(Change {
                 at: event.at(),
                 id: InstanceId::from(event.name),
                 kind,
                 uid: Some(event.uid),
                 labels: Some(labels),
                 cursor,
-                readiness: None,
+                readiness,
             })),
             Decision::Inspect(path) => Step::Inspect { event, path },
             Decision::Undecodable(reason) => {

@@ -29,13 +29,13 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use lookout_core::{EventKind, Labels, Listed, Observation};
+use lookout_core::{EventKind, Listed, Observation};
 
 use super::cursor::Cursor;
 use super::feed::{Feed, Obs, Step};
 use super::host::{Host, TlsEnv};
 use super::inspect::inspect;
-use super::objects::Objects;
+use super::objects::{Objects, Scope};
 use super::wire::line_time;
 use super::{CompatError, INSPECT_TIMEOUT, http};
 
@@ -106,7 +106,7 @@ pub(crate) struct Past {
 /// reached (the dial fails).
 pub(crate) async fn read<O: Objects>(
     objects: &'static O,
-    labels: &Labels,
+    scope: &Scope,
     host: &Host,
     tls: &TlsEnv,
     events_path: &str,
@@ -143,7 +143,7 @@ pub(crate) async fn read<O: Objects>(
             return Ok(None);
         }
     };
-    let mut decoded = decode(objects, labels, &body, resume);
+    let mut decoded = decode(objects, scope, &body, resume);
     let mut last = HashMap::new();
     note(&mut last, &decoded.seen);
     let replay = if decoded.continues {
@@ -250,12 +250,12 @@ struct Decoded<K> {
 /// seen, in the order the engine logged them, were not seen.
 fn decode<O: Objects>(
     objects: &'static O,
-    labels: &Labels,
+    scope: &Scope,
     body: &[u8],
     resume: Option<Cursor>,
 ) -> Decoded<O::Known> {
     let split = resume.and_then(|cursor| after_line_at(body, cursor));
-    let mut feed = Feed::history(objects, labels, split.and(resume));
+    let mut feed = Feed::history(objects, scope, split.and(resume));
     let mut seen = VecDeque::new();
     let mut missed = VecDeque::new();
     // After the last event seen, what an earlier snapshot told (up to the
@@ -324,6 +324,7 @@ mod tests {
     use super::*;
     use crate::testing::{TABLE, event};
     use lookout_core::EventKind;
+    use lookout_core::Labels;
 
     fn body(lines: &[String]) -> Vec<u8> {
         (lines.join("\n") + "\n").into_bytes()
@@ -332,7 +333,7 @@ mod tests {
     fn decoded(history: &[u8], cursor: i64) -> Decoded<crate::KnownContainers> {
         decode(
             &TABLE,
-            &Labels::new(),
+            &Scope::default(),
             history,
             Some(Cursor::from_unix_nanos(cursor)),
         )
@@ -423,7 +424,7 @@ mod tests {
             event("create", "c2", "web", 250),
         ]);
         let labels = Labels::from([("app".into(), "web".into())]);
-        let c = decode(&TABLE, &labels, &history, Some(cursor));
+        let c = decode(&TABLE, &Scope::new(labels, false), &history, Some(cursor));
         assert!(c.continues, "still proven from the last event seen");
         assert_eq!(summary(&c), ["web Created c2 Some(250)"]);
         // The history's word on the told ones still corrects a list.

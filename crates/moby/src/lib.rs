@@ -72,6 +72,7 @@ mod http;
 mod inspect;
 mod mapping;
 mod objects;
+mod readiness;
 #[cfg(test)]
 mod testing;
 #[cfg(feature = "tls")]
@@ -97,8 +98,10 @@ pub use framing::MAX_LINE;
 pub use history::History;
 pub use host::{ConfigError, Discovery, Host};
 pub use inspect::Inspection;
-pub use mapping::Mapping;
-pub use objects::{Decision, Event, KnownObjects, Objects, labels_of, matches, string_value};
+pub use mapping::{HealthTable, Mapping};
+pub use objects::{
+    Decision, Event, KnownObjects, Objects, ReadinessFrom, Scope, labels_of, matches, string_value,
+};
 
 /// What to watch on an engine speaking the Docker API (`DockerConfig`,
 /// `PodmanConfig`, `SwarmConfig`).
@@ -198,7 +201,8 @@ pub fn watch<O: Objects>(
     objects: &'static O,
     config: Config,
 ) -> Result<Watch<CompatDial<O>>, ConfigError> {
-    let dial = CompatDial::new(objects, config.host, config.labels)?;
+    let dial = CompatDial::new(objects, config.host, config.labels)?
+        .readiness(config.readiness, config.readiness_poll);
     Ok(Watch::new(dial, config.watch))
 }
 
@@ -219,7 +223,9 @@ const INSPECT_TIMEOUT: Duration = Duration::from_secs(30);
 pub struct CompatDial<O: Objects = Mapping> {
     objects: &'static O,
     host: Option<String>,
-    labels: Labels,
+    scope: Scope,
+    /// With readiness, how often a [`ReadinessFrom::Polled`] engine is asked.
+    readiness_poll: Duration,
 }
 
 impl<O: Objects> fmt::Debug for CompatDial<O> {
@@ -227,7 +233,8 @@ impl<O: Objects> fmt::Debug for CompatDial<O> {
         f.debug_struct("CompatDial")
             .field("provider", &self.objects.provider())
             .field("host", &self.host)
-            .field("labels", &self.labels)
+            .field("labels", &self.scope.labels)
+            .field("readiness", &self.scope.readiness)
             .finish()
     }
 }
@@ -247,10 +254,20 @@ impl<O: Objects> CompatDial<O> {
         let dial = Self {
             objects,
             host,
-            labels,
+            scope: Scope::new(labels, false),
+            readiness_poll: READINESS_POLL,
         };
         dial.resolve()?;
         Ok(dial)
+    }
+
+    /// Also watches readiness (see [`Config::readiness`]), an engine whose
+    /// events do not tell it polled `every` (see [`Config::readiness_poll`]).
+    #[must_use]
+    pub fn readiness(mut self, on: bool, every: Duration) -> Self {
+        self.scope.readiness = on;
+        self.readiness_poll = every.max(Duration::from_millis(100));
+        self
     }
 
     /// The engine's address as the next dial would resolve it.
@@ -271,36 +288,53 @@ impl<O: Objects> CompatDial<O> {
     }
 
     fn label_filter(&self) -> Vec<String> {
-        self.labels
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect()
+        label_filter(&self.scope.labels)
     }
 
     /// `/events` with the session's filters (the objects' type and actions,
     /// the caller's labels when the events carry them), without `since`.
     fn events_path(&self) -> String {
         let mut filters = json!({ "type": [self.objects.event_type()] });
-        let actions = self.objects.actions();
+        let actions = self.objects.actions(self.scope.readiness);
         if !actions.is_empty() {
             filters["event"] = json!(actions);
         }
-        if self.objects.labels_in_events() && !self.labels.is_empty() {
+        if self.objects.labels_in_events() && !self.scope.labels.is_empty() {
             filters["label"] = json!(self.label_filter());
         }
         format!("/events?filters={}", encode(&filters.to_string()))
     }
 
     fn list_path(&self) -> String {
-        let mut path = self.objects.list_path().to_owned();
-        if !self.labels.is_empty() {
-            let filters = json!({ "label": self.label_filter() });
-            path.push(if path.contains('?') { '&' } else { '?' });
-            path.push_str("filters=");
-            path.push_str(&encode(&filters.to_string()));
-        }
-        path
+        list_path(
+            self.objects.list_path(self.scope.readiness),
+            &self.scope.labels,
+            None,
+        )
     }
+}
+
+/// A label filter's terms (`key=value`).
+fn label_filter(labels: &Labels) -> Vec<String> {
+    labels.iter().map(|(k, v)| format!("{k}={v}")).collect()
+}
+
+/// A list `path` with the label filter, and a `health` filter when given.
+fn list_path(path: &str, labels: &Labels, health: Option<&str>) -> String {
+    let mut filters = serde_json::Map::new();
+    if !labels.is_empty() {
+        filters.insert("label".to_owned(), json!(label_filter(labels)));
+    }
+    if let Some(health) = health {
+        filters.insert("health".to_owned(), json!([health]));
+    }
+    let mut path = path.to_owned();
+    if !filters.is_empty() {
+        path.push(if path.contains('?') { '&' } else { '?' });
+        path.push_str("filters=");
+        path.push_str(&encode(&serde_json::Value::Object(filters).to_string()));
+    }
+    path
 }
 
 impl<O: Objects> Dial for CompatDial<O> {
@@ -313,7 +347,9 @@ impl<O: Objects> Dial for CompatDial<O> {
         let endpoint = self.endpoint();
         let events_path = self.events_path();
         let list_path = self.list_path();
-        let labels = self.labels.clone();
+        let scope = self.scope.clone();
+        let poll = (scope.readiness && objects.readiness_from() == ReadinessFrom::Polled)
+            .then_some(self.readiness_poll);
         Box::pin(async move {
             let (host, tls) = endpoint?;
             // What happened while the feed could not be seen: its exact
@@ -321,7 +357,7 @@ impl<O: Objects> Dial for CompatDial<O> {
             // feed, else the snapshot's diff alone tells it.
             let past = history::read(
                 objects,
-                &labels,
+                &scope,
                 &host,
                 &tls,
                 &events_path,
@@ -352,26 +388,34 @@ impl<O: Objects> Dial for CompatDial<O> {
             .instrument(tracing::debug_span!("conn", provider, %host, request = "list"))
             .await?;
             let mut listed = objects
-                .parse_list(&list)
+                .parse_list(&list, scope.readiness)
                 .map_err(|reason| CompatError::List {
                     path: path.to_owned(),
                     reason,
                 })?;
             tracing::debug!(provider, objects = listed.len(), "listed");
+            if let (true, ReadinessFrom::Health { lists_none }) =
+                (scope.readiness, objects.readiness_from())
+            {
+                readiness::health(objects, lists_none, &host, &tls, &scope, &mut listed)
+                    .instrument(tracing::debug_span!("conn", provider, %host, request = "health"))
+                    .await?;
+            }
             if let Some(past) = &past {
                 history::correct(&mut listed, &past.last);
             }
-            let mut feed = feed::Feed::new(objects, &labels, from, &listed);
+            let mut feed = feed::Feed::new(objects, &scope, from, &listed);
             // The snapshot tells everything before its list answered.
             let told = feed.snapshot_at(Cursor::from_system_time(SystemTime::now()));
             let replayed = past.and_then(|p| p.replay).unwrap_or_default();
+            let poll = poll.map(|every| readiness::Poll::new(objects, list_path, every));
             Ok(session(
                 host,
                 tls,
                 provider,
                 replayed,
                 (listed, told),
-                feed,
+                (feed, poll),
                 events,
             ))
         })
@@ -406,14 +450,15 @@ fn since(events_path: &str, cursor: Cursor) -> String {
 
 /// The session: the history replayed (what was missed, exactly), the
 /// snapshot, then the events as they are decoded (each inspection they ask
-/// for on a connection of its own, in order).
-fn session<K: KnownObjects>(
+/// for on a connection of its own, in order), and with a readiness poll the
+/// polled readiness between them.
+fn session<O: Objects>(
     host: Host,
     tls: host::TlsEnv,
     provider: &'static str,
     replayed: Vec<Observation<Cursor>>,
     (listed, told): (Vec<Listed>, Cursor),
-    mut feed: feed::Feed<K>,
+    (mut feed, mut poll): (feed::Feed<O::Known>, Option<readiness::Poll<O>>),
     mut events: http::Exchange,
 ) -> Session<Cursor> {
     Box::pin(async_stream::stream! {
@@ -428,7 +473,30 @@ fn session<K: KnownObjects>(
         yield Ok(Observation::Progress(Some(told)));
         let mut out = VecDeque::new();
         'session: loop {
-            let ended = match events.chunk().await {
+            let next = match &mut poll {
+                Some(poll) => poll.next_or(&mut events).await,
+                None => readiness::Next::Chunk(events.chunk().await),
+            };
+            let chunk = match next {
+                readiness::Next::Chunk(chunk) => chunk,
+                readiness::Next::Poll => {
+                    let span = tracing::debug_span!("conn", provider, %host, request = "poll");
+                    let Some(poll) = &mut poll else { continue };
+                    match poll.run(&host, &tls).instrument(span).await {
+                        Ok(polled) => {
+                            for obs in polled {
+                                yield Ok(obs);
+                            }
+                        }
+                        Err(e) => {
+                            yield Err(BoxError::from(e));
+                            break 'session;
+                        }
+                    }
+                    continue;
+                }
+            };
+            let ended = match chunk {
                 Some(Ok(chunk)) => {
                     feed.push(&chunk, &mut out);
                     false
@@ -444,7 +512,13 @@ fn session<K: KnownObjects>(
             };
             while let Some(step) = out.pop_front() {
                 match step {
-                    feed::Step::Obs(obs) => yield Ok(obs),
+                    feed::Step::Obs(obs) => {
+                        if let (Some(poll), Observation::Change(_)) = (&mut poll, &obs) {
+                            // A scale, a creation: its readiness is asked soon.
+                            poll.soon();
+                        }
+                        yield Ok(obs);
+                    }
                     feed::Step::Inspect { event, path } => {
                         let span = tracing::debug_span!("conn", provider, %host, request = "inspect");
                         match inspect::inspect(&host, &tls, &path, INSPECT_TIMEOUT).instrument(span).await {
@@ -494,6 +568,11 @@ mod tests {
         discovery: Discovery {
             host_var: "LOOKOUT_TEST_UNSET_HOST",
             sockets: &[("", "/nonexistent/test.sock")],
+        },
+        health: crate::mapping::HealthTable {
+            status_in_action: true,
+            unhealthy_when_paused: true,
+            lists_none: true,
         },
     };
 

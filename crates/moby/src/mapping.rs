@@ -33,9 +33,38 @@ pub struct Mapping {
     pub history: History,
     /// Where the engine listens when the caller names no host.
     pub discovery: Discovery,
+    /// How the engine tells a container's health, for readiness.
+    pub health: HealthTable,
+}
+
+/// How an engine tells a container's health (see
+/// [`Readiness`](lookout_core::Readiness)): what its `health_status` event
+/// carries and what its `pause` and `die` do to the status.
+#[derive(Debug, Clone, Copy)]
+pub struct HealthTable {
+    /// The event's action carries the new status (`health_status: healthy`,
+    /// Docker: emitted only when the status changes). Otherwise the
+    /// container is inspected at each `health_status` event for its
+    /// current status: Podman emits one per check, and before 4.7 it
+    /// carries the previous check's result (podman #19237).
+    pub status_in_action: bool,
+    /// The engine sets `unhealthy`, silently, when it pauses or stops a
+    /// container with a check (Docker: the next good probe after `unpause`
+    /// says `healthy` again); otherwise the status stays as it was (Podman).
+    pub unhealthy_when_paused: bool,
+    /// The list's `health=none` filter finds the containers without a
+    /// check (Docker; Podman 4's never matches): a snapshot then learns
+    /// every container's health from its lists, without an inspection.
+    pub lists_none: bool,
 }
 
 impl Mapping {
+    /// Whether the action is a health event (`health_status`, with or
+    /// without `: STATUS`).
+    pub(crate) fn is_health(action: &str) -> bool {
+        action.split_once(':').map_or(action, |(verb, _)| verb) == "health_status"
+    }
+
     /// What an action means, if anything.
     pub fn kind(&self, action: &str) -> Option<EventKind> {
         self.actions

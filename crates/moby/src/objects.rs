@@ -1,11 +1,12 @@
 //! What a session watches: the engine's objects of one type (containers,
 //! Swarm services), pluggable into the shared machinery.
 
+use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
 
-use lookout_core::{EventKind, Labels, Listed};
+use lookout_core::{EventKind, Labels, Listed, Readiness};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
@@ -37,7 +38,9 @@ pub trait Objects: fmt::Debug + Send + Sync + 'static {
     fn event_type(&self) -> &'static str;
 
     /// The actions to subscribe to (an `event` filter); all when empty.
-    fn actions(&self) -> Vec<&'static str>;
+    /// With `readiness`, also those that tell it (a container's
+    /// `health_status`, `pause`, `unpause`).
+    fn actions(&self, readiness: bool) -> Vec<&'static str>;
 
     /// Whether an event's attributes carry the object's labels, so that the
     /// engine can filter the events by label. When they do not, the session
@@ -46,27 +49,108 @@ pub trait Objects: fmt::Debug + Send + Sync + 'static {
     fn labels_in_events(&self) -> bool;
 
     /// The list of every object, without filters (`/containers/json?all=1`,
-    /// `/services`); the session adds the label filter.
-    fn list_path(&self) -> &'static str;
+    /// `/services`); the session adds the label filter. With `readiness`,
+    /// the list that tells it, if the engine has one
+    /// (`/services?status=true`).
+    fn list_path(&self, readiness: bool) -> &'static str;
 
-    /// Decodes the list; `Err` says why it is unusable.
-    fn parse_list(&self, body: &[u8]) -> Result<Vec<Listed>, String>;
+    /// Decodes the list; `Err` says why it is unusable. With `readiness`,
+    /// each object's [`Listed::readiness`] as far as the list tells it
+    /// (see [`ReadinessFrom`]).
+    fn parse_list(&self, body: &[u8], readiness: bool) -> Result<Vec<Listed>, String>;
+
+    /// Where readiness comes from, when it is watched.
+    fn readiness_from(&self) -> ReadinessFrom;
 
     /// How the engine replays, to a redial, the events of these objects that
     /// its last session did not see: see [`History`].
     fn history(&self) -> History;
 
     /// What a new session knows: the objects the snapshot `listed`, under the
-    /// caller's label filter `labels`.
-    fn known(&'static self, labels: &Labels, listed: &[Listed]) -> Self::Known;
+    /// watch's [`Scope`].
+    fn known(&'static self, scope: &Scope, listed: &[Listed]) -> Self::Known;
 
     /// What a redial knows while it replays the engine's history (before
     /// any list): every object in that history was watched by the session
     /// before, since the engine applied the same filters to it. Asked only
     /// when [`history`](Self::history) is not [`History::Unreliable`]; by
     /// default the knowledge of an empty list.
-    fn known_history(&'static self, labels: &Labels) -> Self::Known {
-        self.known(labels, &[])
+    fn known_history(&'static self, scope: &Scope) -> Self::Known {
+        self.known(scope, &[])
+    }
+}
+
+/// Where an engine's objects tell their readiness.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadinessFrom {
+    /// Containers: their health events (`health_status`, `pause`,
+    /// `unpause`), and for a snapshot the engine's `health` list filter
+    /// (one list per status).
+    Health {
+        /// The engine's `health=none` filter finds the containers without
+        /// a check (see [`HealthTable::lists_none`](crate::HealthTable::lists_none)).
+        lists_none: bool,
+    },
+    /// Only a list tells it (Swarm's `/services?status=true`: there are no
+    /// task events): the snapshot's list, and the same list polled every
+    /// [`Config::readiness_poll`](crate::Config::readiness_poll) between
+    /// snapshots, each object as an [`Observation::Polled`](lookout_core::Observation::Polled).
+    Polled,
+}
+
+/// What one watch asks of its objects, the same for each of its sessions:
+/// the caller's label filter, whether readiness is watched, and what the
+/// watch learnt once of each container (whether it has a healthcheck, fixed
+/// when it is created).
+#[derive(Debug, Clone, Default)]
+pub struct Scope {
+    /// Only the objects carrying all of these labels.
+    pub labels: Labels,
+    /// Readiness is watched.
+    pub readiness: bool,
+    /// Container id → whether it has a healthcheck.
+    pub(crate) checks: Checks,
+}
+
+impl Scope {
+    /// The scope of a watch.
+    pub fn new(labels: Labels, readiness: bool) -> Self {
+        Self {
+            labels,
+            readiness,
+            checks: Checks::default(),
+        }
+    }
+}
+
+/// Which containers have a healthcheck (container id → has one), shared by
+/// a watch's sessions: learnt once per container (from the snapshot's
+/// health lists, else one inspection), forgotten when a snapshot no longer
+/// lists it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Checks(Arc<Mutex<HashMap<Arc<str>, bool>>>);
+
+impl Checks {
+    pub(crate) fn get(&self, uid: &str) -> Option<bool> {
+        self.lock().get(uid).copied()
+    }
+
+    pub(crate) fn set(&self, uid: &Arc<str>, has_check: bool) {
+        self.lock().insert(Arc::clone(uid), has_check);
+    }
+
+    /// Keeps only the containers a snapshot listed.
+    pub(crate) fn retain(&self, listed: &[Listed]) {
+        let keep: std::collections::HashSet<&str> =
+            listed.iter().filter_map(|l| l.uid.as_deref()).collect();
+        self.lock().retain(|uid, _| keep.contains(&**uid));
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, bool>> {
+        // A panic while holding it cannot leave the map half-written.
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -98,6 +182,9 @@ pub enum Decision {
         /// The object's labels (shared: a [`KnownObjects`] that keeps each
         /// object's labels hands out the same `Arc` for each event).
         labels: Arc<Labels>,
+        /// With readiness watched, the object's readiness after the event,
+        /// when the event tells it.
+        readiness: Option<Readiness>,
     },
     /// Read the object first (`GET` this path, on a connection of its own),
     /// then decide with [`KnownObjects::inspected`].

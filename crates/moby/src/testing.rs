@@ -5,7 +5,7 @@ use lookout_core::EventKind;
 
 use crate::history::History;
 use crate::host::Discovery;
-use crate::mapping::Mapping;
+use crate::mapping::{HealthTable, Mapping};
 
 /// Docker's mapped actions, two ignored ones, the attributes that are not
 /// labels; a discovery that finds nothing.
@@ -23,6 +23,11 @@ pub(crate) static TABLE: Mapping = Mapping {
     discovery: Discovery {
         host_var: "LOOKOUT_TEST_HOST",
         sockets: &[],
+    },
+    health: HealthTable {
+        status_in_action: true,
+        unhealthy_when_paused: true,
+        lists_none: true,
     },
 };
 

@@ -95,6 +95,11 @@ pub static MAPPING: moby::Mapping = moby::Mapping {
     non_label_attributes: &["name", "image", "exitCode", "signal", "execDuration"],
     history: moby::History::Until,
     discovery: moby::Discovery::DOCKER,
+    health: moby::HealthTable {
+        status_in_action: true,
+        unhealthy_when_paused: true,
+        lists_none: true,
+    },
 };
 
 /// What to watch: [`moby::Config`]. Without a host: `DOCKER_HOST`, else

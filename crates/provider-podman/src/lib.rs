@@ -110,6 +110,11 @@ pub static MAPPING: moby::Mapping = moby::Mapping {
             ("", "/run/podman/podman.sock"),
         ],
     },
+    health: moby::HealthTable {
+        status_in_action: false,
+        unhealthy_when_paused: false,
+        lists_none: false,
+    },
 };
 
 /// What to watch: [`moby::Config`]. Without a host: `CONTAINER_HOST`, else

@@ -98,9 +98,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use lookout_core::{EventKind, InstanceId, Labels, Listed, Watch};
+use lookout_core::{EventKind, InstanceId, Labels, Listed, Readiness, Watch};
 use lookout_moby::{
-    Decision, Discovery, Event, History, KnownObjects, Objects, labels_of, matches,
+    Decision, Discovery, Event, History, KnownObjects, Objects, ReadinessFrom, Scope, labels_of,
+    matches,
 };
 use serde_json::Value;
 
@@ -147,7 +148,7 @@ impl Objects for Services {
         "service"
     }
 
-    fn actions(&self) -> Vec<&'static str> {
+    fn actions(&self, _readiness: bool) -> Vec<&'static str> {
         vec!["create", "update", "remove"]
     }
 
@@ -155,11 +156,19 @@ impl Objects for Services {
         false
     }
 
-    fn list_path(&self) -> &'static str {
-        "/services"
+    fn list_path(&self, readiness: bool) -> &'static str {
+        if readiness {
+            "/services?status=true"
+        } else {
+            "/services"
+        }
     }
 
-    fn parse_list(&self, body: &[u8]) -> Result<Vec<Listed>, String> {
+    fn readiness_from(&self) -> ReadinessFrom {
+        ReadinessFrom::Polled
+    }
+
+    fn parse_list(&self, body: &[u8], readiness: bool) -> Result<Vec<Listed>, String> {
         let value: Value = serde_json::from_slice(body).map_err(|e| e.to_string())?;
         let Value::Array(entries) = value else {
             return Err("not a JSON array".to_owned());
@@ -180,7 +189,7 @@ impl Objects for Services {
                     running: s.running,
                     uid: Some(Arc::from(s.uid)),
                     labels: s.labels,
-                    readiness: None,
+                    readiness: readiness.then(|| service_status(entry)).flatten(),
                 })
             })
             .collect())
@@ -190,9 +199,9 @@ impl Objects for Services {
         History::Unreliable
     }
 
-    fn known(&'static self, labels: &Labels, listed: &[Listed]) -> KnownServices {
+    fn known(&'static self, scope: &Scope, listed: &[Listed]) -> KnownServices {
         KnownServices {
-            filter: labels.clone(),
+            filter: scope.labels.clone(),
             services: listed
                 .iter()
                 .filter_map(|l| Some((Arc::clone(l.uid.as_ref()?), Arc::new(l.labels.clone()))))
@@ -223,6 +232,7 @@ impl KnownObjects for KnownServices {
                         EventKind::Stopped
                     },
                     labels: Arc::clone(labels),
+                    readiness: None,
                 },
                 // Not scaled (or not known yet): read what it is now.
                 _ => inspect(uid),
@@ -232,6 +242,7 @@ impl KnownObjects for KnownServices {
                     Decision::Report {
                         kind: EventKind::Removed,
                         labels,
+                        readiness: None,
                     }
                 } else {
                     tracing::debug!(
@@ -275,12 +286,17 @@ impl KnownObjects for KnownServices {
                 (false, "create") => EventKind::Created,
                 (false, _) => EventKind::Stopped,
             };
-            Decision::Report { kind, labels }
+            Decision::Report {
+                kind,
+                labels,
+                readiness: None,
+            }
         } else if let Some(labels) = self.services.remove(uid) {
             // Its labels changed: it leaves the watch, as a resync would find.
             Decision::Report {
                 kind: EventKind::Removed,
                 labels,
+                readiness: None,
             }
         } else {
             Decision::Skip
@@ -295,6 +311,24 @@ fn inspect(uid: &str) -> Decision {
     } else {
         Decision::Undecodable("a service ID that is not alphanumeric")
     }
+}
+
+/// A listed service's readiness (`GET /services?status=true`): its
+/// `ServiceStatus`, desired tasks and running tasks (Swarm moves a task to
+/// `running` only once its container's healthcheck passed).
+fn service_status(entry: &Value) -> Option<Readiness> {
+    let status = entry.get("ServiceStatus")?;
+    let count = |key| {
+        status
+            .get(key)
+            .and_then(Value::as_u64)
+            .map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX))
+    };
+    Some(Readiness::replicas(
+        count("DesiredTasks"),
+        count("RunningTasks"),
+        true,
+    ))
 }
 
 /// The desired replica count an update event says it set (`replicas.new`).

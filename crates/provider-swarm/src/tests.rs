@@ -31,12 +31,13 @@ fn report(kind: EventKind, labels: Labels) -> Decision {
     Decision::Report {
         kind,
         labels: Arc::new(labels),
+        readiness: None,
     }
 }
 
 /// A session that listed `listed` under the filter `app=web`.
 fn known(listed: &[Listed]) -> KnownServices {
-    SERVICES.known(&app("web"), listed)
+    SERVICES.known(&Scope::new(app("web"), false), listed)
 }
 
 fn listed(uid: &str, running: bool, labels: Labels) -> Listed {
@@ -75,15 +76,18 @@ fn parses_the_service_list() {
         labels,
         readiness: None,
     });
-    assert_eq!(SERVICES.parse_list(body.as_bytes()), Ok(expected.to_vec()));
-    assert!(SERVICES.parse_list(b"{}").is_err());
-    assert!(SERVICES.parse_list(b"[").is_err());
+    assert_eq!(
+        SERVICES.parse_list(body.as_bytes(), false),
+        Ok(expected.to_vec())
+    );
+    assert!(SERVICES.parse_list(b"{}", false).is_err());
+    assert!(SERVICES.parse_list(b"[", false).is_err());
 }
 
 #[test]
 fn subscribes_to_service_events_and_filters_them_itself() {
     assert_eq!(SERVICES.event_type(), "service");
-    assert_eq!(SERVICES.actions(), ["create", "update", "remove"]);
+    assert_eq!(SERVICES.actions(false), ["create", "update", "remove"]);
     assert!(
         !SERVICES.labels_in_events(),
         "service events carry no labels"
@@ -93,7 +97,7 @@ fn subscribes_to_service_events_and_filters_them_itself() {
         History::Unreliable,
         "service events are stamped with UpdatedAt: `since` proves nothing"
     );
-    assert_eq!(SERVICES.list_path(), "/services");
+    assert_eq!(SERVICES.list_path(false), "/services");
     assert_eq!(SERVICES.discovery().host_var, "DOCKER_HOST");
 }
 

@@ -5,12 +5,12 @@ use crate::containers::KnownContainers;
 use crate::host::Discovery;
 use crate::testing::{TABLE, event};
 use crate::{History, Inspection};
-use lookout_core::EventKind;
+use lookout_core::{EventKind, Labels};
 use serde_json::Value;
 use std::time::{Duration, SystemTime};
 
 fn feed(resume: Option<Cursor>, listed: &[Listed]) -> Feed<KnownContainers> {
-    Feed::new(&TABLE, &Labels::new(), resume, listed)
+    Feed::new(&TABLE, &Scope::default(), resume, listed)
 }
 
 /// The observations of steps that need no inspection.
@@ -339,22 +339,25 @@ impl Objects for Inspected {
     fn event_type(&self) -> &'static str {
         "thing"
     }
-    fn actions(&self) -> Vec<&'static str> {
+    fn actions(&self, _readiness: bool) -> Vec<&'static str> {
         Vec::new()
     }
     fn labels_in_events(&self) -> bool {
         false
     }
-    fn list_path(&self) -> &'static str {
+    fn list_path(&self, _readiness: bool) -> &'static str {
         "/things"
     }
-    fn parse_list(&self, _body: &[u8]) -> Result<Vec<Listed>, String> {
+    fn parse_list(&self, _body: &[u8], _readiness: bool) -> Result<Vec<Listed>, String> {
         Ok(Vec::new())
+    }
+    fn readiness_from(&self) -> crate::ReadinessFrom {
+        crate::ReadinessFrom::Polled
     }
     fn history(&self) -> History {
         History::Unreliable
     }
-    fn known(&'static self, _labels: &Labels, _listed: &[Listed]) -> KnownInspected {
+    fn known(&'static self, _scope: &Scope, _listed: &[Listed]) -> KnownInspected {
         KnownInspected
     }
 }
@@ -374,6 +377,7 @@ impl KnownObjects for KnownInspected {
                     EventKind::Stopped
                 },
                 labels: Arc::new(Labels::new()),
+                readiness: None,
             },
         }
     }
@@ -406,7 +410,7 @@ fn inspect_all(
 
 #[test]
 fn an_inspection_decides_or_costs_the_event_only() {
-    let mut feed = Feed::new(&Inspected, &Labels::new(), None, &[]);
+    let mut feed = Feed::new(&Inspected, &Scope::default(), None, &[]);
     let stopped = Inspection::Found(serde_json::json!({"running": false}));
     let out = inspect_all(&mut feed, &[thing("a", 10)], &stopped);
     assert_eq!(change(&out[0]), ("a", EventKind::Stopped, 10));

@@ -128,6 +128,8 @@ struct Plan<'a> {
     resume: Option<Cursor>,
     listed: bool,
     labels: bool,
+    /// Readiness watched (health, pause and unpause events mean something).
+    readiness: bool,
     max_chunk: usize,
     rng: SplitMix64,
     body: &'a [u8],
@@ -153,6 +155,7 @@ impl<'a> Plan<'a> {
             resume,
             listed: flags & 0x04 != 0,
             labels: flags & 0x08 != 0,
+            readiness: flags & 0x10 != 0,
             max_chunk,
             rng: SplitMix64::new(seed),
             body,
@@ -176,7 +179,8 @@ pub fn run<T: Target>(target: &T, data: &[u8], after_push: &mut dyn FnMut()) {
     } else {
         Labels::new()
     };
-    let mut feed = Feed::new(target.objects(), &labels, plan.resume, &listed);
+    let scope = lookout_moby::Scope::new(labels, plan.readiness);
+    let mut feed = Feed::new(target.objects(), &scope, plan.resume, &listed);
     let mut out = VecDeque::new();
     let mut seen = Seen::default();
     // The body, `repeats` times over, in chunks: each a slice of `window`
