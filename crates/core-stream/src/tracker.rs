@@ -443,6 +443,9 @@ impl Tracker {
 
     /// Applies one live change; pushes the transitions it implies (none for a
     /// duplicate).
+    // One match over the cases of a change (the hot path, kept in one body
+    // so that it inlines into the stream's poll).
+    #[allow(clippy::too_many_lines)]
     #[inline]
     pub(crate) fn change<C>(&mut self, change: Change<C>, out: &mut impl Transitions) {
         let Change {

@@ -66,8 +66,8 @@ struct Common {
         help = "Also serve HTTP/1.1 on ADDR (e.g. 127.0.0.1:7070, [::1]:0; port 0 picks \
                 one): GET /events (NDJSON, or SSE with Accept: text/event-stream; \
                 ?initial=true, ?label=K=V), /instances, /instances/ID (?wait=running|\
-                stopped|gone&timeout=10s), /healthz, /metrics. One engine connection \
-                for every client."
+                stopped|gone, with --readiness also ready|unready; &timeout=10s), \
+                /healthz, /metrics. One engine connection for every client."
     )]
     serve: Option<SocketAddr>,
     /// With --serve: every request but /healthz needs `Authorization: Bearer
@@ -267,7 +267,7 @@ async fn run<D: lookout_core::Dial>(
     let hub = watch.share_with(HubConfig::default().queue(common.serve_queue as usize));
     let addr = prepared.addr();
     let warn_open = !addr.ip().is_loopback() && !prepared.has_token();
-    let server = match serve::Server::start(prepared, &hub, provider) {
+    let server = match serve::Server::start(prepared, &hub, provider, common.readiness) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("lookout: cannot serve on {addr}: {e}");

@@ -124,12 +124,18 @@ pub struct Server {
 
 impl Server {
     /// Serves `hub` on the prepared socket until [`Server::shutdown`].
-    pub fn start(prepared: Prepared, hub: &Hub, provider: &'static str) -> std::io::Result<Self> {
+    pub fn start(
+        prepared: Prepared,
+        hub: &Hub,
+        provider: &'static str,
+        readiness: bool,
+    ) -> std::io::Result<Self> {
         let listener = TcpListener::from_std(prepared.listener)?;
         let shutdown = CancellationToken::new();
         let tracker = TaskTracker::new();
         let state = routes::State {
             provider,
+            readiness,
             hub: hub.clone(),
             store: hub.store(),
             metrics: prepared.metrics,

@@ -1248,3 +1248,167 @@ fn bounded_requests_and_sigterm() {
         drop(stalled);
     });
 }
+
+/// A container of the test image with a healthcheck that passes while
+/// `/ok` exists (exec form: the image has no shell, and the docker CLI's
+/// `--health-cmd` needs one), created through the Engine API with curl.
+fn create_with_check(name: &str, label: &str) {
+    let host = engines::docker_host();
+    let socket = host
+        .strip_prefix("unix://")
+        .unwrap_or_else(|| panic!("a unix socket, not {host}"));
+    let (key, value) = label.split_once('=').expect("KEY=VALUE");
+    let body = serde_json::json!({
+        "Image": engines::test_image(),
+        "Cmd": ["sleep", "3600"],
+        "Labels": { key: value },
+        "HostConfig": { "NetworkMode": "none" },
+        "Healthcheck": {
+            "Test": ["CMD", "/bin/busybox", "test", "-f", "/ok"],
+            "Interval": 300_000_000,
+            "Retries": 1,
+        },
+    });
+    let out = Command::new("curl")
+        .args(["-sS", "--fail-with-body", "--unix-socket", socket])
+        .args(["-H", "Content-Type: application/json", "-X", "POST"])
+        .arg(format!("http://docker/containers/create?name={name}"))
+        .args(["-d", &body.to_string()])
+        .output()
+        .expect("curl runs");
+    assert!(
+        out.status.success(),
+        "create {name}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `GET /instances/{id}?wait={what}&timeout={timeout}`.
+async fn wait(addr: SocketAddr, id: &str, what: &str, timeout: &str) -> (u16, String) {
+    let path = format!("/instances/{id}?wait={what}&timeout={timeout}");
+    get(addr, &path, None).await
+}
+
+/// `(kind, health)` of each instance's events on stdout, until `id` has
+/// `n` (`-` for an event without a health).
+fn kinds_and_health(
+    lookout: &Lookout,
+    id: &str,
+    n: usize,
+) -> HashMap<String, Vec<(String, String)>> {
+    let mut seen: HashMap<String, Vec<(String, String)>> = HashMap::new();
+    while seen.get(id).map_or(0, Vec::len) < n {
+        let e = lookout.event();
+        let instance = e["instance"].as_str().unwrap_or_default().to_owned();
+        let kind = e["kind"].as_str().unwrap_or_default().to_owned();
+        let health = e["health"].as_str().unwrap_or("-").to_owned();
+        seen.entry(instance).or_default().push((kind, health));
+    }
+    seen
+}
+
+/// `--readiness`: `/instances` objects carry `ready` and the health;
+/// `?wait=ready|unready` follow the healthcheck; `/metrics` counts the
+/// ready; stdout's events carry the health. Without `--readiness`,
+/// `?wait=ready` is a 400 that says so.
+#[test]
+fn readiness_instances_wait_and_metrics() {
+    let _lock = require_docker(false);
+    runtime().block_on(async {
+        let name = unique("ready");
+        let label = format!("lookout.serve={name}");
+        let (plain, checked) = (format!("{name}-p"), format!("{name}-h"));
+        let _containers = Containers(vec![plain.clone(), checked.clone()]);
+        let off = Lookout::start(&label, &engines::docker_host(), &[]);
+        let (status, body) = get(off.addr, "/instances/x?wait=ready", None).await;
+        assert_eq!(status, 400, "{body}");
+        assert!(body.contains("--readiness"), "{body}");
+        drop(off);
+
+        let lookout = Lookout::start(&label, &engines::docker_host(), &["--readiness"]);
+        let addr = lookout.addr;
+        create(&plain, &[&label]);
+        docker(&["start", &plain]);
+        let (status, body) = wait(addr, &plain, "ready", "20s").await;
+        assert_eq!(status, 200, "{body}");
+        let v: Value = serde_json::from_str(&body).expect("JSON");
+        assert_eq!(
+            (&v["state"], &v["ready"], &v["health"]),
+            (&"running".into(), &true.into(), &"none".into()),
+            "{v}"
+        );
+        assert_eq!(v["paused"], false, "{v}");
+        assert_keys_in_order(
+            &body,
+            &[
+                "provider", "instance", "state", "ready", "health", "paused", "labels", "since",
+            ],
+        );
+
+        create_with_check(&checked, &label);
+        docker(&["start", &checked]);
+        let (status, body) = wait(addr, &checked, "running", "20s").await;
+        assert_eq!(status, 200, "{body}");
+        let v: Value = serde_json::from_str(&body).expect("JSON");
+        // Started: not ready until a check passes (none can while /ok is missing).
+        assert_eq!(
+            (&v["ready"], &v["health"]),
+            (&false.into(), &"starting".into()),
+            "{v}"
+        );
+        let (status, body) = wait(addr, &checked, "ready", "1s").await;
+        assert_eq!(status, 408, "{body}");
+
+        docker(&["exec", &checked, "/bin/busybox", "touch", "/ok"]);
+        let (status, body) = wait(addr, &checked, "ready", "20s").await;
+        assert_eq!(status, 200, "{body}");
+        let v: Value = serde_json::from_str(&body).expect("JSON");
+        assert_eq!(
+            (&v["ready"], &v["health"]),
+            (&true.into(), &"healthy".into()),
+            "{v}"
+        );
+        eventually(WAIT, "two ready instances", || async move {
+            let s = scrape(addr).await;
+            match sample(&s, "lookout_instances_ready", &[]) {
+                Some(n) if (n - 2.0).abs() < 0.5 => Ok(()),
+                other => Err(format!("lookout_instances_ready {other:?}")),
+            }
+        })
+        .await;
+
+        docker(&["exec", &checked, "/bin/busybox", "rm", "/ok"]);
+        let (status, body) = wait(addr, &checked, "unready", "20s").await;
+        assert_eq!(status, 200, "{body}");
+        let v: Value = serde_json::from_str(&body).expect("JSON");
+        assert_eq!(
+            (&v["state"], &v["ready"], &v["health"]),
+            (&"running".into(), &false.into(), &"unhealthy".into()),
+            "{v}"
+        );
+
+        // Stdout: each container's events, the health in each.
+        let seen = kinds_and_health(&lookout, &checked, 4);
+        let pairs = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+            v.iter()
+                .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
+                .collect()
+        };
+        assert_eq!(
+            seen[&plain],
+            pairs(&[("created", "-"), ("started", "none"), ("ready", "none")]),
+            "{seen:?}"
+        );
+        assert_eq!(
+            seen[&checked],
+            pairs(&[
+                ("created", "-"),
+                ("started", "starting"),
+                ("ready", "healthy"),
+                ("unready", "unhealthy"),
+            ]),
+            "{seen:?}"
+        );
+    });
+}

@@ -235,7 +235,8 @@ impl<O: Objects> fmt::Debug for CompatDial<O> {
             .field("host", &self.host)
             .field("labels", &self.scope.labels)
             .field("readiness", &self.scope.readiness)
-            .finish()
+            .field("readiness_poll", &self.readiness_poll)
+            .finish_non_exhaustive()
     }
 }
 

@@ -54,6 +54,10 @@ fn describe() {
     );
     describe_gauge!("lookout_instances", "Instances known now");
     describe_gauge!(
+        "lookout_instances_ready",
+        "Instances ready now (0 without --readiness)"
+    );
+    describe_gauge!(
         "lookout_subscribers",
         "Open subscriptions (HTTP /events clients and stdout)"
     );

@@ -16,12 +16,14 @@ use tokio_util::sync::CancellationToken;
 use super::auth::{self, Token};
 use super::events;
 use super::metrics::Metrics;
-use crate::output::{Format, rfc3339_nanos, status_line};
+use crate::output::{Format, ReadinessJson, rfc3339_nanos, status_line};
 
 /// What every handler shares.
 #[derive(Clone, Debug)]
 pub struct State {
     pub provider: &'static str,
+    /// Readiness is watched (`--readiness`).
+    pub readiness: bool,
     pub hub: Hub,
     pub store: Store,
     pub metrics: Metrics,
@@ -168,6 +170,11 @@ struct JsonInstance<'a> {
     provider: &'a str,
     instance: &'a str,
     state: &'a str,
+    /// With `--readiness` only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ready: Option<bool>,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    readiness: Option<ReadinessJson>,
     #[serde(skip_serializing_if = "Option::is_none")]
     labels: Option<&'a Labels>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -175,11 +182,13 @@ struct JsonInstance<'a> {
 }
 
 impl<'a> JsonInstance<'a> {
-    fn of(provider: &'a str, i: &'a Instance) -> Self {
+    fn of(s: &'a State, i: &'a Instance) -> Self {
         Self {
-            provider,
+            provider: s.provider,
             instance: i.id.as_str(),
             state: if i.running { "running" } else { "stopped" },
+            ready: s.readiness.then_some(i.ready),
+            readiness: ReadinessJson::new(i.readiness).filter(|_| s.readiness),
             labels: Some(&i.labels),
             since: Some(rfc3339_nanos(i.since)),
         }
@@ -191,6 +200,8 @@ impl<'a> JsonInstance<'a> {
             provider,
             instance: id,
             state: "gone",
+            ready: None,
+            readiness: None,
             labels: None,
             since: None,
         }
@@ -216,7 +227,7 @@ async fn instances(Extract(s): Extract<State>, uri: Uri) -> Response {
     let list: Vec<JsonInstance<'_>> = all
         .iter()
         .filter(|i| filter.matches(&i.labels))
-        .map(|i| JsonInstance::of(s.provider, i))
+        .map(|i| JsonInstance::of(&s, i))
         .collect();
     json(StatusCode::OK, &list)
 }
@@ -227,6 +238,10 @@ enum Wait {
     Running,
     Stopped,
     Gone,
+    /// Running and ready (`--readiness`).
+    Ready,
+    /// Existing and not ready (`--readiness`): stopped, or running unready.
+    Unready,
 }
 
 impl Wait {
@@ -235,6 +250,8 @@ impl Wait {
             Self::Running => i.is_some_and(|i| i.running),
             Self::Stopped => i.is_some_and(|i| !i.running),
             Self::Gone => i.is_none(),
+            Self::Ready => i.is_some_and(|i| i.ready),
+            Self::Unready => i.is_some_and(|i| !i.ready),
         }
     }
 
@@ -243,6 +260,8 @@ impl Wait {
             Self::Running => "running",
             Self::Stopped => "stopped",
             Self::Gone => "gone",
+            Self::Ready => "ready",
+            Self::Unready => "unready",
         }
     }
 }
@@ -261,16 +280,24 @@ fn parse_duration(s: &str) -> Option<Duration> {
     }
 }
 
-fn wait_query(query: Option<&str>) -> Result<Option<(Wait, Duration)>, BadQuery> {
+fn wait_query(query: Option<&str>, readiness: bool) -> Result<Option<(Wait, Duration)>, BadQuery> {
     let q = Query::parse(query, &["wait", "timeout"])?;
     let wait = match q.one("wait")? {
         None => None,
         Some("running") => Some(Wait::Running),
         Some("stopped") => Some(Wait::Stopped),
         Some("gone") => Some(Wait::Gone),
-        Some(other) => {
+        Some(w @ ("ready" | "unready")) if !readiness => {
             return Err(bad_request(format!(
-                "`wait` is running, stopped or gone, not `{other}`"
+                "`wait={w}` needs readiness: start lookout with --readiness"
+            )));
+        }
+        Some("ready") => Some(Wait::Ready),
+        Some("unready") => Some(Wait::Unready),
+        Some(other) => {
+            let more = if readiness { ", ready, unready" } else { "" };
+            return Err(bad_request(format!(
+                "`wait` is running, stopped, gone{more}, not `{other}`"
             )));
         }
     };
@@ -293,7 +320,7 @@ fn wait_query(query: Option<&str>) -> Result<Option<(Wait, Duration)>, BadQuery>
 }
 
 async fn instance(Extract(s): Extract<State>, Path(id): Path<String>, uri: Uri) -> Response {
-    let wait = match wait_query(uri.query()) {
+    let wait = match wait_query(uri.query(), s.readiness) {
         Ok(w) => w,
         Err(e) => return e.into_response(),
     };
@@ -302,14 +329,14 @@ async fn instance(Extract(s): Extract<State>, Path(id): Path<String>, uri: Uri) 
             return not_synced();
         }
         return match s.store.get(&id) {
-            Some(i) => json(StatusCode::OK, &JsonInstance::of(s.provider, &i)),
+            Some(i) => json(StatusCode::OK, &JsonInstance::of(&s, &i)),
             None => error(StatusCode::NOT_FOUND, format!("no instance `{id}`")),
         };
     };
     let until = s.store.until(id.as_str(), move |i| wait.holds(i));
     tokio::select! {
         found = tokio::time::timeout(timeout, until) => match found {
-            Ok(Some(i)) => json(StatusCode::OK, &JsonInstance::of(s.provider, &i)),
+            Ok(Some(i)) => json(StatusCode::OK, &JsonInstance::of(&s, &i)),
             Ok(None) => json(StatusCode::OK, &JsonInstance::gone(s.provider, &id)),
             Err(_) => error(
                 StatusCode::REQUEST_TIMEOUT,
@@ -401,12 +428,23 @@ mod tests {
         assert!(q.labels().is_err());
         let q = Query::parse(Some("initial=yes"), &["initial"]).expect("query");
         assert!(q.flag("initial").is_err());
-        assert!(wait_query(Some("timeout=1s")).is_err());
-        assert!(wait_query(Some("wait=running&timeout=2h")).is_err());
-        assert!(wait_query(Some("wait=up")).is_err());
+        assert!(wait_query(Some("timeout=1s"), false).is_err());
+        assert!(wait_query(Some("wait=running&timeout=2h"), false).is_err());
+        assert!(wait_query(Some("wait=up"), false).is_err());
         assert!(matches!(
-            wait_query(Some("wait=gone&timeout=5s")),
+            wait_query(Some("wait=gone&timeout=5s"), false),
             Ok(Some((Wait::Gone, d))) if d == Duration::from_secs(5)
+        ));
+        let off = wait_query(Some("wait=ready"), false).expect_err("needs --readiness");
+        assert!(off.0.contains("--readiness"), "{}", off.0);
+        assert!(wait_query(Some("wait=unready"), false).is_err());
+        assert!(matches!(
+            wait_query(Some("wait=ready"), true),
+            Ok(Some((Wait::Ready, _)))
+        ));
+        assert!(matches!(
+            wait_query(Some("wait=unready"), true),
+            Ok(Some((Wait::Unready, _)))
         ));
     }
 }
