@@ -152,10 +152,10 @@ impl fmt::Display for Health {
 /// | Docker, Podman | [`Container`](Self::Container) | running ∧ not paused ∧ health ∈ {none, healthy} |
 /// | Swarm | [`Replicas`](Self::Replicas): desired tasks, running tasks | desired > 0 ∧ running ≥ desired |
 /// | Kubernetes Deployment | `Replicas`: `spec.replicas`, `status.availableReplicas` | desired > 0 ∧ observed ∧ available ≥ desired |
-/// | Kubernetes StatefulSet | `Replicas`: `spec.replicas`, `status.readyReplicas` | desired > 0 ∧ observed ∧ ready ≥ desired |
+/// | Kubernetes `StatefulSet` | `Replicas`: `spec.replicas`, `status.readyReplicas` | desired > 0 ∧ observed ∧ ready ≥ desired |
 ///
 /// (Kubernetes: `observed` ⇔ `status.observedGeneration` ≥
-/// `metadata.generation`, and > 0 for a StatefulSet. This is serving
+/// `metadata.generation`, and > 0 for a `StatefulSet`. This is serving
 /// capacity, not "rollout finished": old pods keep a Deployment ready during
 /// a rolling update.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -173,7 +173,7 @@ pub enum Readiness {
         /// How many replicas are wanted.
         desired: u32,
         /// How many can serve (Swarm: running tasks; Deployment: available
-        /// replicas; StatefulSet: ready replicas).
+        /// replicas; `StatefulSet`: ready replicas).
         ready: u32,
         /// Whether the controller has seen the current spec (Kubernetes'
         /// `observedGeneration`; always true for Swarm).
