@@ -3,7 +3,15 @@
 //! `Created → (Started → (Ready ⇄ Unready)* → Stopped)* → Removed`, a
 //! repeated readiness is swallowed, and a readiness change missed while
 //! disconnected is told once (the replay or the snapshot, never both).
-#![allow(clippy::too_many_lines, clippy::items_after_statements)]
+#![allow(
+    clippy::too_many_lines,
+    clippy::items_after_statements,
+    clippy::unnecessary_wraps,
+    clippy::match_wild_err_arm,
+    clippy::similar_names,
+    clippy::match_same_arms,
+    clippy::float_cmp
+)]
 
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
