@@ -233,7 +233,7 @@ fn and_ready(event: InstanceEvent, out: &mut impl Transitions) {
 }
 
 /// A live change that is no transition of a known instance (a repeated
-/// start, a create) but tells its readiness: pushed when that changes
+/// start or stop) but tells its readiness: pushed when that changes
 /// whether it is ready.
 #[inline(never)]
 fn readiness_anew(
@@ -572,8 +572,10 @@ impl Tracker {
             } else {
                 out.push(event);
             }
-        } else if readiness.is_some() {
-            // A repeated start (or a create) that tells readiness anew.
+        } else if readiness.is_some() && kind != EventKind::Created {
+            // A repeated start (or stop) that tells readiness anew. Not a
+            // replayed create: what it tells is the readiness at the
+            // creation, which a running instance has left behind.
             readiness_anew(k, id, uid_text, at, readiness, out);
         }
     }

@@ -178,6 +178,42 @@ async fn a_repeated_readiness_is_swallowed() {
     assert_eq!(shorts(&drain(&mut w).await), ["a ready live"]);
 }
 
+/// A `Created` of a known instance is a replay (an inclusive `since`, a
+/// history): the readiness it tells is the one at its creation, not news.
+#[tokio::test(start_paused = true)]
+async fn a_replayed_create_tells_no_readiness() {
+    let (_dial, tx, mut w) = connected(vec![
+        listed_with("a", true, Some("a1"), health(Healthy)),
+        listed_with("b", true, Some("b1"), health(Unhealthy)),
+        listed_with("c", false, Some("c1"), health(Unhealthy)),
+    ])
+    .await;
+    let _ = tx.send(change_with("a", Created, 1, Some("a1"), health(Starting)));
+    let _ = tx.send(change_with(
+        "b",
+        Created,
+        2,
+        Some("b1"),
+        health(Health::None),
+    ));
+    let _ = tx.send(change_with(
+        "c",
+        Created,
+        3,
+        Some("c1"),
+        health(Health::None),
+    ));
+    assert_eq!(shorts(&drain(&mut w).await), Vec::<String>::new());
+    // And it changed nothing: `c` starts as its start says.
+    let _ = tx.send(change_with("c", Started, 4, Some("c1"), health(Starting)));
+    let _ = tx.send(change_with("a", Unready, 5, Some("a1"), health(Unhealthy)));
+    let _ = tx.send(change_with("b", Ready, 6, Some("b1"), health(Healthy)));
+    assert_eq!(
+        shorts(&drain(&mut w).await),
+        ["c started live", "a unready live", "b ready live"]
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_stopped_instance_is_never_ready() {
     let (_dial, tx, mut w) =
@@ -1132,6 +1168,9 @@ mod prop {
         Disconnect(u8),
         /// The session relists in place.
         Relist,
+        /// The engine replays the current incarnation's `Created` (with
+        /// the readiness it had then): no news.
+        ReplayCreate(u8),
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -1149,6 +1188,7 @@ mod prop {
             1 => Just(Op::Dup),
             2 => (0u8..3).prop_map(Op::Disconnect),
             1 => Just(Op::Relist),
+            1 => (0u8..3).prop_map(Op::ReplayCreate),
         ]
     }
 
@@ -1276,6 +1316,8 @@ mod prop {
         drop_next: bool,
         dup_next: bool,
         consumer: Consumer,
+        /// Each instance's `Created`, as sent.
+        created: HashMap<String, Change<u64>>,
     }
 
     fn list(engine: &BTreeMap<String, Inst>) -> Vec<Obs> {
@@ -1441,6 +1483,29 @@ mod prop {
                     self.snapshot_told(&got, 0)?;
                 }
                 Op::Relist => {}
+                Op::ReplayCreate(i) if self.connected => {
+                    let id = IDS[usize::from(i)];
+                    let (Some(created), Some(inst)) = (self.created.get(id), self.engine.get(id))
+                    else {
+                        return Ok(());
+                    };
+                    let uid = format!("u{}", inst.uid);
+                    if created.uid.as_deref() != Some(&*uid) {
+                        return Ok(());
+                    }
+                    let known = self.consumer.view.get(id).map(|s| s.uid.clone());
+                    self.send(Ok(Observation::Change(created.clone())));
+                    let got = drain(w).await;
+                    self.consumer.batch(&got)?;
+                    if known == Some(Some(uid)) {
+                        prop_assert!(got.is_empty(), "a replayed create: {:?}", shorts(&got));
+                    }
+                    // (One the consumer missed comes in, as a stopped one.)
+                    for e in events(&got) {
+                        prop_assert!(matches!(e.kind, Created | Removed), "{:?}", e);
+                    }
+                }
+                Op::ReplayCreate(_) => {}
                 Op::Disconnect(_) if self.connected => {
                     let next = self.dial.session();
                     drop(std::mem::replace(&mut self.tx, next));
@@ -1461,6 +1526,9 @@ mod prop {
                     change.cursor = Some(self.cursor);
                     change.at =
                         std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(self.cursor);
+                    if change.kind == Created {
+                        self.created.insert(change.id.to_string(), change.clone());
+                    }
                     if !self.connected {
                         self.missed.push(Ok(Observation::Change(change)));
                         return Ok(());
@@ -1604,6 +1672,7 @@ mod prop {
                 drop_next: false,
                 dup_next: false,
                 consumer: Consumer::default(),
+                created: HashMap::new(),
             };
             let got = until_connected(&mut w).await;
             if initial {
