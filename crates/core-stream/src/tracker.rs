@@ -219,6 +219,44 @@ fn readiness_kind(ready: bool) -> EventKind {
     }
 }
 
+/// A live start that can serve at once: `event`, then `Ready` (out of
+/// line: only with readiness watched).
+#[cold]
+#[inline(never)]
+fn and_ready(event: InstanceEvent, out: &mut impl Transitions) {
+    let ready = InstanceEvent {
+        kind: EventKind::Ready,
+        ..event.clone()
+    };
+    out.push(event);
+    out.push(ready);
+}
+
+/// A live change that is no transition of a known instance (a repeated
+/// start or stop) but tells its readiness: pushed when that changes
+/// whether it is ready.
+#[inline(never)]
+fn readiness_anew(
+    k: &mut Known,
+    id: InstanceId,
+    uid: Option<Arc<str>>,
+    at: SystemTime,
+    readiness: Option<Readiness>,
+    out: &mut impl Transitions,
+) {
+    if let Some(ready) = k.readiness_change(readiness, false) {
+        out.push(InstanceEvent {
+            id,
+            kind: readiness_kind(ready),
+            at,
+            origin: Origin::Live,
+            labels: Arc::clone(&k.labels),
+            uid: uid.or_else(|| k.uid.text()),
+            readiness: k.readiness,
+        });
+    }
+}
+
 const UNLISTED: u32 = u32::MAX;
 
 impl Known {
@@ -441,13 +479,24 @@ impl Tracker {
         known
     }
 
+    #[inline]
+    fn known(&self, slot: u32) -> &Known {
+        self.slots[slot as usize]
+            .as_ref()
+            .expect("the index names occupied slots")
+    }
+
     /// Applies one live change; pushes the transitions it implies (none for a
     /// duplicate).
-    // One match over the cases of a change (the hot path, kept in one body
-    // so that it inlines into the stream's poll).
-    #[allow(clippy::too_many_lines)]
+    ///
+    /// What a busy feed mostly says, a start or a stop of a known instance
+    /// (or a duplicate), is handled here, small enough to be inlined into
+    /// the stream's poll; the rest (a removal, a readiness change, a new
+    /// instance or incarnation, a start that can serve at once) out of line.
     #[inline]
     pub(crate) fn change<C>(&mut self, change: Change<C>, out: &mut impl Transitions) {
+        // Taken apart at once: the common case uses the parts where they
+        // are, and only the rare ones put them together again (out of line).
         let Change {
             id,
             kind,
@@ -457,15 +506,144 @@ impl Tracker {
             cursor: _,
             readiness,
         } = change;
+        let slot = self.index.get(id.as_str().as_bytes()).copied();
+        if matches!(
+            kind,
+            EventKind::Removed | EventKind::Ready | EventKind::Unready
+        ) {
+            // Nothing known to remove, or to be ready, without a slot.
+            if let Some(slot) = slot {
+                let change = Change {
+                    id,
+                    kind,
+                    uid: uid_text,
+                    labels,
+                    at,
+                    cursor: None,
+                    readiness,
+                };
+                self.removed_or_readiness(slot, change, out);
+            }
+            return;
+        }
         let uid = Uid::new(uid_text.clone());
-        // The id is moved into the last event that names it, not cloned.
-        let mut emit = |id: InstanceId,
-                        kind,
-                        labels: &Arc<Labels>,
-                        uid: Option<Arc<str>>,
-                        readiness: Option<Readiness>| {
-            out.push(InstanceEvent {
+        let Some(slot) = slot.filter(|&slot| !different_incarnation(&self.known(slot).uid, &uid))
+        else {
+            let change = Change {
                 id,
+                kind,
+                uid: uid_text,
+                labels,
+                at,
+                cursor: None,
+                readiness,
+            };
+            self.arrived(slot, change, uid, out);
+            return;
+        };
+        let k = self.known_mut(slot);
+        if let Some(labels) = labels.filter(|l| !Arc::ptr_eq(l, &k.labels) && **l != *k.labels) {
+            k.labels = labels;
+        }
+        if !k.uid.is_some() {
+            k.uid = uid;
+        }
+        let want_running = kind == EventKind::Started;
+        // `Created` of a known instance is a replay: nothing changes.
+        if kind != EventKind::Created && k.running != want_running {
+            k.running = want_running;
+            // A start begins unready; a stop ends readiness.
+            k.ready = false;
+            if readiness.is_some() || want_running {
+                k.readiness = readiness;
+            }
+            let event = InstanceEvent {
+                id,
+                kind,
+                at,
+                origin: Origin::Live,
+                labels: Arc::clone(&k.labels),
+                uid: uid_text.or_else(|| k.uid.text()),
+                readiness: k.readiness,
+            };
+            if ready_in(k.running, k.readiness) {
+                k.ready = true;
+                and_ready(event, out);
+            } else {
+                out.push(event);
+            }
+        } else if readiness.is_some() && kind != EventKind::Created {
+            // A repeated start (or stop) that tells readiness anew. Not a
+            // replayed create: what it tells is the readiness at the
+            // creation, which a running instance has left behind.
+            readiness_anew(k, id, uid_text, at, readiness, out);
+        }
+    }
+
+    /// A live removal, or a live readiness change, of a known instance.
+    #[inline(never)]
+    fn removed_or_readiness(&mut self, slot: u32, change: Change<()>, out: &mut impl Transitions) {
+        let Change {
+            id,
+            kind,
+            uid: uid_text,
+            labels: _,
+            at,
+            cursor: _,
+            readiness,
+        } = change;
+        if different_incarnation(&self.known(slot).uid, &Uid::new(uid_text.clone())) {
+            // An older incarnation's: the current one stays as it is.
+            return;
+        }
+        let event = |kind, k: &Known, labels| InstanceEvent {
+            id,
+            kind,
+            at,
+            origin: Origin::Live,
+            labels,
+            uid: uid_text.or_else(|| k.uid.text()),
+            readiness: k.readiness,
+        };
+        if kind == EventKind::Removed {
+            let gone = self.remove(slot);
+            out.push(event(EventKind::Removed, &gone, Arc::clone(&gone.labels)));
+        } else {
+            let k = self.known_mut(slot);
+            if let Some(ready) = k.readiness_change(readiness, kind == EventKind::Ready) {
+                let labels = Arc::clone(&k.labels);
+                out.push(event(readiness_kind(ready), k, labels));
+            }
+        }
+    }
+
+    /// A live change of an instance not known, or of another incarnation
+    /// than the known one (which it replaces: `Removed` first).
+    #[inline(never)]
+    fn arrived(
+        &mut self,
+        slot: Option<u32>,
+        change: Change<()>,
+        uid: Uid,
+        out: &mut impl Transitions,
+    ) {
+        let Change {
+            id,
+            kind,
+            uid: uid_text,
+            labels,
+            at,
+            cursor: _,
+            readiness,
+        } = change;
+        let labels = match (labels, slot) {
+            (Some(l), _) => l,
+            (None, Some(slot)) => Arc::clone(&self.known(slot).labels),
+            (None, None) => Arc::clone(&self.no_labels),
+        };
+        let mut emit = |kind, labels: &Arc<Labels>, uid: Option<Arc<str>>, readiness| {
+            out.push(InstanceEvent {
+                id: id.clone(),
                 kind,
                 at,
                 origin: Origin::Live,
@@ -474,131 +652,45 @@ impl Tracker {
                 readiness,
             });
         };
-        let slot = self.index.get(id.as_str().as_bytes()).copied();
-        if matches!(
-            kind,
-            EventKind::Removed | EventKind::Ready | EventKind::Unready
-        ) {
-            let Some(slot) = slot else {
-                // Nothing known to remove, or to be ready.
-                return;
-            };
-            if different_incarnation(&self.known_mut(slot).uid, &uid) {
-                // An older incarnation's: the current one stays as it is.
-                return;
-            }
-            if kind == EventKind::Removed {
-                let gone = self.remove(slot);
-                let text = uid_text.or_else(|| gone.uid.text());
-                emit(id, EventKind::Removed, &gone.labels, text, gone.readiness);
-            } else {
-                let k = self.known_mut(slot);
-                let Some(ready) = k.readiness_change(readiness, kind == EventKind::Ready) else {
-                    return;
-                };
-                let text = uid_text.or_else(|| k.uid.text());
-                emit(id, readiness_kind(ready), &k.labels, text, k.readiness);
-            }
-            return;
+        if let Some(slot) = slot {
+            let old = self.known(slot);
+            emit(
+                EventKind::Removed,
+                &old.labels,
+                old.uid.text(),
+                old.readiness,
+            );
         }
         let want_running = kind == EventKind::Started;
+        let ready = ready_in(want_running, readiness);
+        emit(EventKind::Created, &labels, uid_text.clone(), readiness);
+        if want_running {
+            emit(EventKind::Started, &labels, uid_text.clone(), readiness);
+            if ready {
+                emit(EventKind::Ready, &labels, uid_text, readiness);
+            }
+        }
         let epoch = self.epoch;
-        // Only a new instance without labels takes the shared empty ones
-        // (no reference count touched per live change otherwise).
-        let no_labels = (slot.is_none() && labels.is_none()).then(|| Arc::clone(&self.no_labels));
-        match slot.map(|slot| self.known_mut(slot)) {
-            Some(k) if !different_incarnation(&k.uid, &uid) => {
-                if let Some(labels) =
-                    labels.filter(|l| !Arc::ptr_eq(l, &k.labels) && **l != *k.labels)
-                {
-                    k.labels = labels;
-                }
-                if !k.uid.is_some() {
-                    k.uid = uid;
-                }
-                // `Created` of a known instance is a replay: nothing changes.
-                if kind != EventKind::Created && k.running != want_running {
-                    k.running = want_running;
-                    // A start begins unready; a stop ends readiness.
-                    k.ready = false;
-                    if readiness.is_some() || want_running {
-                        k.readiness = readiness;
-                    }
-                    let text = uid_text.or_else(|| k.uid.text());
-                    if ready_in(k.running, k.readiness) {
-                        emit(id.clone(), kind, &k.labels, text.clone(), k.readiness);
-                        k.ready = true;
-                        emit(id, EventKind::Ready, &k.labels, text, k.readiness);
-                    } else {
-                        emit(id, kind, &k.labels, text, k.readiness);
-                    }
-                } else if readiness.is_some()
-                    && let Some(ready) = k.readiness_change(readiness, false)
-                {
-                    // A repeated start (or a create) that tells readiness anew.
-                    let text = uid_text.or_else(|| k.uid.text());
-                    emit(id, readiness_kind(ready), &k.labels, text, k.readiness);
-                }
-            }
-            known => {
-                let labels = match (labels, known.as_ref()) {
-                    (Some(l), _) => l,
-                    (None, Some(k)) => Arc::clone(&k.labels),
-                    // `no_labels` is the shared empty labels here (no slot, no labels).
-                    (None, None) => no_labels.unwrap_or_default(),
-                };
-                if let Some(old) = &known {
-                    emit(
-                        id.clone(),
-                        EventKind::Removed,
-                        &old.labels,
-                        old.uid.text(),
-                        old.readiness,
-                    );
-                }
-                let ready = ready_in(want_running, readiness);
-                emit(
-                    id.clone(),
-                    EventKind::Created,
-                    &labels,
-                    uid_text.clone(),
-                    readiness,
-                );
-                if want_running {
-                    if ready {
-                        emit(
-                            id.clone(),
-                            EventKind::Started,
-                            &labels,
-                            uid_text.clone(),
-                            readiness,
-                        );
-                        emit(id.clone(), EventKind::Ready, &labels, uid_text, readiness);
-                    } else {
-                        emit(id.clone(), EventKind::Started, &labels, uid_text, readiness);
-                    }
-                }
-                if let Some(k) = known {
-                    // Another incarnation under the same id: it takes the slot.
-                    k.uid = uid;
-                    k.labels = labels;
-                    k.epoch = epoch;
-                    k.running = want_running;
-                    k.ready = ready;
-                    k.readiness = readiness;
-                } else {
-                    self.insert(Known {
-                        key: Key::new(&id),
-                        uid,
-                        labels,
-                        epoch,
-                        pos: UNLISTED,
-                        running: want_running,
-                        ready,
-                        readiness,
-                    });
-                }
-            }
+        if let Some(slot) = slot {
+            // Another incarnation under the same id: it takes the slot.
+            let k = self.known_mut(slot);
+            k.uid = uid;
+            k.labels = labels;
+            k.epoch = epoch;
+            k.running = want_running;
+            k.ready = ready;
+            k.readiness = readiness;
+        } else {
+            self.insert(Known {
+                key: Key::new(&id),
+                uid,
+                labels,
+                epoch,
+                pos: UNLISTED,
+                running: want_running,
+                ready,
+                readiness,
+            });
         }
     }
 

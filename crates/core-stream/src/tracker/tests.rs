@@ -375,6 +375,41 @@ fn a_new_incarnation_is_removed_then_created() {
 }
 
 #[test]
+fn a_replayed_create_leaves_readiness_as_it_is() {
+    let mut t = Tracker::default();
+    let mut out: VecDeque<InstanceEvent> = VecDeque::new();
+    let healthy = Some(Readiness::container(crate::Health::Healthy, false));
+    let starting = Some(Readiness::container(crate::Health::Starting, false));
+    t.change(
+        Change {
+            readiness: healthy,
+            ..change("a", EventKind::Started, Some("1"))
+        },
+        &mut out,
+    );
+    assert_eq!(
+        kinds(&mut out),
+        [
+            ("a".into(), EventKind::Created),
+            ("a".into(), EventKind::Started),
+            ("a".into(), EventKind::Ready)
+        ]
+    );
+    // The creation's readiness, replayed: no `Unready`.
+    t.change(
+        Change {
+            readiness: starting,
+            ..change("a", EventKind::Created, Some("1"))
+        },
+        &mut out,
+    );
+    assert!(out.is_empty(), "{out:?}");
+    t.change(change("a", EventKind::Stopped, None), &mut out);
+    let stopped = out.pop_front().expect("a stop");
+    assert_eq!(stopped.readiness, healthy, "the detail stands");
+}
+
+#[test]
 fn first_snapshot_can_be_silent() {
     let mut t = Tracker::default();
     let mut out: VecDeque<InstanceEvent> = VecDeque::new();

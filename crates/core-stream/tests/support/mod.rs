@@ -13,7 +13,8 @@ use tokio_stream::StreamExt;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
 use lookout_core::{
-    BoxError, Change, Dial, DialFuture, EventKind, Listed, Observation, ProbeFuture, WatchConfig,
+    BoxError, Change, Dial, DialFuture, EventKind, Health, Listed, Observation, ProbeFuture,
+    Readiness, WatchConfig,
 };
 
 pub type Obs = Result<Observation<u64>, BoxError>;
@@ -161,6 +162,65 @@ pub fn change(id: &str, kind: EventKind, cursor: u64) -> Obs {
         cursor: Some(cursor),
         readiness: None,
     }))
+}
+
+/// A listed instance with an incarnation and, readiness watched, its readiness.
+pub fn listed_with(
+    id: &str,
+    running: bool,
+    uid: Option<&str>,
+    readiness: Option<Readiness>,
+) -> Obs {
+    Ok(Observation::Listed(Listed {
+        id: id.into(),
+        running,
+        uid: uid.map(Into::into),
+        labels: BTreeMap::new(),
+        readiness,
+    }))
+}
+
+/// A live change with an incarnation and, readiness watched, the readiness
+/// it tells.
+pub fn change_with(
+    id: &str,
+    kind: EventKind,
+    cursor: u64,
+    uid: Option<&str>,
+    readiness: Option<Readiness>,
+) -> Obs {
+    Ok(Observation::Change(Change {
+        id: id.into(),
+        kind,
+        uid: uid.map(Into::into),
+        labels: None,
+        at: SystemTime::UNIX_EPOCH + Duration::from_secs(cursor),
+        cursor: Some(cursor),
+        readiness,
+    }))
+}
+
+/// A polled readiness (Swarm).
+pub fn polled(id: &str, uid: Option<&str>, readiness: Readiness) -> Obs {
+    Ok(Observation::Polled {
+        id: id.into(),
+        uid: uid.map(Into::into),
+        readiness,
+    })
+}
+
+/// A container's readiness, unpaused.
+pub fn health(h: Health) -> Option<Readiness> {
+    Some(Readiness::container(h, false))
+}
+
+/// A snapshot of these listed instances ([`listed_with`]).
+pub fn snapshot_of(tx: &mpsc::UnboundedSender<Obs>, items: Vec<Obs>) {
+    let _ = tx.send(Ok(Observation::ResyncBegin));
+    for item in items {
+        let _ = tx.send(item);
+    }
+    let _ = tx.send(Ok(Observation::ResyncDone));
 }
 
 pub fn snapshot(tx: &mpsc::UnboundedSender<Obs>, items: &[(&str, bool)]) {
