@@ -34,10 +34,10 @@ use lookout_core::{EventKind, Listed, Observation};
 use super::cursor::Cursor;
 use super::feed::{Feed, Obs, Step};
 use super::host::{Host, TlsEnv};
-use super::inspect::inspect;
+use super::inspect::decide;
 use super::objects::{Objects, Scope};
 use super::wire::line_time;
-use super::{CompatError, INSPECT_TIMEOUT, http};
+use super::{CompatError, http};
 
 /// How an engine serves, to a dial, the events it still has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -152,8 +152,7 @@ pub(crate) async fn read<O: Objects>(
             match step {
                 Step::Obs(obs) => observations.push(obs),
                 Step::Inspect { event, path } => {
-                    let inspection = inspect(host, tls, &path, INSPECT_TIMEOUT).await?;
-                    observations.push(decoded.feed.inspected(event, &inspection));
+                    observations.push(decide(&mut decoded.feed, host, tls, event, path).await?);
                 }
             }
         }

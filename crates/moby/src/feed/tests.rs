@@ -389,22 +389,43 @@ fn thing(uid: &str, nanos: i64) -> String {
     )
 }
 
+/// The events of `lines` that pass, each inspected as `inspection` (again
+/// while asked), with how many reads each took.
+fn inspect_counted(
+    feed: &mut Feed<KnownInspected>,
+    lines: &[String],
+    inspection: &Inspection,
+) -> Vec<(Obs, u8)> {
+    let mut out = VecDeque::new();
+    feed.push((lines.join("\n") + "\n").as_bytes(), &mut out);
+    out.into_iter()
+        .map(|s| {
+            let mut step = s;
+            let mut reads = 0;
+            loop {
+                match step {
+                    Step::Obs(o) => return (o, reads),
+                    Step::Inspect { event, path } => {
+                        assert_eq!(path, format!("/things/{}", event.uid()));
+                        assert_eq!(event.inspections(), reads);
+                        reads += 1;
+                        step = feed.inspected(event, inspection);
+                    }
+                }
+            }
+        })
+        .collect()
+}
+
 /// The events of `lines` that pass, each inspected as `inspection`.
 fn inspect_all(
     feed: &mut Feed<KnownInspected>,
     lines: &[String],
     inspection: &Inspection,
 ) -> Vec<Obs> {
-    let mut out = VecDeque::new();
-    feed.push((lines.join("\n") + "\n").as_bytes(), &mut out);
-    out.into_iter()
-        .map(|s| match s {
-            Step::Obs(o) => o,
-            Step::Inspect { event, path } => {
-                assert_eq!(path, format!("/things/{}", event.uid()));
-                feed.inspected(event, inspection)
-            }
-        })
+    inspect_counted(feed, lines, inspection)
+        .into_iter()
+        .map(|(o, _)| o)
         .collect()
 }
 
@@ -418,20 +439,29 @@ fn an_inspection_decides_or_costs_the_event_only() {
         unreachable!()
     };
     assert_eq!(c.uid.as_deref(), Some("a"));
-    // Gone meanwhile, an unusable answer, a second inspection: skipped,
+    // Gone meanwhile, an unusable answer, an object that never shows what
+    // the event needs (read again while asked, up to the bound): skipped,
     // the cursor moves on.
-    for (object, nanos) in [
-        (Inspection::Gone, 11),
+    for (object, nanos, reads) in [
+        (Inspection::Gone, 11, 1),
         (
             Inspection::Unusable("GET /things/a answered 500: boom".to_owned()),
             12,
+            1,
         ),
-        (Inspection::Found(serde_json::json!({"state": "?"})), 13),
+        (
+            Inspection::Found(serde_json::json!({"state": "?"})),
+            13,
+            MAX_INSPECTIONS,
+        ),
     ] {
-        let out = inspect_all(&mut feed, &[thing("a", nanos)], &object);
+        let out = inspect_counted(&mut feed, &[thing("a", nanos)], &object);
         assert_eq!(
             out,
-            [Observation::Progress(Some(Cursor::from_unix_nanos(nanos)))]
+            [(
+                Observation::Progress(Some(Cursor::from_unix_nanos(nanos))),
+                reads
+            )]
         );
     }
     // Another type is skipped without an inspection.

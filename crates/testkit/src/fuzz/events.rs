@@ -250,9 +250,19 @@ fn drain<T: Target>(
     while let Some(step) = out.pop_front() {
         let obs = match step {
             Step::Obs(obs) => obs,
-            Step::Inspect { event, path } => {
-                feed.inspected(event, &target.inspect(&path, rng.next_u64()))
-            }
+            Step::Inspect {
+                mut event,
+                mut path,
+            } => loop {
+                // Read again while asked (the feed bounds the reads).
+                match feed.inspected(event, &target.inspect(&path, rng.next_u64())) {
+                    Step::Obs(obs) => break obs,
+                    Step::Inspect {
+                        event: again,
+                        path: at,
+                    } => (event, path) = (again, at),
+                }
+            },
         };
         assert!(
             matches!(obs, Observation::Change(_) | Observation::Progress(_)),
