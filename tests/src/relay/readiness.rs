@@ -191,7 +191,7 @@ fn live(kinds: &[EventKind]) -> Vec<(EventKind, Origin)> {
     kinds.iter().map(|k| (*k, Live)).collect()
 }
 
-/// 1. A container with a check: `created, started, ready, unready, ready,
+/// Scenario 1: A container with a check: `created, started, ready, unready, ready,
 /// stopped, started, ready, stopped, removed`, each once, live, the
 /// detail in each event; one without: `created, started, ready, stopped,
 /// removed`.
@@ -259,7 +259,7 @@ pub async fn lifecycle(engine: &'static Engine) {
 /// How many times Podman's check flips in [`health_log`].
 const FLIPS: usize = 10;
 
-/// 2. The watch's readiness against the engine's own health events,
+/// Scenario 2: The watch's readiness against the engine's own health events,
 /// recorded beside it (`docker events`). Docker emits `health_status` only
 /// when the status changes: the watch's `ready`/`unready` are exactly its
 /// `healthy`/`unhealthy`, across a stop and a start. Podman emits one per
@@ -437,7 +437,7 @@ fn phased(w: &Watcher, id: &str) -> Vec<(usize, bool, EventKind, Origin)> {
             }
             Item::Status(Status::Disconnected { .. }) => connected = false,
             Item::Event(e) if e.id.as_str() == id => {
-                out.push((connects, connected, e.kind, e.origin))
+                out.push((connects, connected, e.kind, e.origin));
             }
             _ => {}
         }
@@ -445,13 +445,13 @@ fn phased(w: &Watcher, id: &str) -> Vec<(usize, bool, EventKind, Origin)> {
     out
 }
 
-/// 3a. Health changes while the connection is cut (the relay), the watch
+/// Scenario 3a: Health changes while the connection is cut (the relay), the watch
 /// not polled: the net readiness arrives exactly once — as the engine's
 /// proven replay, live, before the redial's `Connected` (both engines still
 /// hold the events: dockerd's buffer, Podman's log) — never again by the
 /// snapshot, never after `Connected`:
-/// 1. unhealthy while cut: `unready`;
-/// 2. healthy again while cut: `ready`;
+/// Scenario 1: unhealthy while cut: `unready`;
+/// Scenario 2: healthy again while cut: `ready`;
 /// 3. unhealthy (`unready`, live) and paused before the cut, unpaused while
 ///    cut: nothing (its check still fails: it stays unready); healthy
 ///    after: `ready`, live.
@@ -508,7 +508,7 @@ pub async fn cut(engine: &'static Engine) {
     report_as(engine.name, "readiness cut", started, &w);
 }
 
-/// 3b. The daemon is killed while a container runs unready, and comes
+/// Scenario 3b: The daemon is killed while a container runs unready, and comes
 /// back with it stopped; the test starts it again and its check passes,
 /// the watch not polled. The net readiness arrives exactly once, before
 /// the redial's `Connected`, never after: dockerd keeps no events across
@@ -558,7 +558,7 @@ pub async fn daemon_restart(engine: &'static Engine) {
     report_as(engine.name, "readiness daemon_restart", started, &w);
 }
 
-/// 4. `initial` with readiness: a running healthy container is told
+/// Scenario 4: `initial` with readiness: a running healthy container is told
 /// `created, started, ready`, a paused one (with a check or without)
 /// `created, started`, a stopped one `created` (origin initial); unpaused,
 /// they become ready live.

@@ -23,6 +23,9 @@ use super::Relay;
 use super::audit::{self, EventLog, SplitMix64, State, Timed, Workload};
 use crate::engines;
 
+/// Runs one healthcheck of a container (by name).
+pub type RunCheck = fn(&str) -> Result<(), String>;
+
 /// How a scenario drives one engine.
 #[derive(Debug)]
 pub struct Engine {
@@ -44,7 +47,7 @@ pub struct Engine {
     /// Runs a container's healthcheck once, now, for an engine that runs
     /// none by itself (Podman without systemd: `podman healthcheck run`);
     /// `None` when the engine's own interval runs them (Docker).
-    pub run_check: Option<fn(&str) -> Result<(), String>>,
+    pub run_check: Option<RunCheck>,
     /// The engine keeps its event log across a restart of its daemon
     /// (Podman's file; dockerd keeps its last events in memory only).
     pub keeps_history: bool,
