@@ -568,8 +568,6 @@ pub async fn initial(engine: &'static Engine) {
     let _lock = engines::lock_engine(engine.name, false).expect("engine lock");
     let c = Containers::new(engine, "rinit");
     let log = engine_log(engine, &c);
-    let healthy = create_checked(engine, &c, "h");
-    start_healthy(engine, &c, &log, &healthy).await;
     let paused = create_checked(engine, &c, "q");
     start_healthy(engine, &c, &log, &paused).await;
     c.cli(&["pause", &paused]);
@@ -577,6 +575,10 @@ pub async fn initial(engine: &'static Engine) {
     c.cli(&["start", &plain]);
     c.cli(&["pause", &plain]);
     let stopped = c.create("s", true);
+    // Last, so that its whole life is in the first dial's look-back (the
+    // history of its last 2 s, which corrects the list).
+    let healthy = create_checked(engine, &c, "h");
+    start_healthy(engine, &c, &log, &healthy).await;
     let mut w = watcher(engine, (engine.host)(), &c, test_config().initial(true));
     assert_eq!(w.connected().await, 4, "{}", w.summary());
     let told = |kinds: &[EventKind]| -> Vec<(EventKind, Origin)> {
