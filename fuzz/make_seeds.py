@@ -5,7 +5,8 @@ A seed is 3 header bytes and a body (see crates/provider-docker/src/compat/
 fuzzing.rs and crates/provider-k8s/src/fuzzing.rs):
   byte 0: flags. Event decoders: bits 0-1 the resume point (none, 1 us,
           2026, just before the appended event), 0x04 a listed object, 0x08
-          a label filter. k8s: 0x01 watch both kinds, 0x02 one namespace,
+          a label filter, 0x40 readiness watched (health_status, pause and
+          unpause mean something; inspections answered from byte 1). k8s: 0x01 watch both kinds, 0x02 one namespace,
           0x04 the list holds an object, 0x08 a label selector. All: bits
           4-5 the chunk sizes (1..=16, 1, 1..=4096, 1..=65536).
   byte 1: seeds the chunk sizes (and the answers to inspections);
@@ -21,6 +22,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 T0 = 1_796_012_924_361_184_687  # 2026-11-30T05:48:44Z
 
 CHUNK16, CHUNK1, CHUNK4K, CHUNK64K = 0x00, 0x10, 0x20, 0x30
+LISTED, READINESS = 0x04, 0x40
 
 
 def write(target, name, flags, seed, repeat, body):
@@ -47,15 +49,20 @@ def docker(action, cid, name, n, extra=None):
                       separators=(",", ":"))
 
 
-def podman(action, cid, name, n, extra=None):
+def podman(action, cid, name, n, extra=None, top=None):
     attrs = {"containerExitCode": "0", "image": "docker.io/library/busybox:latest",
              "name": name, "podId": "", "app": "web"}
     if extra:
         attrs.update(extra)
-    return json.dumps({"status": action, "id": cid, "from": "docker.io/library/busybox:latest",
-                       "Type": "container", "Action": action,
-                       "Actor": {"ID": cid, "Attributes": attrs}, "scope": "local",
-                       "time": n // 10**9, "timeNano": n}, separators=(",", ":"))
+    event = {"status": action, "id": cid, "from": "docker.io/library/busybox:latest",
+             "Type": "container", "Action": action,
+             "Actor": {"ID": cid, "Attributes": attrs}, "scope": "local",
+             "time": n // 10**9, "timeNano": n}
+    # Top-level fields after the rest, as Podman 4.3's compat API writes
+    # them (its health_status carries `HealthStatus` there).
+    if top:
+        event.update(top)
+    return json.dumps(event, separators=(",", ":"))
 
 
 def service(action, sid, name, n, extra=None):
@@ -108,7 +115,7 @@ UNKNOWN = [
 ]
 
 
-def event_seeds(target, make, kind_actions, unknown_actions, legacy):
+def event_seeds(target, make, kind_actions, unknown_actions, legacy, readiness=None):
     n = T0
     life = [make(a, "c0ffee01", "web", n + i) for i, a in enumerate(kind_actions)]
     write(target, "lifecycle", 0x00, 1, 0, lines(*life))
@@ -153,6 +160,30 @@ def event_seeds(target, make, kind_actions, unknown_actions, legacy):
     write(target, "short-lines-burst", CHUNK64K, 16, 0xFF, b"aa\n\xffaal")
     if legacy:
         write(target, "engine-specific", 0x00, 21, 0, lines(*legacy))
+    if readiness:
+        # Readiness watched, the listed container's events (its check
+        # unknown: its start asks for an inspection) and a new one's.
+        write(target, "readiness-listed", READINESS | LISTED, 22, 0, lines(*readiness))
+        write(target, "readiness-listed-1byte-chunks", READINESS | LISTED | CHUNK1, 23, 0,
+              lines(*readiness))
+        write(target, "readiness-unknown-actions", READINESS | LISTED, 24, 0,
+              lines(*(make(a, "0123456789ab", "web", n + i) for i, a in enumerate(unknown_actions))))
+
+
+def readiness_lines(make, health_events, die):
+    n = T0
+    listed, new = "0123456789ab", "c0ffee08"
+    events = [("start", listed)] + [(h, listed) for h in health_events] + [
+        ("pause", listed), ("unpause", listed), (die, listed), ("start", listed),
+        ("create", new), ("start", new), ("pause", new), ("unpause", new),
+        ("unpause", "c0ffee09")]
+    out = []
+    for i, (a, cid) in enumerate(events):
+        if isinstance(a, tuple):
+            out.append(make(a[0], cid, "web", n + i, top=a[1]))
+        else:
+            out.append(make(a, cid, "web", n + i))
+    return out
 
 
 event_seeds("docker_events", docker, ["create", "start", "kill", "die", "destroy"],
@@ -160,7 +191,9 @@ event_seeds("docker_events", docker, ["create", "start", "kill", "die", "destroy
              "health_status: unhealthy", "pause", "unpause", "rename", "oom", "frobnicate",
              "attach", "resize", "update", "stop", "restart", "top", "commit", "prune"],
             [docker("create", "c0ffee06", "/web", T0),
-             docker("destroy", "c0ffee06", "web", T0 + 1, {"exitCode": "0", "signal": "15"})])
+             docker("destroy", "c0ffee06", "web", T0 + 1, {"exitCode": "0", "signal": "15"})],
+            readiness_lines(docker, ["health_status: healthy", "health_status: unhealthy",
+                                     "health_status: sideways", "health_status"], "die"))
 event_seeds("podman_events", podman, ["create", "init", "start", "died", "cleanup", "remove"],
             ["init", "cleanup", "sync", "exited", "exec", "exec_died", "mount", "unmount",
              "checkpoint", "restore", "health_status", "frobnicate", "die", "destroy"],
@@ -168,7 +201,9 @@ event_seeds("podman_events", podman, ["create", "init", "start", "died", "cleanu
                          "Action": "create", "Actor": {"ID": "b1", "Attributes": {"name": "pod1"}},
                          "scope": "local", "time": 1, "timeNano": 1796012924000000000}),
              podman("died", "c0ffee06", "web", T0, {"containerExitCode": "137"}),
-             podman("health_status", "c0ffee06", "web", T0 + 1, {"health_status": "healthy"})])
+             podman("health_status", "c0ffee06", "web", T0 + 1, top={"HealthStatus": "healthy"})],
+            readiness_lines(podman, [("health_status", {"HealthStatus": s})
+                                     for s in ["starting", "healthy", "unhealthy"]], "died"))
 event_seeds("swarm_events", service, ["create", "update", "update", "remove"],
             ["rollback", "frobnicate", "scale", "create"],
             [service("update", "kq2x9m3v0w4t", "web", T0, {"replicas.old": "1", "replicas.new": "0"}),

@@ -19,6 +19,7 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{Notify, oneshot, watch};
 
 pub mod audit;
+pub mod readiness;
 pub mod scenarios;
 
 /// What the relay has seen so far.

@@ -3,6 +3,8 @@
 //! `lookout_e2e::relay::scenarios`, shared with Docker; the "daemon" is
 //! Podman's API service.
 
+use std::time::Duration;
+
 use lookout_e2e::engines;
 use lookout_e2e::relay::scenarios::Engine;
 
@@ -22,6 +24,21 @@ fn restart_stopping(containers: &[&str]) -> Result<(), String> {
     stopped.and(started)
 }
 
+/// `podman healthcheck run NAME`: exit 0 healthy, 1 unhealthy, anything
+/// else an error (Podman runs no check by itself here: no systemd timers).
+fn run_check(name: &str) -> Result<(), String> {
+    let mut cmd = engines::podman_command()?;
+    cmd.args(["healthcheck", "run", name]);
+    let out = engines::run_output(&mut cmd, Duration::from_secs(60))?;
+    match out.status.code() {
+        Some(0 | 1) => Ok(()),
+        other => Err(format!(
+            "podman healthcheck run {name}: exit {other:?}: {}",
+            out.stderr.trim()
+        )),
+    }
+}
+
 static PODMAN: Engine = Engine {
     name: "podman",
     host: engines::podman_host,
@@ -30,6 +47,8 @@ static PODMAN: Engine = Engine {
     signal: engines::podman_signal,
     restart_stopping,
     watch: lookout_podman::watch,
+    run_check: Some(run_check),
+    keeps_history: true,
 };
 
 lookout_e2e::compat_engine_tests!(PODMAN);

@@ -7,6 +7,8 @@ use std::sync::Arc;
 use lookout_core::{EventKind, Health, InstanceId, Labels, Listed, Readiness};
 use serde_json::Value;
 
+use super::cursor::Cursor;
+use super::feed::MAX_INSPECTIONS;
 use super::history::History;
 use super::host::Discovery;
 use super::mapping::Mapping;
@@ -77,6 +79,7 @@ impl Objects for Mapping {
                     let known = Container {
                         labels: Arc::new(l.labels.clone()),
                         health,
+                        health_known: true,
                         paused,
                     };
                     Some((Arc::clone(l.uid.as_ref()?), known))
@@ -135,6 +138,10 @@ pub(crate) struct Container {
     pub(crate) labels: Arc<Labels>,
     /// Its health as last told (readiness watched).
     health: Health,
+    /// Whether `health` is the container's: not for one first seen in a
+    /// replayed history by another event than its `create`, until an
+    /// event or an inspection tells it.
+    health_known: bool,
     /// Paused (readiness watched).
     paused: bool,
 }
@@ -220,6 +227,7 @@ impl KnownContainers {
                 } else {
                     Health::None
                 };
+                c.health_known = true;
                 c.paused = false;
                 report(EventKind::Started, c.readiness())
             }
@@ -245,17 +253,38 @@ impl KnownContainers {
                 };
                 self.checks.set(uid, health != Health::None);
                 c.health = health;
+                c.health_known = true;
                 report(readiness_kind(c.readiness()), c.readiness())
             }
             None if action == "pause" => {
-                if table.unhealthy_when_paused && has_check == Some(true) {
-                    c.health = Health::Unhealthy;
+                match has_check {
+                    Some(true) if table.unhealthy_when_paused => {
+                        c.health = Health::Unhealthy;
+                        c.health_known = true;
+                    }
+                    Some(false) => {
+                        c.health = Health::None;
+                        c.health_known = true;
+                    }
+                    _ => {}
                 }
                 c.paused = true;
                 report(EventKind::Unready, c.readiness())
             }
             None => {
-                // `unpause`.
+                // `unpause`: ready again if its health is. A container
+                // first seen in a replay by this event (paused before it)
+                // has a health that no event told: known by the engine's
+                // rule when it has a check (Docker set it unhealthy at the
+                // pause), else read.
+                if !c.health_known {
+                    match has_check {
+                        Some(false) => c.health = Health::None,
+                        Some(true) if table.unhealthy_when_paused => c.health = Health::Unhealthy,
+                        _ => return inspect(uid),
+                    }
+                    c.health_known = true;
+                }
                 c.paused = false;
                 report(readiness_kind(c.readiness()), c.readiness())
             }
@@ -294,6 +323,7 @@ impl KnownObjects for KnownContainers {
                 let known = Container {
                     labels,
                     health: Health::None,
+                    health_known: kind == Some(EventKind::Created),
                     paused: false,
                 };
                 self.containers.insert(Arc::clone(uid), known);
@@ -358,10 +388,22 @@ impl KnownObjects for KnownContainers {
             };
         };
         let (health, paused) = inspected_health(object);
-        if Mapping::is_health(event.action()) {
-            // The container's current status (Podman).
-            self.checks.set(uid, health != Health::None);
+        self.checks.set(uid, has_check(object, health));
+        let action = event.action();
+        if Mapping::is_health(action) {
+            // The container's current status (Podman), once the check the
+            // event announced is logged.
+            if !check_logged(object, event.time()) && event.inspections() < MAX_INSPECTIONS {
+                tracing::trace!(
+                    provider = self.mapping.provider,
+                    id = event.name(),
+                    inspections = event.inspections(),
+                    "the check the event announced is not logged yet: reading again"
+                );
+                return inspect(uid);
+            }
             c.health = health;
+            c.health_known = true;
             c.paused = paused;
             let readiness = c.readiness();
             return Decision::Report {
@@ -370,12 +412,100 @@ impl KnownObjects for KnownContainers {
                 readiness: Some(readiness),
             };
         }
+        if action == "unpause" {
+            // Its health, which no event told (see `with_readiness`).
+            c.health = health;
+            c.health_known = true;
+        }
         // A start of a container not known to have a check or not: whether
         // it has one is all that is read (a check made since the start may
         // have passed already; its event follows).
-        self.checks.set(uid, has_check(object, health));
-        self.with_readiness(event, self.mapping.kind(event.action()))
+        self.with_readiness(event, self.mapping.kind(action))
     }
+}
+
+/// How long before a `health_status` event the check it announces may
+/// have been logged: Podman 4.7 and later log the result, then emit the
+/// event (with the current status) at once.
+const LOGGED_BEFORE_EVENT: i64 = 50_000_000;
+
+/// Whether an inspected container's health log holds the check that a
+/// `health_status` event at `time` announced. Podman before 4.7 emits the
+/// event while the check runs, and logs its result (what an inspection
+/// reads) when it ends: until then the newest entry (`State.Health.Log`)
+/// is the previous check's, which ended before this one started. So the
+/// check is logged when the newest entry ended after the event (Podman
+/// 4.3), or at most [`LOGGED_BEFORE_EVENT`] before it (4.7: logged, then
+/// told). A log that cannot be read tells nothing: taken as logged.
+pub(crate) fn check_logged(object: &Value, time: Cursor) -> bool {
+    let newest_end = object
+        .get("State")
+        .and_then(|s| s.get("Health"))
+        .and_then(|h| h.get("Log"))
+        .and_then(Value::as_array)
+        .and_then(|log| log.last())
+        .and_then(|entry| entry.get("End"))
+        .and_then(Value::as_str)
+        .and_then(rfc3339_nanos);
+    newest_end.is_none_or(|end| end >= time.unix_nanos().saturating_sub(LOGGED_BEFORE_EVENT))
+}
+
+/// An RFC 3339 time (`2026-12-02T08:06:07.539127241Z`, or with an offset
+/// `+01:00`) in nanoseconds since the Unix epoch; `None` for anything else
+/// (years 0 to 9999 only).
+pub(crate) fn rfc3339_nanos(text: &str) -> Option<i64> {
+    fn num(s: &str, digits: usize) -> Option<i64> {
+        (s.len() == digits && s.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| s.parse().ok())
+            .flatten()
+    }
+    let (date, rest) = text.split_once(['T', 't', ' '])?;
+    let mut ymd = date.split('-');
+    let (year, month, day) = (
+        num(ymd.next()?, 4)?,
+        num(ymd.next()?, 2)?,
+        num(ymd.next()?, 2)?,
+    );
+    if ymd.next().is_some() || !(1..=12).contains(&month) || !(1..=31).contains(&day) {
+        return None;
+    }
+    let (clock, offset) = if let Some(clock) = rest.strip_suffix(['Z', 'z']) {
+        (clock, 0)
+    } else {
+        let at = rest.rfind(['+', '-'])?;
+        let (clock, zone) = rest.split_at(at);
+        let sign = if zone.starts_with('-') { -1 } else { 1 };
+        let (hours, minutes) = zone.get(1..)?.split_once(':')?;
+        (
+            clock,
+            sign * (num(hours, 2)? * 3600 + num(minutes, 2)? * 60),
+        )
+    };
+    let (hms, fraction) = clock.split_once('.').unwrap_or((clock, ""));
+    let mut hms = hms.split(':');
+    let (hour, minute, second) = (
+        num(hms.next()?, 2)?,
+        num(hms.next()?, 2)?,
+        num(hms.next()?, 2)?,
+    );
+    if hms.next().is_some() || hour > 23 || minute > 59 || second > 60 {
+        return None;
+    }
+    if fraction.len() > 9 || !fraction.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let nanos: i64 = format!("{fraction:0<9}").parse().ok()?;
+    // Days since the epoch of a proleptic Gregorian date (H. Hinnant).
+    let march_year = if month <= 2 { year - 1 } else { year };
+    let era = march_year.div_euclid(400);
+    let year_of_era = march_year - era * 400;
+    let day_of_year = (153 * ((month + 9) % 12) + 2) / 5 + day - 1;
+    let days = era * 146_097 + year_of_era * 365 + year_of_era / 4 - year_of_era / 100
+        + day_of_year
+        - 719_468;
+    let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offset;
+    // Go's zero time (`0001-01-01T00:00:00Z`, an unset time) is out of range.
+    seconds.checked_mul(1_000_000_000)?.checked_add(nanos)
 }
 
 /// Whether an inspected container has a healthcheck: a health state, or a
@@ -505,5 +635,452 @@ mod tests {
         );
         assert!(parse_list(b"{}", &TABLE, false).is_err());
         assert!(parse_list(b"[", &TABLE, false).is_err());
+    }
+
+    use crate::testing;
+    use serde_json::json;
+
+    /// Docker's rules (the shared test table: `create`, `start`, `die`,
+    /// `destroy`).
+    static DOCKER: &Mapping = &testing::TABLE;
+
+    /// Podman's rules on the same actions.
+    static PODMAN: Mapping = Mapping {
+        health: crate::mapping::HealthTable {
+            status_in_action: false,
+            unhealthy_when_paused: false,
+            lists_none: false,
+        },
+        ..testing::TABLE
+    };
+
+    fn ev(action: &str, uid: &str, nanos: i64) -> Event {
+        let attributes = json!({"name": "web", "app": "web"});
+        let Value::Object(attributes) = attributes else {
+            unreachable!()
+        };
+        Event::new(
+            action,
+            uid,
+            "web",
+            attributes,
+            Cursor::from_unix_nanos(nanos),
+        )
+    }
+
+    fn listed(uid: &str, health: Health, paused: bool) -> Listed {
+        Listed {
+            id: "web".into(),
+            running: true,
+            uid: Some(uid.into()),
+            labels: Labels::from([("app".into(), "web".into())]),
+            readiness: Some(Readiness::container(health, paused)),
+        }
+    }
+
+    /// A report's kind and readiness.
+    fn told(d: &Decision) -> (EventKind, Option<Readiness>) {
+        match d {
+            Decision::Report {
+                kind, readiness, ..
+            } => (*kind, *readiness),
+            other => panic!("not a report: {other:?}"),
+        }
+    }
+
+    #[allow(clippy::unnecessary_wraps)]
+    fn c(health: Health, paused: bool) -> Option<Readiness> {
+        Some(Readiness::container(health, paused))
+    }
+
+    /// A container as `GET /containers/{id}/json` shows it: its health
+    /// (none: no check) and the newest check's end.
+    fn inspected(health: Option<&str>, paused: bool, newest_end: &str) -> Value {
+        let mut state = json!({"Status": "running", "Running": true, "Paused": paused});
+        let mut config = json!({"Healthcheck": {"Test": ["NONE"]}});
+        if let Some(health) = health {
+            state["Health"] = json!({
+                "Status": health,
+                "FailingStreak": 0,
+                "Log": [
+                    {"Start": "2026-12-02T08:06:07.1Z", "End": "2026-12-02T08:06:07.2Z", "ExitCode": 0},
+                    {"Start": "2026-12-02T08:06:08.1Z", "End": newest_end, "ExitCode": 0},
+                ],
+            });
+            config = json!({"Healthcheck": {"Test": ["CMD", "/bin/busybox", "true"]}});
+        }
+        json!({"Id": "a1", "State": state, "Config": config})
+    }
+
+    /// 2026-12-02T08:06:08Z.
+    const T: i64 = 1_796_198_768_000_000_000;
+
+    #[test]
+    fn docker_tells_the_status_in_the_action() {
+        let scope = Scope::new(Labels::new(), true);
+        scope.checks.set(&Arc::from("a1"), true);
+        let mut k = DOCKER.known(&scope, &[listed("a1", Health::Starting, false)]);
+        let healthy = k.event(&ev("health_status: healthy", "a1", 1));
+        assert_eq!(
+            told(&healthy),
+            (EventKind::Ready, c(Health::Healthy, false))
+        );
+        let Decision::Report { labels, .. } = &healthy else {
+            unreachable!()
+        };
+        assert_eq!(**labels, Labels::from([("app".into(), "web".into())]));
+        assert_eq!(
+            told(&k.event(&ev("health_status: unhealthy", "a1", 2))),
+            (EventKind::Unready, c(Health::Unhealthy, false))
+        );
+        assert_eq!(
+            told(&k.event(&ev("health_status:  healthy ", "a1", 3))),
+            (EventKind::Ready, c(Health::Healthy, false))
+        );
+        assert_eq!(
+            k.event(&ev("health_status: sideways", "a1", 4)),
+            Decision::Undecodable("a health_status without a known status")
+        );
+        assert!(matches!(
+            k.event(&ev("health_status", "a1", 5)),
+            Decision::Undecodable(_)
+        ));
+        // Of a container this session does not know: stale.
+        assert_eq!(
+            k.event(&ev("health_status: healthy", "z9", 6)),
+            Decision::Skip
+        );
+    }
+
+    #[test]
+    fn docker_pause_and_unpause() {
+        let scope = Scope::new(Labels::new(), true);
+        scope.checks.set(&Arc::from("a1"), true);
+        scope.checks.set(&Arc::from("b2"), false);
+        let mut b = listed("b2", Health::None, false);
+        b.id = "plain".into();
+        let mut k = DOCKER.known(&scope, &[listed("a1", Health::Healthy, false), b]);
+        // Docker sets a checked container unhealthy at the pause, silently;
+        // unpaused, it is ready again at its next good probe.
+        assert_eq!(
+            told(&k.event(&ev("pause", "a1", 1))),
+            (EventKind::Unready, c(Health::Unhealthy, true))
+        );
+        assert_eq!(
+            told(&k.event(&ev("unpause", "a1", 2))),
+            (EventKind::Unready, c(Health::Unhealthy, false))
+        );
+        assert_eq!(
+            told(&k.event(&ev("health_status: healthy", "a1", 3))),
+            (EventKind::Ready, c(Health::Healthy, false))
+        );
+        // Without a check: ready again at once.
+        assert_eq!(
+            told(&k.event(&ev("pause", "b2", 4))),
+            (EventKind::Unready, c(Health::None, true))
+        );
+        assert_eq!(
+            told(&k.event(&ev("unpause", "b2", 5))),
+            (EventKind::Ready, c(Health::None, false))
+        );
+        // A stop ends the pause; a start is `starting` with a check.
+        k.event(&ev("pause", "a1", 6));
+        assert_eq!(
+            told(&k.event(&ev("die", "a1", 7))),
+            (EventKind::Stopped, c(Health::Unhealthy, false))
+        );
+        assert_eq!(
+            told(&k.event(&ev("start", "a1", 8))),
+            (EventKind::Started, c(Health::Starting, false))
+        );
+        assert_eq!(
+            told(&k.event(&ev("start", "b2", 9))),
+            (EventKind::Started, c(Health::None, false))
+        );
+    }
+
+    #[test]
+    fn podman_keeps_the_status_across_a_pause() {
+        let scope = Scope::new(Labels::new(), true);
+        scope.checks.set(&Arc::from("a1"), true);
+        let mut k = PODMAN.known(&scope, &[listed("a1", Health::Healthy, false)]);
+        assert_eq!(
+            told(&k.event(&ev("pause", "a1", 1))),
+            (EventKind::Unready, c(Health::Healthy, true))
+        );
+        assert_eq!(
+            told(&k.event(&ev("unpause", "a1", 2))),
+            (EventKind::Ready, c(Health::Healthy, false))
+        );
+    }
+
+    /// Podman's `health_status` carries the previous check's status (4.3):
+    /// the container is read, once the check the event announced is logged.
+    #[test]
+    fn podman_reads_the_status_once_the_check_is_logged() {
+        let scope = Scope::new(Labels::new(), true);
+        scope.checks.set(&Arc::from("a1"), true);
+        let mut k = PODMAN.known(&scope, &[listed("a1", Health::Healthy, false)]);
+        let event = ev("health_status", "a1", T);
+        assert_eq!(
+            k.event(&event),
+            Decision::Inspect("/containers/a1/json".into())
+        );
+        // Logged: the newest check ended after the event (4.3), or just
+        // before it (4.7: logged, then told).
+        for end in ["2026-12-02T08:06:08.1Z", "2026-12-02T08:06:07.97Z"] {
+            let object = inspected(Some("unhealthy"), false, end);
+            assert_eq!(
+                told(&k.inspected(&event.clone().inspected_times(1), Some(&object))),
+                (EventKind::Unready, c(Health::Unhealthy, false)),
+                "newest check ended {end}"
+            );
+        }
+        // Not yet: the newest entry is the previous check's, which ended
+        // well before this one's event. Read again, up to the bound.
+        let stale = inspected(Some("healthy"), false, "2026-12-02T08:06:07.5Z");
+        for n in 1..MAX_INSPECTIONS {
+            assert_eq!(
+                k.inspected(&event.clone().inspected_times(n), Some(&stale)),
+                Decision::Inspect("/containers/a1/json".into()),
+                "read {n}"
+            );
+        }
+        assert_eq!(
+            told(&k.inspected(
+                &event.clone().inspected_times(MAX_INSPECTIONS),
+                Some(&stale)
+            )),
+            (EventKind::Ready, c(Health::Healthy, false)),
+            "the last read is taken as it is"
+        );
+        // A log that cannot be read tells nothing: taken as it is.
+        let mut unreadable = inspected(Some("unhealthy"), true, "yesterday");
+        assert_eq!(
+            told(&k.inspected(&event.clone().inspected_times(1), Some(&unreadable))),
+            (EventKind::Unready, c(Health::Unhealthy, true))
+        );
+        unreadable["State"]["Health"]["Log"] = json!([]);
+        assert_eq!(
+            told(&k.inspected(&event.clone().inspected_times(1), Some(&unreadable))),
+            (EventKind::Unready, c(Health::Unhealthy, true))
+        );
+        // Gone meanwhile: nothing (its removal follows).
+        assert_eq!(k.inspected(&event, None), Decision::Skip);
+    }
+
+    /// Whether a container has a check is learnt once: at its first start
+    /// (one inspection) when the snapshot did not tell, then from the
+    /// watch's scope, in this session and the next.
+    #[test]
+    fn a_start_of_an_unknown_container_is_inspected_once() {
+        let scope = Scope::new(Labels::new(), true);
+        let mut k = DOCKER.known(&scope, &[]);
+        assert!(matches!(
+            k.event(&ev("create", "n1", 1)),
+            Decision::Report {
+                kind: EventKind::Created,
+                readiness: None,
+                ..
+            }
+        ));
+        let start = ev("start", "n1", 2);
+        assert_eq!(
+            k.event(&start),
+            Decision::Inspect("/containers/n1/json".into())
+        );
+        // A check that passed since the start is not taken: its event follows.
+        let object = inspected(Some("healthy"), false, "2026-12-02T08:06:08.2Z");
+        assert_eq!(
+            told(&k.inspected(&start.clone().inspected_times(1), Some(&object))),
+            (EventKind::Started, c(Health::Starting, false))
+        );
+        assert_eq!(scope.checks.get("n1"), Some(true));
+        k.event(&ev("die", "n1", 3));
+        assert_eq!(
+            told(&k.event(&ev("start", "n1", 4))),
+            (EventKind::Started, c(Health::Starting, false))
+        );
+        // The next session of the watch knows it too.
+        let mut next = DOCKER.known(&scope, &[listed("n1", Health::Unhealthy, false)]);
+        assert_eq!(
+            told(&next.event(&ev("start", "n1", 5))),
+            (EventKind::Started, c(Health::Starting, false))
+        );
+        // Without a check: ready at once.
+        k.event(&ev("create", "p1", 6));
+        let start = ev("start", "p1", 7);
+        assert!(matches!(k.event(&start), Decision::Inspect(_)));
+        let plain = inspected(None, false, "");
+        assert_eq!(
+            told(&k.inspected(&start.inspected_times(1), Some(&plain))),
+            (EventKind::Started, c(Health::None, false))
+        );
+        assert_eq!(scope.checks.get("p1"), Some(false));
+        // Gone before it could be read: started, its readiness unknown.
+        k.event(&ev("create", "g1", 8));
+        let start = ev("start", "g1", 9);
+        assert!(matches!(k.event(&start), Decision::Inspect(_)));
+        assert_eq!(
+            told(&k.inspected(&start.inspected_times(1), None)),
+            (EventKind::Started, None)
+        );
+    }
+
+    /// In a replayed history, a container may first show by its
+    /// `unpause` (paused before the last event seen): its health was told
+    /// by no event of this history. Found by the e2e `cut` scenario: it was
+    /// taken for `none`, so an unhealthy container was told ready (live),
+    /// then unready by the snapshot.
+    #[test]
+    fn an_unpause_first_seen_in_a_replay_takes_the_real_health() {
+        let scope = Scope::new(Labels::new(), true);
+        scope.checks.set(&Arc::from("a1"), true);
+        scope.checks.set(&Arc::from("b2"), false);
+        // Docker: a checked container was set unhealthy at its pause.
+        let mut k = DOCKER.known_history(&scope);
+        assert_eq!(
+            told(&k.event(&ev("unpause", "a1", 1))),
+            (EventKind::Unready, c(Health::Unhealthy, false))
+        );
+        assert_eq!(
+            told(&k.event(&ev("unpause", "b2", 2))),
+            (EventKind::Ready, c(Health::None, false))
+        );
+        // Not known to have a check, or Podman's (kept as it was): read.
+        let unpause = ev("unpause", "c3", 3);
+        assert_eq!(
+            k.event(&unpause),
+            Decision::Inspect("/containers/c3/json".into())
+        );
+        let object = inspected(Some("unhealthy"), false, "2026-12-02T08:06:08.2Z");
+        assert_eq!(
+            told(&k.inspected(&unpause.inspected_times(1), Some(&object))),
+            (EventKind::Unready, c(Health::Unhealthy, false))
+        );
+        let mut k = PODMAN.known_history(&scope);
+        let unpause = ev("unpause", "a1", 4);
+        assert_eq!(
+            k.event(&unpause),
+            Decision::Inspect("/containers/a1/json".into())
+        );
+        let object = inspected(Some("healthy"), false, "2026-12-02T08:06:08.2Z");
+        assert_eq!(
+            told(&k.inspected(&unpause.inspected_times(1), Some(&object))),
+            (EventKind::Ready, c(Health::Healthy, false))
+        );
+        // Once known, the next unpause needs no read.
+        k.event(&ev("pause", "a1", 5));
+        assert_eq!(
+            told(&k.event(&ev("unpause", "a1", 6))),
+            (EventKind::Ready, c(Health::Healthy, false))
+        );
+        // First seen by its create: a new container, nothing to read.
+        let mut k = PODMAN.known_history(&scope);
+        k.event(&ev("create", "d4", 7));
+        assert_eq!(
+            told(&k.event(&ev("unpause", "d4", 8))),
+            (EventKind::Ready, c(Health::None, false))
+        );
+    }
+
+    /// Without readiness the events are what they always were: health,
+    /// pause and unpause mean nothing, a report carries no readiness, the
+    /// subscription does not ask for them and a start is never inspected.
+    #[test]
+    fn readiness_off_changes_nothing() {
+        for table in [DOCKER, &PODMAN] {
+            assert_eq!(table.actions(false), ["create", "start", "die", "destroy"]);
+            assert_eq!(
+                table.actions(true),
+                [
+                    "create",
+                    "start",
+                    "die",
+                    "destroy",
+                    "health_status",
+                    "pause",
+                    "unpause"
+                ]
+            );
+            let scope = Scope::new(Labels::new(), false);
+            let mut k = table.known(&scope, &[listed("a1", Health::None, false)]);
+            for action in [
+                "health_status: healthy",
+                "health_status",
+                "pause",
+                "unpause",
+            ] {
+                assert_eq!(k.event(&ev(action, "a1", 1)), Decision::Skip, "{action}");
+            }
+            for (action, kind) in [
+                ("die", EventKind::Stopped),
+                ("start", EventKind::Started),
+                ("create", EventKind::Created),
+            ] {
+                let uid = if action == "create" { "n1" } else { "a1" };
+                assert_eq!(
+                    told(&k.event(&ev(action, uid, 2))),
+                    (kind, None),
+                    "{action}"
+                );
+            }
+            assert_eq!(
+                told(&k.event(&ev("start", "n1", 3))),
+                (EventKind::Started, None)
+            );
+            assert_eq!(
+                told(&k.event(&ev("destroy", "a1", 4))),
+                (EventKind::Removed, None)
+            );
+            let list = br#"[{"Id":"a1","Names":["/web"],"State":"paused"}]"#;
+            assert_eq!(
+                parse_list(list, table, false).expect("list")[0].readiness,
+                None
+            );
+            assert_eq!(
+                parse_list(list, table, true).expect("list")[0].readiness,
+                c(Health::None, true)
+            );
+        }
+    }
+
+    #[test]
+    fn rfc3339_times() {
+        assert_eq!(rfc3339_nanos("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(
+            rfc3339_nanos("2026-12-02T08:06:08Z"),
+            Some(T),
+            "the tests' T"
+        );
+        assert_eq!(
+            rfc3339_nanos("2026-12-02T08:06:07.539127241Z"),
+            Some(T - 460_872_759)
+        );
+        assert_eq!(
+            rfc3339_nanos("2026-12-02T09:06:08.5+01:00"),
+            Some(T + 500_000_000)
+        );
+        assert_eq!(rfc3339_nanos("2026-12-02T07:36:08-00:30"), Some(T));
+        assert_eq!(
+            rfc3339_nanos("2000-02-29T00:00:00Z"),
+            Some(951_782_400_000_000_000)
+        );
+        assert_eq!(rfc3339_nanos("1969-12-31T23:59:59.9Z"), Some(-100_000_000));
+        for bad in [
+            "",
+            "2026-12-02",
+            "2026-13-02T00:00:00Z",
+            "2026-12-02T24:00:00Z",
+            "2026-12-02T08:06:08",
+            "2026-12-02T08:06:08.1234567890Z",
+            "2026-12-02T08:06:08.x1Z",
+            "99999-12-02T08:06:08Z",
+            "2026-12-02T08:06:08+0100",
+            "२०२६-12-02T08:06:08Z",
+            "0001-01-01T00:00:00Z",
+        ] {
+            assert_eq!(rfc3339_nanos(bad), None, "{bad:?}");
+        }
     }
 }

@@ -16,13 +16,18 @@ use super::wire::{Wire, attribute_name};
 /// One decoded observation from the feed.
 pub(crate) type Obs = Observation<Cursor>;
 
+/// How many times one event's object may be read (see
+/// [`KnownObjects::inspected`]).
+pub const MAX_INSPECTIONS: u8 = 10;
+
 /// What the feed makes of one line.
 #[derive(Debug)]
 pub enum Step {
     /// An observation to yield.
     Obs(Observation<Cursor>),
-    /// Inspect the event's object (`GET path`) before deciding: see
-    /// [`Feed::inspected`].
+    /// Inspect the event's object (`GET path`) before deciding, or (after
+    /// an inspection) again, after a pause: see [`Feed::inspected`] and
+    /// [`reinspect_after`].
     Inspect {
         /// The event, decoded.
         event: Event,
@@ -146,8 +151,12 @@ impl<K: KnownObjects> Feed<K> {
     }
 
     /// What the event means now that its object was inspected (an
-    /// unusable answer skips the event with a warning).
-    pub fn inspected(&mut self, event: Event, inspection: &Inspection) -> Observation<Cursor> {
+    /// unusable answer skips the event with a warning): an observation, or
+    /// [`Step::Inspect`] to read the object again after
+    /// [`reinspect_after`] the event's [`inspections`](Event::inspections)
+    /// (at most [`MAX_INSPECTIONS`] reads in all).
+    pub fn inspected(&mut self, mut event: Event, inspection: &Inspection) -> Step {
+        event.inspections = event.inspections.saturating_add(1);
         let object = match inspection {
             Inspection::Found(object) => Some(object),
             Inspection::Gone => None,
@@ -159,17 +168,16 @@ impl<K: KnownObjects> Feed<K> {
                     %reason,
                     "skipping an event whose object cannot be inspected"
                 );
-                return Observation::Progress(event.cursor);
+                return Step::Obs(Observation::Progress(event.cursor));
             }
         };
         let decision = match self.known.inspected(&event, object) {
-            Decision::Inspect(_) => Decision::Undecodable("asked to inspect again"),
+            Decision::Inspect(_) if event.inspections >= MAX_INSPECTIONS => {
+                Decision::Undecodable("asked to inspect too many times")
+            }
             decision => decision,
         };
-        match self.decided(event, decision) {
-            Step::Obs(obs) => obs,
-            Step::Inspect { event, .. } => Observation::Progress(event.cursor),
-        }
+        self.decided(event, decision)
     }
 
     /// Whether an event at `time` was seen (or its effect told by a
@@ -276,6 +284,7 @@ impl<K: KnownObjects> Feed<K> {
             attributes: event.attributes.map(Attributes::raw).unwrap_or_default(),
             time,
             cursor,
+            inspections: 0,
         };
         match self.known.event(&event) {
             Decision::Undecodable(reason) => Err(reason),
@@ -314,6 +323,13 @@ impl<K: KnownObjects> Feed<K> {
             }
         }
     }
+}
+
+/// The pause before reading an object again, after `inspections` reads:
+/// 20 ms, doubling, at most 500 ms.
+pub fn reinspect_after(inspections: u8) -> std::time::Duration {
+    let doubled = 20u64 << u32::from(inspections.saturating_sub(1)).min(5);
+    std::time::Duration::from_millis(doubled.min(500))
 }
 
 #[cfg(test)]

@@ -5,9 +5,15 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use lookout_core::Observation;
+
+use crate::INSPECT_TIMEOUT;
+use crate::cursor::Cursor;
 use crate::error::CompatError;
+use crate::feed::{Feed, Step, reinspect_after};
 use crate::host::{Host, TlsEnv};
 use crate::http;
+use crate::objects::{Event, KnownObjects};
 
 /// The largest inspected object accepted.
 const MAX_OBJECT: usize = 16 << 20;
@@ -41,6 +47,32 @@ pub(crate) async fn inspect(
                 after: timeout,
             })
         })
+}
+
+/// What `event` means, once its object is read at `path` (each read on a
+/// connection of its own, bounded by [`INSPECT_TIMEOUT`]) and, while the
+/// feed's objects ask for it, read again after a pause. `Err` as
+/// [`inspect`]'s.
+pub(crate) async fn decide<K: KnownObjects>(
+    feed: &mut Feed<K>,
+    host: &Host,
+    tls: &TlsEnv,
+    mut event: Event,
+    mut path: String,
+) -> Result<Observation<Cursor>, CompatError> {
+    loop {
+        let inspection = inspect(host, tls, &path, INSPECT_TIMEOUT).await?;
+        match feed.inspected(event, &inspection) {
+            Step::Obs(obs) => return Ok(obs),
+            Step::Inspect {
+                event: again,
+                path: at,
+            } => {
+                tokio::time::sleep(reinspect_after(again.inspections())).await;
+                (event, path) = (again, at);
+            }
+        }
+    }
 }
 
 async fn inspect_now(host: &Host, tls: &TlsEnv, path: &str) -> Result<Inspection, CompatError> {

@@ -93,7 +93,7 @@ use tracing::Instrument;
 pub use containers::KnownContainers;
 pub use cursor::Cursor;
 pub use error::CompatError;
-pub use feed::{Feed, Step};
+pub use feed::{Feed, MAX_INSPECTIONS, Step, reinspect_after};
 pub use framing::MAX_LINE;
 pub use history::History;
 pub use host::{ConfigError, Discovery, Host};
@@ -522,8 +522,8 @@ fn session<O: Objects>(
                     }
                     feed::Step::Inspect { event, path } => {
                         let span = tracing::debug_span!("conn", provider, %host, request = "inspect");
-                        match inspect::inspect(&host, &tls, &path, INSPECT_TIMEOUT).instrument(span).await {
-                            Ok(inspection) => yield Ok(feed.inspected(event, &inspection)),
+                        match inspect::decide(&mut feed, &host, &tls, event, path).instrument(span).await {
+                            Ok(obs) => yield Ok(obs),
                             Err(e) => {
                                 yield Err(BoxError::from(e));
                                 break 'session;
@@ -614,6 +614,28 @@ mod tests {
         );
         let unfiltered = CompatDial::new(&TABLE, None, Labels::new()).expect("default host");
         assert_eq!(unfiltered.list_path(), "/containers/json?all=1");
+    }
+
+    /// With readiness, the subscription also asks for the actions that
+    /// tell it; without, it is what it always was.
+    #[test]
+    fn readiness_adds_its_actions_to_the_event_filter() {
+        let filters = |readiness: bool| {
+            let dial = CompatDial::new(&TABLE, None, Labels::new())
+                .expect("default host")
+                .readiness(readiness, READINESS_POLL);
+            let path = dial.events_path();
+            let (_, filters) = path.split_once("filters=").expect("filters");
+            serde_json::from_str::<serde_json::Value>(&decode(filters)).expect("json")
+        };
+        assert_eq!(
+            filters(false),
+            json!({"type": ["container"], "event": ["start", "die"]})
+        );
+        assert_eq!(
+            filters(true),
+            json!({"type": ["container"], "event": ["start", "die", "health_status", "pause", "unpause"]})
+        );
     }
 
     #[test]

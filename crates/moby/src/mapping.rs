@@ -46,7 +46,11 @@ pub struct HealthTable {
     /// Docker: emitted only when the status changes). Otherwise the
     /// container is inspected at each `health_status` event for its
     /// current status: Podman emits one per check, and before 4.7 it
-    /// carries the previous check's result (podman #19237).
+    /// carries the previous check's result (podman #19237) — it emits the
+    /// event while the check runs and logs the result when it ends, so the
+    /// container is read again, after a pause, until its health log's
+    /// newest entry ended after the event (or at most 50 ms before it:
+    /// Podman 4.7 logs, then tells).
     pub status_in_action: bool,
     /// The engine sets `unhealthy`, silently, when it pauses or stops a
     /// container with a check (Docker: the next good probe after `unpause`

@@ -162,7 +162,14 @@ pub trait KnownObjects: Send + 'static {
 
     /// What an event means now that the object it is about was inspected, as
     /// [`Decision::Inspect`] asked: `None` when the engine says the object no
-    /// longer exists. Asking to inspect again is taken as undecodable.
+    /// longer exists. It may ask to read the object again
+    /// ([`Decision::Inspect`]), when the object does not show yet what the
+    /// event announced (Podman logs a health check's result after its
+    /// event): the session does so after a pause, longer each time (20 ms,
+    /// doubling, at most 500 ms), the event's
+    /// [`inspections`](Event::inspections) counting the reads; an event
+    /// whose object was read [`MAX_INSPECTIONS`](crate::MAX_INSPECTIONS)
+    /// times and that still asks is skipped as undecodable.
     fn inspected(&mut self, event: &Event, object: Option<&Value>) -> Decision {
         let _ = (event, object);
         Decision::Skip
@@ -205,6 +212,8 @@ pub struct Event {
     pub(crate) time: Cursor,
     /// Where to resume after it, when it moved the feed forward.
     pub(crate) cursor: Option<Cursor>,
+    /// How many times its object was inspected.
+    pub(crate) inspections: u8,
 }
 
 impl Event {
@@ -224,6 +233,7 @@ impl Event {
             attributes: Attributes::decoded(attributes),
             time,
             cursor: Some(time),
+            inspections: 0,
         }
     }
 
@@ -253,6 +263,19 @@ impl Event {
     /// One attribute as a string (a non-string value as its JSON text).
     pub fn attribute(&self, key: &str) -> Option<String> {
         self.attributes().get(key).map(string_value)
+    }
+
+    /// How many times the object was inspected for this event (0 before
+    /// the first inspection; see [`KnownObjects::inspected`]).
+    pub fn inspections(&self) -> u8 {
+        self.inspections
+    }
+
+    /// A copy that was inspected `n` times (for a kind's tests).
+    #[must_use]
+    pub fn inspected_times(mut self, n: u8) -> Self {
+        self.inspections = n;
+        self
     }
 
     /// The event's time.

@@ -200,3 +200,219 @@ impl<O: Objects> Poll<O> {
             .collect())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing;
+    use lookout_core::Labels;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    static DOCKER: &crate::Mapping = &testing::TABLE;
+
+    static PODMAN: crate::Mapping = crate::Mapping {
+        health: crate::HealthTable {
+            status_in_action: false,
+            unhealthy_when_paused: false,
+            lists_none: false,
+        },
+        ..testing::TABLE
+    };
+
+    /// An engine answering the health lists from `lists` (status → the
+    /// container ids it lists; `none` never matches on Podman) and an
+    /// inspection of `c…` with a check, of anything else without; counts
+    /// the inspections.
+    struct Engine {
+        socket: std::path::PathBuf,
+        inspections: Arc<AtomicUsize>,
+    }
+
+    impl Drop for Engine {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.socket);
+        }
+    }
+
+    /// Runs `test` while `server` serves (no task spawned: the server
+    /// ends with the test).
+    async fn with_server(server: impl Future<Output = ()>, test: impl Future<Output = ()>) {
+        tokio::select! {
+            () = server => panic!("the fake engine stopped"),
+            () = test => {}
+        }
+    }
+
+    fn decode(s: &str) -> String {
+        let mut out = Vec::new();
+        let mut bytes = s.bytes();
+        while let Some(b) = bytes.next() {
+            if b == b'%' {
+                let hex: String = bytes.by_ref().take(2).map(char::from).collect();
+                out.push(u8::from_str_radix(&hex, 16).expect("hex"));
+            } else {
+                out.push(b);
+            }
+        }
+        String::from_utf8(out).expect("utf-8")
+    }
+
+    fn engine(
+        name: &str,
+        lists: &'static [(&'static str, &'static [&'static str])],
+    ) -> (Engine, impl Future<Output = ()>) {
+        let socket = std::env::temp_dir().join(format!(
+            "lookout-moby-health-{}-{name}.sock",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_file(&socket);
+        let listener = tokio::net::UnixListener::bind(&socket).expect("bind");
+        let inspections = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&inspections);
+        let server = async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match conn.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let head = String::from_utf8_lossy(&head).into_owned();
+                let target = decode(head.split_whitespace().nth(1).unwrap_or("/"));
+                let body = if let Some(id) = target
+                    .strip_prefix("/containers/")
+                    .and_then(|t| t.strip_suffix("/json"))
+                {
+                    counted.fetch_add(1, Ordering::SeqCst);
+                    if id.starts_with('c') {
+                        r#"{"State":{"Health":{"Status":"unhealthy"}},"Config":{"Healthcheck":{"Test":["CMD","x"]}}}"#.to_owned()
+                    } else {
+                        r#"{"State":{},"Config":{}}"#.to_owned()
+                    }
+                } else {
+                    let ids = lists
+                        .iter()
+                        .find(|(status, _)| target.contains(&format!(r#""health":["{status}"]"#)))
+                        .map_or(&[][..], |(_, ids)| *ids);
+                    let entries: Vec<String> = ids
+                        .iter()
+                        .map(|id| format!(r#"{{"Id":"{id}","Names":["/{id}"],"State":"running"}}"#))
+                        .collect();
+                    format!("[{}]", entries.join(","))
+                };
+                let response = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = conn.write_all(response.as_bytes()).await;
+            }
+        };
+        (
+            Engine {
+                socket,
+                inspections,
+            },
+            server,
+        )
+    }
+
+    fn listed(ids: &[&str]) -> Vec<Listed> {
+        ids.iter()
+            .map(|id| Listed {
+                id: (*id).into(),
+                running: true,
+                uid: Some((*id).into()),
+                labels: Labels::new(),
+                readiness: Some(Readiness::container(Health::None, false)),
+            })
+            .collect()
+    }
+
+    fn healths(listed: &[Listed]) -> Vec<(&str, Health)> {
+        listed
+            .iter()
+            .map(|l| match l.readiness {
+                Some(Readiness::Container { health, .. }) => (l.id.as_str(), health),
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    }
+
+    /// Podman: `health=none` never matches, so a container in no list is
+    /// inspected — once per watch when it has no check (the scope keeps
+    /// it), every snapshot when it has one and is in no list (its status
+    /// changed between the lists).
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_snapshot_reads_health_from_the_lists_and_inspects_the_rest_once() {
+        let (e, server) = engine("podman", &[("healthy", &["c1"]), ("starting", &["c2"])]);
+        with_server(
+            Box::pin(server),
+            Box::pin(async {
+                let host = Host::Unix(e.socket.clone());
+                let tls = TlsEnv::default();
+                let scope = Scope::new(Labels::new(), true);
+                let ids = ["c1", "c2", "p1", "c3"];
+                let mut first = listed(&ids);
+                health(&PODMAN, false, &host, &tls, &scope, &mut first)
+                    .await
+                    .expect("health");
+                assert_eq!(
+                    healths(&first),
+                    [
+                        ("c1", Health::Healthy),
+                        ("c2", Health::Starting),
+                        ("p1", Health::None),
+                        ("c3", Health::Unhealthy),
+                    ]
+                );
+                assert_eq!(e.inspections.load(Ordering::SeqCst), 2, "p1 and c3");
+                assert_eq!(
+                    ids.map(|id| scope.checks.get(id)),
+                    [Some(true), Some(true), Some(false), Some(true)]
+                );
+                // The next snapshot of the watch: p1 is known to have no check.
+                let mut next = listed(&ids);
+                health(&PODMAN, false, &host, &tls, &scope, &mut next)
+                    .await
+                    .expect("health");
+                assert_eq!(healths(&next), healths(&first));
+                assert_eq!(e.inspections.load(Ordering::SeqCst), 3, "c3 again only");
+                // A container no longer listed is forgotten.
+                let mut fewer = listed(&["c1"]);
+                health(&PODMAN, false, &host, &tls, &scope, &mut fewer)
+                    .await
+                    .expect("health");
+                assert_eq!(scope.checks.get("p1"), None);
+            }),
+        )
+        .await;
+    }
+
+    /// Docker's `health=none` list finds the containers without a check:
+    /// no inspection.
+    #[tokio::test(flavor = "current_thread")]
+    async fn docker_lists_none_too() {
+        let (e, server) = engine("docker", &[("unhealthy", &["c1"]), ("none", &["p1"])]);
+        with_server(
+            Box::pin(server),
+            Box::pin(async {
+                let host = Host::Unix(e.socket.clone());
+                let scope = Scope::new(Labels::new(), true);
+                let mut l = listed(&["c1", "p1"]);
+                health(DOCKER, true, &host, &TlsEnv::default(), &scope, &mut l)
+                    .await
+                    .expect("health");
+                assert_eq!(
+                    healths(&l),
+                    [("c1", Health::Unhealthy), ("p1", Health::None)]
+                );
+                assert_eq!(e.inspections.load(Ordering::SeqCst), 0);
+                assert_eq!(scope.checks.get("p1"), Some(false));
+            }),
+        )
+        .await;
+    }
+}

@@ -39,7 +39,28 @@
 //! | `start` | [`Started`](lookout_core::EventKind::Started) |
 //! | `die` | [`Stopped`](lookout_core::EventKind::Stopped) |
 //! | `destroy` | [`Removed`](lookout_core::EventKind::Removed) |
-//! | anything else (`kill`, `stop`, `restart`, `pause`, `exec_*`, `health_status`, …) | ignored |
+//! | anything else (`kill`, `stop`, `restart`, `pause`, `exec_*`, `health_status`, …) | ignored (with readiness, `health_status`, `pause` and `unpause`: below) |
+//!
+//! With [`readiness`](lookout_moby::Config::readiness) on, the subscription
+//! also asks for `health_status`, `pause` and `unpause`, and each event
+//! carries the container's [`Readiness`](lookout_core::Readiness) (its
+//! health, paused or not); ready ⇔ running ∧ not paused ∧ health ∈ {none,
+//! healthy}:
+//!
+//! | Docker action | readiness after it | event |
+//! |---|---|---|
+//! | `start` | `starting` with a healthcheck (dockerd sets it, silently), `none` without | [`Started`](lookout_core::EventKind::Started); without a check also [`Ready`](lookout_core::EventKind::Ready) |
+//! | `health_status: healthy` / `unhealthy` (emitted when the status changes) | that status | [`Ready`](lookout_core::EventKind::Ready) / [`Unready`](lookout_core::EventKind::Unready), when it changes readiness |
+//! | `pause` | paused; `unhealthy` with a check (dockerd sets it, silently) | [`Unready`](lookout_core::EventKind::Unready) |
+//! | `unpause` | not paused: without a check ready again at once; with one still `unhealthy` until its next good probe says `healthy` | [`Ready`](lookout_core::EventKind::Ready) without a check |
+//! | `die` | (dockerd sets `unhealthy`) | [`Stopped`](lookout_core::EventKind::Stopped), which ends readiness without an `Unready` |
+//!
+//! Whether a container has a healthcheck is read once per container (the
+//! snapshot's `health` list filters, else one inspection at its first
+//! start). A snapshot learns each container's health from the list
+//! filtered by `health` (one request per status, `none` included): a
+//! readiness change missed while disconnected is told by the replay when
+//! dockerd's buffer still holds it, else by the snapshot (`resync`).
 //!
 //! The id is the container name without the leading `/`; a container
 //! recreated under the same name (a new container id) is `Removed` then

@@ -42,8 +42,32 @@
 //! | `start` | [`Started`](lookout_core::EventKind::Started) |
 //! | `die` (Podman's `died`, renamed by the compat API; both are accepted) | [`Stopped`](lookout_core::EventKind::Stopped) |
 //! | `remove` (and `destroy`, should a version send it) | [`Removed`](lookout_core::EventKind::Removed) |
-//! | `init`, `cleanup`, `sync`, `stop`, `kill`, `pause`, `exec`, … | ignored |
+//! | `init`, `cleanup`, `sync`, `stop`, `kill`, `pause`, `exec`, … | ignored (with readiness, `health_status`, `pause` and `unpause`: below) |
 //! | `pod`, `system`, `image`, `volume` types | ignored (filtered out by the server) |
+//!
+//! With [`readiness`](lookout_moby::Config::readiness) on, the subscription
+//! also asks for `health_status`, `pause` and `unpause`, and each event
+//! carries the container's [`Readiness`](lookout_core::Readiness) (its
+//! health, paused or not); ready ⇔ running ∧ not paused ∧ health ∈ {none,
+//! healthy}:
+//!
+//! | Podman action (compat API) | readiness after it | event |
+//! |---|---|---|
+//! | `start` | `starting` with a healthcheck (Podman sets it at every start), `none` without | [`Started`](lookout_core::EventKind::Started); without a check also [`Ready`](lookout_core::EventKind::Ready) |
+//! | `health_status` (one per check; before 4.7 its `HealthStatus` is the previous check's) | the container's status, read by inspecting it once the check the event announced is logged (its health log's newest entry ended after the event; read again after a pause until then, up to 10 reads) | [`Ready`](lookout_core::EventKind::Ready) / [`Unready`](lookout_core::EventKind::Unready), when it changes readiness: a repeated status is not told |
+//! | `pause` | paused (the health stays as it was) | [`Unready`](lookout_core::EventKind::Unready) |
+//! | `unpause` | not paused: ready again at once when its health is `healthy` or `none` | [`Ready`](lookout_core::EventKind::Ready) then |
+//! | `died` / `die` | (the health stays as it was) | [`Stopped`](lookout_core::EventKind::Stopped), which ends readiness without an `Unready` |
+//!
+//! Podman runs healthchecks from systemd timers (or `podman healthcheck
+//! run`); without systemd none runs by itself. Whether a container has a
+//! check is read once per container (the snapshot's `health` lists, else
+//! one inspection at its first start). A snapshot learns each container's
+//! health from the list filtered by `health`; Podman 4's `health=none`
+//! filter never matches, so a container in no list is inspected (once per
+//! watch when it has no check). A readiness change missed while
+//! disconnected is replayed from Podman's event log, as its other events
+//! are.
 //!
 //! The id is the container name; labels come from the container list, or for
 //! a container created while watching (or first seen in a replayed history)

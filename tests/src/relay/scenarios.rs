@@ -23,6 +23,9 @@ use super::Relay;
 use super::audit::{self, EventLog, SplitMix64, State, Timed, Workload};
 use crate::engines;
 
+/// Runs one healthcheck of a container (by name).
+pub type RunCheck = fn(&str) -> Result<(), String>;
+
 /// How a scenario drives one engine.
 #[derive(Debug)]
 pub struct Engine {
@@ -41,6 +44,13 @@ pub struct Engine {
     pub restart_stopping: fn(containers: &[&str]) -> Result<(), String>,
     /// The provider's `watch` (`lookout_docker::watch`, `lookout_podman::watch`).
     pub watch: fn(Config) -> Result<Watch<CompatDial>, ConfigError>,
+    /// Runs a container's healthcheck once, now, for an engine that runs
+    /// none by itself (Podman without systemd: `podman healthcheck run`);
+    /// `None` when the engine's own interval runs them (Docker).
+    pub run_check: Option<RunCheck>,
+    /// The engine keeps its event log across a restart of its daemon
+    /// (Podman's file; dockerd keeps its last events in memory only).
+    pub keeps_history: bool,
 }
 
 /// `kill -9` dockerd and start it again: without live-restore, the restarted
@@ -59,6 +69,8 @@ pub static DOCKER: Engine = Engine {
     signal: engines::docker_signal,
     restart_stopping: docker_restart_stopping,
     watch: lookout_docker::watch,
+    run_check: None,
+    keeps_history: false,
 };
 
 /// Defines one `#[tokio::test]` per scenario for the [`Engine`] at `$engine`
@@ -110,6 +122,36 @@ macro_rules! compat_engine_tests {
         async fn a_churn_with_a_daemon_restart_matches_the_engine_log() {
             $crate::relay::scenarios::churn_restart(&$engine).await;
         }
+
+        #[tokio::test]
+        async fn readiness_follows_the_healthcheck_and_the_lifecycle() {
+            $crate::relay::readiness::lifecycle(&$engine).await;
+        }
+
+        #[tokio::test]
+        async fn readiness_matches_the_engine_health_log() {
+            $crate::relay::readiness::health_log(&$engine).await;
+        }
+
+        #[tokio::test]
+        async fn readiness_follows_pause_and_unpause() {
+            $crate::relay::readiness::pause(&$engine).await;
+        }
+
+        #[tokio::test]
+        async fn readiness_changed_while_cut_is_told_once() {
+            $crate::relay::readiness::cut(&$engine).await;
+        }
+
+        #[tokio::test]
+        async fn readiness_changed_across_a_daemon_restart_is_told_once() {
+            $crate::relay::readiness::daemon_restart(&$engine).await;
+        }
+
+        #[tokio::test]
+        async fn readiness_is_told_by_the_initial_snapshot() {
+            $crate::relay::readiness::initial(&$engine).await;
+        }
     };
 }
 
@@ -132,7 +174,7 @@ pub fn test_config() -> WatchConfig {
 }
 
 /// The bound of every single expected item.
-const ITEM: Duration = Duration::from_secs(30);
+pub const ITEM: Duration = Duration::from_secs(30);
 
 /// Makes sure the engine answers, or fails saying how to bring it up.
 ///

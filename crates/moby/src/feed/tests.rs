@@ -389,22 +389,43 @@ fn thing(uid: &str, nanos: i64) -> String {
     )
 }
 
+/// The events of `lines` that pass, each inspected as `inspection` (again
+/// while asked), with how many reads each took.
+fn inspect_counted(
+    feed: &mut Feed<KnownInspected>,
+    lines: &[String],
+    inspection: &Inspection,
+) -> Vec<(Obs, u8)> {
+    let mut out = VecDeque::new();
+    feed.push((lines.join("\n") + "\n").as_bytes(), &mut out);
+    out.into_iter()
+        .map(|s| {
+            let mut step = s;
+            let mut reads = 0;
+            loop {
+                match step {
+                    Step::Obs(o) => return (o, reads),
+                    Step::Inspect { event, path } => {
+                        assert_eq!(path, format!("/things/{}", event.uid()));
+                        assert_eq!(event.inspections(), reads);
+                        reads += 1;
+                        step = feed.inspected(event, inspection);
+                    }
+                }
+            }
+        })
+        .collect()
+}
+
 /// The events of `lines` that pass, each inspected as `inspection`.
 fn inspect_all(
     feed: &mut Feed<KnownInspected>,
     lines: &[String],
     inspection: &Inspection,
 ) -> Vec<Obs> {
-    let mut out = VecDeque::new();
-    feed.push((lines.join("\n") + "\n").as_bytes(), &mut out);
-    out.into_iter()
-        .map(|s| match s {
-            Step::Obs(o) => o,
-            Step::Inspect { event, path } => {
-                assert_eq!(path, format!("/things/{}", event.uid()));
-                feed.inspected(event, inspection)
-            }
-        })
+    inspect_counted(feed, lines, inspection)
+        .into_iter()
+        .map(|(o, _)| o)
         .collect()
 }
 
@@ -418,20 +439,29 @@ fn an_inspection_decides_or_costs_the_event_only() {
         unreachable!()
     };
     assert_eq!(c.uid.as_deref(), Some("a"));
-    // Gone meanwhile, an unusable answer, a second inspection: skipped,
+    // Gone meanwhile, an unusable answer, an object that never shows what
+    // the event needs (read again while asked, up to the bound): skipped,
     // the cursor moves on.
-    for (object, nanos) in [
-        (Inspection::Gone, 11),
+    for (object, nanos, reads) in [
+        (Inspection::Gone, 11, 1),
         (
             Inspection::Unusable("GET /things/a answered 500: boom".to_owned()),
             12,
+            1,
         ),
-        (Inspection::Found(serde_json::json!({"state": "?"})), 13),
+        (
+            Inspection::Found(serde_json::json!({"state": "?"})),
+            13,
+            MAX_INSPECTIONS,
+        ),
     ] {
-        let out = inspect_all(&mut feed, &[thing("a", nanos)], &object);
+        let out = inspect_counted(&mut feed, &[thing("a", nanos)], &object);
         assert_eq!(
             out,
-            [Observation::Progress(Some(Cursor::from_unix_nanos(nanos)))]
+            [(
+                Observation::Progress(Some(Cursor::from_unix_nanos(nanos))),
+                reads
+            )]
         );
     }
     // Another type is skipped without an inspection.
@@ -441,4 +471,140 @@ fn an_inspection_decides_or_costs_the_event_only() {
         out,
         [Observation::Progress(Some(Cursor::from_unix_nanos(20)))]
     );
+}
+
+/// Podman's rules on the test table's actions.
+static PODMAN: crate::Mapping = crate::Mapping {
+    health: crate::HealthTable {
+        status_in_action: false,
+        unhealthy_when_paused: false,
+        lists_none: false,
+    },
+    ..TABLE
+};
+
+fn running(uid: &str, readiness: Option<lookout_core::Readiness>) -> Listed {
+    Listed {
+        id: "web".into(),
+        running: true,
+        uid: Some(uid.into()),
+        labels: Labels::from([("app".into(), "web".into())]),
+        readiness,
+    }
+}
+
+fn readiness_of(obs: &Obs) -> (&str, EventKind, Option<lookout_core::Readiness>) {
+    match obs {
+        Observation::Change(c) => (c.id.as_str(), c.kind, c.readiness),
+        other => panic!("not a change: {other:?}"),
+    }
+}
+
+/// The same lines, with readiness watched and without: without, they are
+/// decoded as they always were (no readiness, the health and pause events
+/// skipped with their cursor).
+#[test]
+fn docker_health_and_pause_lines_with_readiness_and_without() {
+    use lookout_core::{Health, Readiness};
+    let lines = [
+        event("health_status: healthy", "c1", "web", 10),
+        event("pause", "c1", "web", 20),
+        event("unpause", "c1", "web", 30),
+        event("health_status: healthy", "c1", "web", 40),
+        event("die", "c1", "web", 50),
+    ];
+    let starting = Some(Readiness::container(Health::Starting, false));
+    let scope = Scope::new(Labels::new(), true);
+    scope.checks.set(&Arc::from("c1"), true);
+    let mut on = Feed::new(&TABLE, &scope, None, &[running("c1", starting)]);
+    let told: Vec<_> = feed_lines(&mut on, &lines)
+        .iter()
+        .map(|o| {
+            let (id, kind, r) = readiness_of(o);
+            (id.to_owned(), kind, r)
+        })
+        .collect();
+    let c = |health, paused| Some(Readiness::container(health, paused));
+    let web = || "web".to_owned();
+    assert_eq!(
+        told,
+        [
+            (web(), EventKind::Ready, c(Health::Healthy, false)),
+            (web(), EventKind::Unready, c(Health::Unhealthy, true)),
+            (web(), EventKind::Unready, c(Health::Unhealthy, false)),
+            (web(), EventKind::Ready, c(Health::Healthy, false)),
+            (web(), EventKind::Stopped, c(Health::Unhealthy, false)),
+        ]
+    );
+    let mut off = Feed::new(&TABLE, &Scope::default(), None, &[running("c1", None)]);
+    let out = feed_lines(&mut off, &lines);
+    assert_eq!(
+        out[..4],
+        [10, 20, 30, 40].map(|n| Observation::Progress(Some(Cursor::from_unix_nanos(n))))
+    );
+    assert_eq!(readiness_of(&out[4]), ("web", EventKind::Stopped, None));
+}
+
+/// Podman's `health_status` (the previous check's status in the event):
+/// the container is read, and read again after a pause until the check the
+/// event announced is logged.
+#[test]
+fn podman_health_is_read_again_until_the_check_is_logged() {
+    use lookout_core::{Health, Readiness};
+    // 2026-12-02T08:06:08Z
+    const T: i64 = 1_796_198_768_000_000_000;
+    let scope = Scope::new(Labels::new(), true);
+    scope.checks.set(&Arc::from("c1"), true);
+    let healthy = Some(Readiness::container(Health::Healthy, false));
+    let mut feed = Feed::new(&PODMAN, &scope, None, &[running("c1", healthy)]);
+    let line = event("health_status", "c1", "web", T);
+    let mut out = VecDeque::new();
+    feed.push(format!("{line}\n").as_bytes(), &mut out);
+    let Some(Step::Inspect { event, path }) = out.pop_front() else {
+        panic!("a Podman health_status is inspected")
+    };
+    assert_eq!(path, "/containers/c1/json");
+    let object = |status: &str, end: &str| {
+        Inspection::Found(serde_json::json!({
+            "State": {"Running": true, "Paused": false, "Health": {
+                "Status": status,
+                "Log": [{"Start": "2026-12-02T08:06:07.1Z", "End": end, "ExitCode": 1}],
+            }},
+            "Config": {"Healthcheck": {"Test": ["CMD", "true"]}},
+        }))
+    };
+    // The previous check's entry, ended 500 ms before the event.
+    let Step::Inspect { event, path } =
+        feed.inspected(event, &object("healthy", "2026-12-02T08:06:07.5Z"))
+    else {
+        panic!("read again")
+    };
+    assert_eq!(
+        (event.inspections(), path.as_str()),
+        (1, "/containers/c1/json")
+    );
+    assert_eq!(
+        reinspect_after(event.inspections()),
+        Duration::from_millis(20)
+    );
+    let Step::Obs(obs) = feed.inspected(event, &object("unhealthy", "2026-12-02T08:06:08.06Z"))
+    else {
+        panic!("logged now")
+    };
+    assert_eq!(
+        readiness_of(&obs),
+        (
+            "web",
+            EventKind::Unready,
+            Some(Readiness::container(Health::Unhealthy, false))
+        )
+    );
+    let Observation::Change(c) = &obs else {
+        unreachable!()
+    };
+    assert_eq!(c.cursor, Some(Cursor::from_unix_nanos(T)));
+    let pauses: Vec<u64> = (1..=MAX_INSPECTIONS)
+        .map(|n| u64::try_from(reinspect_after(n).as_millis()).unwrap_or(u64::MAX))
+        .collect();
+    assert_eq!(pauses, [20, 40, 80, 160, 320, 500, 500, 500, 500, 500]);
 }

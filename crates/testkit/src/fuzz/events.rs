@@ -15,8 +15,9 @@
 //!   [`retained_limit`] a fuzz target that counts allocations checks that
 //!   what stays allocated does not grow with the body.
 //!
-//! The input: byte 0 is a set of flags (resume point, a listed object, a
-//! label filter, the chunk sizes), byte 1 seeds the chunk sizes (and the
+//! The input: byte 0 is a set of flags (bits 0-1 the resume point, `0x04`
+//! a listed object, `0x08` a label filter, bits 4-5 the chunk sizes, `0x40`
+//! readiness watched), byte 1 seeds the chunk sizes (and the
 //! answers to inspections), byte 2 repeats the body (`b` from `0xF8` on:
 //! `2^(b - 0xEB)` times, at most [`MAX_BODY`](super::MAX_BODY) bytes in all: a few bytes make
 //! a line of megabytes; below: once); the rest is the body. `fuzz/corpus/*` in the repository holds the seeds.
@@ -120,6 +121,43 @@ impl Target for Containers {
     fn tail_change(&self) -> (&'static str, EventKind) {
         ("lookout-fuzz-tail", EventKind::Created)
     }
+
+    /// A container as `GET /containers/{id}/json` may answer (readiness:
+    /// a start of a container not known to have a check, Podman's
+    /// `health_status`, an unpause first seen in a replay): gone, an
+    /// error, no state, or a health status, pause and newest check's end
+    /// that `choice` picks (an end before the event is read again).
+    fn inspect(&self, path: &str, choice: u64) -> Inspection {
+        const STATUSES: [&str; 5] = ["starting", "healthy", "unhealthy", "none", "sideways"];
+        const ENDS: [&str; 4] = [
+            "2026-11-30T05:48:44.361184687Z",
+            "0001-01-01T00:00:00Z",
+            "soon",
+            "2100-01-01T00:00:00+01:00",
+        ];
+        let pick =
+            |shift: u32, n: usize| usize::try_from((choice >> shift) % n as u64).unwrap_or(0);
+        match choice % 8 {
+            0 => Inspection::Gone,
+            1 => Inspection::Unusable(format!("GET {path} answered 500: boom")),
+            2 => Inspection::Found(json!({ "Id": "x", "State": "running" })),
+            _ => Inspection::Found(json!({
+                "State": {
+                    "Running": true,
+                    "Paused": choice & 0x100 != 0,
+                    "Health": {
+                        "Status": STATUSES[pick(9, STATUSES.len())],
+                        "Log": [{ "End": ENDS[pick(12, ENDS.len())], "ExitCode": 0 }],
+                    },
+                },
+                "Config": { "Healthcheck": { "Test": if choice & 0x4000 != 0 {
+                    json!(["NONE"])
+                } else {
+                    json!(["CMD", "true"])
+                } } },
+            })),
+        }
+    }
 }
 
 /// What one input says, decoded.
@@ -155,7 +193,8 @@ impl<'a> Plan<'a> {
             resume,
             listed: flags & 0x04 != 0,
             labels: flags & 0x08 != 0,
-            readiness: flags & 0x10 != 0,
+            // Bits 4-5 are the chunk sizes (`Input`).
+            readiness: flags & 0x40 != 0,
             max_chunk,
             rng: SplitMix64::new(seed),
             body,
@@ -250,9 +289,19 @@ fn drain<T: Target>(
     while let Some(step) = out.pop_front() {
         let obs = match step {
             Step::Obs(obs) => obs,
-            Step::Inspect { event, path } => {
-                feed.inspected(event, &target.inspect(&path, rng.next_u64()))
-            }
+            Step::Inspect {
+                mut event,
+                mut path,
+            } => loop {
+                // Read again while asked (the feed bounds the reads).
+                match feed.inspected(event, &target.inspect(&path, rng.next_u64())) {
+                    Step::Obs(obs) => break obs,
+                    Step::Inspect {
+                        event: again,
+                        path: at,
+                    } => (event, path) = (again, at),
+                }
+            },
         };
         assert!(
             matches!(obs, Observation::Change(_) | Observation::Progress(_)),
