@@ -345,6 +345,8 @@ struct Settings {
     initial_list: InitialList,
     /// A redial relists every kind when the last full list is this old.
     relist_every: Option<Duration>,
+    /// Objects carry their readiness ([`K8sConfig::readiness`]).
+    readiness: bool,
 }
 
 /// The dial of one Kubernetes cluster: plug it into [`Watch`] (or call [`watch`]).
@@ -416,6 +418,7 @@ impl K8sDial {
                 watch_timeout: watch_timeout(&config.watch),
                 initial_list: InitialList::default(),
                 relist_every: config.watch.resync_every,
+                readiness: config.readiness,
             }),
             probe: Arc::default(),
             clients: Arc::default(),
