@@ -9,9 +9,9 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use lookout_core::EventKind::{Created, Removed, Started, Stopped};
+use lookout_core::EventKind::{Created, Ready, Removed, Started, Stopped, Unready};
 use lookout_core::Origin::{Initial, Live, Resync};
-use lookout_core::{Error, Status};
+use lookout_core::{Error, EventKind, Origin, Readiness, Status};
 use lookout_e2e::engines;
 use lookout_e2e::k8s_util::{
     FakeApi, Fixture, Frame, Gate, RUN_LABEL, Recorder, Relay, Reply, Requests, apiserver,
@@ -1158,4 +1158,292 @@ async fn fake_redial_relists_only_the_expired_kind() {
         .map(|r| r.resource_version())
         .collect();
     assert_eq!(sts_watches, [Some("10"), Some("10")], "{requests:?}");
+}
+
+// ------------------------------------------------------------------ readiness
+
+/// `dep` with a `metadata.generation` and a status as a Deployment
+/// controller writes one (`replicas` pods, `available` of them available).
+fn dep_status(
+    name: &str,
+    rv: u64,
+    replicas: i64,
+    generation: i64,
+    observed: i64,
+    available: i64,
+) -> serde_json::Value {
+    let mut o = dep(name, rv, &json!(replicas));
+    o["metadata"]["generation"] = json!(generation);
+    o["status"] = json!({
+        "observedGeneration": observed,
+        "replicas": replicas,
+        "updatedReplicas": replicas,
+        "readyReplicas": available,
+        "availableReplicas": available,
+    });
+    o
+}
+
+/// The events of one instance with their readiness detail.
+fn with_readiness(rec: &Recorder, id: &str) -> Vec<(EventKind, Origin, Option<Readiness>)> {
+    rec.events
+        .iter()
+        .filter(|e| e.id.as_str() == id)
+        .map(|e| (e.kind, e.origin, e.readiness))
+        .collect()
+}
+
+/// The fake of [`fake_readiness_flips_through_modified`]: web is listed
+/// ready, then its watch serves a script of status changes (no
+/// controller: the fake serves what a Deployment controller would write).
+fn readiness_script() -> FakeApi {
+    let mut relabelled = dep_status("web", 16, 2, 1, 1, 2);
+    relabelled["metadata"]["labels"]["tier"] = json!("front");
+    let mut status_only = dep_status("web", 13, 2, 1, 1, 1);
+    status_only["status"]["updatedReplicas"] = json!(1);
+    let script = vec![
+        // 1 available of 2: unready; then the same status again (a
+        // controller's resync writes one), and a status-only change.
+        event("MODIFIED", &dep_status("web", 11, 2, 1, 1, 1)),
+        event("MODIFIED", &dep_status("web", 12, 2, 1, 1, 1)),
+        event("MODIFIED", &status_only),
+        // Both available again: ready; a repeat; a label edit.
+        event("MODIFIED", &dep_status("web", 14, 2, 1, 1, 2)),
+        event("MODIFIED", &dep_status("web", 15, 2, 1, 1, 2)),
+        event("MODIFIED", &relabelled),
+        // Scaled to 3: generation 2, not observed yet: unready.
+        event("MODIFIED", &dep_status("web", 18, 3, 2, 1, 2)),
+        // Observed, 3 available: ready.
+        event("MODIFIED", &dep_status("web", 19, 3, 2, 2, 3)),
+        // Scaled to 0: stopped (no unready before it); the controller's
+        // status for 0 replicas tells nothing more.
+        event("MODIFIED", &dep_status("web", 20, 0, 3, 2, 3)),
+        event("MODIFIED", &dep_status("web", 21, 0, 3, 3, 0)),
+        // Scaled to 1: started, not ready until observed and available.
+        event("MODIFIED", &dep_status("web", 22, 1, 4, 3, 0)),
+        event("MODIFIED", &dep_status("web", 23, 1, 4, 4, 1)),
+    ];
+    FakeApi::start(move |r| match (r.resource.as_deref(), r.watch, r.nth) {
+        (Some("deployments"), false, _) => {
+            list(Kind::Deployment, 10, &[dep_status("web", 10, 2, 1, 1, 2)])
+        }
+        (Some("deployments"), true, 0) => {
+            let mut frames: Vec<Frame> = script.iter().cloned().map(Frame::Line).collect();
+            frames.push(Frame::Hold);
+            Reply::Watch(frames)
+        }
+        (Some("deployments"), true, _) => Reply::Watch(vec![Frame::Hold]),
+        _ => Reply::Json(404, "{}".into()),
+    })
+}
+
+/// With readiness, each flip of whether the running Deployment can serve
+/// is one `ready` / `unready`; repeats (the same status again, a
+/// status-only or label-only change that keeps it) are swallowed; a
+/// scale-up not yet observed is `unready`; a scale to 0 ends readiness
+/// with `stopped` alone. Without readiness the same script yields what it
+/// always did, and no event carries readiness.
+#[tokio::test(flavor = "current_thread")]
+async fn fake_readiness_flips_through_modified() {
+    let fake = readiness_script();
+    let mut cfg = fake_config(&fake, &[Kind::Deployment]);
+    cfg.watch = cfg.watch.initial(true);
+    cfg.readiness = true;
+    let mut rec = Recorder::new(cfg);
+    rec.until("the script's last readiness", STEP, |r| {
+        r.of(WEB).len() >= 10
+    })
+    .await;
+    // Nothing more comes of the script (the watch holds).
+    assert_eq!(
+        rec.until_quiet(Duration::from_millis(300)).await,
+        0,
+        "{rec:?}"
+    );
+    let replicas = Readiness::replicas;
+    assert_eq!(
+        with_readiness(&rec, WEB),
+        [
+            (Created, Initial, Some(replicas(2, 2, true))),
+            (Started, Initial, Some(replicas(2, 2, true))),
+            (Ready, Initial, Some(replicas(2, 2, true))),
+            (Unready, Live, Some(replicas(2, 1, true))),
+            (Ready, Live, Some(replicas(2, 2, true))),
+            (Unready, Live, Some(replicas(3, 2, false))),
+            (Ready, Live, Some(replicas(3, 3, true))),
+            (Stopped, Live, Some(replicas(0, 3, false))),
+            (Started, Live, Some(replicas(1, 0, false))),
+            (Ready, Live, Some(replicas(1, 1, true))),
+        ],
+        "{rec:?}"
+    );
+    assert_eq!(rec.disconnected(), 0, "{rec:?}");
+    drop(rec);
+
+    // Readiness off: the same script is what it was before readiness.
+    let fake = readiness_script();
+    let mut cfg = fake_config(&fake, &[Kind::Deployment]);
+    cfg.watch = cfg.watch.initial(true);
+    let mut rec = Recorder::new(cfg);
+    rec.until("stopped and started", STEP, |r| r.of(WEB).len() >= 4)
+        .await;
+    assert_eq!(
+        rec.until_quiet(Duration::from_millis(300)).await,
+        0,
+        "{rec:?}"
+    );
+    assert_eq!(
+        with_readiness(&rec, WEB),
+        [
+            (Created, Initial, None),
+            (Started, Initial, None),
+            (Stopped, Live, None),
+            (Started, Live, None),
+        ],
+        "{rec:?}"
+    );
+}
+
+/// A `StatefulSet` `db` of `replicas` with a status as its controller
+/// writes one (`ready` of them ready), observed.
+fn sts_status(rv: u64, replicas: i64, ready: i64) -> serde_json::Value {
+    let mut o = object(
+        Kind::StatefulSet,
+        "fake",
+        "db",
+        "uid-db",
+        rv,
+        &json!(replicas),
+    );
+    o["metadata"]["generation"] = json!(1);
+    o["status"] = json!({
+        "observedGeneration": 1,
+        "replicas": replicas,
+        "readyReplicas": ready,
+        "availableReplicas": ready,
+    });
+    o
+}
+
+const DB: &str = "statefulset/fake/db";
+
+/// A readiness change made while the session is gone arrives once: in the
+/// resumed watch's replay (live, before the reconnect's `Connected`), or,
+/// when the kind's version is gone (`410`), as the relist's net effect
+/// (resync); the other kind, resumed, replays its own change, and the
+/// relist's snapshot (which lists it from the session's store, readiness
+/// included) tells nothing more of it.
+#[tokio::test(flavor = "current_thread")]
+async fn fake_readiness_missed_while_disconnected_comes_once() {
+    // The resume: the replay tells it.
+    let gate = Gate::default();
+    let g = gate.clone();
+    let fake = FakeApi::start(move |r| match (r.resource.as_deref(), r.watch, r.nth) {
+        (Some("deployments"), false, _) => {
+            list(Kind::Deployment, 10, &[dep_status("web", 10, 2, 1, 1, 2)])
+        }
+        (Some("deployments"), true, 0) => Reply::Watch(vec![
+            Frame::Gate(g.clone()),
+            Frame::Line(error_event(500, "InternalError", "etcd is sad")),
+        ]),
+        (Some("deployments"), true, 1) => Reply::Watch(vec![
+            Frame::Line(event("MODIFIED", &dep_status("web", 12, 2, 1, 1, 1))),
+            Frame::Hold,
+        ]),
+        (Some("deployments"), true, _) => Reply::Watch(vec![Frame::Hold]),
+        _ => Reply::Json(404, "{}".into()),
+    });
+    let mut cfg = fake_config(&fake, &[Kind::Deployment]);
+    cfg.readiness = true;
+    let mut rec = Recorder::new(cfg);
+    rec.until("first snapshot", STEP, |r| r.connected() >= 1)
+        .await;
+    gate.open();
+    rec.until("redialed", STEP, |r| r.connected() >= 2).await;
+    assert_eq!(
+        rec.until_quiet(Duration::from_millis(300)).await,
+        0,
+        "{rec:?}"
+    );
+    assert_eq!(
+        with_readiness(&rec, WEB),
+        [(Unready, Live, Some(Readiness::replicas(2, 1, true)))],
+        "{rec:?}"
+    );
+    assert_eq!(rec.events_at_connected, [0, 1], "{rec:?}");
+    assert_eq!(
+        fake.requests()
+            .iter()
+            .filter(|r| r.resource.is_some() && !r.watch)
+            .count(),
+        1,
+        "resumed, not relisted: {rec:?}"
+    );
+    drop(rec);
+
+    // The relist: the Deployments' version is gone; the StatefulSets resume.
+    let gate = Gate::default();
+    let g = gate.clone();
+    let fake = FakeApi::start(move |r| match (r.resource.as_deref(), r.watch, r.nth) {
+        (Some("deployments"), false, 0) => {
+            list(Kind::Deployment, 10, &[dep_status("web", 10, 2, 1, 1, 2)])
+        }
+        // Meanwhile web lost an available replica, then db a ready one.
+        (Some("deployments"), false, _) => {
+            list(Kind::Deployment, 40, &[dep_status("web", 30, 2, 1, 1, 1)])
+        }
+        (Some("deployments"), true, 0) => Reply::Watch(vec![
+            Frame::Gate(g.clone()),
+            Frame::Line(error_event(500, "InternalError", "etcd is sad")),
+        ]),
+        (Some("deployments"), true, 1) => Reply::Watch(vec![Frame::Line(error_event(
+            410,
+            "Expired",
+            "too old resource version: 10 (35)",
+        ))]),
+        (Some("statefulsets"), false, _) => list(Kind::StatefulSet, 10, &[sts_status(10, 2, 2)]),
+        (Some("statefulsets"), true, 1) => Reply::Watch(vec![
+            Frame::Line(event("MODIFIED", &sts_status(31, 2, 1))),
+            Frame::Hold,
+        ]),
+        (Some(_), true, _) => Reply::Watch(vec![Frame::Hold]),
+        _ => Reply::Json(404, "{}".into()),
+    });
+    let mut cfg = fake_config(&fake, &Kind::ALL);
+    cfg.readiness = true;
+    let mut rec = Recorder::new(cfg);
+    rec.until("first snapshot", STEP, |r| r.connected() >= 1)
+        .await;
+    gate.open();
+    rec.until("the relist's snapshot", STEP, |r| {
+        r.connected() >= 2 && !r.of(WEB).is_empty()
+    })
+    .await;
+    // (The watches were accepted before the 410 came: the redial may be
+    // `Connected` once resumed, and again after the relist.)
+    let told = rec.events.len();
+    rec.until_quiet(Duration::from_millis(300)).await;
+    assert_eq!(rec.events.len(), told, "{rec:?}");
+    assert_eq!(
+        with_readiness(&rec, WEB),
+        [(Unready, Resync, Some(Readiness::replicas(2, 1, true)))],
+        "{rec:?}"
+    );
+    assert_eq!(
+        with_readiness(&rec, DB),
+        [(Unready, Live, Some(Readiness::replicas(2, 1, true)))],
+        "{rec:?}"
+    );
+    let requests = fake.requests();
+    let lists = |res: &str| {
+        requests
+            .iter()
+            .filter(|r| r.resource.as_deref() == Some(res) && !r.watch)
+            .count()
+    };
+    assert_eq!(
+        (lists("deployments"), lists("statefulsets")),
+        (2, 1),
+        "{requests:?}"
+    );
 }

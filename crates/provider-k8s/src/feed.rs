@@ -72,6 +72,7 @@ pub(crate) fn feed(
     }
     let idle = Duration::from_secs(u64::from(settings.watch_timeout)) + IDLE_MARGIN;
     let strategy = settings.initial_list;
+    let readiness = settings.readiness;
     let fail = move |source| DialError::Watch { kind, source };
     Box::pin(async_stream::stream! {
         let mut version = from;
@@ -103,7 +104,7 @@ pub(crate) fn feed(
                     }
                 }
                 None => {
-                    let mut pages = paged_list(kind, &api, &lp);
+                    let mut pages = paged_list(kind, &api, &lp, readiness);
                     while let Some(event) = pages.next().await {
                         let failed = event.is_err();
                         if let Ok(FeedEvent::ListDone(v)) = &event {
@@ -136,7 +137,7 @@ pub(crate) fn feed(
                         break;
                     }
                 };
-                match step(kind, event, &mut listing, &mut version) {
+                match step(kind, event, readiness, &mut listing, &mut version) {
                     Next::Go(Some(event)) => {
                         // A streamed list ends on the watch that goes on.
                         let listed = matches!(event, FeedEvent::ListDone(_));
@@ -168,6 +169,7 @@ fn paged_list<'a>(
     kind: Kind,
     api: &'a Api<Workload>,
     lp: &'a ListParams,
+    readiness: bool,
 ) -> Pin<Box<dyn Stream<Item = Result<FeedEvent, DialError>> + Send + 'a>> {
     let fail = move |source| DialError::Watch { kind, source };
     Box::pin(async_stream::stream! {
@@ -202,7 +204,7 @@ fn paged_list<'a>(
             retried = false;
             let (items, meta) = (list.items, list.metadata);
             for obj in items {
-                match listed(kind, obj) {
+                match listed(kind, obj, readiness) {
                     Some(l) => yield Ok(FeedEvent::Listed(l)),
                     None => yield Ok(FeedEvent::Skipped),
                 }
@@ -230,11 +232,13 @@ enum Next {
     Fail(watcher::Error),
 }
 
-/// One watch event: what to tell, and how the feed goes on. `listing`: the
-/// watch is streaming the list; `version`: where the feed stands.
+/// One watch event: what to tell, and how the feed goes on. `readiness`:
+/// objects carry their readiness; `listing`: the watch is streaming the
+/// list; `version`: where the feed stands.
 fn step(
     kind: Kind,
     event: kube::Result<WatchEvent<Workload>>,
+    readiness: bool,
     listing: &mut bool,
     version: &mut Option<Arc<str>>,
 ) -> Next {
@@ -244,7 +248,7 @@ fn step(
                 *version = None;
                 return Next::Rewatch(Some(FeedEvent::Expired));
             };
-            Next::Go(Some(match listed(kind, obj) {
+            Next::Go(Some(match listed(kind, obj, readiness) {
                 Some(l) if *listing => FeedEvent::Listed(l),
                 Some(l) => {
                     *version = Some(Arc::clone(&v));
@@ -326,10 +330,10 @@ fn step(
 /// The object's `resourceVersion`; `None` (logged) when it has none: the
 /// feed cannot resume after it and relists.
 fn object_version(kind: Kind, obj: &Workload) -> Option<Arc<str>> {
-    match obj.metadata.resource_version.as_deref() {
+    match obj.metadata.meta.resource_version.as_deref() {
         Some(v) if !v.is_empty() => Some(Arc::from(v)),
         _ => {
-            tracing::warn!(%kind, name = ?obj.metadata.name, "watch event without a resourceVersion: relisting");
+            tracing::warn!(%kind, name = ?obj.metadata.meta.name, "watch event without a resourceVersion: relisting");
             None
         }
     }

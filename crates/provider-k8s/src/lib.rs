@@ -34,14 +34,62 @@
 //! | `metadata.uid` | [`Listed::uid`](lookout_core::Listed::uid): a new uid under the same name is `Removed` then `Created` |
 //! | `metadata.labels` | the instance's labels: moved (not copied) from the parsed object into each change; the core keeps one `Arc` per instance, which every event of it shares while they are unchanged |
 //! | `spec.replicas` | running when it is not 0 (unset counts as 1, as Kubernetes defaults it) |
+//! | `metadata.generation`, `status.observedGeneration`, `status.availableReplicas` / `status.readyReplicas` | with [`K8sConfig::readiness`], each instance's [`Readiness`](lookout_core::Readiness) (see [Readiness](#readiness)) |
 //! | a kind's list (paged `LIST`s, or a streaming list: [`InitialList`]) | one snapshot (`ResyncBegin`, `Listed`…, `ResyncDone`) holding **every** watched kind |
-//! | `ADDED` / `MODIFIED` | a change: `Started` when running, `Stopped` when not (the core adds `Created` for an unknown object and swallows what changes nothing, such as a label-only edit) |
+//! | `ADDED` / `MODIFIED` | a change: `Started` when running, `Stopped` when not, with the object's readiness when it is watched (the core adds `Created` for an unknown object, `Ready`/`Unready` when the readiness of a running one flips, and swallows what changes nothing, such as a label-only edit) |
 //! | `DELETED` | `Removed` |
 //! | `BOOKMARK` | progress: the kind's resume point moves on, nothing is told |
 //! | each kind's newest `resourceVersion` seen | the cursor ([`K8sCursor`]) a redial resumes from |
 //!
 //! Live events carry the local time at which the watch event arrived: a
 //! Deployment has no timestamp of its last scaling.
+//!
+//! # Readiness
+//!
+//! With [`K8sConfig::readiness`] on (default off), each workload also tells
+//! whether it can serve: the core reports
+//! [`Ready`](lookout_core::EventKind::Ready) and
+//! [`Unready`](lookout_core::EventKind::Unready) between its `Started` and
+//! `Stopped`, and every event carries the detail,
+//! [`Readiness::Replicas`](lookout_core::Readiness::Replicas)
+//! `{ desired, ready, observed }`:
+//!
+//! | kind | `desired` | `ready` | `observed` | ready ⇔ |
+//! |---|---|---|---|---|
+//! | `Deployment` | `spec.replicas` | `status.availableReplicas` | `status.observedGeneration` ≥ `metadata.generation` | `spec.replicas` > 0 ∧ `status.observedGeneration` ≥ `metadata.generation` ∧ `status.availableReplicas` ≥ `spec.replicas` |
+//! | `StatefulSet` | `spec.replicas` | `status.readyReplicas` | 0 < `status.observedGeneration` ≥ `metadata.generation` | `spec.replicas` > 0 ∧ 0 < `status.observedGeneration` ≥ `metadata.generation` ∧ `status.readyReplicas` ≥ `spec.replicas` |
+//!
+//! `spec.replicas` unset counts as 1 (as for running); a status field that
+//! is missing counts as 0 (a workload no controller has seen is not
+//! ready). A field that is no integer (no apiserver serves one) is logged
+//! and counts as not observed, or as no replica ready; it does not make
+//! the object unreadable. This is serving capacity, not "rollout
+//! finished": during a rolling update a `Deployment` whose old pods still
+//! serve stays ready, and `kubectl rollout status` may still wait.
+//!
+//! ```no_run
+//! # fn main() -> Result<(), lookout_k8s::ConfigError> {
+//! let config = lookout_k8s::K8sConfig {
+//!     readiness: true,
+//!     ..lookout_k8s::K8sConfig::default()
+//! };
+//! let watch = lookout_k8s::watch(config)?;
+//! # drop(watch);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! (`lookout k8s --readiness` on the command line.) The controllers write
+//! the status, so readiness arrives as the `MODIFIED` events the watch
+//! already receives: no request is added. Every `MODIFIED` reaches the core
+//! (a status-only one is a `Started` of a known running object, whose
+//! readiness the core applies), which swallows a repeated readiness. What
+//! a redial misses comes once, as for scalings: in the resumed watch's
+//! replay, or as a relist's net effect
+//! ([`Origin::Resync`](lookout_core::Origin::Resync)). Scaling to 0 is
+//! `Stopped`, which ends readiness without an `Unready`. Without
+//! readiness, every event's `readiness` is `None` and no `Ready`/`Unready`
+//! is told: the stream is what it was before readiness existed.
 //!
 //! # Guarantees
 //!
@@ -109,11 +157,15 @@
 //!   event that does not decode, an object without a name or namespace, an
 //!   unreadable `spec.replicas` is logged and skipped. Only the fields lookout
 //!   uses are read (name, namespace, uid, `resourceVersion`, labels,
-//!   `spec.replicas`); the rest of an object is skipped by the parser. (A
+//!   `spec.replicas`, and the four integers of [readiness](#readiness):
+//!   `metadata.generation`, `status.observedGeneration`,
+//!   `status.availableReplicas`, `status.readyReplicas`, read whether or
+//!   not readiness is on, and then ignored); the rest of an object is
+//!   skipped by the parser. (A
 //!   list response that is no JSON list of such objects — one whose `spec`
 //!   is no object, say — fails as a whole: it ends the session.)
 //! - **Memory is O(objects)**: each kind's objects (id, uid, labels, running
-//!   state) are kept, to rebuild the snapshot of every kind, and handed from
+//!   state, readiness) are kept, to rebuild the snapshot of every kind, and handed from
 //!   one session to the next. A paged list holds one page of 500 objects at a
 //!   time; [`InitialList::Streaming`] one object.
 //! - **Dropping the stream closes every connection**: the client, its
@@ -205,8 +257,10 @@ pub struct K8sConfig {
     pub watch: WatchConfig,
     /// Also report whether each workload can serve
     /// ([`EventKind::Ready`](lookout_core::EventKind::Ready) /
-    /// [`Unready`](lookout_core::EventKind::Unready); the rule is in
-    /// [`Readiness`](lookout_core::Readiness)). Default off.
+    /// [`Unready`](lookout_core::EventKind::Unready)), from its replica
+    /// counts and observed generation (the rule: the crate's
+    /// [Readiness](crate#readiness) section). Default off: every event's
+    /// `readiness` is `None`.
     pub readiness: bool,
 }
 
@@ -345,6 +399,8 @@ struct Settings {
     initial_list: InitialList,
     /// A redial relists every kind when the last full list is this old.
     relist_every: Option<Duration>,
+    /// Objects carry their readiness ([`K8sConfig::readiness`]).
+    readiness: bool,
 }
 
 /// The dial of one Kubernetes cluster: plug it into [`Watch`] (or call [`watch`]).
@@ -416,6 +472,7 @@ impl K8sDial {
                 watch_timeout: watch_timeout(&config.watch),
                 initial_list: InitialList::default(),
                 relist_every: config.watch.resync_every,
+                readiness: config.readiness,
             }),
             probe: Arc::default(),
             clients: Arc::default(),

@@ -1,25 +1,49 @@
 //! A workload as lookout reads it off the wire: only the fields it uses
-//! (name, namespace, uid, resourceVersion, labels, `spec.replicas`). The rest
-//! of each object — its pod template, `managedFields`, status — is skipped
-//! by the parser, not built into a tree: a page of 500 Deployments costs a
-//! fraction of what a `DynamicObject` (or the typed `Deployment`) costs.
+//! (name, namespace, uid, resourceVersion, labels, `spec.replicas`, and for
+//! readiness `metadata.generation`, `status.observedGeneration`,
+//! `status.availableReplicas`, `status.readyReplicas`). The rest of each
+//! object — its pod template, `managedFields`, the status' conditions — is
+//! skipped by the parser, not built into a tree: a page of 500 Deployments
+//! costs a fraction of what a `DynamicObject` (or the typed `Deployment`)
+//! costs. The readiness fields are integers read in passing; a value that
+//! is no integer (or a `status` that is no object) does not fail the
+//! object, so what parses without readiness parses with it.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::fmt;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::{ApiResource, DynamicResourceScope, Resource};
+use lookout_core::{InstanceId, Readiness};
+use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
+
+use crate::Kind;
 
 /// A `Deployment` or `StatefulSet`, as far as lookout reads it.
 #[derive(Clone, Debug, Default, Deserialize)]
 pub(crate) struct Workload {
-    /// Only `name`, `namespace`, `uid`, `resourceVersion` and `labels`.
+    /// Only `name`, `namespace`, `uid`, `resourceVersion`, `labels` and
+    /// `generation`.
     #[serde(default, deserialize_with = "light_meta")]
-    pub(crate) metadata: ObjectMeta,
+    pub(crate) metadata: Metadata,
     /// `None` when the object has no `spec` (or a null one).
     #[serde(default)]
     pub(crate) spec: Option<Spec>,
+    /// The counts readiness is decided from (all missing without a status).
+    #[serde(default)]
+    pub(crate) status: Status,
+}
+
+/// The metadata lookout reads: kube's `ObjectMeta` (for [`Resource`]) with
+/// only the fields lookout uses, and the generation, read leniently.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Metadata {
+    /// `name`, `namespace`, `uid`, `resourceVersion`, `labels`.
+    pub(crate) meta: ObjectMeta,
+    /// `metadata.generation`.
+    pub(crate) generation: Int,
 }
 
 /// The part of a workload's spec lookout reads.
@@ -28,6 +52,181 @@ pub(crate) struct Spec {
     /// Kept as it came: a value that is no integer is logged and skipped.
     #[serde(default)]
     pub(crate) replicas: Option<serde_json::Value>,
+}
+
+/// The part of a workload's status readiness is decided from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Status {
+    /// `status.observedGeneration`.
+    pub(crate) observed_generation: Int,
+    /// `status.availableReplicas` (what a `Deployment`'s readiness counts).
+    pub(crate) available_replicas: Int,
+    /// `status.readyReplicas` (what a `StatefulSet`'s readiness counts).
+    pub(crate) ready_replicas: Int,
+}
+
+/// An integer field of the object, read without failing it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Int {
+    /// Absent, or `null`.
+    #[default]
+    Missing,
+    /// An integer (one beyond `i64` saturates).
+    Value(i64),
+    /// Something else: a string, a fraction, an object…
+    Unreadable,
+}
+
+impl<'de> Deserialize<'de> for Int {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(IntVisitor)
+    }
+}
+
+struct IntVisitor;
+
+impl<'de> Visitor<'de> for IntVisitor {
+    type Value = Int;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Int, E> {
+        Ok(Int::Value(v))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Int, E> {
+        Ok(Int::Value(i64::try_from(v).unwrap_or(i64::MAX)))
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Int, E> {
+        Ok(Int::Unreadable)
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Int, E> {
+        Ok(Int::Unreadable)
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Int, E> {
+        Ok(Int::Unreadable)
+    }
+
+    fn visit_bytes<E>(self, _: &[u8]) -> Result<Int, E> {
+        Ok(Int::Unreadable)
+    }
+
+    fn visit_unit<E>(self) -> Result<Int, E> {
+        Ok(Int::Missing)
+    }
+
+    fn visit_none<E>(self) -> Result<Int, E> {
+        Ok(Int::Missing)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Int, D::Error> {
+        Int::deserialize(d)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Int, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Int::Unreadable)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Int, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Int::Unreadable)
+    }
+}
+
+/// The keys of a status lookout reads; any other is skipped unparsed.
+#[derive(Deserialize)]
+#[serde(field_identifier, rename_all = "camelCase")]
+enum StatusKey {
+    ObservedGeneration,
+    AvailableReplicas,
+    ReadyReplicas,
+    #[serde(other)]
+    Other,
+}
+
+impl<'de> Deserialize<'de> for Status {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(StatusVisitor)
+    }
+}
+
+struct StatusVisitor;
+
+/// A status that is no object: every count unreadable.
+const UNREADABLE: Status = Status {
+    observed_generation: Int::Unreadable,
+    available_replicas: Int::Unreadable,
+    ready_replicas: Int::Unreadable,
+};
+
+impl<'de> Visitor<'de> for StatusVisitor {
+    type Value = Status;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Status, A::Error> {
+        let mut status = Status::default();
+        while let Some(key) = map.next_key::<StatusKey>()? {
+            match key {
+                StatusKey::ObservedGeneration => status.observed_generation = map.next_value()?,
+                StatusKey::AvailableReplicas => status.available_replicas = map.next_value()?,
+                StatusKey::ReadyReplicas => status.ready_replicas = map.next_value()?,
+                StatusKey::Other => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(status)
+    }
+
+    fn visit_unit<E>(self) -> Result<Status, E> {
+        Ok(Status::default())
+    }
+
+    fn visit_none<E>(self) -> Result<Status, E> {
+        Ok(Status::default())
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Status, D::Error> {
+        Status::deserialize(d)
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Status, E> {
+        Ok(UNREADABLE)
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Status, E> {
+        Ok(UNREADABLE)
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Status, E> {
+        Ok(UNREADABLE)
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Status, E> {
+        Ok(UNREADABLE)
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Status, E> {
+        Ok(UNREADABLE)
+    }
+
+    fn visit_bytes<E>(self, _: &[u8]) -> Result<Status, E> {
+        Ok(UNREADABLE)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Status, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(UNREADABLE)
+    }
 }
 
 /// The metadata fields lookout reads; every other one is skipped unparsed.
@@ -39,19 +238,24 @@ struct Meta {
     uid: Option<String>,
     resource_version: Option<String>,
     labels: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    generation: Int,
 }
 
-fn light_meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
+fn light_meta<'de, D: Deserializer<'de>>(d: D) -> Result<Metadata, D::Error> {
     let Some(m) = Option::<Meta>::deserialize(d)? else {
-        return Ok(ObjectMeta::default());
+        return Ok(Metadata::default());
     };
-    Ok(ObjectMeta {
-        name: m.name,
-        namespace: m.namespace,
-        uid: m.uid,
-        resource_version: m.resource_version,
-        labels: m.labels,
-        ..ObjectMeta::default()
+    Ok(Metadata {
+        meta: ObjectMeta {
+            name: m.name,
+            namespace: m.namespace,
+            uid: m.uid,
+            resource_version: m.resource_version,
+            labels: m.labels,
+            ..ObjectMeta::default()
+        },
+        generation: m.generation,
     })
 }
 
@@ -80,10 +284,52 @@ impl Resource for Workload {
     }
 
     fn meta(&self) -> &ObjectMeta {
-        &self.metadata
+        &self.metadata.meta
     }
 
     fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
+        &mut self.metadata.meta
+    }
+}
+
+/// A replica count as lookout's `u32`: a negative one is 0, one beyond
+/// `u32` saturates.
+pub(crate) fn count(n: i64) -> u32 {
+    u32::try_from(n.max(0)).unwrap_or(u32::MAX)
+}
+
+/// The readiness of a workload of `kind` that wants `desired` replicas (the
+/// crate docs' table): a `Deployment` counts `status.availableReplicas`, a
+/// `StatefulSet` `status.readyReplicas`; the controller has observed the spec
+/// when `status.observedGeneration` ≥ `metadata.generation` (for a
+/// `StatefulSet`, also > 0). A missing field is 0; an unreadable one (logged)
+/// counts as not observed, or as no replica.
+pub(crate) fn readiness(
+    kind: Kind,
+    id: &InstanceId,
+    desired: u32,
+    generation: Int,
+    status: &Status,
+) -> Readiness {
+    let counted = match kind {
+        Kind::Deployment => status.available_replicas,
+        Kind::StatefulSet => status.ready_replicas,
+    };
+    if [generation, status.observed_generation, counted].contains(&Int::Unreadable) {
+        tracing::warn!(%id, ?generation, ?status, "unreadable readiness field: counted as not ready");
+    }
+    let observed = match (value(generation), value(status.observed_generation)) {
+        (Some(g), Some(o)) => o >= g && (kind == Kind::Deployment || o > 0),
+        _ => false,
+    };
+    Readiness::replicas(desired, value(counted).map_or(0, count), observed)
+}
+
+/// A field's value: missing is 0, unreadable `None`.
+fn value(field: Int) -> Option<i64> {
+    match field {
+        Int::Missing => Some(0),
+        Int::Value(v) => Some(v),
+        Int::Unreadable => None,
     }
 }

@@ -11,21 +11,25 @@ use std::task::{Context, Poll, ready};
 use std::time::SystemTime;
 
 use kube::api::Api;
-use lookout_core::{BoxError, Change, EventKind, InstanceId, Labels, Listed, Observation};
+use lookout_core::{
+    BoxError, Change, EventKind, InstanceId, Labels, Listed, Observation, Readiness,
+};
 use tokio_stream::{Stream, StreamMap};
 
 use crate::feed::{Feed, FeedEvent, feed};
-use crate::object::Workload;
+use crate::object::{Workload, count, readiness};
 use crate::packed::Packed;
 use crate::{K8sCursor, Kind, ProbeLease, Settings};
 
 /// One object as the session keeps it: what a snapshot lists (the id and
-/// uid shared with the core's, the labels packed).
+/// uid shared with the core's, the labels packed, the readiness when it is
+/// watched).
 #[derive(Clone, Debug)]
 pub(crate) struct Entry {
     running: bool,
     uid: Option<Arc<str>>,
     labels: Packed,
+    readiness: Option<Readiness>,
 }
 
 /// The current objects of each kind, by kind; what a session hands back.
@@ -244,6 +248,11 @@ impl Merge {
                 let replay = state.replaying;
                 let store = state.store.get_or_insert_with(HashMap::new);
                 let (id, entry, labels) = entry(l);
+                // Every ADDED and MODIFIED is told, whatever changed: a
+                // status-only MODIFIED (readiness watched) is a `Started` of
+                // a known running object, which the core swallows as a
+                // start but applies the readiness of (`Ready`/`Unready`
+                // when it changes whether the object can serve).
                 let change = Change {
                     id: id.clone(),
                     kind: if entry.running {
@@ -257,7 +266,7 @@ impl Merge {
                     labels: Some(Arc::new(labels)),
                     at: SystemTime::now(),
                     cursor: Some(self.cursor.clone()),
-                    readiness: None,
+                    readiness: entry.readiness,
                 };
                 store.insert(id, entry);
                 self.tell(change, replay);
@@ -322,7 +331,7 @@ impl Merge {
                         running: e.running,
                         uid: e.uid.clone(),
                         labels: e.labels.unpack(),
-                        readiness: None,
+                        readiness: e.readiness,
                     }));
                 }
             }
@@ -368,6 +377,7 @@ fn entry(l: Listed) -> (InstanceId, Entry, Labels) {
         running: l.running,
         uid: l.uid,
         labels: Packed::pack(&l.labels),
+        readiness: l.readiness,
     };
     (l.id, entry, l.labels)
 }
@@ -431,7 +441,7 @@ impl Stream for Merge {
 /// The instance id and uid of an object; `None` (logged) when it has no
 /// name or namespace.
 pub(crate) fn identify(kind: Kind, obj: &Workload) -> Option<(InstanceId, Option<Arc<str>>)> {
-    let meta = &obj.metadata;
+    let meta = &obj.metadata.meta;
     let (Some(ns), Some(name)) = (meta.namespace.as_deref(), meta.name.as_deref()) else {
         tracing::warn!(%kind, name = ?meta.name, namespace = ?meta.namespace, "object without name or namespace skipped");
         return None;
@@ -440,27 +450,36 @@ pub(crate) fn identify(kind: Kind, obj: &Workload) -> Option<(InstanceId, Option
     Some((id, meta.uid.as_deref().map(Arc::from)))
 }
 
-/// An object as the core sees it (its labels moved out of it); `None`
-/// (logged) when it cannot be read.
-pub(crate) fn listed(kind: Kind, mut obj: Workload) -> Option<Listed> {
+/// An object as the core sees it (its labels moved out of it), with its
+/// readiness when `with_readiness`; `None` (logged) when it cannot be read.
+pub(crate) fn listed(kind: Kind, mut obj: Workload, with_readiness: bool) -> Option<Listed> {
     let (id, uid) = identify(kind, &obj)?;
     let replicas = obj.spec.as_ref().and_then(|spec| spec.replicas.as_ref());
-    let running = match replicas {
+    let replicas = match replicas {
         // Unset: the apiserver defaults it to 1.
-        None | Some(serde_json::Value::Null) => true,
+        None | Some(serde_json::Value::Null) => 1,
         Some(n) => {
             let Some(n) = n.as_i64() else {
                 tracing::warn!(%id, replicas = %n, "object with unreadable spec.replicas skipped");
                 return None;
             };
-            n != 0
+            n
         }
     };
+    let readiness = with_readiness.then(|| {
+        readiness(
+            kind,
+            &id,
+            count(replicas),
+            obj.metadata.generation,
+            &obj.status,
+        )
+    });
     Some(Listed {
         id,
-        running,
+        running: replicas != 0,
         uid,
-        labels: obj.metadata.labels.take().unwrap_or_default(),
-        readiness: None,
+        labels: obj.metadata.meta.labels.take().unwrap_or_default(),
+        readiness,
     })
 }

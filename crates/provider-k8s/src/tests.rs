@@ -25,7 +25,12 @@ fn object(ns: Option<&str>, name: Option<&str>, spec: &serde_json::Value) -> obj
 #[test]
 fn replicas_decide_running() {
     let running = |spec: serde_json::Value| {
-        session::listed(Kind::Deployment, object(Some("ns"), Some("web"), &spec)).map(|l| l.running)
+        session::listed(
+            Kind::Deployment,
+            object(Some("ns"), Some("web"), &spec),
+            false,
+        )
+        .map(|l| l.running)
     };
     assert_eq!(running(serde_json::json!({ "replicas": 0 })), Some(false));
     assert_eq!(running(serde_json::json!({ "replicas": 2 })), Some(true));
@@ -39,14 +44,14 @@ fn replicas_decide_running() {
 fn ids_name_kind_namespace_and_name() {
     let spec = serde_json::json!({ "replicas": 1 });
     let obj = object(Some("shop"), Some("db"), &spec);
-    let l = session::listed(Kind::StatefulSet, obj.clone()).expect("readable");
+    let l = session::listed(Kind::StatefulSet, obj.clone(), false).expect("readable");
     assert_eq!(l.id.as_str(), "statefulset/shop/db");
     assert_eq!(l.uid.as_deref(), Some("u-1"));
     assert_eq!(l.labels.get("app").map(String::as_str), Some("web"));
-    let l = session::listed(Kind::Deployment, obj).expect("readable");
+    let l = session::listed(Kind::Deployment, obj, false).expect("readable");
     assert_eq!(l.id.as_str(), "deployment/shop/db");
-    assert!(session::listed(Kind::Deployment, object(None, Some("db"), &spec)).is_none());
-    assert!(session::listed(Kind::Deployment, object(Some("shop"), None, &spec)).is_none());
+    assert!(session::listed(Kind::Deployment, object(None, Some("db"), &spec), false).is_none());
+    assert!(session::listed(Kind::Deployment, object(Some("shop"), None, &spec), false).is_none());
 }
 
 #[test]
@@ -175,13 +180,312 @@ fn a_workload_reads_only_what_lookout_uses() {
             "template": { "spec": { "containers": [{ "name": "main", "image": "busybox" }] } },
         }),
     );
-    assert_eq!(w.metadata.managed_fields, None);
-    assert_eq!(w.metadata.uid.as_deref(), Some("u-1"));
+    assert_eq!(w.metadata.meta.managed_fields, None);
+    assert_eq!(w.metadata.meta.uid.as_deref(), Some("u-1"));
     assert_eq!(w.spec.and_then(|s| s.replicas), Some(serde_json::json!(2)));
     // No metadata at all: no name, so the object is skipped (logged).
     let bare: object::Workload =
         serde_json::from_value(serde_json::json!({ "spec": null })).expect("a workload");
-    assert!(session::listed(Kind::Deployment, bare).is_none());
+    assert!(session::listed(Kind::Deployment, bare, false).is_none());
     // A spec that is no object cannot be read as a workload.
     assert!(serde_json::from_value::<object::Workload>(serde_json::json!({ "spec": 5 })).is_err());
+}
+
+/// A workload of `kind` with `spec`, `metadata.generation` and `status`
+/// (each left out when `None`), as the apiserver serves one: with the
+/// fields lookout skips.
+fn workload(
+    kind: &str,
+    replicas: Option<serde_json::Value>,
+    generation: Option<serde_json::Value>,
+    status: Option<serde_json::Value>,
+) -> object::Workload {
+    let mut obj = serde_json::json!({
+        "apiVersion": "apps/v1",
+        "kind": kind,
+        "metadata": {
+            "name": "web",
+            "namespace": "shop",
+            "uid": "u-1",
+            "resourceVersion": "7",
+            "labels": { "app": "web" },
+            "managedFields": [{ "manager": "kubectl", "fieldsV1": { "f:spec": {} } }],
+        },
+        "spec": { "template": { "spec": { "containers": [{ "name": "main" }] } } },
+    });
+    if let Some(r) = replicas {
+        obj["spec"]["replicas"] = r;
+    }
+    if let Some(g) = generation {
+        obj["metadata"]["generation"] = g;
+    }
+    if let Some(s) = status {
+        obj["status"] = s;
+    }
+    serde_json::from_value(obj).expect("a workload")
+}
+
+/// The readiness lookout reads off a workload (readiness watched).
+fn readiness_of(
+    kind: Kind,
+    replicas: Option<serde_json::Value>,
+    generation: Option<serde_json::Value>,
+    status: Option<serde_json::Value>,
+) -> Option<lookout_core::Readiness> {
+    let name = match kind {
+        Kind::Deployment => "Deployment",
+        Kind::StatefulSet => "StatefulSet",
+    };
+    let obj = workload(name, replicas, generation, status);
+    session::listed(kind, obj, true)
+        .expect("readable")
+        .readiness
+}
+
+use lookout_core::Readiness;
+use serde_json::json;
+
+#[test]
+fn the_readiness_fields_are_read_and_the_rest_skipped() {
+    let w = workload(
+        "Deployment",
+        Some(json!(3)),
+        Some(json!(4)),
+        Some(json!({
+            "observedGeneration": 4,
+            "replicas": 3,
+            "updatedReplicas": 3,
+            "readyReplicas": 2,
+            "availableReplicas": 1,
+            "conditions": [{ "type": "Available", "status": "True", "reason": "MinimumReplicasAvailable" }],
+            "collisionCount": 0,
+        })),
+    );
+    assert_eq!(w.metadata.generation, object::Int::Value(4));
+    assert_eq!(
+        w.status,
+        object::Status {
+            observed_generation: object::Int::Value(4),
+            available_replicas: object::Int::Value(1),
+            ready_replicas: object::Int::Value(2),
+        }
+    );
+    assert_eq!(w.metadata.meta.managed_fields, None);
+    // No status, a null one: every count missing.
+    let bare = workload("Deployment", None, None, None);
+    assert_eq!(bare.status, object::Status::default());
+    assert_eq!(bare.metadata.generation, object::Int::Missing);
+    let null = workload("Deployment", None, Some(json!(null)), Some(json!(null)));
+    assert_eq!(null.status, object::Status::default());
+    assert_eq!(null.metadata.generation, object::Int::Missing);
+}
+
+#[test]
+fn an_unreadable_readiness_field_does_not_fail_the_object() {
+    // What parses without readiness still parses: a status that is no
+    // object, counts that are no integers.
+    for status in [
+        json!(5),
+        json!("ready"),
+        json!([1, 2]),
+        json!({ "availableReplicas": "two", "observedGeneration": { "x": [1] } }),
+        json!({ "availableReplicas": 1.5, "observedGeneration": true }),
+        json!({ "availableReplicas": [], "readyReplicas": 99_999_999_999_999_999_999.0_f64 }),
+    ] {
+        for generation in [json!(1), json!("one"), json!([])] {
+            let w = workload(
+                "Deployment",
+                Some(json!(1)),
+                Some(generation.clone()),
+                Some(status.clone()),
+            );
+            let off = session::listed(Kind::Deployment, w.clone(), false).expect("readable");
+            assert_eq!(off.readiness, None);
+            assert!(off.running);
+            // Unreadable counts as not ready.
+            let on = session::listed(Kind::Deployment, w, true).expect("readable");
+            let r = on.readiness.expect("readiness on");
+            assert!(!r.is_ready(), "{status} {generation}: {r:?}");
+        }
+    }
+    let w = workload(
+        "Deployment",
+        Some(json!(1)),
+        Some(json!("one")),
+        Some(json!({ "observedGeneration": 1, "availableReplicas": 1 })),
+    );
+    assert_eq!(w.metadata.generation, object::Int::Unreadable);
+    assert_eq!(
+        session::listed(Kind::Deployment, w, true).and_then(|l| l.readiness),
+        Some(Readiness::replicas(1, 1, false))
+    );
+}
+
+#[test]
+fn without_readiness_nothing_carries_it() {
+    let ready = json!({ "observedGeneration": 2, "availableReplicas": 2, "readyReplicas": 2 });
+    for (kind, name) in [
+        (Kind::Deployment, "Deployment"),
+        (Kind::StatefulSet, "StatefulSet"),
+    ] {
+        let w = workload(name, Some(json!(2)), Some(json!(2)), Some(ready.clone()));
+        let l = session::listed(kind, w, false).expect("readable");
+        assert_eq!(l.readiness, None);
+        assert!(l.running);
+    }
+}
+
+#[test]
+fn a_deployment_is_ready_when_its_observed_spec_is_available() {
+    let d =
+        |replicas, generation, status| readiness_of(Kind::Deployment, replicas, generation, status);
+    let ready = d(
+        Some(json!(2)),
+        Some(json!(3)),
+        Some(json!({ "observedGeneration": 3, "availableReplicas": 2, "readyReplicas": 2 })),
+    );
+    assert_eq!(ready, Some(Readiness::replicas(2, 2, true)));
+    assert!(ready.is_some_and(|r| r.is_ready()));
+    // More available than wanted (a rollout's surge, a scale-down): ready.
+    let more = d(
+        Some(json!(2)),
+        Some(json!(3)),
+        Some(json!({ "observedGeneration": 3, "availableReplicas": 3 })),
+    );
+    assert!(more.is_some_and(|r| r.is_ready()), "{more:?}");
+    // One short: not ready.
+    let short = d(
+        Some(json!(2)),
+        Some(json!(3)),
+        Some(json!({ "observedGeneration": 3, "availableReplicas": 1 })),
+    );
+    assert_eq!(short, Some(Readiness::replicas(2, 1, true)));
+    assert!(!short.is_some_and(|r| r.is_ready()));
+    // The generation not observed yet (just scaled): not ready, whatever the counts.
+    let unobserved = d(
+        Some(json!(3)),
+        Some(json!(4)),
+        Some(json!({ "observedGeneration": 3, "availableReplicas": 3 })),
+    );
+    assert_eq!(unobserved, Some(Readiness::replicas(3, 3, false)));
+    assert!(!unobserved.is_some_and(|r| r.is_ready()));
+    // Observed past the generation (as the apiserver never serves, but ≥ holds).
+    let past = d(
+        Some(json!(1)),
+        Some(json!(4)),
+        Some(json!({ "observedGeneration": 5, "availableReplicas": 1 })),
+    );
+    assert!(past.is_some_and(|r| r.is_ready()), "{past:?}");
+    // Ready replicas are not available ones: a Deployment counts the available.
+    let ready_not_available = d(
+        Some(json!(2)),
+        Some(json!(1)),
+        Some(json!({ "observedGeneration": 1, "readyReplicas": 2, "availableReplicas": 0 })),
+    );
+    assert_eq!(ready_not_available, Some(Readiness::replicas(2, 0, true)));
+    // Scaled to 0: never ready (and not running).
+    let zero = d(
+        Some(json!(0)),
+        Some(json!(2)),
+        Some(json!({ "observedGeneration": 2 })),
+    );
+    assert_eq!(zero, Some(Readiness::replicas(0, 0, true)));
+    assert!(!zero.is_some_and(|r| r.is_ready()));
+    // No status at all: nothing available, the generation not observed.
+    let fresh = d(Some(json!(1)), Some(json!(1)), None);
+    assert_eq!(fresh, Some(Readiness::replicas(1, 0, false)));
+    // No generation and no observedGeneration: 0 ≥ 0, observed (a
+    // Deployment needs no observedGeneration > 0).
+    let bare = d(
+        Some(json!(1)),
+        None,
+        Some(json!({ "availableReplicas": 1 })),
+    );
+    assert_eq!(bare, Some(Readiness::replicas(1, 1, true)));
+    // spec.replicas unset: 1 wanted.
+    let unset = d(
+        None,
+        Some(json!(1)),
+        Some(json!({ "observedGeneration": 1, "availableReplicas": 1 })),
+    );
+    assert_eq!(unset, Some(Readiness::replicas(1, 1, true)));
+    let null = d(
+        Some(json!(null)),
+        Some(json!(1)),
+        Some(json!({ "observedGeneration": 1, "availableReplicas": 0 })),
+    );
+    assert_eq!(null, Some(Readiness::replicas(1, 0, true)));
+    // Out of range: a negative count is 0, a huge one saturates.
+    let odd = d(
+        Some(json!(-1)),
+        Some(json!(1)),
+        Some(json!({ "observedGeneration": 1, "availableReplicas": -3 })),
+    );
+    assert_eq!(odd, Some(Readiness::replicas(0, 0, true)));
+    let huge = d(
+        Some(json!(5_000_000_000_i64)),
+        Some(json!(1)),
+        Some(json!({ "observedGeneration": 1, "availableReplicas": u64::MAX })),
+    );
+    assert_eq!(huge, Some(Readiness::replicas(u32::MAX, u32::MAX, true)));
+}
+
+#[test]
+fn a_statefulset_is_ready_when_its_observed_spec_is_ready() {
+    let s = |replicas, generation, status| {
+        readiness_of(Kind::StatefulSet, replicas, generation, status)
+    };
+    let ready = s(
+        Some(json!(2)),
+        Some(json!(1)),
+        Some(json!({ "observedGeneration": 1, "readyReplicas": 2, "availableReplicas": 2 })),
+    );
+    assert_eq!(ready, Some(Readiness::replicas(2, 2, true)));
+    assert!(ready.is_some_and(|r| r.is_ready()));
+    // Available replicas are not ready ones: a StatefulSet counts the ready.
+    let available_not_ready = s(
+        Some(json!(2)),
+        Some(json!(1)),
+        Some(json!({ "observedGeneration": 1, "readyReplicas": 1, "availableReplicas": 2 })),
+    );
+    assert_eq!(available_not_ready, Some(Readiness::replicas(2, 1, true)));
+    assert!(!available_not_ready.is_some_and(|r| r.is_ready()));
+    // observedGeneration 0 (or missing): never observed, even against a
+    // generation of 0 (where a Deployment would be).
+    for status in [
+        json!({ "observedGeneration": 0, "readyReplicas": 1 }),
+        json!({ "readyReplicas": 1 }),
+    ] {
+        let zero = s(Some(json!(1)), None, Some(status.clone()));
+        assert_eq!(zero, Some(Readiness::replicas(1, 1, false)), "{status}");
+        let zero = s(Some(json!(1)), Some(json!(0)), Some(status.clone()));
+        assert_eq!(zero, Some(Readiness::replicas(1, 1, false)), "{status}");
+    }
+    let d = readiness_of(
+        Kind::Deployment,
+        Some(json!(1)),
+        None,
+        Some(json!({ "observedGeneration": 0, "availableReplicas": 1 })),
+    );
+    assert_eq!(d, Some(Readiness::replicas(1, 1, true)));
+    // The generation not observed.
+    let unobserved = s(
+        Some(json!(3)),
+        Some(json!(2)),
+        Some(json!({ "observedGeneration": 1, "readyReplicas": 3 })),
+    );
+    assert_eq!(unobserved, Some(Readiness::replicas(3, 3, false)));
+    // Scaled to 0.
+    let zero = s(
+        Some(json!(0)),
+        Some(json!(2)),
+        Some(json!({ "observedGeneration": 2, "readyReplicas": 0 })),
+    );
+    assert_eq!(zero, Some(Readiness::replicas(0, 0, true)));
+    assert!(!zero.is_some_and(|r| r.is_ready()));
+    // No status.
+    assert_eq!(
+        s(Some(json!(1)), Some(json!(1)), None),
+        Some(Readiness::replicas(1, 0, false))
+    );
 }
