@@ -1333,6 +1333,8 @@ const DB: &str = "statefulset/fake/db";
 /// (resync); the other kind, resumed, replays its own change, and the
 /// relist's snapshot (which lists it from the session's store, readiness
 /// included) tells nothing more of it.
+// One story, told in order: both ways a missed change can come back.
+#[allow(clippy::too_many_lines)]
 #[tokio::test(flavor = "current_thread")]
 async fn fake_readiness_missed_while_disconnected_comes_once() {
     // The resume: the replay tells it.
