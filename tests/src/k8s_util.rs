@@ -315,6 +315,49 @@ impl Fixture {
         done.unwrap_or_else(|e| panic!("k8s: patch {kind} {name} with {what}: {e}"));
     }
 
+    /// Writes `status` (merged into the object's) through the status
+    /// subresource, as a controller would (no controller runs on the
+    /// testbed); returns the object's `resourceVersion` after it (the same
+    /// as before when the write changed nothing: the apiserver then sends
+    /// no watch event).
+    ///
+    /// # Panics
+    /// When the apiserver refuses.
+    pub async fn set_status(&self, kind: Kind, name: &str, status: serde_json::Value) -> String {
+        let what = status.to_string();
+        let patch = Patch::Merge(json!({ "status": status }));
+        let pp = PatchParams::default();
+        let version = match kind {
+            Kind::Deployment => call(self.deployments().patch_status(name, &pp, &patch))
+                .await
+                .map(|d| d.metadata.resource_version),
+            Kind::StatefulSet => call(self.statefulsets().patch_status(name, &pp, &patch))
+                .await
+                .map(|s| s.metadata.resource_version),
+        };
+        version
+            .unwrap_or_else(|e| panic!("k8s: patch the status of {kind} {name} with {what}: {e}"))
+            .unwrap_or_default()
+    }
+
+    /// The object's `metadata.generation` (which a change of its spec bumps).
+    ///
+    /// # Panics
+    /// When the apiserver refuses, or the object has none.
+    pub async fn generation(&self, kind: Kind, name: &str) -> i64 {
+        let generation = match kind {
+            Kind::Deployment => call(self.deployments().get(name))
+                .await
+                .map(|d| d.metadata.generation),
+            Kind::StatefulSet => call(self.statefulsets().get(name))
+                .await
+                .map(|s| s.metadata.generation),
+        };
+        generation
+            .unwrap_or_else(|e| panic!("k8s: get {kind} {name}: {e}"))
+            .unwrap_or_else(|| panic!("k8s: {kind} {name} has no generation"))
+    }
+
     /// Deletes one object.
     ///
     /// # Panics
