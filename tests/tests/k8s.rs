@@ -16,7 +16,7 @@ use lookout_e2e::engines;
 use lookout_e2e::k8s_util::{
     FakeApi, Fixture, Frame, Gate, RUN_LABEL, Recorder, Relay, Reply, Requests, apiserver,
     counting_client, error_event, established, event, fast_watch_config, kubeconfig_via, list,
-    my_connections_to, object, require,
+    my_connections_to, object, require, require_controlled,
 };
 use lookout_k8s::{InitialList, K8sConfig, K8sDial, Kind};
 use serde_json::json;
@@ -238,6 +238,7 @@ impl Drop for Cont {
 async fn k8s_apiserver_restart_reports_missed_transitions_once() {
     let t = Instant::now();
     let (_lock, kubeconfig, mut fx) = setup(true, &TRIO).await;
+    require_controlled(&kubeconfig);
     let [a, b, s] = TRIO.map(|(kind, name, _)| fx.id(kind, name));
     let ViaRelay {
         relay,
@@ -391,6 +392,7 @@ async fn k8s_redial_resumes_from_the_cursor_without_a_list() {
 async fn k8s_redial_after_compaction_relists_once_per_kind() {
     let t = Instant::now();
     let (_lock, kubeconfig, fx) = setup(true, &TRIO).await;
+    require_controlled(&kubeconfig);
     let [a, b, s] = TRIO.map(|(kind, name, _)| fx.id(kind, name));
     let ViaRelay {
         relay,
@@ -522,6 +524,7 @@ fn past(requests: &Requests, kind: &str, lists: usize, revision: u64) -> bool {
 async fn k8s_compaction_410_relists_without_loss_or_duplicates() {
     let t = Instant::now();
     let (_lock, kubeconfig, fx) = setup(true, &TRIO).await;
+    require_controlled(&kubeconfig);
     let [a, b, s] = TRIO.map(|(kind, name, _)| fx.id(kind, name));
     let requests = Requests::default();
     let client = counting_client(&kubeconfig, &requests).await;
@@ -585,6 +588,7 @@ async fn k8s_compaction_410_relists_without_loss_or_duplicates() {
 async fn k8s_stopped_apiserver_is_noticed_and_recovered() {
     let t = Instant::now();
     let (_lock, kubeconfig, fx) = setup(true, &[(Kind::Deployment, "a", 1)]).await;
+    require_controlled(&kubeconfig);
     let a = fx.id(Kind::Deployment, "a");
     let cfg = config(&kubeconfig, Some(&fx.ns));
     let bound = cfg.watch.probe_after + cfg.watch.probe_timeout;
@@ -946,6 +950,7 @@ async fn k8s_readiness_change_past_a_compaction_arrives_once_as_resync() {
         (Kind::StatefulSet, "s", 1),
     ];
     let (_lock, kubeconfig, fx) = setup(true, &objects).await;
+    require_controlled(&kubeconfig);
     let [a, b, s] = objects.map(|(kind, name, _)| fx.id(kind, name));
     let ga = fx.generation(Kind::Deployment, "a").await;
     let gb = fx.generation(Kind::Deployment, "b").await;
