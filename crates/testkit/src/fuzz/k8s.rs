@@ -363,7 +363,7 @@ pub fn k8s_watch(data: &[u8]) {
                         "only the first watch holds garbage, yet: {disconnects:?}"
                     );
                 }
-                _ => {}
+                Item::Status(_) => {}
             }
         }
     });
