@@ -5,9 +5,15 @@ A seed is 3 header bytes and a body (see crates/provider-docker/src/compat/
 fuzzing.rs and crates/provider-k8s/src/fuzzing.rs):
   byte 0: flags. Event decoders: bits 0-1 the resume point (none, 1 us,
           2026, just before the appended event), 0x04 a listed object, 0x08
+<<<<<<< HEAD
           a label filter, 0x40 readiness watched (health_status, pause and
           unpause mean something; inspections answered from byte 1). k8s: 0x01 watch both kinds, 0x02 one namespace,
           0x04 the list holds an object, 0x08 a label selector. All: bits
+=======
+          a label filter. k8s: 0x01 watch both kinds, 0x02 one namespace,
+          0x04 the list holds an object, 0x08 a label selector, 0x40
+          readiness watched. All: bits
+>>>>>>> readiness-k8s
           4-5 the chunk sizes (1..=16, 1, 1..=4096, 1..=65536).
   byte 1: seeds the chunk sizes (and the answers to inspections);
   byte 2: repeats the body: from 0xF8 on 2^(b - 0xEB) times (8192 to 2^20,
@@ -291,3 +297,39 @@ write(K, "many-frames", 0x20, 13, 0x00, lines(*(life * 5)))
 write(K, "statefulset-in-deployment-watch", 0x01, 14, 0,
       lines(frame("ADDED", deploy("db", "shop", "u-db", 108, kind="StatefulSet",
                                   extra_spec={"serviceName": "db", "podManagementPolicy": "Parallel"}))))
+
+
+# Readiness (flag 0x40): status changes as a controller writes them.
+def ready(obj, generation, **status):
+    obj["metadata"]["generation"] = generation
+    obj["status"] = status
+    return obj
+
+
+READY = 0x40
+ready_life = [
+    frame("ADDED", ready(deploy("web", "shop", "u-web", 101, replicas=2), 1)),
+    frame("MODIFIED", ready(deploy("web", "shop", "u-web", 102, replicas=2), 1,
+                            observedGeneration=1, replicas=2, readyReplicas=2, availableReplicas=2)),
+    frame("MODIFIED", ready(deploy("web", "shop", "u-web", 103, replicas=2), 1,
+                            observedGeneration=1, replicas=2, readyReplicas=2, availableReplicas=1)),
+    frame("MODIFIED", ready(deploy("web", "shop", "u-web", 104, replicas=3), 2,
+                            observedGeneration=1, replicas=2, readyReplicas=2, availableReplicas=2)),
+    frame("MODIFIED", ready(deploy("web", "shop", "u-web", 105, replicas=3), 2,
+                            observedGeneration=2, replicas=3, readyReplicas=3, availableReplicas=3)),
+    frame("MODIFIED", ready(deploy("web", "shop", "u-web", 106, replicas=0), 3,
+                            observedGeneration=2, replicas=3, availableReplicas=3)),
+    frame("ADDED", ready(deploy("db", "shop", "u-db", 107, kind="StatefulSet"), 1,
+                         observedGeneration=1, replicas=1, readyReplicas=1)),
+]
+write(K, "readiness-lifecycle", READY | 0x05, 15, 0, lines(*ready_life))
+ready_poison = [
+    '{"type":"ADDED","object":{"metadata":{"name":"x","namespace":"y","generation":"one"},"spec":{"replicas":1},"status":{"availableReplicas":1}}}',
+    '{"type":"MODIFIED","object":{"metadata":{"name":"x","namespace":"y","resourceVersion":"5"},"spec":{"replicas":1},"status":7}}',
+    '{"type":"MODIFIED","object":{"metadata":{"name":"x","namespace":"y","resourceVersion":"6"},"spec":{"replicas":1},"status":{"availableReplicas":"1","observedGeneration":[0]}}}',
+    '{"type":"MODIFIED","object":{"metadata":{"name":"x","namespace":"y","resourceVersion":"7","generation":1.5},"spec":{"replicas":1},"status":{"availableReplicas":-4,"observedGeneration":99999999999999999999}}}',
+    '{"type":"MODIFIED","object":{"metadata":{"name":"x","namespace":"y","resourceVersion":"8"},"spec":{"replicas":1},"status":{"availableReplicas":{"a":[1,{"b":null}]},"conditions":[{"type":"Available"}]}}}',
+    '{"type":"MODIFIED","object":{"metadata":{"name":"x","namespace":"y","resourceVersion":"9"},"spec":{"replicas":1},"status":null}}',
+]
+write(K, "readiness-poison", READY, 16, 0, lines(*ready_poison))
+write(K, "readiness-off-poison", 0x00, 17, 0, lines(*ready_poison))

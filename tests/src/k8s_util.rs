@@ -58,6 +58,39 @@ pub fn require() -> PathBuf {
     engines::k8s_kubeconfig().unwrap_or_else(|e| panic!("k8s: {e}"))
 }
 
+/// Checks that `kubeconfig` names the apiserver of the testbed that
+/// [`engines`] controls (the one under this workspace's
+/// `target/engines/k8s`): a test that kills, stops, restarts or compacts it
+/// must watch that one. (In a second worktree, a kubeconfig of another
+/// worktree's testbed — `LOOKOUT_KUBECONFIG` — would have such a test break
+/// one apiserver and watch another.)
+///
+/// # Panics
+/// When they differ, or the testbed's state cannot be read.
+pub fn require_controlled(kubeconfig: &Path) {
+    let dir = engines::k8s_dir().unwrap_or_else(|e| panic!("k8s: {e}"));
+    let state = dir.join("state.json");
+    let text = std::fs::read_to_string(&state)
+        .unwrap_or_else(|e| panic!("k8s: cannot read {}: {e}", state.display()));
+    let controlled: serde_json::Value = serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("k8s: {} is no JSON: {e}", state.display()));
+    let controlled = controlled["apiserver_url"]
+        .as_str()
+        .unwrap_or_else(|| panic!("k8s: no apiserver_url in {}", state.display()))
+        .trim_end_matches('/');
+    let (watched, _) = apiserver(kubeconfig);
+    assert_eq!(
+        watched.trim_end_matches('/'),
+        controlled,
+        "k8s: the kubeconfig {} names another apiserver than the testbed this workspace \
+         controls ({}): this test would disrupt one and watch the other. Point \
+         LOOKOUT_KUBECONFIG at {}",
+        kubeconfig.display(),
+        dir.display(),
+        dir.join("kubeconfig").display(),
+    );
+}
+
 /// The apiserver's URL and port, from the kubeconfig's current cluster.
 ///
 /// # Panics
@@ -313,6 +346,49 @@ impl Fixture {
                 .map(drop),
         };
         done.unwrap_or_else(|e| panic!("k8s: patch {kind} {name} with {what}: {e}"));
+    }
+
+    /// Writes `status` (merged into the object's) through the status
+    /// subresource, as a controller would (no controller runs on the
+    /// testbed); returns the object's `resourceVersion` after it (the same
+    /// as before when the write changed nothing: the apiserver then sends
+    /// no watch event).
+    ///
+    /// # Panics
+    /// When the apiserver refuses.
+    pub async fn set_status(&self, kind: Kind, name: &str, status: serde_json::Value) -> String {
+        let what = status.to_string();
+        let patch = Patch::Merge(json!({ "status": status }));
+        let pp = PatchParams::default();
+        let version = match kind {
+            Kind::Deployment => call(self.deployments().patch_status(name, &pp, &patch))
+                .await
+                .map(|d| d.metadata.resource_version),
+            Kind::StatefulSet => call(self.statefulsets().patch_status(name, &pp, &patch))
+                .await
+                .map(|s| s.metadata.resource_version),
+        };
+        version
+            .unwrap_or_else(|e| panic!("k8s: patch the status of {kind} {name} with {what}: {e}"))
+            .unwrap_or_default()
+    }
+
+    /// The object's `metadata.generation` (which a change of its spec bumps).
+    ///
+    /// # Panics
+    /// When the apiserver refuses, or the object has none.
+    pub async fn generation(&self, kind: Kind, name: &str) -> i64 {
+        let generation = match kind {
+            Kind::Deployment => call(self.deployments().get(name))
+                .await
+                .map(|d| d.metadata.generation),
+            Kind::StatefulSet => call(self.statefulsets().get(name))
+                .await
+                .map(|s| s.metadata.generation),
+        };
+        generation
+            .unwrap_or_else(|e| panic!("k8s: get {kind} {name}: {e}"))
+            .unwrap_or_else(|| panic!("k8s: {kind} {name} has no generation"))
     }
 
     /// Deletes one object.

@@ -16,7 +16,7 @@ use lookout_e2e::engines;
 use lookout_e2e::k8s_util::{
     FakeApi, Fixture, Frame, Gate, RUN_LABEL, Recorder, Relay, Reply, Requests, apiserver,
     counting_client, error_event, established, event, fast_watch_config, kubeconfig_via, list,
-    my_connections_to, object, require,
+    my_connections_to, object, require, require_controlled,
 };
 use lookout_k8s::{InitialList, K8sConfig, K8sDial, Kind};
 use serde_json::json;
@@ -71,12 +71,21 @@ struct ViaRelay {
 }
 
 async fn via_relay(kubeconfig: &Path, fx: &Fixture) -> ViaRelay {
+    via_relay_with(kubeconfig, fx, false).await
+}
+
+/// [`via_relay`], with readiness watched or not.
+async fn via_relay_with(kubeconfig: &Path, fx: &Fixture, readiness: bool) -> ViaRelay {
     let (_, port) = apiserver(kubeconfig);
     let relay = Relay::start(port);
     let relayed = kubeconfig_via(kubeconfig, relay.port());
     let requests = Requests::default();
     let client = counting_client(relayed.path(), &requests).await;
-    let mut rec = Recorder::with_client(config(relayed.path(), Some(&fx.ns)), &client);
+    let cfg = K8sConfig {
+        readiness,
+        ..config(relayed.path(), Some(&fx.ns))
+    };
+    let mut rec = Recorder::with_client(cfg, &client);
     rec.until("first snapshot", STEP, |r| r.connected() >= 1)
         .await;
     ViaRelay {
@@ -229,6 +238,7 @@ impl Drop for Cont {
 async fn k8s_apiserver_restart_reports_missed_transitions_once() {
     let t = Instant::now();
     let (_lock, kubeconfig, mut fx) = setup(true, &TRIO).await;
+    require_controlled(&kubeconfig);
     let [a, b, s] = TRIO.map(|(kind, name, _)| fx.id(kind, name));
     let ViaRelay {
         relay,
@@ -382,6 +392,7 @@ async fn k8s_redial_resumes_from_the_cursor_without_a_list() {
 async fn k8s_redial_after_compaction_relists_once_per_kind() {
     let t = Instant::now();
     let (_lock, kubeconfig, fx) = setup(true, &TRIO).await;
+    require_controlled(&kubeconfig);
     let [a, b, s] = TRIO.map(|(kind, name, _)| fx.id(kind, name));
     let ViaRelay {
         relay,
@@ -513,6 +524,7 @@ fn past(requests: &Requests, kind: &str, lists: usize, revision: u64) -> bool {
 async fn k8s_compaction_410_relists_without_loss_or_duplicates() {
     let t = Instant::now();
     let (_lock, kubeconfig, fx) = setup(true, &TRIO).await;
+    require_controlled(&kubeconfig);
     let [a, b, s] = TRIO.map(|(kind, name, _)| fx.id(kind, name));
     let requests = Requests::default();
     let client = counting_client(&kubeconfig, &requests).await;
@@ -576,6 +588,7 @@ async fn k8s_compaction_410_relists_without_loss_or_duplicates() {
 async fn k8s_stopped_apiserver_is_noticed_and_recovered() {
     let t = Instant::now();
     let (_lock, kubeconfig, fx) = setup(true, &[(Kind::Deployment, "a", 1)]).await;
+    require_controlled(&kubeconfig);
     let a = fx.id(Kind::Deployment, "a");
     let cfg = config(&kubeconfig, Some(&fx.ns));
     let bound = cfg.watch.probe_after + cfg.watch.probe_timeout;
@@ -683,6 +696,309 @@ fn k8s_drop_closes_connections_and_leaves_no_task() {
     drop(fx);
     drop(fixture_rt);
     report("drop", t);
+}
+
+// ------------------------------------------------------------------ readiness (real apiserver)
+
+/// A status as `kind`'s controller would write it for `replicas` pods with
+/// the spec of generation `observed` seen, `serving` of them counted by the
+/// rule: a Deployment's available ones (its pods all ready, so that only
+/// `availableReplicas` tells), a `StatefulSet`'s ready ones (none available,
+/// so that only `readyReplicas` tells). (The apiserver validates a status:
+/// no count above `replicas`, none available that is not ready.)
+fn workload_status(kind: Kind, replicas: i64, observed: i64, serving: i64) -> serde_json::Value {
+    match kind {
+        Kind::Deployment => json!({
+            "observedGeneration": observed,
+            "replicas": replicas,
+            "updatedReplicas": replicas,
+            "readyReplicas": replicas,
+            "availableReplicas": serving,
+        }),
+        Kind::StatefulSet => json!({
+            "observedGeneration": observed,
+            "replicas": replicas,
+            "currentReplicas": replicas,
+            "updatedReplicas": replicas,
+            "readyReplicas": serving,
+            "availableReplicas": 0,
+        }),
+    }
+}
+
+/// The testbed runs no controller, so the test writes each status through
+/// the status subresource as the workload's controller would: readiness on,
+/// each flip of the rule is one `ready` / `unready`; a scale-up is
+/// `unready` until its generation is observed; the same status written
+/// again (a no-op: no watch event), or one that changes only what the rule
+/// does not read (a watch event), is nothing; a scale to 0 is `stopped`,
+/// with no `unready` before it. (`kubectl rollout status` cannot be
+/// compared here: it waits for controllers that the testbed does not run.)
+async fn readiness_follows_status(kind: Kind) {
+    let t = Instant::now();
+    let (_lock, kubeconfig, fx) = setup(false, &[]).await;
+    let mut rec = Recorder::new(K8sConfig {
+        readiness: true,
+        ..config(&kubeconfig, Some(&fx.ns))
+    });
+    rec.until("first snapshot", STEP, |r| r.connected() >= 1)
+        .await;
+    let web = fx.id(kind, "web");
+    let n = |r: &Recorder| r.of(&web).len();
+    let status = |replicas, observed, serving| workload_status(kind, replicas, observed, serving);
+
+    // Created with 2 replicas and no status yet: running, not ready.
+    fx.create(kind, "web", 2, &[]).await;
+    rec.until("created, started", STEP, |r| n(r) >= 2).await;
+    let first = fx.generation(kind, "web").await;
+    // (1) Both serving, the spec observed: ready.
+    fx.set_status(kind, "web", status(2, first, 2)).await;
+    rec.until("(1) ready", STEP, |r| n(r) >= 3).await;
+    // (2) One short: unready.
+    fx.set_status(kind, "web", status(2, first, 1)).await;
+    rec.until("(2) unready", STEP, |r| n(r) >= 4).await;
+    // (3) Both again: ready.
+    fx.set_status(kind, "web", status(2, first, 2)).await;
+    rec.until("(3) ready", STEP, |r| n(r) >= 5).await;
+    // (4) Scaled to 3: the generation moves on, the status has not seen it.
+    fx.scale(kind, "web", 3).await;
+    let second = fx.generation(kind, "web").await;
+    assert!(second > first, "a spec change bumps the generation");
+    rec.until("(4) unready", STEP, |r| n(r) >= 6).await;
+    // (5) The controller observed it, 3 serving: ready.
+    let v5 = fx.set_status(kind, "web", status(3, second, 3)).await;
+    rec.until("(5) ready", STEP, |r| n(r) >= 7).await;
+    // The same status again: the apiserver writes nothing.
+    let again = fx.set_status(kind, "web", status(3, second, 3)).await;
+    assert_eq!(again, v5, "a no-op write moves no resourceVersion");
+    // A status change the rule does not read: a MODIFIED, told nothing.
+    let mut other = status(3, second, 3);
+    other["collisionCount"] = json!(1);
+    let v6 = fx.set_status(kind, "web", other).await;
+    assert_ne!(v6, v5, "a real write: the watch gets a MODIFIED");
+    // A fence of the same kind (the watch is ordered): anything told of
+    // the writes above would precede it.
+    let fence = fx.id(kind, "fence");
+    fx.create(kind, "fence", 0, &[]).await;
+    rec.until("fence", STEP, |r| !r.of(&fence).is_empty()).await;
+    assert_eq!(n(&rec), 7, "{rec:?}");
+    // Scaled to 0: stopped, readiness ends without an unready.
+    fx.scale(kind, "web", 0).await;
+    rec.until("stopped", STEP, |r| n(r) >= 8).await;
+
+    let replicas = Readiness::replicas;
+    assert_eq!(
+        with_readiness(&rec, &web),
+        [
+            (Created, Live, Some(replicas(2, 0, false))),
+            (Started, Live, Some(replicas(2, 0, false))),
+            (Ready, Live, Some(replicas(2, 2, true))),
+            (Unready, Live, Some(replicas(2, 1, true))),
+            (Ready, Live, Some(replicas(2, 2, true))),
+            (Unready, Live, Some(replicas(3, 2, false))),
+            (Ready, Live, Some(replicas(3, 3, true))),
+            (Stopped, Live, Some(replicas(0, 3, false))),
+        ],
+        "{rec:?}"
+    );
+    assert_eq!(rec.disconnected(), 0, "{rec:?}");
+    report(&format!("{kind} readiness"), t);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn k8s_deployment_readiness_follows_status() {
+    readiness_follows_status(Kind::Deployment).await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn k8s_statefulset_readiness_follows_status() {
+    readiness_follows_status(Kind::StatefulSet).await;
+}
+
+/// With `initial` and readiness, the first snapshot tells a ready workload
+/// `created, started, ready`, a running one that is not ready `created,
+/// started`, a stopped one `created`; live changes go on from there.
+#[tokio::test(flavor = "current_thread")]
+async fn k8s_readiness_initial_tells_ready_workloads_ready() {
+    let t = Instant::now();
+    let objects = [
+        (Kind::Deployment, "ready", 2),
+        (Kind::Deployment, "short", 2),
+        (Kind::Deployment, "off", 0),
+        (Kind::StatefulSet, "ready", 1),
+    ];
+    let (_lock, kubeconfig, fx) = setup(false, &objects).await;
+    // (kind, name, replicas, serving): a controller's status for each.
+    for (kind, name, replicas, serving) in [
+        (Kind::Deployment, "ready", 2, 2),
+        (Kind::Deployment, "short", 2, 1),
+        (Kind::StatefulSet, "ready", 1, 1),
+    ] {
+        let generation = fx.generation(kind, name).await;
+        let status = workload_status(kind, replicas, generation, serving);
+        fx.set_status(kind, name, status).await;
+    }
+    let mut rec = Recorder::new(K8sConfig {
+        readiness: true,
+        watch: fast_watch_config().initial(true),
+        ..config(&kubeconfig, Some(&fx.ns))
+    });
+    rec.until("first snapshot", STEP, |r| r.connected() >= 1)
+        .await;
+    let [ready, short, off, s_ready] = objects.map(|(kind, name, _)| fx.id(kind, name));
+    let initial = [(Created, Initial), (Started, Initial), (Ready, Initial)];
+    assert_eq!(rec.of(&ready), initial, "{rec:?}");
+    assert_eq!(rec.of(&s_ready), initial, "{rec:?}");
+    assert_eq!(rec.of(&short), initial[..2], "{rec:?}");
+    assert_eq!(rec.of(&off), [(Created, Initial)], "{rec:?}");
+    let detail = |id: &str| {
+        rec.events
+            .iter()
+            .rfind(|e| e.id.as_str() == id)
+            .and_then(|e| e.readiness)
+    };
+    assert_eq!(detail(&ready), Some(Readiness::replicas(2, 2, true)));
+    assert_eq!(detail(&short), Some(Readiness::replicas(2, 1, true)));
+    assert_eq!(detail(&off), Some(Readiness::replicas(0, 0, false)));
+    // Live from there: short gets its second replica.
+    let generation = fx.generation(Kind::Deployment, "short").await;
+    fx.set_status(
+        Kind::Deployment,
+        "short",
+        workload_status(Kind::Deployment, 2, generation, 2),
+    )
+    .await;
+    rec.until("short ready", STEP, |r| r.of(&short).len() >= 3)
+        .await;
+    assert_eq!(rec.of(&short)[2..], [(Ready, Live)], "{rec:?}");
+    assert_eq!(rec.of(&ready).len(), 3, "{rec:?}");
+    report("readiness initial", t);
+}
+
+/// Readiness changes made while the watch is disconnected (the connection
+/// cut, new ones refused): the redial resumes each kind's watch — no LIST —
+/// and each change arrives exactly once, live; nothing is repeated after.
+#[tokio::test(flavor = "current_thread")]
+async fn k8s_readiness_change_while_disconnected_arrives_once() {
+    let t = Instant::now();
+    let objects = [(Kind::Deployment, "a", 2), (Kind::StatefulSet, "s", 1)];
+    let (_lock, kubeconfig, fx) = setup(false, &objects).await;
+    let [a, s] = objects.map(|(kind, name, _)| fx.id(kind, name));
+    let ga = fx.generation(Kind::Deployment, "a").await;
+    let gs = fx.generation(Kind::StatefulSet, "s").await;
+    let status_a = |serving| workload_status(Kind::Deployment, 2, ga, serving);
+    let status_s = |serving| workload_status(Kind::StatefulSet, 1, gs, serving);
+    fx.set_status(Kind::Deployment, "a", status_a(2)).await;
+    fx.set_status(Kind::StatefulSet, "s", status_s(1)).await;
+    let ViaRelay {
+        relay,
+        relayed,
+        requests,
+        mut rec,
+    } = via_relay_with(&kubeconfig, &fx, true).await;
+    // One live flip, so the Deployments' cursor moves past the list.
+    fx.set_status(Kind::Deployment, "a", status_a(1)).await;
+    rec.until("a unready", STEP, |r| !r.of(&a).is_empty()).await;
+    let before = requests.all().len();
+
+    relay.refuse(true);
+    relay.cut();
+    rec.until("disconnected", STEP, |r| r.disconnected() >= 1)
+        .await;
+    fx.set_status(Kind::Deployment, "a", status_a(2)).await;
+    fx.set_status(Kind::StatefulSet, "s", status_s(0)).await;
+    relay.refuse(false);
+    rec.until("the missed readiness", Duration::from_secs(30), |r| {
+        r.connected() >= 2 && r.of(&a).len() >= 2 && !r.of(&s).is_empty()
+    })
+    .await;
+    // Fences of both kinds: a repeat of the missed changes would precede them.
+    fx.set_status(Kind::Deployment, "a", status_a(1)).await;
+    fx.set_status(Kind::StatefulSet, "s", status_s(1)).await;
+    rec.until("live fences", STEP, |r| {
+        r.of(&a).len() >= 3 && r.of(&s).len() >= 2
+    })
+    .await;
+
+    assert_eq!(
+        rec.of(&a),
+        [(Unready, Live), (Ready, Live), (Unready, Live)],
+        "{rec:?}"
+    );
+    assert_eq!(rec.of(&s), [(Unready, Live), (Ready, Live)], "{rec:?}");
+    let after: Vec<_> = requests.all()[before..].to_vec();
+    assert!(
+        after.iter().all(|r| r.verb != "LIST"),
+        "no list after the cut: {after:?}"
+    );
+    drop(rec);
+    drop(relay);
+    drop(relayed);
+    report("readiness across a cut", t);
+}
+
+/// Readiness changes made while disconnected, with etcd compacted past the
+/// watches' versions meanwhile: each kind relists (`410`), and each change
+/// arrives exactly once, as the relist's net effect (`resync`) — not also
+/// as a replay. A flip and its undoing while disconnected are no event.
+#[tokio::test(flavor = "current_thread")]
+async fn k8s_readiness_change_past_a_compaction_arrives_once_as_resync() {
+    let t = Instant::now();
+    let objects = [
+        (Kind::Deployment, "a", 2),
+        (Kind::Deployment, "b", 1),
+        (Kind::StatefulSet, "s", 1),
+    ];
+    let (_lock, kubeconfig, fx) = setup(true, &objects).await;
+    require_controlled(&kubeconfig);
+    let [a, b, s] = objects.map(|(kind, name, _)| fx.id(kind, name));
+    let ga = fx.generation(Kind::Deployment, "a").await;
+    let gb = fx.generation(Kind::Deployment, "b").await;
+    let gs = fx.generation(Kind::StatefulSet, "s").await;
+    let status_a = |serving| workload_status(Kind::Deployment, 2, ga, serving);
+    let status_b = |serving| workload_status(Kind::Deployment, 1, gb, serving);
+    let status_s = |serving| workload_status(Kind::StatefulSet, 1, gs, serving);
+    fx.set_status(Kind::Deployment, "a", status_a(2)).await;
+    fx.set_status(Kind::Deployment, "b", status_b(1)).await;
+    let ViaRelay {
+        relay,
+        relayed,
+        requests,
+        mut rec,
+    } = via_relay_with(&kubeconfig, &fx, true).await;
+
+    relay.refuse(true);
+    relay.cut();
+    rec.until("disconnected", STEP, |r| r.disconnected() >= 1)
+        .await;
+    // a: unready; b: unready then ready again (no net change); s: ready.
+    fx.set_status(Kind::Deployment, "a", status_a(1)).await;
+    fx.set_status(Kind::Deployment, "b", status_b(0)).await;
+    fx.set_status(Kind::Deployment, "b", status_b(1)).await;
+    fx.set_status(Kind::StatefulSet, "s", status_s(1)).await;
+    let rev = compact(&fx, "bump").await;
+    relay.refuse(false);
+    rec.until("the relists' differences", Duration::from_secs(30), |r| {
+        !r.of(&a).is_empty()
+            && !r.of(&s).is_empty()
+            && past(&requests, "deployments", 2, rev)
+            && past(&requests, "statefulsets", 2, rev)
+    })
+    .await;
+    // Live fences of both kinds.
+    fx.set_status(Kind::Deployment, "b", status_b(0)).await;
+    fx.set_status(Kind::StatefulSet, "s", status_s(0)).await;
+    rec.until("live fences", STEP, |r| {
+        !r.of(&b).is_empty() && r.of(&s).len() >= 2
+    })
+    .await;
+    assert_eq!(rec.of(&a), [(Unready, Resync)], "{rec:?}");
+    assert_eq!(rec.of(&b), [(Unready, Live)], "{rec:?}");
+    assert_eq!(rec.of(&s), [(Ready, Resync), (Unready, Live)], "{rec:?}");
+    drop(rec);
+    drop(relay);
+    drop(relayed);
+    report("readiness past a compaction", t);
 }
 
 // ------------------------------------------------------------------ the fake apiserver
@@ -1327,17 +1643,10 @@ fn sts_status(rv: u64, replicas: i64, ready: i64) -> serde_json::Value {
 
 const DB: &str = "statefulset/fake/db";
 
-/// A readiness change made while the session is gone arrives once: in the
-/// resumed watch's replay (live, before the reconnect's `Connected`), or,
-/// when the kind's version is gone (`410`), as the relist's net effect
-/// (resync); the other kind, resumed, replays its own change, and the
-/// relist's snapshot (which lists it from the session's store, readiness
-/// included) tells nothing more of it.
-// One story, told in order: both ways a missed change can come back.
-#[allow(clippy::too_many_lines)]
+/// A readiness change made while the session is gone arrives once, in the
+/// resumed watch's replay: live, before the reconnect's `Connected`.
 #[tokio::test(flavor = "current_thread")]
-async fn fake_readiness_missed_while_disconnected_comes_once() {
-    // The resume: the replay tells it.
+async fn fake_readiness_missed_while_disconnected_comes_once_in_the_replay() {
     let gate = Gate::default();
     let g = gate.clone();
     let fake = FakeApi::start(move |r| match (r.resource.as_deref(), r.watch, r.nth) {
@@ -1381,9 +1690,15 @@ async fn fake_readiness_missed_while_disconnected_comes_once() {
         1,
         "resumed, not relisted: {rec:?}"
     );
-    drop(rec);
+}
 
-    // The relist: the Deployments' version is gone; the StatefulSets resume.
+/// A readiness change made while the session is gone, when the kind's
+/// version is gone (`410`), arrives once as the relist's net effect
+/// (resync); the other kind, resumed, replays its own change, and the
+/// relist's snapshot (which lists it from the session's store, readiness
+/// included) tells nothing more of it.
+#[tokio::test(flavor = "current_thread")]
+async fn fake_readiness_missed_while_disconnected_comes_once_in_the_relist() {
     let gate = Gate::default();
     let g = gate.clone();
     let fake = FakeApi::start(move |r| match (r.resource.as_deref(), r.watch, r.nth) {

@@ -16,11 +16,16 @@
 //!   that ends it with `Disconnected`, after one redial; the stream never
 //!   ends;
 //! - **bounded**: at most one `Disconnected` and two dials (only the first
-//!   watch holds garbage), and no more than 10 s (a stall is a failure).
+//!   watch holds garbage), and no more than 10 s (a stall is a failure);
+//! - **readiness as asked**: with readiness watched (flag `0x40`) every
+//!   event carries it, and the valid object — whose status makes it ready —
+//!   is told `ready` (the harness waits for that event rather than the
+//!   first); without, no event carries readiness and none is `ready` or
+//!   `unready`, whatever the garbage's statuses say.
 //!
 //! The input: byte 0 is a set of flags (`0x01` both kinds, `0x02` one
 //! namespace, `0x04` the list holds an object, `0x08` a label selector,
-//! bits 4-5 the chunk sizes), byte 1 seeds the chunk sizes, byte 2 repeats
+//! `0x40` readiness, bits 4-5 the chunk sizes), byte 1 seeds the chunk sizes, byte 2 repeats
 //! the body (`b` from `0xF8` on: `2^(b - 0xEB)` times, at most [`MAX_BODY`](super::MAX_BODY)
 //! bytes; below: once); the rest is the watch body. `fuzz/corpus/k8s_watch/` in the repository holds the seeds.
 //!
@@ -39,7 +44,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body::Frame;
-use lookout_core::{Item, ReconnectPolicy, Status, Watch, WatchConfig};
+use lookout_core::{EventKind, Item, ReconnectPolicy, Status, Watch, WatchConfig};
 use lookout_k8s::{DialError, K8sConfig, Kind};
 use tokio_stream::StreamExt;
 
@@ -56,7 +61,8 @@ const DEADLINE: Duration = Duration::from_secs(10);
 const TAIL: &str = concat!(
     r#"{"type":"ADDED","object":{"apiVersion":"apps/v1","kind":"Deployment","metadata":"#,
     r#"{"name":"tail","namespace":"lookout-fuzz","uid":"f0220fa1-1ed0-4e00-8000-000000000001","#,
-    r#""resourceVersion":"900000","labels":{"app":"web"}},"spec":{"replicas":1}}}"#
+    r#""resourceVersion":"900000","generation":1,"labels":{"app":"web"}},"spec":{"replicas":1},"#,
+    r#""status":{"observedGeneration":1,"replicas":1,"readyReplicas":1,"availableReplicas":1}}}"#
 );
 
 /// What one input says, decoded (its flags are flags).
@@ -67,6 +73,7 @@ struct Plan {
     namespace: bool,
     listed: bool,
     selector: bool,
+    readiness: bool,
     max_chunk: usize,
     seed: u64,
     /// The body, repeated past a chunk's length when it is repeated.
@@ -90,6 +97,7 @@ impl Plan {
             namespace: flags & 0x02 != 0,
             listed: flags & 0x04 != 0,
             selector: flags & 0x08 != 0,
+            readiness: flags & 0x40 != 0,
             max_chunk,
             seed,
             window: if repeats > 1 {
@@ -275,6 +283,7 @@ pub fn k8s_watch(data: &[u8]) {
         namespace: plan.namespace.then(|| "lookout-fuzz".to_owned()),
         kinds,
         label_selector: plan.selector.then(|| "app=web".to_owned()),
+        readiness: plan.readiness,
         watch: WatchConfig::default().reconnect(ReconnectPolicy {
             initial_delay: Duration::from_millis(1),
             max_delay: Duration::from_millis(1),
@@ -287,6 +296,7 @@ pub fn k8s_watch(data: &[u8]) {
         .enable_time()
         .build()
         .expect("a runtime");
+    let readiness = plan.readiness;
     runtime.block_on(async move {
         let started = Instant::now();
         let mut watch: Watch<_> = lookout_k8s::watch_with_client(config, move || {
@@ -303,7 +313,22 @@ pub fn k8s_watch(data: &[u8]) {
                 );
             };
             match item.expect("the stream never ends") {
-                Item::Event(e) if e.id.as_str() == TAIL_ID => break,
+                Item::Event(e) => {
+                    assert_eq!(
+                        e.readiness.is_some(),
+                        readiness,
+                        "readiness watched: {readiness}, yet {e:?}"
+                    );
+                    assert!(
+                        readiness || !matches!(e.kind, EventKind::Ready | EventKind::Unready),
+                        "a readiness event without readiness: {e:?}"
+                    );
+                    // The valid object is ready: with readiness, it is
+                    // done once that is told.
+                    if e.id.as_str() == TAIL_ID && (!readiness || e.kind == EventKind::Ready) {
+                        break;
+                    }
+                }
                 Item::Status(Status::Disconnected { error, .. }) => {
                     // Only an error the apiserver (or a proxy) states ends
                     // the session: a Status with a code (not 410), as an
@@ -338,7 +363,7 @@ pub fn k8s_watch(data: &[u8]) {
                         "only the first watch holds garbage, yet: {disconnects:?}"
                     );
                 }
-                _ => {}
+                Item::Status(_) => {}
             }
         }
     });
