@@ -515,7 +515,7 @@ fn session<O: Objects>(
                 match step {
                     feed::Step::Obs(obs) => {
                         if let (Some(poll), Observation::Change(_)) = (&mut poll, &obs) {
-                            // A scale, a creation: its readiness is asked soon.
+                            // A scale, a removal: its readiness is asked soon.
                             poll.soon();
                         }
                         yield Ok(obs);
@@ -523,7 +523,14 @@ fn session<O: Objects>(
                     feed::Step::Inspect { event, path } => {
                         let span = tracing::debug_span!("conn", provider, %host, request = "inspect");
                         match inspect::decide(&mut feed, &host, &tls, event, path).instrument(span).await {
-                            Ok(obs) => yield Ok(obs),
+                            Ok(obs) => {
+                                if let (Some(poll), Observation::Change(_)) = (&mut poll, &obs) {
+                                    // A creation, an update that did not
+                                    // scale: its readiness is asked soon too.
+                                    poll.soon();
+                                }
+                                yield Ok(obs);
+                            }
                             Err(e) => {
                                 yield Err(BoxError::from(e));
                                 break 'session;

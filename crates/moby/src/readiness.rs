@@ -123,8 +123,8 @@ pub(crate) enum Next {
 }
 
 /// The readiness poll of one session: the objects' list (with the label
-/// filter), every `every` and soon after a change, each listed object as an
-/// [`Observation::Polled`].
+/// filter), every `every` and soon after a change, each listed object that
+/// runs as an [`Observation::Polled`].
 pub(crate) struct Poll<O: 'static> {
     objects: &'static O,
     path: String,
@@ -188,8 +188,12 @@ impl<O: Objects> Poll<O> {
                 path: http::strip_query(&self.path).to_owned(),
                 reason,
             })?;
+        // An object listed as not running tells nothing: its stop is the
+        // feed's to tell (a poll answered between a scale to 0 and its event
+        // would otherwise tell `Unready` before the `Stopped`).
         Ok(listed
             .into_iter()
+            .filter(|l| l.running)
             .filter_map(|l| {
                 Some(Observation::Polled {
                     readiness: l.readiness?,
