@@ -264,7 +264,7 @@ const FLIPS: usize = 10;
 /// when the status changes: the watch's `ready`/`unready` are exactly its
 /// `healthy`/`unhealthy`, across a stop and a start. Podman emits one per
 /// check (`podman healthcheck run`, here 3× while healthy, 3× while
-/// unhealthy): the repeats never show; then it flips [`FLIPS`] times, each
+/// unhealthy): the repeats never show; then it flips `FLIPS` times, each
 /// told.
 pub async fn health_log(engine: &'static Engine) {
     let started = Instant::now();
