@@ -35,19 +35,6 @@ fn drain(sub: &mut Subscription) -> Vec<Item> {
     std::iter::from_fn(|| ready_now(sub)).collect()
 }
 
-fn short(item: &Item) -> String {
-    match item {
-        Item::Event(e) => format!("{} {} {}", e.id, e.kind, e.origin),
-        Item::Status(Status::Connected { instances }) => format!("connected {instances}"),
-        Item::Status(Status::Disconnected { attempt, .. }) => format!("disconnected {attempt}"),
-        Item::Status(Status::Lagged { missed }) => format!("lagged {missed}"),
-    }
-}
-
-fn shorts(items: &[Item]) -> Vec<String> {
-    items.iter().map(short).collect()
-}
-
 /// A hub over one scripted session that listed `items`.
 fn hub_with(
     items: &[(&str, bool)],

@@ -30,19 +30,6 @@ use support::*;
 use EventKind::{Created, Ready, Removed, Started, Stopped, Unready};
 use Health::{Healthy, Starting, Unhealthy};
 
-fn short(item: &Item) -> String {
-    match item {
-        Item::Event(e) => format!("{} {} {}", e.id, e.kind, e.origin),
-        Item::Status(Status::Connected { instances }) => format!("connected {instances}"),
-        Item::Status(Status::Disconnected { attempt, .. }) => format!("disconnected {attempt}"),
-        Item::Status(Status::Lagged { missed }) => format!("lagged {missed}"),
-    }
-}
-
-fn shorts(items: &[Item]) -> Vec<String> {
-    items.iter().map(short).collect()
-}
-
 fn events(items: &[Item]) -> Vec<&InstanceEvent> {
     items
         .iter()

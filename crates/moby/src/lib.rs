@@ -584,19 +584,7 @@ mod tests {
         },
     };
 
-    fn decode(s: &str) -> String {
-        let mut out = Vec::new();
-        let mut bytes = s.bytes();
-        while let Some(b) = bytes.next() {
-            if b == b'%' {
-                let hex: String = bytes.by_ref().take(2).map(char::from).collect();
-                out.push(u8::from_str_radix(&hex, 16).expect("hex"));
-            } else {
-                out.push(b);
-            }
-        }
-        String::from_utf8(out).expect("utf-8")
-    }
+    use crate::testing::percent_decode as decode;
 
     #[test]
     fn request_paths_carry_the_filters() {

@@ -38,3 +38,18 @@ pub(crate) fn event(action: &str, uid: &str, name: &str, nanos: i64) -> String {
         nanos / 1_000_000_000
     )
 }
+
+/// A percent-encoded query value decoded (what the request paths carry).
+pub(crate) fn percent_decode(s: &str) -> String {
+    let mut out = Vec::new();
+    let mut bytes = s.bytes();
+    while let Some(b) = bytes.next() {
+        if b == b'%' {
+            let hex: String = bytes.by_ref().take(2).map(char::from).collect();
+            out.push(u8::from_str_radix(&hex, 16).expect("hex"));
+        } else {
+            out.push(b);
+        }
+    }
+    String::from_utf8(out).expect("utf-8")
+}

@@ -19,6 +19,22 @@ use lookout_core::{
 
 pub type Obs = Result<Observation<u64>, BoxError>;
 
+/// An item as a short line: `id kind origin`, or the status.
+pub fn short(item: &lookout_core::Item) -> String {
+    use lookout_core::{Item, Status};
+    match item {
+        Item::Event(e) => format!("{} {} {}", e.id, e.kind, e.origin),
+        Item::Status(Status::Connected { instances }) => format!("connected {instances}"),
+        Item::Status(Status::Disconnected { attempt, .. }) => format!("disconnected {attempt}"),
+        Item::Status(Status::Lagged { missed }) => format!("lagged {missed}"),
+    }
+}
+
+/// [`short`] of each item.
+pub fn shorts(items: &[lookout_core::Item]) -> Vec<String> {
+    items.iter().map(short).collect()
+}
+
 /// Counts a resource the double handed out until it is dropped.
 pub struct Guard(Arc<AtomicUsize>);
 impl Guard {
