@@ -1,15 +1,15 @@
 //! A unix-socket relay the tests put between a watch and an engine, to see
 //! what the watch does on the wire: how many connections it holds open, how
-//! many `/events` requests it made (and when, with which query), and to
-//! break the feed on purpose (hold connections unanswered, inject
-//! undecodable event lines).
+//! many `/events` requests it made (and when, with which query), every
+//! request it made, and to break the feed on purpose (hold connections
+//! unanswered, refuse new ones, inject undecodable event lines).
 //!
 //! The relay runs on a thread and a tokio runtime of its own, so that the
 //! test's runtime counts only the watch's tasks (none: the library never
 //! spawns). Dropping the [`Relay`] stops it and removes its socket.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
@@ -31,6 +31,8 @@ pub struct Counts {
     pub accepted: usize,
     /// `GET …/events` requests relayed.
     pub events_requests: usize,
+    /// Requests relayed, of any path.
+    pub requests: usize,
     /// Lines injected into `/events` responses.
     pub injected: usize,
 }
@@ -41,6 +43,10 @@ struct Shared {
     counts: watch::Sender<Counts>,
     /// Accept connections but neither forward nor answer them.
     hold: AtomicBool,
+    /// Accept connections and close them at once.
+    refuse: AtomicBool,
+    /// How long each chunk of an `/events` response is held back (ms).
+    events_delay_ms: AtomicU64,
     /// Lines waiting to be injected into the next `/events` response chunk boundary.
     poison: Mutex<Vec<Vec<u8>>>,
     poison_ready: Notify,
@@ -49,6 +55,8 @@ struct Shared {
     /// Every `/events` request relayed: when the relay read it, and its
     /// path and query.
     requests: Mutex<Vec<(SystemTime, String)>>,
+    /// Every request relayed, of any path: when, its method, path and query.
+    all: Mutex<Vec<(SystemTime, String)>>,
 }
 
 impl Shared {
@@ -96,10 +104,13 @@ impl Relay {
             target,
             counts,
             hold: AtomicBool::new(false),
+            refuse: AtomicBool::new(false),
+            events_delay_ms: AtomicU64::new(0),
             poison: Mutex::new(Vec::new()),
             poison_ready: Notify::new(),
             cut: Notify::new(),
             requests: Mutex::new(Vec::new()),
+            all: Mutex::new(Vec::new()),
         });
         let (shutdown, shutdown_rx) = oneshot::channel();
         let thread = {
@@ -145,6 +156,34 @@ impl Relay {
             .lock()
             .expect("relay: requests lock")
             .clone()
+    }
+
+    /// Every request relayed so far, of any path, in order: when the relay
+    /// read it, and its method, path and query (`GET /services?status=true`).
+    ///
+    /// # Panics
+    /// When a relay task panicked holding the list's lock.
+    pub fn requests(&self) -> Vec<(SystemTime, String)> {
+        self.shared
+            .all
+            .lock()
+            .expect("relay: requests lock")
+            .clone()
+    }
+
+    /// Refuses new connections: each is accepted and closed at once, before
+    /// any answer (an engine gone for every new request, while the
+    /// connections already open go on).
+    pub fn refuse(&self, on: bool) {
+        self.shared.refuse.store(on, Ordering::SeqCst);
+    }
+
+    /// Holds back each chunk of the `/events` responses (the events, not
+    /// their head) for `delay` before relaying it: a feed that lags the
+    /// engine's other answers. `Duration::ZERO` relays them at once.
+    pub fn delay_events(&self, delay: Duration) {
+        let ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+        self.shared.events_delay_ms.store(ms, Ordering::SeqCst);
     }
 
     /// Holds new connections: accepted, never forwarded, never answered
@@ -267,6 +306,9 @@ async fn relay_one(client: UnixStream, shared: Arc<Shared>) {
 }
 
 async fn relay_pair(mut client: UnixStream, shared: &Shared) {
+    if shared.refuse.load(Ordering::SeqCst) {
+        return;
+    }
     if shared.hold.load(Ordering::SeqCst) {
         // Read and discard until the client gives up.
         let mut sink = [0u8; 4096];
@@ -288,6 +330,17 @@ async fn relay_pair(mut client: UnixStream, shared: &Shared) {
             return;
         }
         let head = &buf[..n];
+        let request = head
+            .split(|b| *b == b'\r' || *b == b'\n')
+            .next()
+            .and_then(|line| line.rsplitn(2, |b| *b == b' ').nth(1))
+            .map(|line| String::from_utf8_lossy(line).into_owned());
+        if let Some(request) = request {
+            if let Ok(mut all) = shared.all.lock() {
+                all.push((SystemTime::now(), request));
+            }
+            shared.update(|c| c.requests += 1);
+        }
         let path = head
             .starts_with(b"GET ")
             .then(|| head.split(|b| *b == b' ').nth(1))
@@ -361,6 +414,10 @@ async fn relay_events(
     loop {
         // Forward every complete chunk: the output stays at a chunk boundary.
         while let Some(len) = complete_chunk(&buf) {
+            let delay = shared.events_delay_ms.load(Ordering::SeqCst);
+            if delay > 0 {
+                tokio::time::sleep(Duration::from_millis(delay)).await;
+            }
             if client.write_all(&buf[..len]).await.is_err() {
                 return;
             }

@@ -5,15 +5,18 @@
 //! that kills dockerd, exclusive), names its services after itself and the
 //! process, and removes them on drop. Services are created with
 //! `--no-resolve-image` (no registry) and without `--network none` (Swarm has
-//! no such network); lookout reports desired state, so no test waits for
-//! tasks to run.
+//! no such network); lookout reports desired state, so no test of the events
+//! waits for tasks to run. The readiness tests do: readiness is the tasks
+//! that run (`ServiceStatus`, polled).
 
 use std::fmt::Write as _;
+use std::io::{Read as _, Write as _};
+use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
-use lookout_core::{EventKind, Item, Labels, Origin, WatchConfig};
+use lookout_core::{EventKind, InstanceEvent, Item, Labels, Origin, Readiness, WatchConfig};
 use lookout_e2e::engines::{self, EngineLock};
 use lookout_e2e::relay::Relay;
 use lookout_e2e::relay::audit::{self, State, Timed};
@@ -21,9 +24,10 @@ use lookout_e2e::relay::scenarios::{
     self, dropped_and_closed, streaming_on_one_connection, tasks, test_config,
 };
 use lookout_swarm::{SwarmConfig, SwarmDial};
+use serde_json::{Value, json};
 
-use EventKind::{Created, Removed, Started, Stopped};
-use Origin::{Live, Resync};
+use EventKind::{Created, Ready, Removed, Started, Stopped, Unready};
+use Origin::{Initial, Live, Resync};
 
 /// The bound of every single expected item.
 const ITEM: Duration = Duration::from_secs(30);
@@ -128,6 +132,248 @@ impl Drop for Services {
     fn drop(&mut self) {
         self.remove_all();
     }
+}
+
+/// `METHOD path` on dockerd's socket with a JSON `body` (HTTP/1.0: one
+/// request, the answer read to its end): the status and the body. For what
+/// the CLI cannot say (an exec-form healthcheck: `--health-cmd` is a shell
+/// form, and the test image has no shell) and for `ServiceStatus`.
+fn api(method: &str, path: &str, body: Option<&str>) -> (u16, String) {
+    let host = engines::docker_host();
+    let socket = host
+        .strip_prefix("unix://")
+        .unwrap_or_else(|| panic!("swarm: the API helper speaks unix:// only, not {host}"));
+    let mut s = UnixStream::connect(socket).unwrap_or_else(|e| panic!("swarm: {host}: {e}"));
+    s.set_read_timeout(Some(ITEM)).expect("read timeout");
+    s.set_write_timeout(Some(ITEM)).expect("write timeout");
+    let body = body.unwrap_or("");
+    write!(
+        s,
+        "{method} {path} HTTP/1.0\r\nHost: docker\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap_or_else(|e| panic!("swarm: {method} {path}: {e}"));
+    let mut response = Vec::new();
+    s.read_to_end(&mut response)
+        .unwrap_or_else(|e| panic!("swarm: {method} {path}: {e}"));
+    let text = String::from_utf8_lossy(&response);
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("swarm: {method} {path}: no answer head: {text:?}"));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("swarm: {method} {path}: no status: {head:?}"));
+    (status, body.to_owned())
+}
+
+/// Percent-encodes a query value.
+fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                char::from(b).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// The `ServiceStatus` of `name` now, as the poll reads it (`GET
+/// /services?status=true`): desired tasks, running tasks.
+fn tasks_of(name: &str) -> (u64, u64) {
+    let filters = encode(&json!({ "name": [name] }).to_string());
+    let (status, body) = api(
+        "GET",
+        &format!("/services?status=true&filters={filters}"),
+        None,
+    );
+    assert_eq!(status, 200, "swarm: listing {name}: {body}");
+    let list: Value =
+        serde_json::from_str(&body).unwrap_or_else(|e| panic!("swarm: list: {e}: {body}"));
+    // `name` filters by prefix: take the service of that very name.
+    let entry = list
+        .as_array()
+        .and_then(|l| l.iter().find(|s| s["Spec"]["Name"] == name))
+        .unwrap_or_else(|| panic!("swarm: {name} is not listed: {body}"));
+    let count = |key: &str| {
+        entry["ServiceStatus"][key]
+            .as_u64()
+            .unwrap_or_else(|| panic!("swarm: {name} has no ServiceStatus.{key}: {entry}"))
+    };
+    (count("DesiredTasks"), count("RunningTasks"))
+}
+
+/// The REPLICAS column of `docker service ls` for `name` (`running/desired`,
+/// from the same `ServiceStatus`): the engine's own client's view.
+fn replicas_column(name: &str) -> String {
+    let filter = format!("name={name}");
+    let out = docker(&[
+        "service",
+        "ls",
+        "--filter",
+        &filter,
+        "--format",
+        "{{.Name}} {{.Replicas}}",
+    ]);
+    out.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("swarm: {name} not in `docker service ls`: {out:?}"))
+        .to_owned()
+}
+
+/// Waits (bounded) until every desired task of `name` runs.
+async fn all_tasks_run(name: &str) {
+    let deadline = Instant::now() + ITEM;
+    loop {
+        let (desired, running) = tasks_of(name);
+        if desired > 0 && running >= desired {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "swarm: {name} runs {running} of {desired} tasks after {ITEM:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The command of a service whose check passes late: `/ok` is made 2 s
+/// after the task starts (busybox's `sh` applet: the image has no
+/// `/bin/sh`, but `busybox sh -c` works).
+const SLOW_START: [&str; 3] = ["sh", "-c", "sleep 2; touch /ok; exec sleep 3600"];
+
+/// The command of a service whose check never passes: `/ok` is never made.
+const NEVER_OK: [&str; 2] = ["sleep", "3600"];
+
+/// An exec-form check that passes once `/ok` exists, every 300 ms. Its start
+/// period keeps it `starting` until it passes: this dockerd (20.10.24) fails
+/// a task whose check said `unhealthy` before it passed ("failed to activate
+/// service binding … network sandbox does not exist" at its `healthy`), and
+/// restarts it in a loop. After it passed, one failure is `unhealthy`.
+fn late_check() -> Value {
+    json!({
+        "Test": ["CMD", "/bin/busybox", "test", "-f", "/ok"],
+        "Interval": 300_000_000u64,
+        "Retries": 1,
+        "StartPeriod": 60_000_000_000u64,
+    })
+}
+
+/// `{"Replicated": {"Replicas": n}}`
+fn replicated(n: u64) -> Value {
+    json!({ "Replicated": { "Replicas": n } })
+}
+
+impl Services {
+    /// Creates `<tag>-<suffix>` through the API, watched (with the watch's
+    /// label), in `mode`, running `args` (busybox applets), with `check` as
+    /// its healthcheck when given. Returns its name.
+    fn create_spec(
+        &self,
+        suffix: &str,
+        mode: &Value,
+        args: &[&str],
+        check: Option<Value>,
+    ) -> String {
+        let name = format!("{}-{suffix}", self.tag);
+        let mut container = json!({ "Image": engines::test_image(), "Args": args });
+        if let Some(check) = check {
+            container["Healthcheck"] = check;
+        }
+        let spec = json!({
+            "Name": name,
+            "Labels": { "lookout.cleanup": self.tag, "lookout.test": self.tag },
+            "Mode": mode,
+            "TaskTemplate": { "ContainerSpec": container },
+        });
+        let (status, body) = api("POST", "/services/create", Some(&spec.to_string()));
+        assert_eq!(status, 201, "swarm: creating {name}: {body}");
+        name
+    }
+}
+
+/// The relay's service list requests (`GET /services?status=true…`: the
+/// readiness polls, and each dial's list) read after `after`.
+fn polls(relay: &Relay, after: SystemTime) -> Vec<SystemTime> {
+    relay
+        .requests()
+        .into_iter()
+        .filter(|(at, request)| *at > after && request.starts_with("GET /services?status=true"))
+        .map(|(at, _)| at)
+        .collect()
+}
+
+/// Drives `w` (its session polls only while the stream is polled) until the
+/// relay has seen `n` service lists after `after`; bounded by [`ITEM`].
+async fn drive_until_polls(w: &mut Watcher, relay: &Relay, after: SystemTime, n: usize) {
+    let deadline = Instant::now() + ITEM;
+    while polls(relay, after).len() < n {
+        assert!(
+            Instant::now() < deadline,
+            "{} polls of {n} after {ITEM:?}; {}",
+            polls(relay, after).len(),
+            w.summary()
+        );
+        w.try_next(Duration::from_millis(20)).await;
+    }
+}
+
+/// The readiness poll of the readiness tests.
+const POLL: Duration = Duration::from_millis(500);
+
+/// Watches the services carrying `labels` at `host`, with readiness, polled
+/// every `poll`.
+fn ready_watcher(host: String, labels: Labels, config: WatchConfig, poll: Duration) -> Watcher {
+    lookout_e2e::k8s_util::init_tracing();
+    let config = SwarmConfig::default()
+        .host(host)
+        .labels(labels)
+        .watch_config(config)
+        .readiness(true)
+        .readiness_poll(poll);
+    Watcher::from_watch(lookout_swarm::watch(config).expect("a valid host"))
+}
+
+/// A readiness test's start: the engine locks (shared), its services, and a
+/// watch with readiness (polled every [`POLL`]) of them on dockerd, through
+/// `relay`, that has connected; and when it connected.
+async fn start_ready(
+    test: &str,
+    relay: &Relay,
+) -> (
+    Instant,
+    (EngineLock, EngineLock),
+    Services,
+    Watcher,
+    SystemTime,
+) {
+    let started = Instant::now();
+    let locks = require(false);
+    let s = Services::new(test);
+    let mut w = ready_watcher(relay.host(), s.filter(), test_config(), POLL);
+    w.connected().await;
+    (started, locks, s, w, SystemTime::now())
+}
+
+/// The last event in `events`, with its readiness as `(desired, ready)`.
+fn last_replicas(events: &[InstanceEvent]) -> (EventKind, Option<(u32, u32)>) {
+    let e = events.last().expect("an event");
+    let replicas = match e.readiness {
+        Some(Readiness::Replicas {
+            desired,
+            ready,
+            observed,
+        }) => {
+            assert!(observed, "Swarm's readiness is always observed: {e:?}");
+            Some((desired, ready))
+        }
+        _ => None,
+    };
+    (e.kind, replicas)
 }
 
 /// A watch of services under test, with everything it yielded.
@@ -544,4 +790,406 @@ async fn a_scale_storm_cut_off_yields_no_stale_live_event() {
         problems.len(),
         problems.join("\n")
     );
+}
+
+/// Readiness is the running tasks. A service with a check that passes late
+/// (2 replicas) is `created, started`, then `ready` (resync: the poll found
+/// it) only once both tasks run — `ServiceStatus` says so side by side;
+/// scaled to 3 it is `unready` at the next poll, then `ready` when the third
+/// task runs; scaled to 0 it is `stopped` (no `unready` first); removed,
+/// `removed`. A service without a check is ready once its task runs.
+#[tokio::test]
+async fn readiness_follows_the_running_tasks() {
+    let relay = Relay::start(&engines::docker_host());
+    let (started, _locks, s, mut w, _) = start_ready("ready", &relay).await;
+    let hc = s.create_spec("hc", &replicated(2), &SLOW_START, Some(late_check()));
+    let created = Instant::now();
+    let plain = s.create("plain", true, &["--replicas", "1"]);
+
+    let events = w.events_until(&hc, Ready).await;
+    let (desired, running) = tasks_of(&hc);
+    assert!(
+        desired == 2 && running >= desired,
+        "ready with {running} of {desired} tasks running"
+    );
+    assert_eq!(last_replicas(&events), (Ready, Some((2, 2))));
+    assert_eq!(replicas_column(&hc), "2/2", "the docker CLI's view");
+    assert!(
+        created.elapsed() >= Duration::from_secs(2),
+        "ready before the check could pass: {:?}",
+        created.elapsed()
+    );
+    let to_ready = created.elapsed();
+
+    Services::scale(&hc, 3);
+    let scaled = SystemTime::now();
+    let events = w.events_until(&hc, Unready).await;
+    let polls_before = polls(&relay, scaled).len();
+    assert!(
+        polls_before <= 1,
+        "unready only after {polls_before} polls since the scale"
+    );
+    assert_eq!(last_replicas(&events), (Unready, Some((3, 2))));
+    let unready_after = scaled.elapsed().unwrap_or_default();
+
+    let events = w.events_until(&hc, Ready).await;
+    let (desired, running) = tasks_of(&hc);
+    assert!(
+        desired == 3 && running >= 3,
+        "ready with {running} of {desired}"
+    );
+    assert_eq!(last_replicas(&events), (Ready, Some((3, 3))));
+    assert_eq!(replicas_column(&hc), "3/3", "the docker CLI's view");
+
+    Services::scale(&hc, 0);
+    w.events_until(&hc, Stopped).await;
+    docker(&["service", "rm", &hc]);
+    w.events_until(&hc, Removed).await;
+    w.assert_events(
+        &hc,
+        &[
+            (Created, Live),
+            (Started, Live),
+            (Ready, Resync),
+            (Unready, Resync),
+            (Ready, Resync),
+            (Stopped, Live),
+            (Removed, Live),
+        ],
+    );
+
+    // Its task ran long before: told by now.
+    w.wait_until(|w| w.events_of(&plain).len() >= 3).await;
+    assert_eq!(tasks_of(&plain), (1, 1));
+    w.assert_events(&plain, &[(Created, Live), (Started, Live), (Ready, Resync)]);
+    eprintln!(
+        "[swarm] ready: hc ready {to_ready:.1?} after its creation, unready \
+         {unready_after:.1?} after the scale to 3"
+    );
+    done(&w, "ready", started);
+}
+
+/// A running service whose check starts failing (`/ok` removed in its
+/// container): Swarm kills the task, which no longer runs: `unready`; its
+/// replacement's check passes: `ready` again.
+#[tokio::test]
+async fn a_failing_check_makes_a_service_unready_until_its_task_is_replaced() {
+    let relay = Relay::start(&engines::docker_host());
+    let (started, _locks, s, mut w, _) = start_ready("check", &relay).await;
+    let hc = s.create_spec("hc", &replicated(1), &SLOW_START, Some(late_check()));
+    w.events_until(&hc, Ready).await;
+    let filter = format!("label=com.docker.swarm.service.name={hc}");
+    let container = docker(&["ps", "-q", "--filter", &filter]);
+    assert_eq!(container.lines().count(), 1, "one task: {container:?}");
+    docker(&["exec", &container, "/bin/busybox", "rm", "/ok"]);
+    let events = w.events_until(&hc, Unready).await;
+    assert_eq!(last_replicas(&events), (Unready, Some((1, 0))));
+    w.events_until(&hc, Ready).await;
+    let replaced = docker(&["ps", "-q", "--filter", &filter]);
+    assert_ne!(replaced, container, "the task was replaced");
+    w.assert_events(
+        &hc,
+        &[
+            (Created, Live),
+            (Started, Live),
+            (Ready, Resync),
+            (Unready, Resync),
+            (Ready, Resync),
+        ],
+    );
+    done(&w, "check", started);
+}
+
+/// A service whose check never passes runs (its desired state) but is never
+/// ready: its task stays `starting` (the check's start period), which
+/// `ServiceStatus` does not count as running: many polls, no `ready`.
+///
+/// (Not a service whose tasks exit at once, `false` restarted forever:
+/// each of its tasks runs for a moment, and a poll that lands then is
+/// told ready — which is what the engine said.)
+#[tokio::test]
+async fn a_service_whose_check_never_passes_is_never_ready() {
+    let relay = Relay::start(&engines::docker_host());
+    let (started, _locks, s, mut w, _) = start_ready("fail", &relay).await;
+    let failing = s.create_spec("failing", &replicated(1), &NEVER_OK, Some(late_check()));
+    w.events_until(&failing, Started).await;
+    let from = SystemTime::now();
+    // 8 polls: 4 s.
+    drive_until_polls(&mut w, &relay, from, 8).await;
+    assert_eq!(tasks_of(&failing), (1, 0));
+    w.assert_events(&failing, &[(Created, Live), (Started, Live)]);
+    done(&w, "fail", started);
+}
+
+/// `initial`: a service whose tasks run is told `created, started, ready`,
+/// one whose check never passes `created, started`, all `initial`.
+#[tokio::test]
+async fn initial_tells_a_ready_service_ready() {
+    let started = Instant::now();
+    let _locks = require(false);
+    let s = Services::new("initial");
+    let plain = s.create("plain", true, &["--replicas", "1"]);
+    let failing = s.create_spec("failing", &replicated(1), &NEVER_OK, Some(late_check()));
+    all_tasks_run(&plain).await;
+    let mut w = ready_watcher(
+        engines::docker_host(),
+        s.filter(),
+        test_config().initial(true),
+        POLL,
+    );
+    assert_eq!(w.connected().await, 2);
+    w.assert_events(
+        &plain,
+        &[(Created, Initial), (Started, Initial), (Ready, Initial)],
+    );
+    w.assert_events(&failing, &[(Created, Initial), (Started, Initial)]);
+    done(&w, "initial", started);
+}
+
+/// A feed that lags the poll (the relay holds each `/events` chunk 1.5 s):
+/// the polls see a scale to 0 before its event does. A service listed as
+/// not running tells no readiness: `stopped`, no `unready` before it.
+#[tokio::test]
+async fn a_scale_to_zero_seen_by_a_poll_first_is_only_stopped() {
+    let relay = Relay::start(&engines::docker_host());
+    let (started, _locks, s, mut w, _) = start_ready("lag", &relay).await;
+    let plain = s.create("plain", true, &["--replicas", "1"]);
+    w.events_until(&plain, Ready).await;
+    relay.delay_events(Duration::from_millis(1500));
+    Services::scale(&plain, 0);
+    let scaled = SystemTime::now();
+    w.events_until(&plain, Stopped).await;
+    let polled = polls(&relay, scaled).len();
+    assert!(polled >= 1, "no poll before the lagging stop");
+    relay.delay_events(Duration::ZERO);
+    docker(&["service", "rm", &plain]);
+    w.events_until(&plain, Removed).await;
+    w.assert_events(
+        &plain,
+        &[
+            (Created, Live),
+            (Started, Live),
+            (Ready, Resync),
+            (Stopped, Live),
+            (Removed, Live),
+        ],
+    );
+    eprintln!("[swarm] lag: {polled} polls saw the scale to 0 before its event");
+    done(&w, "lag", started);
+}
+
+/// Readiness off (the default, even with a `readiness_poll` set): no poll at
+/// all — one service list, the dial's, without `status=true` — no `ready`,
+/// no readiness detail, and the events as they always were.
+#[tokio::test]
+async fn without_readiness_nothing_is_polled() {
+    let relay = Relay::start(&engines::docker_host());
+    let started = Instant::now();
+    let _locks = require(false);
+    let s = Services::new("off");
+    let config = SwarmConfig::default()
+        .host(relay.host())
+        .labels(s.filter())
+        .watch_config(test_config())
+        .readiness_poll(Duration::from_millis(200));
+    let mut w = Watcher::from_watch(lookout_swarm::watch(config).expect("a valid host"));
+    w.connected().await;
+    let a = s.create("a", true, &["--replicas", "1"]);
+    w.events_until(&a, Started).await;
+    // Its task runs: with readiness, it would be ready by now (10 polls).
+    all_tasks_run(&a).await;
+    let ran = Instant::now();
+    while ran.elapsed() < Duration::from_secs(2) {
+        w.try_next(Duration::from_millis(100)).await;
+    }
+    docker(&["service", "rm", &a]);
+    w.events_until(&a, Removed).await;
+    w.assert_events(&a, &[(Created, Live), (Started, Live), (Removed, Live)]);
+    for item in &w.seen {
+        if let Item::Event(e) = item {
+            assert_eq!(e.readiness, None, "{e:?}");
+        }
+    }
+    let requests = relay.requests();
+    let lists: Vec<&String> = requests
+        .iter()
+        .map(|(_, r)| r)
+        .filter(|r| r.starts_with("GET /services?") || r.as_str() == "GET /services")
+        .collect();
+    assert!(
+        lists.len() == 1 && !lists[0].contains("status=true"),
+        "{lists:?}"
+    );
+    eprintln!(
+        "[swarm] off: {} requests: {:?}",
+        requests.len(),
+        requests
+            .iter()
+            .map(|(_, r)| audit::short_path(r))
+            .collect::<Vec<_>>()
+    );
+    done(&w, "off", started);
+}
+
+/// Dropping the stream stops the poll: its connections close within 100 ms
+/// (while polling, and while a poll hangs on an engine that accepts but
+/// does not answer), no request follows, no task is left.
+#[tokio::test]
+async fn dropping_the_stream_stops_the_poll() {
+    let _locks = require(false);
+    let s = Services::new("pdrop");
+    let relay = Relay::start(&engines::docker_host());
+    assert_eq!(tasks(), 0);
+    let poll = Duration::from_millis(200);
+
+    let mut w = ready_watcher(relay.host(), s.filter(), test_config(), poll);
+    w.connected().await;
+    let connected = SystemTime::now();
+    drive_until_polls(&mut w, &relay, connected, 3).await;
+    dropped_and_closed(&relay, w, "while polling").await;
+    let before = relay.counts();
+    let after = relay
+        .wait(10 * poll, |c| c.requests > before.requests)
+        .await;
+    assert!(after.is_err(), "a request after the drop: {after:?}");
+
+    // A poll on a connection the engine never answers.
+    let mut w = ready_watcher(
+        relay.host(),
+        s.filter(),
+        test_config().probe_after(Duration::from_secs(20)),
+        poll,
+    );
+    w.connected().await;
+    relay.hold(true);
+    let before = relay.counts().accepted;
+    tokio::select! {
+        item = w.next(ITEM) => panic!("a held poll yielded {item:?}"),
+        held = relay.wait(ITEM, |c| c.accepted > before && c.live == 2) => {
+            held.unwrap_or_else(|c| panic!("the poll never connected: {c:?}"));
+        }
+    }
+    dropped_and_closed(&relay, w, "while a poll hangs").await;
+    relay.hold(false);
+}
+
+/// The engine goes away for new requests (the relay refuses them; the
+/// `/events` stream stays open): the next poll fails, the watch disconnects
+/// on it and redials like after any session failure; once the engine is
+/// back, it connects again, nothing is told twice, and the polls go on (a
+/// scale is `unready`, then `ready`).
+#[tokio::test]
+async fn a_failing_poll_disconnects_and_recovers() {
+    let relay = Relay::start(&engines::docker_host());
+    let (started, _locks, s, mut w, _) = start_ready("pfail", &relay).await;
+    let plain = s.create("plain", true, &["--replicas", "1"]);
+    w.events_until(&plain, Ready).await;
+    relay.refuse(true);
+    let error = w.disconnected(ITEM).await;
+    assert!(
+        error.to_string().contains("/services"),
+        "the poll failed: {error}"
+    );
+    relay.refuse(false);
+    assert_eq!(w.connected().await, 1);
+    Services::scale(&plain, 2);
+    w.events_until(&plain, Unready).await;
+    w.events_until(&plain, Ready).await;
+    docker(&["service", "rm", &plain]);
+    w.events_until(&plain, Removed).await;
+    w.assert_events(
+        &plain,
+        &[
+            (Created, Live),
+            (Started, Live),
+            (Ready, Resync),
+            (Unready, Resync),
+            (Ready, Resync),
+            (Removed, Live),
+        ],
+    );
+    eprintln!("[swarm] pfail: disconnected on {error}");
+    scenarios::report_as("swarm", "pfail", started, &w);
+}
+
+/// What the poll costs. Nothing changes: one poll every `readiness_poll`
+/// (here 250 ms), never faster. A change: one poll within 1 s even with a
+/// poll of 1 h, and no other. And the bytes of one poll, for 10 services.
+#[tokio::test]
+async fn the_poll_runs_every_interval_and_soon_after_a_change() {
+    let relay = Relay::start(&engines::docker_host());
+    let started = Instant::now();
+    let _locks = require(false);
+    let s = Services::new("cost");
+    for i in 0..10 {
+        s.create_spec(
+            &format!("idle{i}"),
+            &replicated(0),
+            &["sleep", "3600"],
+            None,
+        );
+    }
+
+    // Nothing changes: the interval.
+    let every = Duration::from_millis(250);
+    let mut w = ready_watcher(relay.host(), s.filter(), test_config(), every);
+    assert_eq!(w.connected().await, 10);
+    let connected = (Instant::now(), SystemTime::now());
+    drive_until_polls(&mut w, &relay, connected.1, 9).await;
+    let nine = connected.0.elapsed();
+    assert!(nine >= 8 * every, "9 polls in {nine:?}");
+    let path = relay
+        .requests()
+        .into_iter()
+        .rev()
+        .find(|(_, r)| r.starts_with("GET /services?status=true"))
+        .map(|(_, r)| r["GET ".len()..].to_owned())
+        .expect("a poll");
+    let (status, body) = api("GET", &path, None);
+    assert_eq!(status, 200);
+    drop(w);
+
+    // A change: one poll soon, however long the interval.
+    let mut w = ready_watcher(
+        relay.host(),
+        s.filter(),
+        test_config(),
+        Duration::from_secs(3600),
+    );
+    w.connected().await;
+    let connected = SystemTime::now();
+    let a = s.create("a", true, &["--replicas", "1"]);
+    w.events_until(&a, Started).await;
+    let told = SystemTime::now();
+    drive_until_polls(&mut w, &relay, connected, 1).await;
+    let soon = polls(&relay, connected)[0]
+        .duration_since(told)
+        .unwrap_or_default();
+    assert!(
+        soon <= Duration::from_millis(1500),
+        "polled {soon:?} after the change"
+    );
+    Services::scale(&a, 2);
+    let scaled = SystemTime::now();
+    drive_until_polls(&mut w, &relay, scaled, 1).await;
+    let soon_scaled = polls(&relay, scaled)[0]
+        .duration_since(scaled)
+        .unwrap_or_default();
+    assert!(
+        soon_scaled <= Duration::from_millis(1500),
+        "polled {soon_scaled:?} after the scale"
+    );
+    let quiet = Instant::now();
+    while quiet.elapsed() < Duration::from_secs(2) {
+        w.try_next(Duration::from_millis(100)).await;
+    }
+    assert_eq!(polls(&relay, connected).len(), 2, "one poll per change");
+    eprintln!(
+        "[swarm] cost: 9 polls every {every:?} in {nine:.1?}; a poll {soon:.1?} after a \
+         creation and {soon_scaled:.1?} after a scale with a 1 h interval; one poll of 10 \
+         services: {} bytes ({} a service)",
+        body.len(),
+        body.len() / 10
+    );
+    scenarios::report_as("swarm", "cost", started, &w);
 }

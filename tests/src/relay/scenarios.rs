@@ -349,6 +349,21 @@ impl<D: Dial> Watcher<D> {
         item
     }
 
+    /// The next item if one comes within `timeout` (recorded as
+    /// [`next`](Self::next) records it), else `None`: to drive the watch
+    /// while waiting for something else.
+    ///
+    /// # Panics
+    /// If the stream ends.
+    pub async fn try_next(&mut self, timeout: Duration) -> Option<Item> {
+        let item = tokio::time::timeout(timeout, self.watch.next())
+            .await
+            .ok()?
+            .expect("the watch stream never ends");
+        self.seen.push(item.clone());
+        Some(item)
+    }
+
     /// Waits for the next `Connected`.
     pub async fn connected(&mut self) -> usize {
         loop {
