@@ -7,7 +7,8 @@ use std::task::{Context, Poll};
 use std::time::SystemTime;
 
 use lookout_core::{
-    BoxError, Change, Dial, DialFuture, EventKind, InstanceId, Listed, Observation,
+    BoxError, Change, Dial, DialFuture, EventKind, Health, InstanceId, Listed, Observation,
+    Readiness,
 };
 use tokio_stream::StreamExt;
 
@@ -28,6 +29,18 @@ impl<I: Iterator + Unpin> tokio_stream::Stream for Ready<I> {
 pub type Obs = Result<Observation<u64>, BoxError>;
 
 pub fn items(instances: usize, changes: usize) -> (Vec<Obs>, Vec<Obs>) {
+    items_of(instances, changes, false)
+}
+
+/// The same with readiness watched: each instance goes round `started`
+/// (health `starting`), `ready` (`healthy`), `unready` (`unhealthy`),
+/// `stopped`, every change a real transition (one event each), as a
+/// Docker container with a healthcheck would.
+pub fn items_with_readiness(instances: usize, changes: usize) -> (Vec<Obs>, Vec<Obs>) {
+    items_of(instances, changes, true)
+}
+
+fn items_of(instances: usize, changes: usize, readiness: bool) -> (Vec<Obs>, Vec<Obs>) {
     let ids: Vec<InstanceId> = (0..instances).map(|i| format!("inst-{i}").into()).collect();
     let mut snapshot = vec![Ok(Observation::ResyncBegin)];
     snapshot.extend(ids.iter().map(|id| {
@@ -44,18 +57,27 @@ pub fn items(instances: usize, changes: usize) -> (Vec<Obs>, Vec<Obs>) {
     let live = (0..changes)
         .map(|n| {
             let round = n / instances;
+            let (kind, readiness) = if readiness {
+                let (kind, health) = match round % 4 {
+                    0 => (EventKind::Started, Health::Starting),
+                    1 => (EventKind::Ready, Health::Healthy),
+                    2 => (EventKind::Unready, Health::Unhealthy),
+                    _ => (EventKind::Stopped, Health::Unhealthy),
+                };
+                (kind, Some(Readiness::container(health, false)))
+            } else if round.is_multiple_of(2) {
+                (EventKind::Started, None)
+            } else {
+                (EventKind::Stopped, None)
+            };
             Ok(Observation::Change(Change {
                 id: ids[n % instances].clone(),
-                kind: if round.is_multiple_of(2) {
-                    EventKind::Started
-                } else {
-                    EventKind::Stopped
-                },
+                kind,
                 uid: None,
                 labels: None,
                 at,
                 cursor: Some(n as u64),
-                readiness: None,
+                readiness,
             }))
         })
         .collect();
