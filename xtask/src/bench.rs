@@ -6,7 +6,8 @@
 //! 2. `cargo bench -p lookout-core --bench instructions` (under callgrind,
 //!    when valgrind is installed: the same cost counted in instructions)
 //! 3. `cargo bench -p lookout-core --bench resync`
-//! 4. `cargo bench -p lookout-core --bench fanout` (the shared hub)
+//! 4. `cargo bench -p lookout-core --bench fanout` (the shared hub), then
+//!    `--bench merge` (many watches in one stream)
 //! 5. `cargo bench -p lookout-e2e --bench firehose` (when that bench exists)
 //! 6. `cargo bench -p lookout-e2e --bench k8s_churn` (the real test apiserver)
 //! 7. `cargo bench -p lookout-e2e --bench docker_latency` (the real dockerd)
@@ -51,6 +52,11 @@ const BENCHES: &[(&str, &str, &str)] = &[
         "lookout-core",
         "fanout",
         "crates/core-stream/benches/fanout.rs",
+    ),
+    (
+        "lookout-core",
+        "merge",
+        "crates/core-stream/benches/merge.rs",
     ),
     ("lookout-e2e", "firehose", "tests/benches/firehose.rs"),
     ("lookout-e2e", "k8s_churn", "tests/benches/k8s_churn.rs"),

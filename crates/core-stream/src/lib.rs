@@ -34,6 +34,8 @@
 //!
 //! [`Watch::share`] shares one watch (one engine connection) among any number
 //! of [`Subscription`]s and [`Store`]s, still without a task: see [`Hub`].
+//! [`Merge`] makes one stream of many watches (several engines, of any
+//! providers), each item tagged by its source, fairly and in O(1) per item.
 //!
 //! ```
 //! use lookout_core::{Dial, DialFuture, Observation, Watch, WatchConfig};
@@ -69,6 +71,7 @@ mod error;
 mod events;
 mod hub;
 mod liveness;
+mod merge;
 mod model;
 mod tracker;
 mod watch;
@@ -79,6 +82,7 @@ pub use dial::{BoxError, Dial, DialFuture, ProbeFuture, Session};
 pub use error::Error;
 pub use events::Events;
 pub use hub::{Hub, HubConfig, Instance, Run, Start, Store, Subscription, Synced, Until};
+pub use merge::{DuplicateSource, Merge, SourceId, SourceState, Sourced};
 pub use model::{
     Change, EventKind, Health, InstanceEvent, InstanceId, Labels, Listed, Observation, Origin,
     Readiness,
