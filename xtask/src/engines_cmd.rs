@@ -4,9 +4,9 @@ use std::time::Instant;
 
 use crate::engines;
 
-/// The engines in the order they come up (podman loads the image from docker;
-/// swarm runs on docker).
-pub const ALL: [&str; 4] = ["docker", "podman", "swarm", "k8s"];
+/// The engines in the order they come up (podman and the second dockerd load
+/// the image from docker; swarm runs on docker).
+pub const ALL: [&str; 5] = ["docker", "docker2", "podman", "swarm", "k8s"];
 
 pub fn run(args: &[String]) -> Result<(), String> {
     let (cmd, names) = args
@@ -40,10 +40,9 @@ fn select(names: &[String]) -> Result<Vec<&'static str>, String> {
     }
     let mut out = Vec::new();
     for n in names {
-        let known = ALL
-            .iter()
-            .find(|a| **a == n.as_str())
-            .ok_or_else(|| format!("unknown engine {n:?} (docker, podman, swarm, k8s, all)"))?;
+        let known = ALL.iter().find(|a| **a == n.as_str()).ok_or_else(|| {
+            format!("unknown engine {n:?} (docker, docker2, podman, swarm, k8s, all)")
+        })?;
         if !out.contains(known) {
             out.push(*known);
         }
@@ -71,6 +70,9 @@ pub fn up(engines: &[&str]) -> Result<(), String> {
             .collect::<Result<Vec<_>, _>>()?;
         let result = match *name {
             "docker" => engines::docker_up().and_then(|()| engines::docker_verify()),
+            "docker2" => engines::docker_up()
+                .and_then(|()| engines::docker2_up())
+                .and_then(|()| engines::docker2_verify()),
             "podman" => engines::podman_up().and_then(|()| engines::podman_verify()),
             "swarm" => engines::swarm_up().and_then(|()| engines::swarm_verify()),
             "k8s" => engines::k8s_up().and_then(|()| engines::k8s_status().map(drop)),
@@ -95,6 +97,7 @@ fn down(selected: &[&str]) -> Result<(), String> {
             "k8s" => engines::k8s_down(),
             "swarm" => engines::swarm_down(),
             "podman" => engines::podman_down(),
+            "docker2" => engines::docker2_down(),
             "docker" => engines::docker_down(),
             other => Err(format!("unknown engine {other:?}")),
         };
@@ -119,6 +122,11 @@ fn status() {
         "docker  {} {}",
         engines::docker_host(),
         answer(&engines::docker_host())
+    );
+    println!(
+        "docker2 {} {}",
+        engines::docker2_host(),
+        answer(&engines::docker2_host())
     );
     println!(
         "podman  {} {}",

@@ -48,7 +48,7 @@ pub fn docker(args: &[&str]) -> Result<String, String> {
     run(docker_command().args(args), "docker", CLI_TIMEOUT)
 }
 
-fn dockerd_binary() -> Result<PathBuf, String> {
+pub(crate) fn dockerd_binary() -> Result<PathBuf, String> {
     find_in_path("dockerd")
         .or_else(|| Some(PathBuf::from("/usr/sbin/dockerd")).filter(|p| is_executable(p)))
         .ok_or_else(|| "docker: no dockerd (Debian: apt-get install -y docker.io)".to_owned())

@@ -15,6 +15,7 @@
 //! | file | what |
 //! | --- | --- |
 //! | `dockerd.log`, `dockerd.pid`, `daemon.json` | dockerd's log, pid file and config (`live-restore: false`) |
+//! | `dockerd2.log`, `daemon2.json` | the second dockerd's log and config (its socket and pid file under `/run/lookout-docker2`, its data under `/var/lib/lookout-docker2`) |
 //! | `podman.log`, `podman.pid`, `containers.conf` | the Podman API service (`CONTAINERS_CONF`) |
 //! | `apt.log`, `image-build.log`, `k8s-build.log` | package installs, the test image build, the k8s testbed build |
 //! | `k8s/` | the k8s testbed: `kubeconfig`, `env`, `apiserver.log`, `etcd.log`, pid files |
@@ -26,6 +27,7 @@
 //! checkouts testing at once do not kill each other's daemon mid-test.
 
 mod docker;
+mod docker2;
 mod k8s;
 mod packages;
 mod ping;
@@ -36,6 +38,10 @@ mod swarm;
 pub use docker::{
     docker, docker_cli, docker_command, docker_create_test_container, docker_down, docker_kill9,
     docker_signal, docker_start, docker_up, docker_verify, ensure_test_image,
+};
+pub use docker2::{
+    DEFAULT_DOCKER2_HOST, ENV_DOCKER2_HOST, docker2, docker2_command, docker2_down, docker2_host,
+    docker2_kill9, docker2_start, docker2_up, docker2_verify,
 };
 pub use k8s::{
     k8s_build, k8s_compact, k8s_dir, k8s_down, k8s_kill_apiserver, k8s_kubeconfig,
@@ -168,6 +174,7 @@ pub fn env_vars() -> Vec<(String, String)> {
     let kubeconfig = k8s_kubeconfig().map_or_else(|_| String::new(), |p| p.display().to_string());
     let ours = [
         (ENV_DOCKER_HOST, docker_host()),
+        (ENV_DOCKER2_HOST, docker2_host()),
         (ENV_PODMAN_HOST, podman_host()),
         (ENV_TEST_IMAGE, test_image()),
         (ENV_KUBECONFIG, kubeconfig.clone()),
