@@ -43,7 +43,7 @@ pub(crate) use present::Present;
 use wakers::Wakers;
 
 /// Knobs of a [`Hub`].
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct HubConfig {
     /// How many items a subscription may be behind before it lags (it then
@@ -51,11 +51,18 @@ pub struct HubConfig {
     /// are shared: the hub keeps this many in all, not per subscription.
     /// Default 1024; at least 1.
     pub queue: usize,
+    /// Labels every metric of this hub carries besides its own (none by
+    /// default): one hub per source of a [`Merge`](crate::Merge), each
+    /// with `host=NAME`, keeps the series of the sources apart.
+    metric_labels: Vec<(&'static str, String)>,
 }
 
 impl Default for HubConfig {
     fn default() -> Self {
-        Self { queue: 1024 }
+        Self {
+            queue: 1024,
+            metric_labels: Vec::new(),
+        }
     }
 }
 
@@ -64,6 +71,14 @@ impl HubConfig {
     #[must_use]
     pub fn queue(mut self, queue: usize) -> Self {
         self.queue = queue.max(1);
+        self
+    }
+
+    /// Adds the label `key=value` to every metric of the hub (see
+    /// [`metric_labels`](Self#structfield.metric_labels)).
+    #[must_use]
+    pub fn metric_label(mut self, key: &'static str, value: impl Into<String>) -> Self {
+        self.metric_labels.push((key, value.into()));
         self
     }
 }
@@ -232,7 +247,7 @@ impl<D: Dial> Watch<D> {
     pub fn share_with(mut self, config: HubConfig) -> Hub {
         let mut present = Present::default();
         let synced = self.known(&mut present);
-        Hub::new(Box::pin(self), present, synced, config.queue)
+        Hub::new(Box::pin(self), present, synced, config)
     }
 }
 
@@ -241,10 +256,10 @@ impl Hub {
         upstream: Pin<Box<dyn Stream<Item = Item> + Send>>,
         present: Present,
         synced: bool,
-        queue: usize,
+        config: HubConfig,
     ) -> Self {
         let wakers = Arc::new(Wakers::default());
-        let capacity = queue.max(1);
+        let capacity = config.queue.max(1);
         let inner = Inner {
             upstream,
             ring: VecDeque::with_capacity(capacity.min(4096)),
@@ -264,7 +279,7 @@ impl Hub {
             last_event_at: None,
             events_in_drive: false,
             ended: false,
-            metrics: Metrics::new(),
+            metrics: Metrics::new(config.metric_labels),
         };
         Self {
             shared: Arc::new(Shared {
@@ -601,23 +616,32 @@ fn gauge(n: usize) -> f64 {
 }
 
 impl Metrics {
-    fn new() -> Self {
+    fn new(extra: Vec<(&'static str, String)>) -> Self {
+        let extra: Vec<metrics::Label> = extra
+            .into_iter()
+            .map(|(k, v)| metrics::Label::new(k, v))
+            .collect();
+        let labels = |own: &[(&'static str, &'static str)]| -> Vec<metrics::Label> {
+            own.iter()
+                .map(|&(k, v)| metrics::Label::new(k, v))
+                .chain(extra.iter().cloned())
+                .collect()
+        };
         Self {
             events: KINDS.map(|kind| {
                 ORIGINS.map(|origin| {
                     metrics::counter!(
                         "lookout_events_total",
-                        "kind" => kind.as_str(),
-                        "origin" => origin.as_str()
+                        labels(&[("kind", kind.as_str()), ("origin", origin.as_str())])
                     )
                 })
             }),
-            connected: metrics::gauge!("lookout_connected"),
-            reconnects: metrics::counter!("lookout_reconnects_total"),
-            instances: metrics::gauge!("lookout_instances"),
-            ready: metrics::gauge!("lookout_instances_ready"),
-            subscriptions: metrics::gauge!("lookout_subscribers"),
-            resyncs: metrics::counter!("lookout_subscriber_resyncs_total"),
+            connected: metrics::gauge!("lookout_connected", labels(&[])),
+            reconnects: metrics::counter!("lookout_reconnects_total", labels(&[])),
+            instances: metrics::gauge!("lookout_instances", labels(&[])),
+            ready: metrics::gauge!("lookout_instances_ready", labels(&[])),
+            subscriptions: metrics::gauge!("lookout_subscribers", labels(&[])),
+            resyncs: metrics::counter!("lookout_subscriber_resyncs_total", labels(&[])),
         }
     }
 

@@ -10,7 +10,9 @@ use std::time::Duration;
 use tokio::time::{Instant, timeout};
 use tokio_stream::{Stream, StreamExt};
 
-use lookout_core::{EventKind, Item, Merge, SourceState, Sourced, Status, Watch, WatchConfig};
+use lookout_core::{
+    EventKind, HubConfig, Item, Merge, SourceState, Sourced, Start, Status, Watch, WatchConfig,
+};
 
 mod support;
 use support::*;
@@ -309,4 +311,65 @@ async fn a_merge_ends_when_every_source_ended() {
     );
     assert!(m.sources().all(|(_, s)| s == SourceState::Ended));
     assert!(Merge::new().next().await.is_none());
+}
+
+/// One hub per source, and a merge of their subscriptions: a subscription
+/// that lags does so for its own source only. Source `a` (queue 4) moves 10
+/// times while the merge is not read (another subscription of `a` drives
+/// its hub); the merge then tells `a`'s lag, the difference for `a` alone
+/// (resync), `a`'s status, and `b`'s items as they were, none lost.
+#[tokio::test(start_paused = true)]
+async fn a_lagging_subscription_in_a_merge_lags_for_its_source_only() {
+    let (a, b) = (Scripted::default(), Scripted::default());
+    let (ta, tb) = (a.session(), b.session());
+    snapshot(&ta, &[("x", false), ("y", false)]);
+    snapshot(&tb, &[("x", false)]);
+    let hub_a = watch(&a).share_with(HubConfig::default().queue(4).metric_label("host", "a"));
+    let hub_b = watch(&b).share_with(HubConfig::default().metric_label("host", "b"));
+    let mut m = Merge::new()
+        .source("a", hub_a.subscribe(Start::Baseline))
+        .and_then(|m| m.source("b", hub_b.subscribe(Start::Baseline)))
+        .expect("two names");
+    let mut first = lines(&mut m, 2).await;
+    first.sort();
+    assert_eq!(first, ["a: connected 2", "b: connected 1"]);
+
+    // `a` moves while only `driver` reads it; `b` once.
+    let mut driver = hub_a.subscribe(Start::Baseline);
+    assert_eq!(short(&next_item(&mut driver).await), "connected 2");
+    for n in 0..10 {
+        let kind = if n % 2 == 0 {
+            EventKind::Started
+        } else {
+            EventKind::Stopped
+        };
+        let _ = ta.send(change("x", kind, n + 1));
+    }
+    let _ = ta.send(change("y", EventKind::Started, 11));
+    for _ in 0..11 {
+        next_item(&mut driver).await;
+    }
+    let _ = tb.send(change("x", EventKind::Started, 1));
+
+    let got = lines(&mut m, 4).await;
+    let (of_a, of_b): (Vec<&String>, Vec<&String>) = got.iter().partition(|l| l.starts_with("a: "));
+    // x started and stopped 5 times: no net change; y started.
+    assert_eq!(
+        of_a,
+        ["a: lagged 11", "a: y started resync", "a: connected 2"],
+        "{got:?}"
+    );
+    assert_eq!(of_b, ["b: x started live"], "{got:?}");
+    quiet(&mut m, Duration::from_secs(1)).await;
+    // After its lag `a` reads on as before.
+    let _ = ta.send(change("y", EventKind::Stopped, 12));
+    assert_eq!(lines(&mut m, 1).await, ["a: y stopped live"]);
+}
+
+async fn next_item(s: &mut lookout_core::Subscription) -> Item {
+    match timeout(Duration::from_secs(3600), s.next()).await {
+        Ok(Some(item)) => item,
+        Ok(None) => panic!("the subscription ended"),
+        Err(elapsed) => panic!("no item within an hour of (paused) time: {elapsed}"),
+    }
 }

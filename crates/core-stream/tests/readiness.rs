@@ -1049,7 +1049,17 @@ mod hub {
         }
         fn register_gauge(&self, key: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Gauge {
             let mut gauges = self.0.lock().expect("lock");
-            let value = gauges.entry(key.name().to_owned()).or_default();
+            // `name`, or `name{k=v,…}` with labels.
+            let labels: Vec<String> = key
+                .labels()
+                .map(|l| format!("{}={}", l.key(), l.value()))
+                .collect();
+            let name = if labels.is_empty() {
+                key.name().to_owned()
+            } else {
+                format!("{}{{{}}}", key.name(), labels.join(","))
+            };
+            let value = gauges.entry(name).or_default();
             metrics::Gauge::from_arc(Arc::clone(value))
         }
         fn register_histogram(
@@ -1059,6 +1069,42 @@ mod hub {
         ) -> metrics::Histogram {
             metrics::Histogram::noop()
         }
+    }
+
+    /// One hub per source, each labelling its metrics with its host: the
+    /// series stay apart.
+    #[tokio::test(start_paused = true)]
+    async fn hubs_with_a_metric_label_keep_their_series_apart() {
+        let gauges = Gauges::default();
+        let mut stores = Vec::new();
+        for (host, items) in [
+            (
+                "a",
+                vec![
+                    listed_with("x", true, None, health(Healthy)),
+                    listed_with("y", true, None, None),
+                ],
+            ),
+            ("b", vec![listed_with("x", true, None, health(Starting))]),
+        ] {
+            let dial = Scripted::default();
+            snapshot_of(&dial.session(), items);
+            let hub = metrics::with_local_recorder(&gauges, || {
+                Watch::new(dial.clone(), quick())
+                    .share_with(HubConfig::default().metric_label("host", host))
+            });
+            let store = hub.store();
+            store.synced().await;
+            stores.push(store);
+        }
+        assert_eq!(gauges.get("lookout_instances{host=a}"), 2.0);
+        assert_eq!(gauges.get("lookout_instances_ready{host=a}"), 1.0);
+        assert_eq!(gauges.get("lookout_instances{host=b}"), 1.0);
+        assert_eq!(gauges.get("lookout_instances_ready{host=b}"), 0.0);
+        assert!(
+            gauges.get("lookout_instances").is_nan(),
+            "no series without a host"
+        );
     }
 
     #[tokio::test(start_paused = true)]
