@@ -2,7 +2,8 @@
 //! what the watch does on the wire: how many connections it holds open, how
 //! many `/events` requests it made (and when, with which query), and to
 //! break the feed on purpose (hold connections unanswered, inject
-//! undecodable event lines).
+//! undecodable event lines, refuse unversioned paths as the socket
+//! proxies written for Traefik do).
 //!
 //! The relay runs on a thread and a tokio runtime of its own, so that the
 //! test's runtime counts only the watch's tasks (none: the library never
@@ -41,6 +42,11 @@ struct Shared {
     counts: watch::Sender<Counts>,
     /// Accept connections but neither forward nor answer them.
     hold: AtomicBool,
+    /// Answer 403 to every request whose path is neither `/_ping` nor
+    /// under `/v1.NN/`.
+    versioned_only: AtomicBool,
+    /// Every request's target (path and query), in order.
+    targets: Mutex<Vec<String>>,
     /// Lines waiting to be injected into the next `/events` response chunk boundary.
     poison: Mutex<Vec<Vec<u8>>>,
     poison_ready: Notify,
@@ -96,6 +102,8 @@ impl Relay {
             target,
             counts,
             hold: AtomicBool::new(false),
+            versioned_only: AtomicBool::new(false),
+            targets: Mutex::new(Vec::new()),
             poison: Mutex::new(Vec::new()),
             poison_ready: Notify::new(),
             cut: Notify::new(),
@@ -144,6 +152,27 @@ impl Relay {
             .requests
             .lock()
             .expect("relay: requests lock")
+            .clone()
+    }
+
+    /// Refuses (`403 Forbidden`, connection closed) every request whose
+    /// path is neither `/_ping` nor under `/v1.NN/` — the allow-lists
+    /// (`^/v1\.\d+/(version|containers/.*|events.*)|/_ping`) that the socket
+    /// proxies written for Traefik use.
+    pub fn versioned_only(&self, on: bool) {
+        self.shared.versioned_only.store(on, Ordering::SeqCst);
+    }
+
+    /// Every request's target so far (path and query), in order; the
+    /// refused ones included.
+    ///
+    /// # Panics
+    /// When a relay task panicked holding the list's lock.
+    pub fn targets(&self) -> Vec<String> {
+        self.shared
+            .targets
+            .lock()
+            .expect("relay: targets lock")
             .clone()
     }
 
@@ -278,7 +307,9 @@ async fn relay_pair(mut client: UnixStream, shared: &Shared) {
     };
     let (mut client_rx, mut client_tx) = client.into_split();
     let (mut server_rx, mut server_tx) = server.into_split();
-    let (is_events_tx, is_events_rx) = oneshot::channel::<bool>();
+    // What the response is: `Some(true)` an `/events` body, `Some(false)`
+    // anything else, `None` refused here.
+    let (is_events_tx, is_events_rx) = oneshot::channel::<Option<bool>>();
     let up = async {
         let mut buf = vec![0u8; 16 * 1024];
         let Ok(n) = client_rx.read(&mut buf).await else {
@@ -288,6 +319,20 @@ async fn relay_pair(mut client: UnixStream, shared: &Shared) {
             return;
         }
         let head = &buf[..n];
+        let target = head
+            .split(|b| *b == b' ')
+            .nth(1)
+            .map(|t| String::from_utf8_lossy(t).into_owned());
+        if let (Some(target), Ok(mut targets)) = (&target, shared.targets.lock()) {
+            targets.push(target.clone());
+        }
+        if shared.versioned_only.load(Ordering::SeqCst)
+            && !target.as_deref().is_some_and(allowed_by_versioned_proxy)
+        {
+            let _ = is_events_tx.send(None);
+            // The answer is the other half's to write; it ends the pair.
+            return std::future::pending().await;
+        }
         let path = head
             .starts_with(b"GET ")
             .then(|| head.split(|b| *b == b' ').nth(1))
@@ -304,7 +349,7 @@ async fn relay_pair(mut client: UnixStream, shared: &Shared) {
             }
             shared.update(|c| c.events_requests += 1);
         }
-        let _ = is_events_tx.send(events);
+        let _ = is_events_tx.send(Some(events));
         if server_tx.write_all(head).await.is_err() {
             return;
         }
@@ -312,6 +357,15 @@ async fn relay_pair(mut client: UnixStream, shared: &Shared) {
     };
     let down = async {
         let Ok(events) = is_events_rx.await else {
+            return;
+        };
+        let Some(events) = events else {
+            let _ = client_tx
+                .write_all(
+                    b"HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\n\
+                      Content-Length: 10\r\nConnection: close\r\n\r\nForbidden\n",
+                )
+                .await;
             return;
         };
         if events {
@@ -325,6 +379,17 @@ async fn relay_pair(mut client: UnixStream, shared: &Shared) {
         () = up => {}
         () = down => {}
     }
+}
+
+/// `/_ping`, or a path under `/v1.NN/`.
+fn allowed_by_versioned_proxy(target: &str) -> bool {
+    let path = target.split('?').next().unwrap_or(target);
+    if path == "/_ping" {
+        return true;
+    }
+    path.strip_prefix("/v1.")
+        .and_then(|rest| rest.split_once('/'))
+        .is_some_and(|(minor, _)| !minor.is_empty() && minor.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// Relays an `/events` response, injecting pending lines as whole chunks
@@ -412,7 +477,23 @@ fn complete_chunk(buf: &[u8]) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
-    use super::complete_chunk;
+    use super::{allowed_by_versioned_proxy, complete_chunk};
+
+    #[test]
+    fn the_versioned_proxy_allows_versioned_paths_and_ping() {
+        for ok in ["/_ping", "/v1.41/events?since=1", "/v1.52/containers/json"] {
+            assert!(allowed_by_versioned_proxy(ok), "{ok}");
+        }
+        for refused in [
+            "/events",
+            "/containers/json?all=1",
+            "/v1.x/events",
+            "/v2/events",
+            "/_ping/x",
+        ] {
+            assert!(!allowed_by_versioned_proxy(refused), "{refused}");
+        }
+    }
 
     #[test]
     fn chunk_boundaries() {

@@ -18,6 +18,12 @@ pub enum ConfigError {
         /// What is wrong with it.
         reason: &'static str,
     },
+    /// `DOCKER_API_VERSION` is not a version (`1.41`).
+    #[error("unusable DOCKER_API_VERSION {value:?}: expected MAJOR.MINOR, e.g. 1.41")]
+    InvalidApiVersion {
+        /// The variable's value.
+        value: String,
+    },
 }
 
 /// A parsed engine address. Parsing checks the syntax only: the socket or the

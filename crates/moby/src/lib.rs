@@ -14,6 +14,13 @@
 //!   TCP, or TLS with rustls), driven by whoever polls it: no pool, no spawned
 //!   task, so dropping the session or the probe closes its socket at once.
 //!   The host is resolved anew on every dial.
+//! - **versioned paths** ([`ApiVersion`]): a dial first asks `GET /_ping`
+//!   (on a connection of its own) and sends every later request of its
+//!   session to `/v{X}/…`, `X` the `Api-Version` header of the answer
+//!   ([`Config::api_version`], else `DOCKER_API_VERSION`, pins it instead):
+//!   the engine's own version, as an unversioned path means, and what the
+//!   socket proxies that allow only `/v1.NN/…` let through. Unversioned only
+//!   while no version is known (`/_ping`, or an engine that sends none).
 //! - **a session** ([`CompatDial`]): first read the engine's history (on a
 //!   redial since the last event seen, on a first dial of the last 2 s)
 //!   with a request that ends by itself ([`History`]); then subscribe to `/events` with server-side filters
@@ -52,6 +59,10 @@
 //!   subscription resumed from the history's end drops what the engine
 //!   replays of the events told before it.
 //! - **the probe**: `GET /_ping` on a connection of its own.
+//! - **API 1.52 and later**: `/events` lines without the legacy `status`,
+//!   `id` and `from` (`Action` and `Actor.ID` are read, the legacy fields only
+//!   as a fallback), and a body of type `application/jsonl` (the body is
+//!   read as lines whatever its type).
 //!
 //! Containers: the instance id is the container name (without the leading
 //! `/`), the `uid` the container id, so a container recreated under the same
@@ -61,6 +72,7 @@
 //! reported the container's end), so an event of an earlier incarnation
 //! never stands for the current one.
 
+mod api;
 mod containers;
 mod cursor;
 mod error;
@@ -90,6 +102,7 @@ use lookout_core::{
 use serde_json::json;
 use tracing::Instrument;
 
+pub use api::ApiVersion;
 pub use containers::KnownContainers;
 pub use cursor::Cursor;
 pub use error::CompatError;
@@ -130,6 +143,11 @@ pub struct Config {
     /// do not tell readiness is asked (Swarm: `GET /services?status=true`).
     /// Default 5 s.
     pub readiness_poll: Duration,
+    /// The API version of every request's path (`/v1.41/…`). `None`:
+    /// `DOCKER_API_VERSION` when set, else the `Api-Version` that each
+    /// dial's `GET /_ping` answers (unversioned paths only when the engine
+    /// sends none).
+    pub api_version: Option<ApiVersion>,
 }
 
 /// The default of [`Config::readiness_poll`].
@@ -143,6 +161,7 @@ impl Default for Config {
             watch: WatchConfig::default(),
             readiness: false,
             readiness_poll: READINESS_POLL,
+            api_version: None,
         }
     }
 }
@@ -189,6 +208,14 @@ impl Config {
         self.readiness_poll = every;
         self
     }
+
+    /// Sets [`api_version`](Self::api_version): every request under
+    /// `/v{version}`.
+    #[must_use]
+    pub fn api_version(mut self, version: ApiVersion) -> Self {
+        self.api_version = Some(version);
+        self
+    }
 }
 
 /// Watches the `objects` (containers as a [`Mapping`] describes them,
@@ -201,8 +228,11 @@ pub fn watch<O: Objects>(
     objects: &'static O,
     config: Config,
 ) -> Result<Watch<CompatDial<O>>, ConfigError> {
-    let dial = CompatDial::new(objects, config.host, config.labels)?
+    let mut dial = CompatDial::new(objects, config.host, config.labels)?
         .readiness(config.readiness, config.readiness_poll);
+    if let Some(version) = config.api_version {
+        dial = dial.api_version(version);
+    }
     Ok(Watch::new(dial, config.watch))
 }
 
@@ -226,6 +256,9 @@ pub struct CompatDial<O: Objects = Mapping> {
     scope: Scope,
     /// With readiness, how often a [`ReadinessFrom::Polled`] engine is asked.
     readiness_poll: Duration,
+    /// `DOCKER_API_VERSION`, read once: every request's version, instead of
+    /// the one each dial's `/_ping` tells.
+    api_version: Option<ApiVersion>,
 }
 
 impl<O: Objects> fmt::Debug for CompatDial<O> {
@@ -236,6 +269,7 @@ impl<O: Objects> fmt::Debug for CompatDial<O> {
             .field("labels", &self.scope.labels)
             .field("readiness", &self.scope.readiness)
             .field("readiness_poll", &self.readiness_poll)
+            .field("api_version", &self.api_version)
             .finish_non_exhaustive()
     }
 }
@@ -245,8 +279,9 @@ impl<O: Objects> CompatDial<O> {
     /// on every dial), watching the objects that carry all of `labels`.
     ///
     /// Fails when the host (given, or from the discovery's environment
-    /// variable now) cannot be parsed; a host that does not answer is no
-    /// error: the watch reports it and retries.
+    /// variable now) cannot be parsed, or `DOCKER_API_VERSION` is set but is
+    /// no version; a host that does not answer is no error: the watch
+    /// reports it and retries.
     pub fn new(
         objects: &'static O,
         host: Option<String>,
@@ -257,6 +292,7 @@ impl<O: Objects> CompatDial<O> {
             host,
             scope: Scope::new(labels, false),
             readiness_poll: READINESS_POLL,
+            api_version: ApiVersion::from_env()?,
         };
         dial.resolve()?;
         Ok(dial)
@@ -268,6 +304,14 @@ impl<O: Objects> CompatDial<O> {
     pub fn readiness(mut self, on: bool, every: Duration) -> Self {
         self.scope.readiness = on;
         self.readiness_poll = every.max(Duration::from_millis(100));
+        self
+    }
+
+    /// Every request under `/v{version}` (instead of `DOCKER_API_VERSION`,
+    /// or each dial's `/_ping`).
+    #[must_use]
+    pub fn api_version(mut self, version: ApiVersion) -> Self {
+        self.api_version = Some(version);
         self
     }
 
@@ -351,16 +395,18 @@ impl<O: Objects> Dial for CompatDial<O> {
         let scope = self.scope.clone();
         let poll = (scope.readiness && objects.readiness_from() == ReadinessFrom::Polled)
             .then_some(self.readiness_poll);
+        let pinned = self.api_version;
         Box::pin(async move {
             let (host, tls) = endpoint?;
+            let api = versioned(provider, api::Api::new(host, tls), pinned).await?;
+            let host = &api.host;
             // What happened while the feed could not be seen: its exact
             // transitions when the engine's history proves it continues the
             // feed, else the snapshot's diff alone tells it.
             let past = history::read(
                 objects,
                 &scope,
-                &host,
-                &tls,
+                &api,
                 &events_path,
                 resume,
                 SystemTime::now(),
@@ -372,14 +418,14 @@ impl<O: Objects> Dial for CompatDial<O> {
             let from = past.as_ref().and_then(|p| p.end);
             tracing::debug!(provider, %host, ?resume, ?from, "subscribing to /events");
             let subscription = from.map_or_else(|| events_path.clone(), |c| since(&events_path, c));
-            let events = http::get(&host, &tls, &subscription)
+            let events = http::get(&api, &subscription)
                 .instrument(tracing::debug_span!("conn", provider, %host, request = "events"))
                 .await?
                 .ok("/events")
                 .await?;
             let path = http::strip_query(&list_path);
             let list = async {
-                http::get(&host, &tls, &list_path)
+                http::get(&api, &list_path)
                     .await?
                     .ok(path)
                     .await?
@@ -398,7 +444,7 @@ impl<O: Objects> Dial for CompatDial<O> {
             if let (true, ReadinessFrom::Health { lists_none }) =
                 (scope.readiness, objects.readiness_from())
             {
-                readiness::health(objects, lists_none, &host, &tls, &scope, &mut listed)
+                readiness::health(objects, lists_none, &api, &scope, &mut listed)
                     .instrument(tracing::debug_span!("conn", provider, %host, request = "health"))
                     .await?;
             }
@@ -411,8 +457,7 @@ impl<O: Objects> Dial for CompatDial<O> {
             let replayed = past.and_then(|p| p.replay).unwrap_or_default();
             let poll = poll.map(|every| readiness::Poll::new(objects, list_path, every));
             Ok(session(
-                host,
-                tls,
+                api,
                 provider,
                 replayed,
                 (listed, told),
@@ -428,8 +473,9 @@ impl<O: Objects> Dial for CompatDial<O> {
         Some(Box::pin(async move {
             let (host, tls) = endpoint?;
             let span = tracing::debug_span!("conn", provider, %host, request = "ping");
+            let api = api::Api::new(host, tls);
             async {
-                http::get(&host, &tls, "/_ping")
+                http::get(&api, "/_ping")
                     .await?
                     .ok("/_ping")
                     .await?
@@ -444,6 +490,38 @@ impl<O: Objects> Dial for CompatDial<O> {
     }
 }
 
+/// The dial's API: its paths under `pinned` (`DOCKER_API_VERSION`), else
+/// under the `Api-Version` of a `/_ping` on a connection of its own (and
+/// unversioned when the engine sends none).
+async fn versioned(
+    provider: &'static str,
+    api: api::Api,
+    pinned: Option<ApiVersion>,
+) -> Result<api::Api, CompatError> {
+    if let Some(version) = pinned {
+        tracing::debug!(provider, host = %api.host, %version, "API version from DOCKER_API_VERSION");
+        return Ok(api.versioned(Some(version)));
+    }
+    let span = tracing::debug_span!("conn", provider, host = %api.host, request = "ping");
+    let version = async {
+        let ping = http::get(&api, "/_ping").await?.ok("/_ping").await?;
+        let version = ping.api_version();
+        ping.body("/_ping", 4096).await?;
+        Ok::<_, CompatError>(version)
+    }
+    .instrument(span)
+    .await?;
+    match version {
+        Some(version) => {
+            tracing::debug!(provider, host = %api.host, %version, "API version from /_ping");
+        }
+        None => {
+            tracing::warn!(provider, host = %api.host, "/_ping told no Api-Version: unversioned paths");
+        }
+    }
+    Ok(api.versioned(version))
+}
+
 /// `events_path` resumed from `cursor`.
 fn since(events_path: &str, cursor: Cursor) -> String {
     format!("{events_path}&since={}", cursor.since())
@@ -454,14 +532,14 @@ fn since(events_path: &str, cursor: Cursor) -> String {
 /// for on a connection of its own, in order), and with a readiness poll the
 /// polled readiness between them.
 fn session<O: Objects>(
-    host: Host,
-    tls: host::TlsEnv,
+    api: api::Api,
     provider: &'static str,
     replayed: Vec<Observation<Cursor>>,
     (listed, told): (Vec<Listed>, Cursor),
     (mut feed, mut poll): (feed::Feed<O::Known>, Option<readiness::Poll<O>>),
     mut events: http::Exchange,
 ) -> Session<Cursor> {
+    let host = api.host.clone();
     Box::pin(async_stream::stream! {
         for obs in replayed {
             yield Ok(obs);
@@ -483,7 +561,7 @@ fn session<O: Objects>(
                 readiness::Next::Poll => {
                     let span = tracing::debug_span!("conn", provider, %host, request = "poll");
                     let Some(poll) = &mut poll else { continue };
-                    match poll.run(&host, &tls).instrument(span).await {
+                    match poll.run(&api).instrument(span).await {
                         Ok(polled) => {
                             for obs in polled {
                                 yield Ok(obs);
@@ -522,7 +600,7 @@ fn session<O: Objects>(
                     }
                     feed::Step::Inspect { event, path } => {
                         let span = tracing::debug_span!("conn", provider, %host, request = "inspect");
-                        match inspect::decide(&mut feed, &host, &tls, event, path).instrument(span).await {
+                        match inspect::decide(&mut feed, &api, event, path).instrument(span).await {
                             Ok(obs) => {
                                 if let (Some(poll), Observation::Change(_)) = (&mut poll, &obs) {
                                     // A creation, an update that did not
