@@ -13,7 +13,9 @@
 //! - **connecting**: each request gets a connection of its own (unix socket,
 //!   TCP, or TLS with rustls), driven by whoever polls it: no pool, no spawned
 //!   task, so dropping the session or the probe closes its socket at once.
-//!   The host is resolved anew on every dial.
+//!   The endpoint ([`Endpoint`]: given, else as the engine's CLI finds it,
+//!   Docker's contexts included) is resolved once, when the watch is made:
+//!   a redial never lands on another engine.
 //! - **versioned paths** ([`ApiVersion`]): a dial first asks `GET /_ping`
 //!   (on a connection of its own) and sends every later request of its
 //!   session to `/v{X}/…`, `X` the `Api-Version` header of the answer
@@ -75,6 +77,7 @@
 mod api;
 mod containers;
 mod cursor;
+mod endpoint;
 mod error;
 mod feed;
 mod framing;
@@ -105,6 +108,7 @@ use tracing::Instrument;
 pub use api::ApiVersion;
 pub use containers::KnownContainers;
 pub use cursor::Cursor;
+pub use endpoint::{Endpoint, Selected, Source};
 pub use error::CompatError;
 pub use feed::{Feed, MAX_INSPECTIONS, Step, reinspect_after};
 pub use framing::MAX_LINE;
@@ -123,12 +127,18 @@ pub use objects::{
 pub struct Config {
     /// `unix:///path`, `tcp://host:port`, `http://host[:port]` or
     /// `https://host[:port]` (`ssh://` and `npipe://` are not supported).
-    /// `None`: the engine's [`Discovery`] (its environment variable, else its
-    /// default sockets), resolved anew on every dial. TLS (`https://`, or
-    /// `tcp://` with `DOCKER_TLS_VERIFY` set) reads `ca.pem`, `cert.pem` and
-    /// `key.pem` from `DOCKER_CERT_PATH` (default `~/.docker`) on every dial
-    /// and always verifies the server.
+    /// `None`: as the engine's CLI finds it ([`Endpoint`]: Docker's
+    /// `DOCKER_HOST`, `DOCKER_CONTEXT`, `currentContext`, its default socket;
+    /// Podman's `CONTAINER_HOST`, its sockets), resolved once, when the watch
+    /// is made. TLS (`https://`, or `tcp://` with `DOCKER_TLS_VERIFY` set)
+    /// reads `ca.pem`, `cert.pem` and `key.pem` from `DOCKER_CERT_PATH`
+    /// (default: `DOCKER_CONFIG`, else `~/.docker`; a named context's: its
+    /// store) on every connection and always verifies the server.
     pub host: Option<String>,
+    /// A docker context to watch ([`Endpoint`]), whatever `DOCKER_HOST`,
+    /// `DOCKER_CONTEXT` and `currentContext` say: the docker CLI's
+    /// `--context`. An error together with [`host`](Self::host).
+    pub context: Option<String>,
     /// Only the containers (services) carrying all of these labels.
     pub labels: Labels,
     /// Reconnect, probe and resync settings.
@@ -157,6 +167,7 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             host: None,
+            context: None,
             labels: Labels::new(),
             watch: WatchConfig::default(),
             readiness: false,
@@ -171,6 +182,13 @@ impl Config {
     #[must_use]
     pub fn host(mut self, host: impl Into<String>) -> Self {
         self.host = Some(host.into());
+        self
+    }
+
+    /// Sets [`context`](Self::context).
+    #[must_use]
+    pub fn context(mut self, name: impl Into<String>) -> Self {
+        self.context = Some(name.into());
         self
     }
 
@@ -228,7 +246,23 @@ pub fn watch<O: Objects>(
     objects: &'static O,
     config: Config,
 ) -> Result<Watch<CompatDial<O>>, ConfigError> {
-    let mut dial = CompatDial::new(objects, config.host, config.labels)?
+    let endpoint = Endpoint::resolve(
+        objects.discovery(),
+        config.host.as_deref(),
+        config.context.as_deref(),
+    )?;
+    watch_at(objects, endpoint, config)
+}
+
+/// [`watch`] of the engine at `endpoint` (resolved by [`Endpoint::resolve`]):
+/// the config's [`host`](Config::host) and [`context`](Config::context) are
+/// not read.
+pub fn watch_at<O: Objects>(
+    objects: &'static O,
+    endpoint: Endpoint,
+    config: Config,
+) -> Result<Watch<CompatDial<O>>, ConfigError> {
+    let mut dial = CompatDial::with_endpoint(objects, endpoint, config.labels)?
         .readiness(config.readiness, config.readiness_poll);
     if let Some(version) = config.api_version {
         dial = dial.api_version(version);
@@ -252,7 +286,7 @@ const INSPECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// `lookout_podman::watch` and `lookout_swarm::watch`.
 pub struct CompatDial<O: Objects = Mapping> {
     objects: &'static O,
-    host: Option<String>,
+    endpoint: Endpoint,
     scope: Scope,
     /// With readiness, how often a [`ReadinessFrom::Polled`] engine is asked.
     readiness_poll: Duration,
@@ -265,7 +299,7 @@ impl<O: Objects> fmt::Debug for CompatDial<O> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CompatDial")
             .field("provider", &self.objects.provider())
-            .field("host", &self.host)
+            .field("endpoint", &self.endpoint)
             .field("labels", &self.scope.labels)
             .field("readiness", &self.scope.readiness)
             .field("readiness_poll", &self.readiness_poll)
@@ -275,27 +309,47 @@ impl<O: Objects> fmt::Debug for CompatDial<O> {
 }
 
 impl<O: Objects> CompatDial<O> {
-    /// A dial for the `objects` of an engine, at `host` (`None`: discover it
-    /// on every dial), watching the objects that carry all of `labels`.
+    /// A dial for the `objects` of an engine, at `host` (`None`: as the
+    /// engine's CLI finds it, now: see [`Endpoint`]), watching the objects
+    /// that carry all of `labels`.
     ///
-    /// Fails when the host (given, or from the discovery's environment
-    /// variable now) cannot be parsed, or `DOCKER_API_VERSION` is set but is
-    /// no version; a host that does not answer is no error: the watch
-    /// reports it and retries.
+    /// Fails when the host (given, or found) cannot be used, or
+    /// `DOCKER_API_VERSION` is set but is no version; a host that does not
+    /// answer is no error: the watch reports it and retries.
+    // The owned host is the signature it always had.
+    #[allow(clippy::needless_pass_by_value)]
     pub fn new(
         objects: &'static O,
         host: Option<String>,
         labels: Labels,
     ) -> Result<Self, ConfigError> {
-        let dial = Self {
+        let endpoint = Endpoint::resolve(objects.discovery(), host.as_deref(), None)?;
+        Self::with_endpoint(objects, endpoint, labels)
+    }
+
+    /// A dial for the `objects` of the engine at `endpoint` (resolved by
+    /// [`Endpoint::resolve`], e.g. with a pinned docker context): every
+    /// dial goes there.
+    ///
+    /// Fails when `DOCKER_API_VERSION` is set but is no version.
+    pub fn with_endpoint(
+        objects: &'static O,
+        endpoint: Endpoint,
+        labels: Labels,
+    ) -> Result<Self, ConfigError> {
+        tracing::info!(
+            provider = objects.provider(),
+            host = %endpoint.host,
+            from = %endpoint.source,
+            "engine endpoint"
+        );
+        Ok(Self {
             objects,
-            host,
+            endpoint,
             scope: Scope::new(labels, false),
             readiness_poll: READINESS_POLL,
             api_version: ApiVersion::from_env()?,
-        };
-        dial.resolve()?;
-        Ok(dial)
+        })
     }
 
     /// Also watches readiness (see [`Config::readiness`]), an engine whose
@@ -315,16 +369,14 @@ impl<O: Objects> CompatDial<O> {
         self
     }
 
-    /// The engine's address as the next dial would resolve it.
+    /// The engine's address: every dial goes there.
     pub fn resolve(&self) -> Result<Host, ConfigError> {
-        self.endpoint().map(|(host, _)| host)
+        Ok(self.endpoint.host.clone())
     }
 
-    /// The address and the TLS settings, read from the environment now.
-    fn endpoint(&self) -> Result<(Host, host::TlsEnv), ConfigError> {
-        let tls = host::TlsEnv::from_env();
-        let host = host::resolve(self.host.as_deref(), self.objects.discovery(), &tls)?;
-        Ok((host, tls))
+    /// The engine's endpoint, and where it came from.
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
     }
 
     /// The provider's table.
@@ -389,7 +441,7 @@ impl<O: Objects> Dial for CompatDial<O> {
         let objects = self.objects;
         let provider = objects.provider();
         let resume = resume.copied();
-        let endpoint = self.endpoint();
+        let (host, tls) = (self.endpoint.host.clone(), self.endpoint.tls.clone());
         let events_path = self.events_path();
         let list_path = self.list_path();
         let scope = self.scope.clone();
@@ -397,7 +449,6 @@ impl<O: Objects> Dial for CompatDial<O> {
             .then_some(self.readiness_poll);
         let pinned = self.api_version;
         Box::pin(async move {
-            let (host, tls) = endpoint?;
             let api = versioned(provider, api::Api::new(host, tls), pinned).await?;
             let host = &api.host;
             // What happened while the feed could not be seen: its exact
@@ -468,10 +519,9 @@ impl<O: Objects> Dial for CompatDial<O> {
     }
 
     fn probe(&mut self) -> Option<ProbeFuture> {
-        let endpoint = self.endpoint();
+        let (host, tls) = (self.endpoint.host.clone(), self.endpoint.tls.clone());
         let provider = self.objects.provider();
         Some(Box::pin(async move {
-            let (host, tls) = endpoint?;
             let span = tracing::debug_span!("conn", provider, %host, request = "ping");
             let api = api::Api::new(host, tls);
             async {
@@ -654,6 +704,7 @@ mod tests {
         discovery: Discovery {
             host_var: "LOOKOUT_TEST_UNSET_HOST",
             sockets: &[("", "/nonexistent/test.sock")],
+            docker_contexts: false,
         },
         health: crate::mapping::HealthTable {
             status_in_action: true,
