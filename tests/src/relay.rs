@@ -2,7 +2,9 @@
 //! what the watch does on the wire: how many connections it holds open, how
 //! many `/events` requests it made (and when, with which query), every
 //! request it made, and to break the feed on purpose (hold connections
-//! unanswered, refuse new ones, inject undecodable event lines).
+//! unanswered, refuse new ones, inject undecodable event lines, delay the
+//! events, refuse unversioned paths as the socket proxies written for
+//! Traefik do).
 //!
 //! The relay runs on a thread and a tokio runtime of its own, so that the
 //! test's runtime counts only the watch's tasks (none: the library never
@@ -47,6 +49,9 @@ struct Shared {
     refuse: AtomicBool,
     /// How long each chunk of an `/events` response is held back (ms).
     events_delay_ms: AtomicU64,
+    /// Answer 403 to every request whose path is neither `/_ping` nor
+    /// under `/v1.NN/`.
+    versioned_only: AtomicBool,
     /// Lines waiting to be injected into the next `/events` response chunk boundary.
     poison: Mutex<Vec<Vec<u8>>>,
     poison_ready: Notify,
@@ -106,6 +111,7 @@ impl Relay {
             hold: AtomicBool::new(false),
             refuse: AtomicBool::new(false),
             events_delay_ms: AtomicU64::new(0),
+            versioned_only: AtomicBool::new(false),
             poison: Mutex::new(Vec::new()),
             poison_ready: Notify::new(),
             cut: Notify::new(),
@@ -171,6 +177,18 @@ impl Relay {
             .clone()
     }
 
+    /// [`requests`](Self::requests) without their API version prefix
+    /// (`GET /v1.41/services?…` → `GET /services?…`).
+    pub fn requests_unversioned(&self) -> Vec<(SystemTime, String)> {
+        self.requests()
+            .into_iter()
+            .map(|(at, request)| match request.split_once(' ') {
+                Some((method, target)) => (at, format!("{method} {}", unversioned(target))),
+                None => (at, request),
+            })
+            .collect()
+    }
+
     /// Refuses new connections: each is accepted and closed at once, before
     /// any answer (an engine gone for every new request, while the
     /// connections already open go on).
@@ -184,6 +202,26 @@ impl Relay {
     pub fn delay_events(&self, delay: Duration) {
         let ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
         self.shared.events_delay_ms.store(ms, Ordering::SeqCst);
+    }
+
+    /// Refuses (`403 Forbidden`, connection closed) every request whose
+    /// path is neither `/_ping` nor under `/v1.NN/` — the allow-lists
+    /// (`^/v1\.\d+/(version|containers/.*|events.*)|/_ping`) that the socket
+    /// proxies written for Traefik use.
+    pub fn versioned_only(&self, on: bool) {
+        self.shared.versioned_only.store(on, Ordering::SeqCst);
+    }
+
+    /// Every request's target so far (path and query), in order; the
+    /// refused ones included.
+    ///
+    /// # Panics
+    /// When a relay task panicked holding the list's lock.
+    pub fn targets(&self) -> Vec<String> {
+        self.requests()
+            .into_iter()
+            .filter_map(|(_, request)| Some(request.split_once(' ')?.1.to_owned()))
+            .collect()
     }
 
     /// Holds new connections: accepted, never forwarded, never answered
@@ -320,7 +358,9 @@ async fn relay_pair(mut client: UnixStream, shared: &Shared) {
     };
     let (mut client_rx, mut client_tx) = client.into_split();
     let (mut server_rx, mut server_tx) = server.into_split();
-    let (is_events_tx, is_events_rx) = oneshot::channel::<bool>();
+    // What the response is: `Some(true)` an `/events` body, `Some(false)`
+    // anything else, `None` refused here.
+    let (is_events_tx, is_events_rx) = oneshot::channel::<Option<bool>>();
     let up = async {
         let mut buf = vec![0u8; 16 * 1024];
         let Ok(n) = client_rx.read(&mut buf).await else {
@@ -335,11 +375,22 @@ async fn relay_pair(mut client: UnixStream, shared: &Shared) {
             .next()
             .and_then(|line| line.rsplitn(2, |b| *b == b' ').nth(1))
             .map(|line| String::from_utf8_lossy(line).into_owned());
+        let target = request
+            .as_deref()
+            .and_then(|r| r.split_once(' '))
+            .map(|(_, target)| target.to_owned());
         if let Some(request) = request {
             if let Ok(mut all) = shared.all.lock() {
                 all.push((SystemTime::now(), request));
             }
             shared.update(|c| c.requests += 1);
+        }
+        if shared.versioned_only.load(Ordering::SeqCst)
+            && !target.as_deref().is_some_and(allowed_by_versioned_proxy)
+        {
+            let _ = is_events_tx.send(None);
+            // The answer is the other half's to write; it ends the pair.
+            return std::future::pending().await;
         }
         let path = head
             .starts_with(b"GET ")
@@ -357,7 +408,7 @@ async fn relay_pair(mut client: UnixStream, shared: &Shared) {
             }
             shared.update(|c| c.events_requests += 1);
         }
-        let _ = is_events_tx.send(events);
+        let _ = is_events_tx.send(Some(events));
         if server_tx.write_all(head).await.is_err() {
             return;
         }
@@ -365,6 +416,15 @@ async fn relay_pair(mut client: UnixStream, shared: &Shared) {
     };
     let down = async {
         let Ok(events) = is_events_rx.await else {
+            return;
+        };
+        let Some(events) = events else {
+            let _ = client_tx
+                .write_all(
+                    b"HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\n\
+                      Content-Length: 10\r\nConnection: close\r\n\r\nForbidden\n",
+                )
+                .await;
             return;
         };
         if events {
@@ -378,6 +438,25 @@ async fn relay_pair(mut client: UnixStream, shared: &Shared) {
         () = up => {}
         () = down => {}
     }
+}
+
+/// `/_ping`, or a path under `/v1.NN/`.
+fn allowed_by_versioned_proxy(target: &str) -> bool {
+    let path = target.split('?').next().unwrap_or(target);
+    path == "/_ping" || unversioned(target).len() < target.len()
+}
+
+/// `target` without its API version prefix (`/v1.41/services?x` →
+/// `/services?x`); a target without one as it is.
+pub fn unversioned(target: &str) -> &str {
+    target
+        .strip_prefix("/v1.")
+        .and_then(|rest| {
+            let (minor, _) = rest.split_once('/')?;
+            (!minor.is_empty() && minor.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| &rest[minor.len()..])
+        })
+        .unwrap_or(target)
 }
 
 /// Relays an `/events` response, injecting pending lines as whole chunks
@@ -469,7 +548,23 @@ fn complete_chunk(buf: &[u8]) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
-    use super::complete_chunk;
+    use super::{allowed_by_versioned_proxy, complete_chunk};
+
+    #[test]
+    fn the_versioned_proxy_allows_versioned_paths_and_ping() {
+        for ok in ["/_ping", "/v1.41/events?since=1", "/v1.52/containers/json"] {
+            assert!(allowed_by_versioned_proxy(ok), "{ok}");
+        }
+        for refused in [
+            "/events",
+            "/containers/json?all=1",
+            "/v1.x/events",
+            "/v2/events",
+            "/_ping/x",
+        ] {
+            assert!(!allowed_by_versioned_proxy(refused), "{refused}");
+        }
+    }
 
     #[test]
     fn chunk_boundaries() {

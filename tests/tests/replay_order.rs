@@ -6,6 +6,10 @@
 //! exact transitions (the history holds the last event seen), before the
 //! snapshot, or as the snapshot's net effect (`resync`), never both; after
 //! the snapshot, nothing older than it comes `live`.
+//!
+//! The same holds for an engine speaking API 1.52 (`application/jsonl`
+//! events without `status`/`id`/`from`) behind a proxy that refuses every
+//! unversioned path but `/_ping`: every request goes to `/v1.52/…`.
 
 use lookout_testkit::fake_engine;
 
@@ -17,6 +21,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use fake_engine::{Live, SlowReader};
 use lookout_core::{EventKind, Item, Origin, ReconnectPolicy, Status, WatchConfig};
 use lookout_docker::{DockerConfig, DockerDial, watch};
+use lookout_moby::ApiVersion;
 use tokio_stream::StreamExt;
 
 /// The bound of every awaited item.
@@ -31,7 +36,18 @@ fn start(live: &Arc<Live>) -> (fake_engine::FakeEngine, Watch) {
 /// A watch of a new engine serving `live`; `initial`: its first snapshot
 /// comes as events.
 fn start_with(live: &Arc<Live>, initial: bool) -> (fake_engine::FakeEngine, Watch) {
-    let engine = fake_engine::start_live(Arc::clone(live));
+    start_api(live, fake_engine::Api::DOCKER_27, initial, None)
+}
+
+/// [`start_with`] an engine speaking `api`; `pinned`: the watch's
+/// [`api_version`](DockerConfig::api_version).
+fn start_api(
+    live: &Arc<Live>,
+    api: fake_engine::Api,
+    initial: bool,
+    pinned: Option<ApiVersion>,
+) -> (fake_engine::FakeEngine, Watch) {
+    let engine = fake_engine::start_live_with(Arc::clone(live), api);
     let config = WatchConfig::default()
         .initial(initial)
         .resync_every(None)
@@ -42,12 +58,11 @@ fn start_with(live: &Arc<Live>, initial: bool) -> (fake_engine::FakeEngine, Watc
             max_delay: Duration::from_millis(50),
             ..ReconnectPolicy::default()
         });
-    let w = watch(
-        DockerConfig::default()
-            .host(&engine.host)
-            .watch_config(config),
-    )
-    .expect("a valid host");
+    let mut docker = DockerConfig::default()
+        .host(&engine.host)
+        .watch_config(config);
+    docker.api_version = pinned;
+    let w = watch(docker).expect("a valid host");
     (engine, w)
 }
 
@@ -347,4 +362,97 @@ async fn a_quiet_session_still_replays_a_cut_exactly() {
     );
     apply(&mut model, &replayed);
     assert_eq!(model, live.snapshot());
+}
+
+/// Every request but `/_ping` went to `/v{version}/…`; the dial asked
+/// `/_ping` first (unless pinned), and `/events` and the list were asked.
+fn all_versioned(engine: &fake_engine::FakeEngine, version: &str) {
+    let requests = engine.requests();
+    let prefix = format!("/v{version}/");
+    let stray: Vec<&String> = requests
+        .iter()
+        .filter(|r| r.as_str() != "/_ping" && !r.starts_with(&prefix))
+        .collect();
+    assert!(
+        stray.is_empty(),
+        "unversioned or other-versioned: {stray:?} of {requests:?}"
+    );
+    for path in ["events?", "containers/json?"] {
+        assert!(
+            requests
+                .iter()
+                .any(|r| r.starts_with(&format!("{prefix}{path}"))),
+            "no {prefix}{path}: {requests:?}"
+        );
+    }
+}
+
+/// API 1.52 behind a proxy that allows only versioned paths: the version
+/// comes from `/_ping`'s `Api-Version`, every request carries it, the
+/// legacy-free `application/jsonl` events decode, and a cut is replayed
+/// exactly, as on an older API.
+#[tokio::test(flavor = "current_thread")]
+async fn api_1_52_behind_a_versioned_proxy_is_watched_and_replayed() {
+    let live = Live::new("v", 5, SlowReader::Drop, Live::DOCKERD_QUEUE, 21);
+    let api = fake_engine::Api::DOCKER_29.behind_versioned_proxy();
+    let (engine, mut w) = start_api(&live, api, false, None);
+    let mut model = warm_up(&live, &mut w).await;
+    assert!(
+        live.past(0, i64::MAX)
+            .iter()
+            .all(|l| !l.starts_with(br#"{"status""#) && !l.windows(5).any(|w| w == br#""id":"#)),
+        "the engine writes 1.52 lines"
+    );
+
+    let cut = now();
+    live.cut(false, 30);
+    disconnected(&mut w).await;
+    let replayed = until_connected(&mut w).await;
+    assert_eq!(replayed, logged(&live, cut), "the replay, exactly");
+    apply(&mut model, &replayed);
+    assert_eq!(model, live.snapshot());
+
+    let t = now();
+    live.mutate(10);
+    let after = events(&mut w, 10).await;
+    assert_eq!(after, logged(&live, t));
+    all_versioned(&engine, "1.52");
+    // Two dials, each one ping first.
+    let pings = engine.requests().iter().filter(|r| *r == "/_ping").count();
+    assert!(pings >= 2, "{:?}", engine.requests());
+}
+
+/// The proxy really refuses what is not versioned: without the ping's
+/// version (an engine whose pinned version is another), the requests are
+/// the pinned one's, and the proxy lets them through only because they are
+/// versioned; an unversioned request is refused.
+#[tokio::test(flavor = "current_thread")]
+async fn a_pinned_version_is_used_for_every_request() {
+    let live = Live::new("p", 5, SlowReader::Drop, Live::DOCKERD_QUEUE, 22);
+    let api = fake_engine::Api::DOCKER_29.behind_versioned_proxy();
+    let pinned = ApiVersion::parse("1.44").expect("a version");
+    let (engine, mut w) = start_api(&live, api, false, Some(pinned));
+    warm_up(&live, &mut w).await;
+    all_versioned(&engine, "1.44");
+    assert!(
+        !engine.requests().iter().any(|r| r == "/_ping"),
+        "a pinned version needs no ping to dial"
+    );
+    // The proxy's refusal, seen by a plain request.
+    let mut conn = tokio::net::UnixStream::connect(&engine.socket)
+        .await
+        .expect("the engine's socket");
+    let answer = tokio::time::timeout(ITEM, async {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        conn.write_all(b"GET /containers/json HTTP/1.1\r\nHost: d\r\n\r\n")
+            .await?;
+        let mut head = vec![0u8; 64];
+        let n = conn.read(&mut head).await?;
+        head.truncate(n);
+        Ok::<_, std::io::Error>(String::from_utf8_lossy(&head).into_owned())
+    })
+    .await
+    .expect("an answer in time")
+    .expect("an answer");
+    assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
 }

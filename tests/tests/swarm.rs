@@ -300,7 +300,7 @@ impl Services {
 /// readiness polls, and each dial's list) read after `after`.
 fn polls(relay: &Relay, after: SystemTime) -> Vec<SystemTime> {
     relay
-        .requests()
+        .requests_unversioned()
         .into_iter()
         .filter(|(at, request)| *at > after && request.starts_with("GET /services?status=true"))
         .map(|(at, _)| at)
@@ -1010,7 +1010,7 @@ async fn without_readiness_nothing_is_polled() {
             assert_eq!(e.readiness, None, "{e:?}");
         }
     }
-    let requests = relay.requests();
+    let requests = relay.requests_unversioned();
     let lists: Vec<&String> = requests
         .iter()
         .map(|(_, r)| r)
@@ -1139,7 +1139,7 @@ async fn the_poll_runs_every_interval_and_soon_after_a_change() {
     let nine = connected.0.elapsed();
     assert!(nine >= 8 * every, "9 polls in {nine:?}");
     let path = relay
-        .requests()
+        .requests_unversioned()
         .into_iter()
         .rev()
         .find(|(_, r)| r.starts_with("GET /services?status=true"))

@@ -35,8 +35,9 @@ pub trait Dial: Send + 'static {
 
     /// Opens a session. `resume` is the cursor of the newest change or progress
     /// seen so far (`None` on the first dial, or when the engine gave none).
-    /// Resolve the engine's address anew on every dial (a socket file may have
-    /// been recreated).
+    /// Connect anew on every dial (a socket file may have been recreated).
+    /// Where the engine is may be resolved once per watch instead (Docker's
+    /// contexts: a redial must never land on another engine).
     ///
     /// The session starts with a snapshot, which tells the present; or,
     /// when the engine can resume its feed from `resume` with nothing

@@ -84,9 +84,15 @@ struct Common {
 #[derive(Debug, Args)]
 struct EngineArgs {
     /// Engine address: `unix:///path` or `tcp://host:port` (default: as the
-    /// provider discovers it: DOCKER_HOST; podman: CONTAINER_HOST, its sockets).
+    /// engine's CLI finds it — docker: DOCKER_HOST, DOCKER_CONTEXT, the
+    /// currentContext of $DOCKER_CONFIG/config.json, /var/run/docker.sock;
+    /// podman: CONTAINER_HOST, its sockets). Resolved once, at start.
     #[arg(long, value_name = "URI")]
     host: Option<String>,
+    /// docker, swarm: the docker context NAME (as `docker --context`),
+    /// whatever DOCKER_HOST, DOCKER_CONTEXT and currentContext say.
+    #[arg(long, value_name = "NAME", conflicts_with = "host")]
+    context: Option<String>,
     /// Only instances with this label (repeatable; all must match).
     #[arg(long = "label", value_name = "KEY=VALUE", value_parser = parse_label)]
     labels: Vec<(String, String)>,
@@ -128,14 +134,11 @@ fn parse_label(s: &str) -> Result<(String, String), String> {
 /// The settings of an engine speaking the Docker API (Docker, Podman, Swarm).
 fn compat_config(a: &EngineArgs) -> lookout_moby::Config {
     let labels: Labels = a.labels.iter().cloned().collect();
-    let config = lookout_moby::Config::default()
+    // The host and the context are the endpoint's (see `compat`).
+    lookout_moby::Config::default()
         .labels(labels)
         .watch_config(watch_config(&a.common))
-        .readiness(a.common.readiness);
-    match &a.host {
-        Some(host) => config.host(host.clone()),
-        None => config,
-    }
+        .readiness(a.common.readiness)
 }
 
 fn watch_config(common: &Common) -> WatchConfig {
@@ -198,20 +201,47 @@ fn usage_error(what: &str, e: &(dyn std::error::Error + 'static)) -> ExitCode {
     ExitCode::from(2)
 }
 
+/// Where the engine of this run is (its address) and where that came from
+/// (`context NAME`, `DOCKER_HOST`, `default`…): resolved once, at start,
+/// and said with every `connected` status on stderr.
+static ENDPOINT: std::sync::OnceLock<(String, String)> = std::sync::OnceLock::new();
+
+/// The watch of an engine speaking the Docker API, at the endpoint its CLI
+/// would use (resolved once, here).
+async fn compat<O: lookout_moby::Objects>(
+    provider: &'static str,
+    objects: &'static O,
+    a: &EngineArgs,
+    serve: Option<serve::Prepared>,
+) -> ExitCode {
+    let endpoint = lookout_moby::Endpoint::resolve(
+        objects.discovery(),
+        a.host.as_deref(),
+        a.context.as_deref(),
+    );
+    let endpoint = match endpoint {
+        Ok(e) => e,
+        Err(e) => return usage_error("cannot find the engine", &e),
+    };
+    let _ = ENDPOINT.set((endpoint.host.to_string(), endpoint.source.to_string()));
+    match lookout_moby::watch_at(objects, endpoint, compat_config(a)) {
+        Ok(w) => run(provider, w, &a.common, serve).await,
+        Err(e) => usage_error("invalid configuration", &e),
+    }
+}
+
 async fn dispatch(engine: Engine, serve: Option<serve::Prepared>) -> ExitCode {
     match engine {
-        Engine::Docker(a) => match lookout_docker::watch(compat_config(&a)) {
-            Ok(w) => run("docker", w, &a.common, serve).await,
-            Err(e) => usage_error("invalid --host", &e),
-        },
-        Engine::Podman(a) => match lookout_podman::watch(compat_config(&a)) {
-            Ok(w) => run("podman", w, &a.common, serve).await,
-            Err(e) => usage_error("invalid --host", &e),
-        },
-        Engine::Swarm(a) => match lookout_swarm::watch(compat_config(&a)) {
-            Ok(w) => run("swarm", w, &a.common, serve).await,
-            Err(e) => usage_error("invalid --host", &e),
-        },
+        Engine::Docker(a) => compat("docker", &lookout_docker::MAPPING, &a, serve).await,
+        Engine::Podman(a) if a.context.is_some() => {
+            eprintln!(
+                "lookout: --context names a docker context; podman has none \
+                 (use --host or CONTAINER_HOST)"
+            );
+            ExitCode::from(2)
+        }
+        Engine::Podman(a) => compat("podman", &lookout_podman::MAPPING, &a, serve).await,
+        Engine::Swarm(a) => compat("swarm", &lookout_swarm::SERVICES, &a, serve).await,
         Engine::K8s(a) => {
             let kinds = if a.kinds.is_empty() {
                 vec![
@@ -304,6 +334,23 @@ async fn run<D: lookout_core::Dial>(
     code
 }
 
+/// A `connected` status line with where the engine is and where that came
+/// from: `… (unix:///var/run/docker.sock, from default)`, or in JSON the
+/// fields `endpoint` and `from`.
+fn with_endpoint(line: String, (host, from): &(String, String), f: Format) -> String {
+    if !f.json {
+        return format!("{line} ({host}, from {from})");
+    }
+    match serde_json::from_str::<serde_json::Value>(&line) {
+        Ok(serde_json::Value::Object(mut o)) => {
+            o.insert("endpoint".to_owned(), host.as_str().into());
+            o.insert("from".to_owned(), from.as_str().into());
+            serde_json::Value::Object(o).to_string()
+        }
+        _ => line,
+    }
+}
+
 /// Runs a blocking write; on a multi-thread runtime (`--serve`), off the
 /// worker, so that a stdout nobody reads stalls nothing but itself.
 fn blocking_write<T>(write: impl FnOnce() -> T) -> T {
@@ -350,6 +397,12 @@ async fn consume(
                 Some(Item::Status(s)) => {
                     // A closed stderr is no reason to stop delivering events.
                     let line = status_line(provider, &s, status_fmt);
+                    let line = match (&s, ENDPOINT.get()) {
+                        (lookout_core::Status::Connected { .. }, Some(at)) => {
+                            with_endpoint(line, at, status_fmt)
+                        }
+                        _ => line,
+                    };
                     let _ = blocking_write(|| write_line(&mut io::stderr().lock(), &line));
                 }
                 None => {

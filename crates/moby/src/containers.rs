@@ -594,6 +594,7 @@ mod tests {
         discovery: Discovery {
             host_var: "LOOKOUT_TEST_HOST",
             sockets: &[],
+            docker_contexts: false,
         },
         health: crate::mapping::HealthTable {
             status_in_action: true,

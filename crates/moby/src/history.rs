@@ -31,9 +31,9 @@ use std::time::{Duration, SystemTime};
 
 use lookout_core::{EventKind, Listed, Observation};
 
+use super::api::Api;
 use super::cursor::Cursor;
 use super::feed::{Feed, Obs, Step};
-use super::host::{Host, TlsEnv};
 use super::inspect::decide;
 use super::objects::{Objects, Scope};
 use super::wire::line_time;
@@ -107,8 +107,7 @@ pub(crate) struct Past {
 pub(crate) async fn read<O: Objects>(
     objects: &'static O,
     scope: &Scope,
-    host: &Host,
-    tls: &TlsEnv,
+    api: &Api,
     events_path: &str,
     resume: Option<Cursor>,
     now: SystemTime,
@@ -122,7 +121,7 @@ pub(crate) async fn read<O: Objects>(
     });
     let path = format!("{}{bound}", super::since(events_path, since));
     let request = async {
-        http::get(host, tls, &path)
+        http::get(api, &path)
             .await?
             .ok("/events")
             .await?
@@ -152,7 +151,7 @@ pub(crate) async fn read<O: Objects>(
             match step {
                 Step::Obs(obs) => observations.push(obs),
                 Step::Inspect { event, path } => {
-                    observations.push(decide(&mut decoded.feed, host, tls, event, path).await?);
+                    observations.push(decide(&mut decoded.feed, api, event, path).await?);
                 }
             }
         }

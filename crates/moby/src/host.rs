@@ -1,7 +1,7 @@
 //! Where the engine listens: parsing a host string and discovering the default.
 
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// A host string lookout cannot use.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -17,6 +17,42 @@ pub enum ConfigError {
         source_name: String,
         /// What is wrong with it.
         reason: &'static str,
+    },
+    /// A docker context named (pinned, `DOCKER_CONTEXT` or `currentContext`)
+    /// is not in the store.
+    #[error("docker context {name:?} not found: no {}", path.display())]
+    UnknownContext {
+        /// The context's name.
+        name: String,
+        /// The store's file that was tried.
+        path: PathBuf,
+    },
+    /// A docker context's store entry cannot be used.
+    #[error("docker context {name:?} ({}): {reason}", path.display())]
+    Context {
+        /// The context's name.
+        name: String,
+        /// Its `meta.json`.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The docker CLI's `config.json` cannot be read.
+    #[error("cannot read {}: {reason}", path.display())]
+    ConfigFile {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// Both a context and a host were given.
+    #[error("conflicting options: cannot specify both a host and a context")]
+    ContextAndHost,
+    /// `DOCKER_API_VERSION` is not a version (`1.41`).
+    #[error("unusable DOCKER_API_VERSION {value:?}: expected MAJOR.MINOR, e.g. 1.41")]
+    InvalidApiVersion {
+        /// The variable's value.
+        value: String,
     },
 }
 
@@ -154,6 +190,10 @@ pub struct Discovery {
     /// (empty for none) whose value prefixes the path, and the path: podman's
     /// rootless socket is `("XDG_RUNTIME_DIR", "podman/podman.sock")`.
     pub sockets: &'static [(&'static str, &'static str)],
+    /// Docker contexts apply (`DOCKER_CONTEXT`, `currentContext`), between
+    /// the host variable and the default sockets: see
+    /// [`Endpoint`](crate::Endpoint).
+    pub docker_contexts: bool,
 }
 
 impl Discovery {
@@ -162,73 +202,20 @@ impl Discovery {
     pub const DOCKER: Self = Self {
         host_var: "DOCKER_HOST",
         sockets: &[("", "/var/run/docker.sock")],
+        docker_contexts: true,
     };
 }
 
-/// The TLS settings read from the environment on every dial.
+/// The TLS settings of an endpoint (the files are read on every TLS
+/// connection).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct TlsEnv {
-    /// `DOCKER_TLS_VERIFY` is set (non-empty): `tcp://` speaks TLS.
+    /// `tcp://` speaks TLS: `DOCKER_TLS_VERIFY` is set (non-empty), or a
+    /// named context has TLS material.
     pub(crate) verify: bool,
-    /// `DOCKER_CERT_PATH`, else `~/.docker`.
+    /// Where `ca.pem`, `cert.pem` and `key.pem` are: `DOCKER_CERT_PATH`, else
+    /// the docker configuration directory; a named context's store.
     pub(crate) cert_path: Option<PathBuf>,
-}
-
-impl TlsEnv {
-    pub(crate) fn from_env() -> Self {
-        let verify = std::env::var_os("DOCKER_TLS_VERIFY").is_some_and(|v| !v.is_empty());
-        let cert_path = std::env::var_os("DOCKER_CERT_PATH")
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-            .or_else(|| {
-                std::env::var_os("HOME")
-                    .filter(|v| !v.is_empty())
-                    .map(|h| Path::new(&h).join(".docker"))
-            });
-        Self { verify, cert_path }
-    }
-}
-
-/// Resolves the host: the configured one, else the discovery's environment
-/// variable, else its default sockets.
-pub(crate) fn resolve(
-    configured: Option<&str>,
-    discovery: &Discovery,
-    tls: &TlsEnv,
-) -> Result<Host, ConfigError> {
-    if let Some(host) = configured {
-        return Host::parse(host, "config", tls.verify);
-    }
-    if let Some(host) = std::env::var(discovery.host_var)
-        .ok()
-        .filter(|h| !h.is_empty())
-    {
-        return Host::parse(&host, discovery.host_var, tls.verify);
-    }
-    let candidates: Vec<PathBuf> = discovery
-        .sockets
-        .iter()
-        .filter_map(|(var, path)| {
-            if var.is_empty() {
-                Some(PathBuf::from(path))
-            } else {
-                std::env::var_os(var)
-                    .filter(|v| !v.is_empty())
-                    .map(|dir| Path::new(&dir).join(path))
-            }
-        })
-        .collect();
-    let path = candidates
-        .iter()
-        .find(|p| p.exists())
-        .or(candidates.last())
-        .cloned()
-        .ok_or(ConfigError::InvalidHost {
-            host: String::new(),
-            source_name: "defaults".to_owned(),
-            reason: "no default socket applies",
-        })?;
-    Ok(Host::Unix(path))
 }
 
 #[cfg(test)]
@@ -290,20 +277,5 @@ mod tests {
         assert_eq!(tcp("::1", 1, false).authority(), "[::1]:1");
         assert_eq!(tcp("h", 2, false).authority(), "h:2");
         assert_eq!(Host::Unix("/s".into()).to_string(), "unix:///s");
-    }
-
-    #[test]
-    fn defaults_fall_back_to_the_last_socket() {
-        let discovery = Discovery {
-            host_var: "LOOKOUT_TEST_NO_SUCH_VAR",
-            sockets: &[
-                ("LOOKOUT_TEST_NO_SUCH_DIR", "podman/podman.sock"),
-                ("", "/nonexistent/podman.sock"),
-            ],
-        };
-        let host = resolve(None, &discovery, &TlsEnv::default());
-        assert_eq!(host, Ok(Host::Unix("/nonexistent/podman.sock".into())));
-        let host = resolve(Some("tcp://h:1"), &discovery, &TlsEnv::default());
-        assert_eq!(host, Ok(tcp("h", 1, false)));
     }
 }

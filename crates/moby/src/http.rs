@@ -16,6 +16,7 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpStream, UnixStream};
 
+use super::api::{Api, ApiVersion};
 use super::error::CompatError;
 use super::host::{Host, TlsEnv};
 
@@ -132,6 +133,8 @@ type Connection = http1::Connection<TokioIo<Io>, Empty<Bytes>>;
 /// background; dropping the exchange closes the socket.
 pub(crate) struct Exchange {
     status: StatusCode,
+    /// The `Api-Version` header, when it is a version.
+    api_version: Option<ApiVersion>,
     body: Incoming,
     /// `None` once the connection finished.
     conn: Option<Connection>,
@@ -139,14 +142,12 @@ pub(crate) struct Exchange {
     _sender: http1::SendRequest<Empty<Bytes>>,
 }
 
-/// `GET path_and_query` on a new connection to `host`; resolves once the
-/// response head has arrived.
-pub(crate) async fn get(
-    host: &Host,
-    tls_env: &TlsEnv,
-    path_and_query: &str,
-) -> Result<Exchange, CompatError> {
-    let io = connect(host, tls_env).await?;
+/// `GET path_and_query` (under the API's version, see [`Api::path`]) on a
+/// new connection to the API's host; resolves once the response head has
+/// arrived.
+pub(crate) async fn get(api: &Api, path_and_query: &str) -> Result<Exchange, CompatError> {
+    let host = &api.host;
+    let io = connect(host, &api.tls).await?;
     let request_error = |source| CompatError::Http {
         path: strip_query(path_and_query).to_owned(),
         source,
@@ -154,7 +155,7 @@ pub(crate) async fn get(
     let (mut sender, mut conn) = http1::handshake(TokioIo::new(io))
         .await
         .map_err(request_error)?;
-    let request = Request::get(path_and_query)
+    let request = Request::get(api.path(path_and_query).as_ref())
         .header(header::HOST, host.authority())
         .header(
             header::USER_AGENT,
@@ -184,8 +185,14 @@ pub(crate) async fn get(
     .await
     .map_err(request_error)?;
     let status = response.status();
+    let api_version = response
+        .headers()
+        .get("api-version")
+        .and_then(|v| v.to_str().ok())
+        .and_then(ApiVersion::parse);
     Ok(Exchange {
         status,
+        api_version,
         body: response.into_body(),
         conn: (!conn_done).then_some(conn),
         _sender: sender,
@@ -200,6 +207,11 @@ pub(crate) fn strip_query(path_and_query: &str) -> &str {
 }
 
 impl Exchange {
+    /// The response's `Api-Version` header, when it is a version.
+    pub(crate) fn api_version(&self) -> Option<ApiVersion> {
+        self.api_version
+    }
+
     /// Polls for the next piece of the body: `None` at its end.
     pub(crate) fn poll_chunk(
         &mut self,

@@ -8,10 +8,10 @@ use serde_json::Value;
 use lookout_core::Observation;
 
 use crate::INSPECT_TIMEOUT;
+use crate::api::Api;
 use crate::cursor::Cursor;
 use crate::error::CompatError;
 use crate::feed::{Feed, Step, reinspect_after};
-use crate::host::{Host, TlsEnv};
 use crate::http;
 use crate::objects::{Event, KnownObjects};
 
@@ -34,12 +34,11 @@ pub enum Inspection {
 /// does not answer within `timeout` (the session ends: the engine is in
 /// trouble); anything the engine answers is an [`Inspection`].
 pub(crate) async fn inspect(
-    host: &Host,
-    tls: &TlsEnv,
+    api: &Api,
     path: &str,
     timeout: Duration,
 ) -> Result<Inspection, CompatError> {
-    tokio::time::timeout(timeout, inspect_now(host, tls, path))
+    tokio::time::timeout(timeout, inspect_now(api, path))
         .await
         .unwrap_or_else(|_| {
             Err(CompatError::Timeout {
@@ -55,13 +54,12 @@ pub(crate) async fn inspect(
 /// [`inspect`]'s.
 pub(crate) async fn decide<K: KnownObjects>(
     feed: &mut Feed<K>,
-    host: &Host,
-    tls: &TlsEnv,
+    api: &Api,
     mut event: Event,
     mut path: String,
 ) -> Result<Observation<Cursor>, CompatError> {
     loop {
-        let inspection = inspect(host, tls, &path, INSPECT_TIMEOUT).await?;
+        let inspection = inspect(api, &path, INSPECT_TIMEOUT).await?;
         match feed.inspected(event, &inspection) {
             Step::Obs(obs) => return Ok(obs),
             Step::Inspect {
@@ -75,9 +73,9 @@ pub(crate) async fn decide<K: KnownObjects>(
     }
 }
 
-async fn inspect_now(host: &Host, tls: &TlsEnv, path: &str) -> Result<Inspection, CompatError> {
+async fn inspect_now(api: &Api, path: &str) -> Result<Inspection, CompatError> {
     let name = http::strip_query(path);
-    let exchange = http::get(host, tls, path).await?;
+    let exchange = http::get(api, path).await?;
     let body = match exchange.ok(name).await {
         Ok(exchange) => exchange.body(name, MAX_OBJECT).await?,
         Err(CompatError::Status { status: 404, .. }) => return Ok(Inspection::Gone),
@@ -131,9 +129,11 @@ mod tests {
                 let _ = conn.write_all(response.as_bytes()).await;
             }
         };
-        let host = Host::Unix(socket.clone());
-        let tls = TlsEnv::default();
-        let client = inspect(&host, &tls, path, timeout);
+        let api = Api::new(
+            crate::Host::Unix(socket.clone()),
+            crate::host::TlsEnv::default(),
+        );
+        let client = inspect(&api, path, timeout);
         let ((), result) = tokio::join!(server, client);
         let _ = std::fs::remove_file(&socket);
         result

@@ -13,7 +13,16 @@
 //! - **connecting**: each request gets a connection of its own (unix socket,
 //!   TCP, or TLS with rustls), driven by whoever polls it: no pool, no spawned
 //!   task, so dropping the session or the probe closes its socket at once.
-//!   The host is resolved anew on every dial.
+//!   The endpoint ([`Endpoint`]: given, else as the engine's CLI finds it,
+//!   Docker's contexts included) is resolved once, when the watch is made:
+//!   a redial never lands on another engine.
+//! - **versioned paths** ([`ApiVersion`]): a dial first asks `GET /_ping`
+//!   (on a connection of its own) and sends every later request of its
+//!   session to `/v{X}/…`, `X` the `Api-Version` header of the answer
+//!   ([`Config::api_version`], else `DOCKER_API_VERSION`, pins it instead):
+//!   the engine's own version, as an unversioned path means, and what the
+//!   socket proxies that allow only `/v1.NN/…` let through. Unversioned only
+//!   while no version is known (`/_ping`, or an engine that sends none).
 //! - **a session** ([`CompatDial`]): first read the engine's history (on a
 //!   redial since the last event seen, on a first dial of the last 2 s)
 //!   with a request that ends by itself ([`History`]); then subscribe to `/events` with server-side filters
@@ -52,6 +61,10 @@
 //!   subscription resumed from the history's end drops what the engine
 //!   replays of the events told before it.
 //! - **the probe**: `GET /_ping` on a connection of its own.
+//! - **API 1.52 and later**: `/events` lines without the legacy `status`,
+//!   `id` and `from` (`Action` and `Actor.ID` are read, the legacy fields only
+//!   as a fallback), and a body of type `application/jsonl` (the body is
+//!   read as lines whatever its type).
 //!
 //! Containers: the instance id is the container name (without the leading
 //! `/`), the `uid` the container id, so a container recreated under the same
@@ -61,8 +74,10 @@
 //! reported the container's end), so an event of an earlier incarnation
 //! never stands for the current one.
 
+mod api;
 mod containers;
 mod cursor;
+mod endpoint;
 mod error;
 mod feed;
 mod framing;
@@ -90,8 +105,10 @@ use lookout_core::{
 use serde_json::json;
 use tracing::Instrument;
 
+pub use api::ApiVersion;
 pub use containers::KnownContainers;
 pub use cursor::Cursor;
+pub use endpoint::{Endpoint, Selected, Source};
 pub use error::CompatError;
 pub use feed::{Feed, MAX_INSPECTIONS, Step, reinspect_after};
 pub use framing::MAX_LINE;
@@ -110,12 +127,18 @@ pub use objects::{
 pub struct Config {
     /// `unix:///path`, `tcp://host:port`, `http://host[:port]` or
     /// `https://host[:port]` (`ssh://` and `npipe://` are not supported).
-    /// `None`: the engine's [`Discovery`] (its environment variable, else its
-    /// default sockets), resolved anew on every dial. TLS (`https://`, or
-    /// `tcp://` with `DOCKER_TLS_VERIFY` set) reads `ca.pem`, `cert.pem` and
-    /// `key.pem` from `DOCKER_CERT_PATH` (default `~/.docker`) on every dial
-    /// and always verifies the server.
+    /// `None`: as the engine's CLI finds it ([`Endpoint`]: Docker's
+    /// `DOCKER_HOST`, `DOCKER_CONTEXT`, `currentContext`, its default socket;
+    /// Podman's `CONTAINER_HOST`, its sockets), resolved once, when the watch
+    /// is made. TLS (`https://`, or `tcp://` with `DOCKER_TLS_VERIFY` set)
+    /// reads `ca.pem`, `cert.pem` and `key.pem` from `DOCKER_CERT_PATH`
+    /// (default: `DOCKER_CONFIG`, else `~/.docker`; a named context's: its
+    /// store) on every connection and always verifies the server.
     pub host: Option<String>,
+    /// A docker context to watch ([`Endpoint`]), whatever `DOCKER_HOST`,
+    /// `DOCKER_CONTEXT` and `currentContext` say: the docker CLI's
+    /// `--context`. An error together with [`host`](Self::host).
+    pub context: Option<String>,
     /// Only the containers (services) carrying all of these labels.
     pub labels: Labels,
     /// Reconnect, probe and resync settings.
@@ -130,6 +153,11 @@ pub struct Config {
     /// do not tell readiness is asked (Swarm: `GET /services?status=true`).
     /// Default 5 s.
     pub readiness_poll: Duration,
+    /// The API version of every request's path (`/v1.41/…`). `None`:
+    /// `DOCKER_API_VERSION` when set, else the `Api-Version` that each
+    /// dial's `GET /_ping` answers (unversioned paths only when the engine
+    /// sends none).
+    pub api_version: Option<ApiVersion>,
 }
 
 /// The default of [`Config::readiness_poll`].
@@ -139,10 +167,12 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             host: None,
+            context: None,
             labels: Labels::new(),
             watch: WatchConfig::default(),
             readiness: false,
             readiness_poll: READINESS_POLL,
+            api_version: None,
         }
     }
 }
@@ -152,6 +182,13 @@ impl Config {
     #[must_use]
     pub fn host(mut self, host: impl Into<String>) -> Self {
         self.host = Some(host.into());
+        self
+    }
+
+    /// Sets [`context`](Self::context).
+    #[must_use]
+    pub fn context(mut self, name: impl Into<String>) -> Self {
+        self.context = Some(name.into());
         self
     }
 
@@ -189,6 +226,14 @@ impl Config {
         self.readiness_poll = every;
         self
     }
+
+    /// Sets [`api_version`](Self::api_version): every request under
+    /// `/v{version}`.
+    #[must_use]
+    pub fn api_version(mut self, version: ApiVersion) -> Self {
+        self.api_version = Some(version);
+        self
+    }
 }
 
 /// Watches the `objects` (containers as a [`Mapping`] describes them,
@@ -201,8 +246,27 @@ pub fn watch<O: Objects>(
     objects: &'static O,
     config: Config,
 ) -> Result<Watch<CompatDial<O>>, ConfigError> {
-    let dial = CompatDial::new(objects, config.host, config.labels)?
+    let endpoint = Endpoint::resolve(
+        objects.discovery(),
+        config.host.as_deref(),
+        config.context.as_deref(),
+    )?;
+    watch_at(objects, endpoint, config)
+}
+
+/// [`watch`] of the engine at `endpoint` (resolved by [`Endpoint::resolve`]):
+/// the config's [`host`](Config::host) and [`context`](Config::context) are
+/// not read.
+pub fn watch_at<O: Objects>(
+    objects: &'static O,
+    endpoint: Endpoint,
+    config: Config,
+) -> Result<Watch<CompatDial<O>>, ConfigError> {
+    let mut dial = CompatDial::with_endpoint(objects, endpoint, config.labels)?
         .readiness(config.readiness, config.readiness_poll);
+    if let Some(version) = config.api_version {
+        dial = dial.api_version(version);
+    }
     Ok(Watch::new(dial, config.watch))
 }
 
@@ -222,44 +286,70 @@ const INSPECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// `lookout_podman::watch` and `lookout_swarm::watch`.
 pub struct CompatDial<O: Objects = Mapping> {
     objects: &'static O,
-    host: Option<String>,
+    endpoint: Endpoint,
     scope: Scope,
     /// With readiness, how often a [`ReadinessFrom::Polled`] engine is asked.
     readiness_poll: Duration,
+    /// `DOCKER_API_VERSION`, read once: every request's version, instead of
+    /// the one each dial's `/_ping` tells.
+    api_version: Option<ApiVersion>,
 }
 
 impl<O: Objects> fmt::Debug for CompatDial<O> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CompatDial")
             .field("provider", &self.objects.provider())
-            .field("host", &self.host)
+            .field("endpoint", &self.endpoint)
             .field("labels", &self.scope.labels)
             .field("readiness", &self.scope.readiness)
             .field("readiness_poll", &self.readiness_poll)
+            .field("api_version", &self.api_version)
             .finish_non_exhaustive()
     }
 }
 
 impl<O: Objects> CompatDial<O> {
-    /// A dial for the `objects` of an engine, at `host` (`None`: discover it
-    /// on every dial), watching the objects that carry all of `labels`.
+    /// A dial for the `objects` of an engine, at `host` (`None`: as the
+    /// engine's CLI finds it, now: see [`Endpoint`]), watching the objects
+    /// that carry all of `labels`.
     ///
-    /// Fails when the host (given, or from the discovery's environment
-    /// variable now) cannot be parsed; a host that does not answer is no
-    /// error: the watch reports it and retries.
+    /// Fails when the host (given, or found) cannot be used, or
+    /// `DOCKER_API_VERSION` is set but is no version; a host that does not
+    /// answer is no error: the watch reports it and retries.
+    // The owned host is the signature it always had.
+    #[allow(clippy::needless_pass_by_value)]
     pub fn new(
         objects: &'static O,
         host: Option<String>,
         labels: Labels,
     ) -> Result<Self, ConfigError> {
-        let dial = Self {
+        let endpoint = Endpoint::resolve(objects.discovery(), host.as_deref(), None)?;
+        Self::with_endpoint(objects, endpoint, labels)
+    }
+
+    /// A dial for the `objects` of the engine at `endpoint` (resolved by
+    /// [`Endpoint::resolve`], e.g. with a pinned docker context): every
+    /// dial goes there.
+    ///
+    /// Fails when `DOCKER_API_VERSION` is set but is no version.
+    pub fn with_endpoint(
+        objects: &'static O,
+        endpoint: Endpoint,
+        labels: Labels,
+    ) -> Result<Self, ConfigError> {
+        tracing::info!(
+            provider = objects.provider(),
+            host = %endpoint.host,
+            from = %endpoint.source,
+            "engine endpoint"
+        );
+        Ok(Self {
             objects,
-            host,
+            endpoint,
             scope: Scope::new(labels, false),
             readiness_poll: READINESS_POLL,
-        };
-        dial.resolve()?;
-        Ok(dial)
+            api_version: ApiVersion::from_env()?,
+        })
     }
 
     /// Also watches readiness (see [`Config::readiness`]), an engine whose
@@ -271,16 +361,22 @@ impl<O: Objects> CompatDial<O> {
         self
     }
 
-    /// The engine's address as the next dial would resolve it.
-    pub fn resolve(&self) -> Result<Host, ConfigError> {
-        self.endpoint().map(|(host, _)| host)
+    /// Every request under `/v{version}` (instead of `DOCKER_API_VERSION`,
+    /// or each dial's `/_ping`).
+    #[must_use]
+    pub fn api_version(mut self, version: ApiVersion) -> Self {
+        self.api_version = Some(version);
+        self
     }
 
-    /// The address and the TLS settings, read from the environment now.
-    fn endpoint(&self) -> Result<(Host, host::TlsEnv), ConfigError> {
-        let tls = host::TlsEnv::from_env();
-        let host = host::resolve(self.host.as_deref(), self.objects.discovery(), &tls)?;
-        Ok((host, tls))
+    /// The engine's address: every dial goes there.
+    pub fn resolve(&self) -> Result<Host, ConfigError> {
+        Ok(self.endpoint.host.clone())
+    }
+
+    /// The engine's endpoint, and where it came from.
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
     }
 
     /// The provider's table.
@@ -345,22 +441,23 @@ impl<O: Objects> Dial for CompatDial<O> {
         let objects = self.objects;
         let provider = objects.provider();
         let resume = resume.copied();
-        let endpoint = self.endpoint();
+        let (host, tls) = (self.endpoint.host.clone(), self.endpoint.tls.clone());
         let events_path = self.events_path();
         let list_path = self.list_path();
         let scope = self.scope.clone();
         let poll = (scope.readiness && objects.readiness_from() == ReadinessFrom::Polled)
             .then_some(self.readiness_poll);
+        let pinned = self.api_version;
         Box::pin(async move {
-            let (host, tls) = endpoint?;
+            let api = versioned(provider, api::Api::new(host, tls), pinned).await?;
+            let host = &api.host;
             // What happened while the feed could not be seen: its exact
             // transitions when the engine's history proves it continues the
             // feed, else the snapshot's diff alone tells it.
             let past = history::read(
                 objects,
                 &scope,
-                &host,
-                &tls,
+                &api,
                 &events_path,
                 resume,
                 SystemTime::now(),
@@ -372,14 +469,14 @@ impl<O: Objects> Dial for CompatDial<O> {
             let from = past.as_ref().and_then(|p| p.end);
             tracing::debug!(provider, %host, ?resume, ?from, "subscribing to /events");
             let subscription = from.map_or_else(|| events_path.clone(), |c| since(&events_path, c));
-            let events = http::get(&host, &tls, &subscription)
+            let events = http::get(&api, &subscription)
                 .instrument(tracing::debug_span!("conn", provider, %host, request = "events"))
                 .await?
                 .ok("/events")
                 .await?;
             let path = http::strip_query(&list_path);
             let list = async {
-                http::get(&host, &tls, &list_path)
+                http::get(&api, &list_path)
                     .await?
                     .ok(path)
                     .await?
@@ -398,7 +495,7 @@ impl<O: Objects> Dial for CompatDial<O> {
             if let (true, ReadinessFrom::Health { lists_none }) =
                 (scope.readiness, objects.readiness_from())
             {
-                readiness::health(objects, lists_none, &host, &tls, &scope, &mut listed)
+                readiness::health(objects, lists_none, &api, &scope, &mut listed)
                     .instrument(tracing::debug_span!("conn", provider, %host, request = "health"))
                     .await?;
             }
@@ -411,8 +508,7 @@ impl<O: Objects> Dial for CompatDial<O> {
             let replayed = past.and_then(|p| p.replay).unwrap_or_default();
             let poll = poll.map(|every| readiness::Poll::new(objects, list_path, every));
             Ok(session(
-                host,
-                tls,
+                api,
                 provider,
                 replayed,
                 (listed, told),
@@ -423,13 +519,13 @@ impl<O: Objects> Dial for CompatDial<O> {
     }
 
     fn probe(&mut self) -> Option<ProbeFuture> {
-        let endpoint = self.endpoint();
+        let (host, tls) = (self.endpoint.host.clone(), self.endpoint.tls.clone());
         let provider = self.objects.provider();
         Some(Box::pin(async move {
-            let (host, tls) = endpoint?;
             let span = tracing::debug_span!("conn", provider, %host, request = "ping");
+            let api = api::Api::new(host, tls);
             async {
-                http::get(&host, &tls, "/_ping")
+                http::get(&api, "/_ping")
                     .await?
                     .ok("/_ping")
                     .await?
@@ -444,6 +540,38 @@ impl<O: Objects> Dial for CompatDial<O> {
     }
 }
 
+/// The dial's API: its paths under `pinned` (`DOCKER_API_VERSION`), else
+/// under the `Api-Version` of a `/_ping` on a connection of its own (and
+/// unversioned when the engine sends none).
+async fn versioned(
+    provider: &'static str,
+    api: api::Api,
+    pinned: Option<ApiVersion>,
+) -> Result<api::Api, CompatError> {
+    if let Some(version) = pinned {
+        tracing::debug!(provider, host = %api.host, %version, "API version from DOCKER_API_VERSION");
+        return Ok(api.versioned(Some(version)));
+    }
+    let span = tracing::debug_span!("conn", provider, host = %api.host, request = "ping");
+    let version = async {
+        let ping = http::get(&api, "/_ping").await?.ok("/_ping").await?;
+        let version = ping.api_version();
+        ping.body("/_ping", 4096).await?;
+        Ok::<_, CompatError>(version)
+    }
+    .instrument(span)
+    .await?;
+    match version {
+        Some(version) => {
+            tracing::debug!(provider, host = %api.host, %version, "API version from /_ping");
+        }
+        None => {
+            tracing::warn!(provider, host = %api.host, "/_ping told no Api-Version: unversioned paths");
+        }
+    }
+    Ok(api.versioned(version))
+}
+
 /// `events_path` resumed from `cursor`.
 fn since(events_path: &str, cursor: Cursor) -> String {
     format!("{events_path}&since={}", cursor.since())
@@ -454,14 +582,14 @@ fn since(events_path: &str, cursor: Cursor) -> String {
 /// for on a connection of its own, in order), and with a readiness poll the
 /// polled readiness between them.
 fn session<O: Objects>(
-    host: Host,
-    tls: host::TlsEnv,
+    api: api::Api,
     provider: &'static str,
     replayed: Vec<Observation<Cursor>>,
     (listed, told): (Vec<Listed>, Cursor),
     (mut feed, mut poll): (feed::Feed<O::Known>, Option<readiness::Poll<O>>),
     mut events: http::Exchange,
 ) -> Session<Cursor> {
+    let host = api.host.clone();
     Box::pin(async_stream::stream! {
         for obs in replayed {
             yield Ok(obs);
@@ -483,7 +611,7 @@ fn session<O: Objects>(
                 readiness::Next::Poll => {
                     let span = tracing::debug_span!("conn", provider, %host, request = "poll");
                     let Some(poll) = &mut poll else { continue };
-                    match poll.run(&host, &tls).instrument(span).await {
+                    match poll.run(&api).instrument(span).await {
                         Ok(polled) => {
                             for obs in polled {
                                 yield Ok(obs);
@@ -522,7 +650,7 @@ fn session<O: Objects>(
                     }
                     feed::Step::Inspect { event, path } => {
                         let span = tracing::debug_span!("conn", provider, %host, request = "inspect");
-                        match inspect::decide(&mut feed, &host, &tls, event, path).instrument(span).await {
+                        match inspect::decide(&mut feed, &api, event, path).instrument(span).await {
                             Ok(obs) => {
                                 if let (Some(poll), Observation::Change(_)) = (&mut poll, &obs) {
                                     // A creation, an update that did not
@@ -576,6 +704,7 @@ mod tests {
         discovery: Discovery {
             host_var: "LOOKOUT_TEST_UNSET_HOST",
             sockets: &[("", "/nonexistent/test.sock")],
+            docker_contexts: false,
         },
         health: crate::mapping::HealthTable {
             status_in_action: true,

@@ -13,9 +13,9 @@ use bytes::Bytes;
 use lookout_core::{Health, Listed, Observation, Readiness};
 use tokio::time::{Instant, Sleep, sleep_until};
 
+use super::api::Api;
 use super::containers::{has_check, inspected_health};
 use super::cursor::Cursor;
-use super::host::{Host, TlsEnv};
 use super::inspect::{Inspection, inspect};
 use super::objects::{Objects, Scope};
 use super::{CompatError, INSPECT_TIMEOUT, MAX_LIST, http, list_path};
@@ -38,8 +38,7 @@ const LISTED: [(&str, Health); 4] = [
 pub(crate) async fn health<O: Objects>(
     objects: &'static O,
     lists_none: bool,
-    host: &Host,
-    tls: &TlsEnv,
+    api: &Api,
     scope: &Scope,
     listed: &mut [Listed],
 ) -> Result<(), CompatError> {
@@ -50,7 +49,7 @@ pub(crate) async fn health<O: Objects>(
             continue;
         }
         let path = list_path(base, &scope.labels, Some(name));
-        let body = get(host, tls, &path).await?;
+        let body = get(api, &path).await?;
         let found = objects
             .parse_list(&body, false)
             .map_err(|reason| CompatError::List {
@@ -77,7 +76,7 @@ pub(crate) async fn health<O: Objects>(
                 if !uid.bytes().all(|b| b.is_ascii_alphanumeric()) {
                     continue;
                 }
-                match inspect(host, tls, &path, INSPECT_TIMEOUT).await? {
+                match inspect(api, &path, INSPECT_TIMEOUT).await? {
                     Inspection::Found(object) => {
                         let (health, _) = inspected_health(&object);
                         scope.checks.set(&uid, has_check(&object, health));
@@ -105,9 +104,9 @@ pub(crate) async fn health<O: Objects>(
     Ok(())
 }
 
-async fn get(host: &Host, tls: &TlsEnv, path: &str) -> Result<Bytes, CompatError> {
+async fn get(api: &Api, path: &str) -> Result<Bytes, CompatError> {
     let name = http::strip_query(path);
-    http::get(host, tls, path)
+    http::get(api, path)
         .await?
         .ok(name)
         .await?
@@ -166,13 +165,9 @@ impl<O: Objects> Poll<O> {
 
     /// Polls now: each listed object's readiness. `Err` when the engine
     /// cannot be read (the session ends, and the core redials).
-    pub(crate) async fn run(
-        &mut self,
-        host: &Host,
-        tls: &TlsEnv,
-    ) -> Result<Vec<Observation<Cursor>>, CompatError> {
+    pub(crate) async fn run(&mut self, api: &Api) -> Result<Vec<Observation<Cursor>>, CompatError> {
         let started = Instant::now();
-        let body = tokio::time::timeout(INSPECT_TIMEOUT, get(host, tls, &self.path))
+        let body = tokio::time::timeout(INSPECT_TIMEOUT, get(api, &self.path))
             .await
             .unwrap_or_else(|_| {
                 Err(CompatError::Timeout {
@@ -343,12 +338,14 @@ mod tests {
         with_server(
             Box::pin(server),
             Box::pin(async {
-                let host = Host::Unix(e.socket.clone());
-                let tls = TlsEnv::default();
+                let api = Api::new(
+                    crate::Host::Unix(e.socket.clone()),
+                    crate::host::TlsEnv::default(),
+                );
                 let scope = Scope::new(Labels::new(), true);
                 let ids = ["c1", "c2", "p1", "c3"];
                 let mut first = listed(&ids);
-                health(&PODMAN, false, &host, &tls, &scope, &mut first)
+                health(&PODMAN, false, &api, &scope, &mut first)
                     .await
                     .expect("health");
                 assert_eq!(
@@ -367,14 +364,14 @@ mod tests {
                 );
                 // The next snapshot of the watch: p1 is known to have no check.
                 let mut next = listed(&ids);
-                health(&PODMAN, false, &host, &tls, &scope, &mut next)
+                health(&PODMAN, false, &api, &scope, &mut next)
                     .await
                     .expect("health");
                 assert_eq!(healths(&next), healths(&first));
                 assert_eq!(e.inspections.load(Ordering::SeqCst), 3, "c3 again only");
                 // A container no longer listed is forgotten.
                 let mut fewer = listed(&["c1"]);
-                health(&PODMAN, false, &host, &tls, &scope, &mut fewer)
+                health(&PODMAN, false, &api, &scope, &mut fewer)
                     .await
                     .expect("health");
                 assert_eq!(scope.checks.get("p1"), None);
@@ -391,10 +388,13 @@ mod tests {
         with_server(
             Box::pin(server),
             Box::pin(async {
-                let host = Host::Unix(e.socket.clone());
+                let api = Api::new(
+                    crate::Host::Unix(e.socket.clone()),
+                    crate::host::TlsEnv::default(),
+                );
                 let scope = Scope::new(Labels::new(), true);
                 let mut l = listed(&["c1", "p1"]);
-                health(DOCKER, true, &host, &TlsEnv::default(), &scope, &mut l)
+                health(DOCKER, true, &api, &scope, &mut l)
                     .await
                     .expect("health");
                 assert_eq!(

@@ -23,6 +23,7 @@ pub(crate) static TABLE: Mapping = Mapping {
     discovery: Discovery {
         host_var: "LOOKOUT_TEST_HOST",
         sockets: &[],
+        docker_contexts: false,
     },
     health: HealthTable {
         status_in_action: true,

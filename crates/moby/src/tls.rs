@@ -122,7 +122,7 @@ mod tests {
                 verify: true,
                 cert_path: Some(certs()),
             };
-            http::get(&host, &env, "/_ping")
+            http::get(&crate::api::Api::new(host, env), "/_ping")
                 .await?
                 .ok("/_ping")
                 .await?
@@ -165,7 +165,9 @@ mod tests {
                 verify: false,
                 cert_path: Some(certs()),
             };
-            http::get(&host, &env, "/_ping").await.map(|_| ())
+            http::get(&crate::api::Api::new(host, env), "/_ping")
+                .await
+                .map(|_| ())
         };
         let ((), result) = tokio::join!(server, client);
         let err = result.expect_err("the server's certificate is not for localhost");

@@ -9,7 +9,7 @@
 //! use tokio_stream::StreamExt;
 //!
 //! # async fn run() -> Result<(), lookout_docker::ConfigError> {
-//! let config = DockerConfig::default().label("app", "web"); // host: DOCKER_HOST or the default socket
+//! let config = DockerConfig::default().label("app", "web"); // host: as the docker CLI finds it (contexts too)
 //! let mut events = watch(config)?.events(); // only events; statuses go to `tracing`
 //! while let Some(event) = events.next().await {
 //!     println!("{} {} ({}) {:?}", event.id, event.kind, event.origin, event.labels);
@@ -123,14 +123,19 @@ pub static MAPPING: moby::Mapping = moby::Mapping {
     },
 };
 
-/// What to watch: [`moby::Config`]. Without a host: `DOCKER_HOST`, else
-/// `unix:///var/run/docker.sock`, resolved anew on every dial.
+/// What to watch: [`moby::Config`]. Without a host: as the docker CLI finds
+/// it ([`moby::Endpoint`]: [`context`](moby::Config::context) pinned, else
+/// `DOCKER_HOST`, `DOCKER_CONTEXT`, the `currentContext` of
+/// `$DOCKER_CONFIG/config.json`, else `unix:///var/run/docker.sock`),
+/// resolved once, when the watch is made: a redial never lands on another
+/// engine.
 pub type DockerConfig = moby::Config;
 
 /// Watches dockerd's containers.
 ///
-/// Fails only when the host (given, or `DOCKER_HOST` now) cannot be parsed;
-/// an engine that is down is no error: the stream reports it and retries.
+/// Fails only when the endpoint (given, or as the docker CLI finds it now:
+/// an unknown context, a host that cannot be parsed) cannot be used; an
+/// engine that is down is no error: the stream reports it and retries.
 pub fn watch(config: DockerConfig) -> Result<Watch<DockerDial>, ConfigError> {
     moby::watch(&MAPPING, config)
 }

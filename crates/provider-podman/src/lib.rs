@@ -133,6 +133,7 @@ pub static MAPPING: moby::Mapping = moby::Mapping {
             ("XDG_RUNTIME_DIR", "podman/podman.sock"),
             ("", "/run/podman/podman.sock"),
         ],
+        docker_contexts: false,
     },
     health: moby::HealthTable {
         status_in_action: false,
@@ -143,7 +144,7 @@ pub static MAPPING: moby::Mapping = moby::Mapping {
 
 /// What to watch: [`moby::Config`]. Without a host: `CONTAINER_HOST`, else
 /// `$XDG_RUNTIME_DIR/podman/podman.sock` when it exists, else
-/// `/run/podman/podman.sock`, resolved anew on every dial.
+/// `/run/podman/podman.sock`, resolved once, when the watch is made.
 pub type PodmanConfig = moby::Config;
 
 /// Watches Podman's containers.

@@ -108,8 +108,9 @@ use serde_json::Value;
 pub use lookout_moby::{CompatError, ConfigError, Cursor};
 
 /// What to watch: [`lookout_moby::Config`] (host, labels, watch settings). Without
-/// a host: `DOCKER_HOST`, else `unix:///var/run/docker.sock`, resolved anew
-/// on every dial.
+/// a host: as the docker CLI finds it ([`lookout_moby::Endpoint`]:
+/// `DOCKER_HOST`, `DOCKER_CONTEXT`, `currentContext`, else
+/// `unix:///var/run/docker.sock`), resolved once, when the watch is made.
 pub type SwarmConfig = lookout_moby::Config;
 
 /// Dials a Swarm manager; the [`Dial`](lookout_core::Dial) behind [`watch`].

@@ -23,6 +23,56 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::rng::SplitMix64;
 
+/// The API a fake engine speaks: its version (the `Api-Version` header of
+/// every response), the `/events` body's content type and event shape, and
+/// whether it refuses unversioned paths as the socket proxies do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Api {
+    /// `Api-Version` of every response (`1.47`).
+    pub version: &'static str,
+    /// API 1.52's `/events`: `Content-Type: application/jsonl`, and event
+    /// lines without the legacy `status`, `id` and `from` (a [`Live`]
+    /// engine's).
+    pub v1_52_events: bool,
+    /// Answer `403` to every path but `/_ping` that is not under `/v1.NN/`
+    /// (the allow-lists of the socket proxies written for Traefik).
+    pub versioned_only: bool,
+}
+
+impl Api {
+    /// Docker 27 (API 1.47), unversioned paths served: what [`start`] and
+    /// [`start_live`] speak.
+    pub const DOCKER_27: Self = Self {
+        version: "1.47",
+        v1_52_events: false,
+        versioned_only: false,
+    };
+    /// Docker 29 (API 1.52): `application/jsonl` events without the legacy
+    /// fields.
+    pub const DOCKER_29: Self = Self {
+        version: "1.52",
+        v1_52_events: true,
+        versioned_only: false,
+    };
+
+    /// The same API behind a proxy that allows only versioned paths (and `/_ping`).
+    #[must_use]
+    pub const fn behind_versioned_proxy(self) -> Self {
+        Self {
+            versioned_only: true,
+            ..self
+        }
+    }
+
+    fn events_type(self) -> &'static str {
+        if self.v1_52_events {
+            "application/jsonl"
+        } else {
+            "application/json"
+        }
+    }
+}
+
 /// What `/events` serves.
 #[derive(Debug, Clone)]
 pub struct Script {
@@ -42,6 +92,8 @@ pub struct FakeEngine {
     pub events_requests: Arc<AtomicUsize>,
     /// How many client connections are open now (engine side).
     pub open_connections: Arc<AtomicUsize>,
+    /// Every request's target (path and query), in the order they came.
+    pub requests: Arc<Mutex<Vec<String>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -63,15 +115,25 @@ enum Backend {
 
 /// Start serving `script` on the current tokio runtime.
 pub fn start(script: Script) -> FakeEngine {
-    start_backend(Backend::Script(script))
+    start_backend(Backend::Script(script), Api::DOCKER_27)
 }
 
 /// Start serving a [`Live`] engine on the current tokio runtime.
 pub fn start_live(live: Arc<Live>) -> FakeEngine {
-    start_backend(Backend::Live(live))
+    start_backend(Backend::Live(live), Api::DOCKER_27)
 }
 
-fn start_backend(backend: Backend) -> FakeEngine {
+/// Start serving a [`Live`] engine that speaks `api` (its event lines in
+/// the shape `api` writes them, from now on).
+pub fn start_live_with(live: Arc<Live>, api: Api) -> FakeEngine {
+    live.v1_52_events.store(api.v1_52_events, Ordering::Relaxed);
+    start_backend(Backend::Live(live), api)
+}
+
+/// The requests of one engine, as [`FakeEngine::requests`] shares them.
+type Requests = Arc<Mutex<Vec<String>>>;
+
+fn start_backend(backend: Backend, api: Api) -> FakeEngine {
     let dir = std::env::temp_dir().join(format!(
         "lookout-fake-engine-{}-{}",
         std::process::id(),
@@ -83,8 +145,10 @@ fn start_backend(backend: Backend) -> FakeEngine {
     let listener = UnixListener::bind(&socket).expect("bind the fake engine's socket");
     let events_requests = Arc::new(AtomicUsize::new(0));
     let open_connections = Arc::new(AtomicUsize::new(0));
+    let requests: Requests = Arc::default();
     let counter = events_requests.clone();
     let open = open_connections.clone();
+    let seen = requests.clone();
     let task = tokio::spawn(async move {
         loop {
             let Ok((conn, _)) = listener.accept().await else {
@@ -93,9 +157,10 @@ fn start_backend(backend: Backend) -> FakeEngine {
             let backend = backend.clone();
             let counter = counter.clone();
             let open = open.clone();
+            let seen = seen.clone();
             open.fetch_add(1, Ordering::SeqCst);
             tokio::spawn(async move {
-                let _ = serve(conn, &backend, &counter).await;
+                let _ = serve(conn, &backend, &counter, api, &seen).await;
                 open.fetch_sub(1, Ordering::SeqCst);
             });
         }
@@ -106,7 +171,18 @@ fn start_backend(backend: Backend) -> FakeEngine {
         dir,
         events_requests,
         open_connections,
+        requests,
         task,
+    }
+}
+
+impl FakeEngine {
+    /// Every request's target so far (`/v1.52/events?filters=…`).
+    pub fn requests(&self) -> Vec<String> {
+        self.requests
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 }
 
@@ -114,6 +190,8 @@ async fn serve(
     mut conn: UnixStream,
     backend: &Backend,
     counter: &AtomicUsize,
+    api: Api,
+    seen: &Mutex<Vec<String>>,
 ) -> std::io::Result<()> {
     loop {
         // The request head (no request here has a body).
@@ -129,27 +207,33 @@ async fn serve(
         let line = String::from_utf8_lossy(&head);
         let head_only = line.starts_with("HEAD ");
         let target = line.split_whitespace().nth(1).unwrap_or("/").to_owned();
-        // `/v1.47/events?…` → `/events`
-        let path = target.split('?').next().unwrap_or("");
-        let path = match path.strip_prefix("/v1.") {
-            Some(rest) => rest.find('/').map_or(path, |i| &rest[i..]),
-            None => path,
-        };
+        seen.lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(target.clone());
+        let (path, versioned) = unversioned(&target);
+        if api.versioned_only && !versioned && path != "/_ping" {
+            forbidden(&mut conn).await?;
+            continue;
+        }
         match path {
-            "/_ping" => fixed(&mut conn, "text/plain", if head_only { b"" } else { b"OK" }).await?,
+            "/_ping" => {
+                let body: &[u8] = if head_only { b"" } else { b"OK" };
+                fixed(&mut conn, api, "text/plain", body).await?;
+            }
             "/version" => {
                 fixed(
                     &mut conn,
+                    api,
                     "application/json",
                     br#"{"Version":"27.0.0","ApiVersion":"1.47","MinAPIVersion":"1.24","Os":"linux","Arch":"amd64"}"#,
                 )
                 .await?;
             }
             "/containers/json" => match backend {
-                Backend::Script(_) => fixed(&mut conn, "application/json", b"[]").await?,
+                Backend::Script(_) => fixed(&mut conn, api, "application/json", b"[]").await?,
                 Backend::Live(feed) => {
                     let body = feed.containers_json();
-                    fixed(&mut conn, "application/json", &body).await?;
+                    fixed(&mut conn, api, "application/json", &body).await?;
                 }
             },
             "/events" => {
@@ -158,24 +242,20 @@ async fn serve(
                     // A history request (`until` or `stream=false`): this
                     // engine keeps no history.
                     Backend::Script(_) if is_history(&target) => {
-                        return past_events(conn, &[]).await;
+                        return past_events(conn, api, &[]).await;
                     }
                     Backend::Script(script) => script,
                     Backend::Live(feed) => {
                         let since = time_of(&target, "since");
                         return match time_of(&target, "until") {
                             Some(until) => {
-                                past_events(conn, &feed.past(since.unwrap_or(0), until)).await
+                                past_events(conn, api, &feed.past(since.unwrap_or(0), until)).await
                             }
-                            None => live_events(conn, feed, since).await,
+                            None => live_events(conn, api, feed, since).await,
                         };
                     }
                 };
-                conn.write_all(
-                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\
-                      Api-Version: 1.47\r\nTransfer-Encoding: chunked\r\n\r\n",
-                )
-                .await?;
+                conn.write_all(&events_head(api)).await?;
                 conn.flush().await?;
                 let mut out = Vec::with_capacity(64 * 1024);
                 for chunk in script.chunks.iter() {
@@ -214,11 +294,50 @@ async fn serve(
     }
 }
 
-async fn fixed(conn: &mut UnixStream, content_type: &str, body: &[u8]) -> std::io::Result<()> {
+/// A target's path without its query and version (`/v1.47/events?…` →
+/// `/events`), and whether it had a version.
+fn unversioned(target: &str) -> (&str, bool) {
+    let path = target.split('?').next().unwrap_or("");
+    match path.strip_prefix("/v1.") {
+        Some(rest) => rest.find('/').map_or((path, false), |i| (&rest[i..], true)),
+        None => (path, false),
+    }
+}
+
+/// A versioned-only proxy's refusal.
+async fn forbidden(conn: &mut UnixStream) -> std::io::Result<()> {
+    let body = b"{\"message\":\"forbidden by the proxy\"}\n";
+    let head = format!(
+        "HTTP/1.1 403 Forbidden\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n",
+        body.len()
+    );
+    conn.write_all(head.as_bytes()).await?;
+    conn.write_all(body).await
+}
+
+/// The head of an `/events` response (chunked).
+fn events_head(api: Api) -> Vec<u8> {
+    format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: {}\r\nApi-Version: {}\r\n\
+         Transfer-Encoding: chunked\r\n\r\n",
+        api.events_type(),
+        api.version
+    )
+    .into_bytes()
+}
+
+async fn fixed(
+    conn: &mut UnixStream,
+    api: Api,
+    content_type: &str,
+    body: &[u8],
+) -> std::io::Result<()> {
     conn.write_all(
         format!(
-            "HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nApi-Version: 1.47\r\n\
+            "HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nApi-Version: {}\r\n\
              Content-Length: {}\r\n\r\n",
+            api.version,
             body.len()
         )
         .as_bytes(),
@@ -248,11 +367,8 @@ fn is_history(target: &str) -> bool {
 /// `/events` with `until` (in the past, as lookout sends it): `lines`, the
 /// events the engine still has from `since` to `until`, then the end of the
 /// body, as dockerd answers.
-async fn past_events(mut conn: UnixStream, lines: &[Arc<[u8]>]) -> std::io::Result<()> {
-    let mut out = Vec::from(
-        &b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\
-           Api-Version: 1.47\r\nTransfer-Encoding: chunked\r\n\r\n"[..],
-    );
+async fn past_events(mut conn: UnixStream, api: Api, lines: &[Arc<[u8]>]) -> std::io::Result<()> {
+    let mut out = events_head(api);
     for line in lines {
         push_chunk(&mut out, line);
     }
@@ -265,13 +381,14 @@ async fn past_events(mut conn: UnixStream, lines: &[Arc<[u8]>]) -> std::io::Resu
 /// change as it happens, each line one HTTP chunk (batched into writes of up
 /// to 64 KiB), until the client goes or [`Live::cut`] (or a
 /// [`SlowReader::Close`]) closes the connection mid-body.
-async fn live_events(mut conn: UnixStream, feed: &Live, since: Option<i64>) -> std::io::Result<()> {
+async fn live_events(
+    mut conn: UnixStream,
+    api: Api,
+    feed: &Live,
+    since: Option<i64>,
+) -> std::io::Result<()> {
     let (mut rx, mut kill) = feed.subscribe(since);
-    conn.write_all(
-        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\
-          Api-Version: 1.47\r\nTransfer-Encoding: chunked\r\n\r\n",
-    )
-    .await?;
+    conn.write_all(&events_head(api)).await?;
     conn.flush().await?;
     let (mut rd, mut wr) = conn.split();
     let mut sink = [0u8; 256];
@@ -392,6 +509,8 @@ pub struct Live {
     lagging_list: std::sync::atomic::AtomicBool,
     /// See [`Live::unseen_before_next_list`].
     unseen_before_list: AtomicUsize,
+    /// Event lines in API 1.52's shape (see [`Api::v1_52_events`]).
+    v1_52_events: std::sync::atomic::AtomicBool,
 }
 
 impl Live {
@@ -421,6 +540,7 @@ impl Live {
             closed_slow: AtomicU64::new(0),
             lagging_list: std::sync::atomic::AtomicBool::new(false),
             unseen_before_list: AtomicUsize::new(0),
+            v1_52_events: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -635,7 +755,11 @@ impl Live {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
         st.last_nanos = now.max(st.last_nanos + 1);
-        let line = event_line(action, &uid, &name, st.last_nanos);
+        let line = if self.v1_52_events.load(Ordering::Relaxed) {
+            event_line_1_52(action, &uid, &name, st.last_nanos)
+        } else {
+            event_line(action, &uid, &name, st.last_nanos)
+        };
         (st.last_nanos, Arc::from(line.into_bytes()))
     }
 }
@@ -645,6 +769,25 @@ pub fn event_line(action: &str, id: &str, name: &str, nanos: i64) -> String {
     format!(
         concat!(
             r#"{{"status":"{a}","id":"{id}","from":"nginx:1.27","Type":"container","Action":"{a}","#,
+            r#""Actor":{{"ID":"{id}","Attributes":{{"com.docker.compose.project":"bench","#,
+            r#""com.docker.compose.service":"web","image":"nginx:1.27","maintainer":"NGINX Docker Maintainers","#,
+            r#""name":"{name}","tier":"frontend"}}}},"scope":"local","time":{s},"timeNano":{n}}}"#,
+            "\n"
+        ),
+        a = action,
+        id = id,
+        name = name,
+        s = nanos / 1_000_000_000,
+        n = nanos
+    )
+}
+
+/// [`event_line`] as API 1.52 writes it (Docker 29): without the legacy
+/// `status`, `id` and `from`, `\n`-terminated.
+pub fn event_line_1_52(action: &str, id: &str, name: &str, nanos: i64) -> String {
+    format!(
+        concat!(
+            r#"{{"Type":"container","Action":"{a}","#,
             r#""Actor":{{"ID":"{id}","Attributes":{{"com.docker.compose.project":"bench","#,
             r#""com.docker.compose.service":"web","image":"nginx:1.27","maintainer":"NGINX Docker Maintainers","#,
             r#""name":"{name}","tier":"frontend"}}}},"scope":"local","time":{s},"timeNano":{n}}}"#,

@@ -94,6 +94,11 @@ macro_rules! compat_engine_tests {
         }
 
         #[tokio::test]
+        async fn behind_a_versioned_only_proxy_a_lifecycle_and_its_replay_pass() {
+            $crate::relay::scenarios::versioned_proxy(&$engine).await;
+        }
+
+        #[tokio::test]
         async fn a_stalled_daemon_is_detected_and_recovered() {
             $crate::relay::scenarios::stall(&$engine).await;
         }
@@ -633,6 +638,92 @@ pub async fn blip(engine: &'static Engine) {
     // the first dial: of the last 2 s), then the subscription. Two dials: 4.
     assert_eq!(relay.counts().events_requests, 4, "one redial");
     report(engine, "blip", started, &w);
+}
+
+/// Behind a proxy that refuses every unversioned path but `/_ping` (the
+/// relay's [`versioned_only`](Relay::versioned_only)): a lifecycle comes
+/// live, a cut in its middle is replayed exactly, every request went to
+/// `/v{X}/…` with `X` the engine's `Api-Version` (what its `/_ping` says),
+/// and the proxy does refuse an unversioned request.
+pub async fn versioned_proxy(engine: &'static Engine) {
+    let started = Instant::now();
+    require(engine);
+    let _lock = engines::lock_engine(engine.name, false).expect("engine lock");
+    let c = Containers::new(engine, "versioned");
+    let relay = Relay::start(&(engine.host)());
+    relay.versioned_only(true);
+    // The engine's own version: the `Api-Version` of its `/_ping`, read
+    // here on its socket (Podman's CLI tells its libpod version instead).
+    let host = (engine.host)();
+    let socket = std::path::Path::new(host.strip_prefix("unix://").expect("a unix host"));
+    let ping = raw_get(socket, "/_ping").await;
+    let version = ping
+        .lines()
+        .find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case("api-version")
+                .then(|| value.trim().to_owned())
+        })
+        .unwrap_or_else(|| panic!("no Api-Version in {ping}"));
+    let mut w = Watcher::new(engine, relay.host(), c.filter(), test_config());
+    w.connected().await;
+    let a = c.create("a", true);
+    c.cli(&["start", &a]);
+    w.events_until(&a, EventKind::Started).await;
+    relay.cut_and_wait(ITEM).await;
+    c.cli(&["stop", "-t", "0", &a]);
+    w.connected().await;
+    c.cli(&["rm", &a]);
+    w.events_until(&a, EventKind::Removed).await;
+    assert_eq!(
+        w.events_of(&a),
+        [
+            (Created, Live),
+            (Started, Live),
+            (Stopped, Live),
+            (Removed, Live)
+        ],
+        "{}",
+        summary(&w.seen)
+    );
+    assert_eq!(w.disconnects(), 1, "one cut: {}", summary(&w.seen));
+    let targets = relay.targets();
+    let prefix = format!("/v{version}/");
+    let stray: Vec<&String> = targets
+        .iter()
+        .filter(|t| t.as_str() != "/_ping" && !t.starts_with(&prefix))
+        .collect();
+    assert!(stray.is_empty(), "not under {prefix}: {stray:?}");
+    assert!(
+        targets
+            .iter()
+            .any(|t| t.starts_with(&format!("{prefix}events?"))),
+        "{targets:?}"
+    );
+    // The proxy refuses what is not versioned.
+    let refused = raw_get(relay.path(), "/containers/json").await;
+    assert!(refused.starts_with("HTTP/1.1 403"), "{refused}");
+    report(engine, "versioned_proxy", started, &w);
+}
+
+/// The start of the answer to a plain `GET path` on `socket` (its head).
+async fn raw_get(socket: &std::path::Path, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let answer = tokio::time::timeout(ITEM, async {
+        let mut conn = tokio::net::UnixStream::connect(socket).await?;
+        conn.write_all(format!("GET {path} HTTP/1.1\r\nHost: d\r\n\r\n").as_bytes())
+            .await?;
+        let mut head = vec![0u8; 1024];
+        let n = conn.read(&mut head).await?;
+        head.truncate(n);
+        Ok::<_, std::io::Error>(String::from_utf8_lossy(&head).into_owned())
+    })
+    .await;
+    match answer {
+        Ok(Ok(head)) => head,
+        Ok(Err(e)) => panic!("GET {path} on {}: {e}", socket.display()),
+        Err(late) => panic!("GET {path} on {}: {late} ({ITEM:?})", socket.display()),
+    }
 }
 
 /// A stopped (`SIGSTOP`) daemon is noticed by the probe within

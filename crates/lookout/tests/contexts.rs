@@ -1,0 +1,340 @@
+//! Docker contexts, side by side with the docker CLI: the store is written by
+//! `docker context create` / `use` under a temporary `DOCKER_CONFIG`, each
+//! context pointing at a relay to the real dockerd that counts its
+//! connections; for each way of selecting an endpoint (`currentContext`,
+//! `DOCKER_CONTEXT`, `--context`, `DOCKER_HOST`), `docker ps` and `lookout
+//! docker` must reach the same relay. An unknown context exits 2 naming
+//! it and the path tried, as the CLI fails; a `currentContext` changed
+//! while watching does not move the running watch.
+//!
+//! Needs dockerd: `cargo xtask engines up docker` (CI sets `LOOKOUT_ENGINES=1`).
+
+// Test code reads the child's pipes on threads; only library crates may not spawn.
+#![allow(clippy::disallowed_methods)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use lookout_e2e::engines;
+use lookout_e2e::relay::Relay;
+
+mod common;
+use common::{Containers, Process, WAIT};
+
+/// The variables that select a docker endpoint: removed from every command
+/// here, then set as each case says.
+const SELECTORS: [&str; 5] = [
+    "DOCKER_HOST",
+    "DOCKER_CONTEXT",
+    "DOCKER_CONFIG",
+    "DOCKER_TLS_VERIFY",
+    "DOCKER_CERT_PATH",
+];
+
+/// Variables set for one command.
+type Env<'a> = &'a [(&'a str, &'a str)];
+
+/// A temporary docker configuration directory, removed on drop.
+struct ConfigDir(PathBuf);
+
+impl ConfigDir {
+    fn new(what: &str) -> Self {
+        let dir = std::env::temp_dir().join(common::unique("contexts", what));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("a temp dir");
+        Self(dir)
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+
+    /// The docker CLI with this configuration directory and `env` (nothing
+    /// else of the test's environment selects the endpoint).
+    fn docker(&self, args: &[&str], env: &[(&str, &str)]) -> engines::Output {
+        let mut cmd = Command::new("docker");
+        for var in SELECTORS {
+            cmd.env_remove(var);
+        }
+        cmd.env("DOCKER_CONFIG", &self.0)
+            .envs(env.iter().copied())
+            .args(args)
+            .stdin(Stdio::null());
+        engines::run_output(&mut cmd, WAIT).unwrap_or_else(|e| panic!("docker {args:?}: {e}"))
+    }
+
+    /// The docker CLI, which must succeed.
+    fn docker_ok(&self, args: &[&str], env: &[(&str, &str)]) {
+        let out = self.docker(args, env);
+        assert!(out.status.success(), "docker {args:?}: {}", out.stderr);
+    }
+
+    /// `lookout ARGS` with this configuration directory and `env`.
+    fn lookout(&self, args: &[&str], env: &[(&str, &str)]) -> Process {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_lookout"));
+        for var in SELECTORS {
+            cmd.env_remove(var);
+        }
+        let mut child = cmd
+            .env("DOCKER_CONFIG", &self.0)
+            .envs(env.iter().copied())
+            .env_remove("RUST_LOG")
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn lookout");
+        let out = common::lines(child.stdout.take().expect("stdout"));
+        let err = common::lines(child.stderr.take().expect("stderr"));
+        Process {
+            child,
+            out: Some(out),
+            err,
+            stderr_seen: Vec::new(),
+        }
+    }
+}
+
+impl Drop for ConfigDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The stderr lines of an exited lookout, up to their end (bounded).
+fn rest_of_stderr(p: &Process) -> String {
+    let deadline = Instant::now() + WAIT;
+    let mut lines = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match p.err.recv_timeout(left) {
+            Ok(line) => lines.push(line),
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return lines.join("\n"),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                panic!("stderr did not end within {WAIT:?}: {lines:?}")
+            }
+        }
+    }
+}
+
+/// Waits (bounded) until the relay has accepted more than `before`
+/// connections; the count.
+fn accepted_more(relay: &Relay, before: usize, what: &str) -> usize {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let now = relay.counts().accepted;
+        if now > before {
+            return now;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: no connection reached the relay within {WAIT:?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The relays a case may reach.
+struct Relays {
+    a: Relay,
+    b: Relay,
+}
+
+impl Relays {
+    fn new() -> Self {
+        Self {
+            a: Relay::start(&engines::docker_host()),
+            b: Relay::start(&engines::docker_host()),
+        }
+    }
+
+    fn counts(&self) -> (usize, usize) {
+        (self.a.counts().accepted, self.b.counts().accepted)
+    }
+}
+
+/// Contexts `lookout-a` and `lookout-b` (each to its relay), written by the
+/// docker CLI; `lookout-a` is the current one.
+fn store(relays: &Relays, what: &str) -> ConfigDir {
+    let dir = ConfigDir::new(what);
+    for (name, relay) in [("lookout-a", &relays.a), ("lookout-b", &relays.b)] {
+        let host = format!("host={}", relay.host());
+        dir.docker_ok(&["context", "create", name, "--docker", &host], &[]);
+    }
+    dir.docker_ok(&["context", "use", "lookout-a"], &[]);
+    dir
+}
+
+/// `docker ps` and `lookout docker` under the same `env` and `args`: both
+/// reach the relay `expect` (`'a'` or `'b'`) and only it; lookout says
+/// where the endpoint came from (`from`).
+fn side_by_side(
+    relays: &Relays,
+    dir: &ConfigDir,
+    env: &[(&str, &str)],
+    args: &[&str],
+    expect: char,
+    from: &str,
+) {
+    let case = format!("{env:?} {args:?}");
+    let (a0, b0) = relays.counts();
+    // The CLI's global flags come before its command.
+    let mut ps = args.to_vec();
+    ps.push("ps");
+    dir.docker_ok(&ps, env);
+    let (a1, b1) = relays.counts();
+    let cli = match (a1 > a0, b1 > b0) {
+        (true, false) => 'a',
+        (false, true) => 'b',
+        other => panic!("{case}: docker ps reached {other:?}"),
+    };
+    assert_eq!(cli, expect, "{case}: docker ps");
+    let mut lookout_args = vec!["docker", "--json"];
+    lookout_args.extend_from_slice(args);
+    let mut lookout = dir.lookout(&lookout_args, env);
+    let connected = lookout.connected();
+    drop(lookout);
+    let (a2, b2) = relays.counts();
+    let went = match (a2 > a1, b2 > b1) {
+        (true, false) => 'a',
+        (false, true) => 'b',
+        other => panic!("{case}: lookout reached {other:?}: {connected}"),
+    };
+    assert_eq!(went, expect, "{case}: lookout, {connected}");
+    let relay = if expect == 'a' { &relays.a } else { &relays.b };
+    assert_eq!(connected["endpoint"], relay.host(), "{case}: {connected}");
+    assert_eq!(connected["from"], from, "{case}: {connected}");
+    eprintln!("[contexts] {case}: docker ps and lookout → {expect} ({from})");
+}
+
+#[test]
+fn lookout_goes_where_docker_ps_goes() {
+    let _lock = common::require_docker(false);
+    let relays = Relays::new();
+    let dir = store(&relays, "where");
+    let config = dir.path().join("config.json");
+    let current = format!("context lookout-a (currentContext of {})", config.display());
+    side_by_side(&relays, &dir, &[], &[], 'a', &current);
+    side_by_side(
+        &relays,
+        &dir,
+        &[("DOCKER_CONTEXT", "lookout-b")],
+        &[],
+        'b',
+        "context lookout-b (DOCKER_CONTEXT)",
+    );
+    let a = relays.a.host();
+    let b = relays.b.host();
+    // DOCKER_HOST over DOCKER_CONTEXT and currentContext.
+    side_by_side(
+        &relays,
+        &dir,
+        &[("DOCKER_CONTEXT", "lookout-b"), ("DOCKER_HOST", &a)],
+        &[],
+        'a',
+        "DOCKER_HOST",
+    );
+    // --context over DOCKER_HOST.
+    side_by_side(
+        &relays,
+        &dir,
+        &[("DOCKER_HOST", &a)],
+        &["--context", "lookout-b"],
+        'b',
+        "context lookout-b",
+    );
+    // --host over everything.
+    side_by_side(
+        &relays,
+        &dir,
+        &[("DOCKER_CONTEXT", "lookout-a")],
+        &["--host", &b],
+        'b',
+        "config",
+    );
+}
+
+#[test]
+fn an_unknown_context_exits_2_naming_it_and_the_path() {
+    let relays = Relays::new();
+    let dir = store(&relays, "unknown");
+    let meta = |name: &str| {
+        // The docker CLI's own message names the same file.
+        let out = dir.docker(&["--context", name, "ps"], &[]);
+        assert!(
+            !out.status.success(),
+            "docker --context {name} ps succeeded"
+        );
+        let stderr = out.stderr;
+        stderr
+            .split_whitespace()
+            .find(|w| w.ends_with("meta.json:") || w.ends_with("meta.json"))
+            .unwrap_or_else(|| panic!("docker names no meta.json: {stderr}"))
+            .trim_end_matches(':')
+            .to_owned()
+    };
+    let path = meta("lookout-nope");
+    let cases: [(Env<'_>, &[&str]); 2] = [
+        (&[("DOCKER_CONTEXT", "lookout-nope")], &[]),
+        (&[], &["--context", "lookout-nope"]),
+    ];
+    for (env, args) in cases {
+        let mut argv = vec!["docker"];
+        argv.extend_from_slice(args);
+        let mut lookout = dir.lookout(&argv, env);
+        let status = lookout.exit_within(WAIT);
+        assert_eq!(status.code(), Some(2), "{env:?} {args:?}");
+        let stderr = rest_of_stderr(&lookout);
+        assert!(stderr.contains("\"lookout-nope\""), "{stderr}");
+        assert!(stderr.contains(&path), "names {path}: {stderr}");
+    }
+    // currentContext naming a context that is gone.
+    std::fs::write(
+        dir.path().join("config.json"),
+        r#"{"currentContext":"lookout-nope"}"#,
+    )
+    .expect("config.json");
+    let mut lookout = dir.lookout(&["docker"], &[]);
+    assert_eq!(lookout.exit_within(WAIT).code(), Some(2));
+    let stderr = rest_of_stderr(&lookout);
+    assert!(stderr.contains(&path), "{stderr}");
+    // No connection was ever made.
+    assert_eq!(relays.counts(), (0, 0));
+}
+
+#[test]
+fn a_current_context_changed_while_watching_does_not_move_the_watch() {
+    let _lock = common::require_docker(false);
+    let relays = Relays::new();
+    let dir = store(&relays, "moved");
+    let name = common::unique("contexts", "moved");
+    let label = format!("lookout.contexts={name}");
+    let _containers = Containers(vec![name.clone()]);
+    let mut lookout = dir.lookout(&["docker", "--json", "--label", &label], &[]);
+    lookout.connected();
+    assert_eq!(relays.b.counts().accepted, 0);
+    // Docker Desktop rewrites currentContext when it starts and stops.
+    dir.docker_ok(&["context", "use", "lookout-b"], &[]);
+    let before = relays.a.counts().accepted;
+    relays.a.cut();
+    let d = lookout.stderr("disconnected", |v| v["status"] == "disconnected");
+    let connected = lookout.connected();
+    assert_eq!(connected["endpoint"], relays.a.host(), "{d} {connected}");
+    accepted_more(&relays.a, before, "the redial");
+    assert_eq!(
+        relays.b.counts().accepted,
+        0,
+        "the redial went to the new current context"
+    );
+    // It still watches the engine: a container shows.
+    engines::docker_create_test_container(&name, &["--label", &label])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let e = lookout.event();
+    assert_eq!(e["instance"], name.as_str(), "{e}");
+    assert_eq!(relays.b.counts().accepted, 0);
+    // While the CLI, asked now, goes to the new current context.
+    dir.docker_ok(&["ps"], &[]);
+    accepted_more(&relays.b, 0, "docker ps");
+}

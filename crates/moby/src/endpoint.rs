@@ -1,0 +1,615 @@
+//! Where a watch's engine is ([`Endpoint`]), resolved once per watch as the
+//! engine's own CLI resolves it.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+
+use super::host::{ConfigError, Discovery, Host, TlsEnv};
+
+/// Where an [`Endpoint`] came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Source {
+    /// The host the caller gave ([`Config::host`](crate::Config::host), `--host`).
+    Config,
+    /// An environment variable (`DOCKER_HOST`, `CONTAINER_HOST`).
+    Env(&'static str),
+    /// A docker context.
+    Context {
+        /// The context's name.
+        name: String,
+        /// What selected it.
+        selected_by: Selected,
+    },
+    /// The engine's default socket.
+    Default,
+}
+
+/// What selected a docker context.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Selected {
+    /// The caller ([`Config::context`](crate::Config::context), `--context`).
+    Pinned,
+    /// `DOCKER_CONTEXT`.
+    Env,
+    /// `currentContext` in this `config.json`.
+    ConfigFile(PathBuf),
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Config => f.write_str("config"),
+            Self::Env(var) => f.write_str(var),
+            Self::Context { name, selected_by } => match selected_by {
+                Selected::Pinned => write!(f, "context {name}"),
+                Selected::Env => write!(f, "context {name} (DOCKER_CONTEXT)"),
+                Selected::ConfigFile(path) => {
+                    write!(f, "context {name} (currentContext of {})", path.display())
+                }
+            },
+            Self::Default => f.write_str("default"),
+        }
+    }
+}
+
+/// A watch's engine: its address, its TLS settings, where it came from.
+///
+/// Docker (the docker CLI's `cli/command/cli.go`): a pinned context
+/// ([`Config::context`](crate::Config::context), the CLI's `--context`; an
+/// error together with a host), then the host given (`--host`), then
+/// `DOCKER_HOST`, then the context named by `DOCKER_CONTEXT`, then
+/// `currentContext` in `$DOCKER_CONFIG/config.json` (default `~/.docker`),
+/// else `default`: `unix:///var/run/docker.sock`. A named context is read from
+/// the store the CLI writes, `contexts/meta/<sha256 of the name>/meta.json`
+/// (`Endpoints.docker.Host`); its TLS material only from
+/// `contexts/tls/<same>/docker/{ca,cert,key}.pem`. The default context's TLS:
+/// `DOCKER_TLS_VERIFY`, files in `DOCKER_CERT_PATH`, else the config directory.
+///
+/// Resolved once, when the watch is made: a redial never lands on another
+/// engine (Docker Desktop rewrites `currentContext` when it starts and
+/// stops) and never replays a cursor on an engine it is not from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Endpoint {
+    /// The address.
+    pub host: Host,
+    /// Where it came from.
+    pub source: Source,
+    pub(crate) tls: TlsEnv,
+}
+
+impl Endpoint {
+    /// Where the TLS material (`ca.pem`, `cert.pem`, `key.pem`) is read
+    /// from, on every TLS connection.
+    pub fn tls_dir(&self) -> Option<&Path> {
+        self.tls.cert_path.as_deref()
+    }
+
+    /// Resolves the endpoint of an engine found by `discovery` as its CLI
+    /// does (see [`Endpoint`]; `context` is a pinned docker
+    /// context, `host` a given address), from the environment now.
+    pub fn resolve(
+        discovery: &Discovery,
+        host: Option<&str>,
+        context: Option<&str>,
+    ) -> Result<Self, ConfigError> {
+        resolve_with(&process_env, discovery, host, context)
+    }
+}
+
+/// The process's environment: a variable that is set and not empty.
+fn process_env(name: &str) -> Option<OsString> {
+    std::env::var_os(name).filter(|v| !v.is_empty())
+}
+
+/// The docker CLI's configuration directory: `DOCKER_CONFIG`, else `~/.docker`.
+fn config_dir(env: &dyn Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
+    env("DOCKER_CONFIG")
+        .map(PathBuf::from)
+        .or_else(|| env("HOME").map(|h| Path::new(&h).join(".docker")))
+}
+
+/// The default context's TLS: `DOCKER_TLS_VERIFY`; the files in
+/// `DOCKER_CERT_PATH`, else the configuration directory.
+fn default_tls(env: &dyn Fn(&str) -> Option<OsString>) -> TlsEnv {
+    TlsEnv {
+        verify: env("DOCKER_TLS_VERIFY").is_some(),
+        cert_path: env("DOCKER_CERT_PATH")
+            .map(PathBuf::from)
+            .or_else(|| config_dir(env)),
+    }
+}
+
+/// [`Endpoint::resolve`] with `env` for the environment.
+pub(crate) fn resolve_with(
+    env: &dyn Fn(&str) -> Option<OsString>,
+    discovery: &Discovery,
+    host: Option<&str>,
+    context: Option<&str>,
+) -> Result<Endpoint, ConfigError> {
+    if let Some(name) = context {
+        if host.is_some() {
+            return Err(ConfigError::ContextAndHost);
+        }
+        return named(env, discovery, name, Selected::Pinned);
+    }
+    let tls = default_tls(env);
+    if let Some(host) = host {
+        return Ok(Endpoint {
+            host: Host::parse(host, "config", tls.verify)?,
+            source: Source::Config,
+            tls,
+        });
+    }
+    if let Some(endpoint) = from_host_var(env, discovery)? {
+        return Ok(endpoint);
+    }
+    if discovery.docker_contexts {
+        if let Some(name) = env("DOCKER_CONTEXT") {
+            return named(env, discovery, &name.to_string_lossy(), Selected::Env);
+        }
+        if let Some(dir) = config_dir(env) {
+            let file = dir.join("config.json");
+            if let Some(name) = current_context(&file)? {
+                return named(env, discovery, &name, Selected::ConfigFile(file));
+            }
+        }
+    }
+    default_socket(env, discovery, tls)
+}
+
+/// The discovery's host variable (`DOCKER_HOST`), when set.
+fn from_host_var(
+    env: &dyn Fn(&str) -> Option<OsString>,
+    discovery: &Discovery,
+) -> Result<Option<Endpoint>, ConfigError> {
+    let Some(value) = env(discovery.host_var) else {
+        return Ok(None);
+    };
+    let tls = default_tls(env);
+    Ok(Some(Endpoint {
+        host: Host::parse(&value.to_string_lossy(), discovery.host_var, tls.verify)?,
+        source: Source::Env(discovery.host_var),
+        tls,
+    }))
+}
+
+/// The discovery's default sockets: the first that exists, else the last.
+fn default_socket(
+    env: &dyn Fn(&str) -> Option<OsString>,
+    discovery: &Discovery,
+    tls: TlsEnv,
+) -> Result<Endpoint, ConfigError> {
+    let candidates: Vec<PathBuf> = discovery
+        .sockets
+        .iter()
+        .filter_map(|(var, path)| {
+            if var.is_empty() {
+                Some(PathBuf::from(path))
+            } else {
+                env(var).map(|dir| Path::new(&dir).join(path))
+            }
+        })
+        .collect();
+    let path = candidates
+        .iter()
+        .find(|p| p.exists())
+        .or(candidates.last())
+        .cloned()
+        .ok_or(ConfigError::InvalidHost {
+            host: String::new(),
+            source_name: "defaults".to_owned(),
+            reason: "no default socket applies",
+        })?;
+    Ok(Endpoint {
+        host: Host::Unix(path),
+        source: Source::Default,
+        tls,
+    })
+}
+
+/// `currentContext` of the docker CLI's `config.json` (none when the file
+/// does not exist, or names none or `default`).
+fn current_context(file: &Path) -> Result<Option<String>, ConfigError> {
+    #[derive(Deserialize)]
+    struct ConfigFile {
+        #[serde(rename = "currentContext", default)]
+        current_context: Option<String>,
+    }
+    let text = match std::fs::read(file) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(ConfigError::ConfigFile {
+                path: file.to_owned(),
+                reason: e.to_string(),
+            });
+        }
+    };
+    let config: ConfigFile =
+        serde_json::from_slice(&text).map_err(|e| ConfigError::ConfigFile {
+            path: file.to_owned(),
+            reason: e.to_string(),
+        })?;
+    Ok(config.current_context.filter(|c| !c.is_empty()))
+}
+
+/// The store's directory name of a context: the hex SHA-256 of its name.
+fn store_id(name: &str) -> String {
+    use std::fmt::Write;
+    Sha256::digest(name.as_bytes())
+        .iter()
+        .fold(String::with_capacity(64), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+}
+
+/// A context's `meta.json` in the store, what lookout reads of it.
+#[derive(Deserialize)]
+struct Meta {
+    #[serde(rename = "Endpoints", default)]
+    endpoints: std::collections::HashMap<String, EndpointMeta>,
+}
+
+#[derive(Deserialize)]
+struct EndpointMeta {
+    #[serde(rename = "Host", default)]
+    host: Option<String>,
+    #[serde(rename = "SkipTLSVerify", default)]
+    skip_tls_verify: bool,
+}
+
+/// A context by name: `default` is the default endpoint (`DOCKER_HOST`,
+/// else the default socket); any other is read from the store.
+fn named(
+    env: &dyn Fn(&str) -> Option<OsString>,
+    discovery: &Discovery,
+    name: &str,
+    selected_by: Selected,
+) -> Result<Endpoint, ConfigError> {
+    if name == "default" {
+        let endpoint = match from_host_var(env, discovery)? {
+            Some(endpoint) => endpoint,
+            None => default_socket(env, discovery, default_tls(env))?,
+        };
+        return Ok(Endpoint {
+            source: Source::Context {
+                name: name.to_owned(),
+                selected_by,
+            },
+            ..endpoint
+        });
+    }
+    let dir = config_dir(env).ok_or_else(|| ConfigError::UnknownContext {
+        name: name.to_owned(),
+        path: PathBuf::from("~/.docker/contexts (no DOCKER_CONFIG and no HOME)"),
+    })?;
+    let id = store_id(name);
+    let meta_file = dir.join("contexts/meta").join(&id).join("meta.json");
+    let context_error = |reason: String| ConfigError::Context {
+        name: name.to_owned(),
+        path: meta_file.clone(),
+        reason,
+    };
+    let text = match std::fs::read(&meta_file) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(ConfigError::UnknownContext {
+                name: name.to_owned(),
+                path: meta_file,
+            });
+        }
+        Err(e) => return Err(context_error(e.to_string())),
+    };
+    let meta: Meta = serde_json::from_slice(&text).map_err(|e| context_error(e.to_string()))?;
+    let docker = meta
+        .endpoints
+        .get("docker")
+        .ok_or_else(|| context_error("it has no docker endpoint".to_owned()))?;
+    let host = docker
+        .host
+        .as_deref()
+        .filter(|h| !h.is_empty())
+        .ok_or_else(|| context_error("its docker endpoint has no Host".to_owned()))?;
+    if docker.skip_tls_verify {
+        return Err(context_error(
+            "SkipTLSVerify is set: lookout always verifies the engine's certificate".to_owned(),
+        ));
+    }
+    // Its TLS material is the store's only; a TCP host speaks TLS when
+    // there is some (as the docker CLI does).
+    let tls_dir = dir.join("contexts/tls").join(&id).join("docker");
+    let has_tls = ["ca.pem", "cert.pem", "key.pem"]
+        .iter()
+        .any(|f| tls_dir.join(f).exists());
+    let source_name = format!("context {name}");
+    Ok(Endpoint {
+        host: Host::parse(host, &source_name, has_tls)?,
+        source: Source::Context {
+            name: name.to_owned(),
+            selected_by,
+        },
+        tls: TlsEnv {
+            verify: has_tls,
+            cert_path: Some(tls_dir),
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    /// A temporary docker configuration directory, removed on drop.
+    struct Store(PathBuf);
+
+    impl Store {
+        fn new(test: &str) -> Self {
+            let dir = std::env::temp_dir()
+                .join(format!("lookout-contexts-{test}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).expect("a temp dir");
+            Self(dir)
+        }
+
+        /// A context as `docker context create NAME --docker host=HOST` writes it.
+        fn context(&self, name: &str, host: &str) -> &Self {
+            let meta = self.0.join("contexts/meta").join(store_id(name));
+            std::fs::create_dir_all(&meta).expect("meta dir");
+            let json = serde_json::json!({
+                "Name": name,
+                "Metadata": {},
+                "Endpoints": {"docker": {"Host": host, "SkipTLSVerify": false}},
+            });
+            std::fs::write(meta.join("meta.json"), json.to_string()).expect("meta.json");
+            self
+        }
+
+        fn current(&self, name: &str) -> &Self {
+            let json = serde_json::json!({"auths": {}, "currentContext": name});
+            std::fs::write(self.0.join("config.json"), json.to_string()).expect("config.json");
+            self
+        }
+
+        fn dir(&self) -> String {
+            self.0.display().to_string()
+        }
+    }
+
+    impl Drop for Store {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    const DOCKER: Discovery = Discovery::DOCKER;
+
+    fn resolve(
+        vars: &[(&str, &str)],
+        host: Option<&str>,
+        context: Option<&str>,
+    ) -> Result<Endpoint, ConfigError> {
+        let vars: HashMap<String, OsString> = vars
+            .iter()
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(k, v)| ((*k).to_owned(), OsString::from(v)))
+            .collect();
+        resolve_with(&|k| vars.get(k).cloned(), &DOCKER, host, context)
+    }
+
+    fn unix(path: &str) -> Host {
+        Host::Unix(path.into())
+    }
+
+    #[test]
+    fn the_store_id_is_the_names_sha256() {
+        // `printf desktop-linux | sha256sum`
+        assert_eq!(
+            store_id("desktop-linux"),
+            "fe9c6bd7a66301f49ca9b6a70b217107cd1284598bfc254700c989b916da791e"
+        );
+    }
+
+    #[test]
+    fn precedence_as_the_docker_cli() {
+        let store = Store::new("precedence");
+        store
+            .context("a", "unix:///run/a.sock")
+            .context("b", "unix:///run/b.sock")
+            .context("c", "unix:///run/c.sock")
+            .current("c");
+        let cfg = store.dir();
+        let base = [("DOCKER_CONFIG", cfg.as_str())];
+        let with = |more: &[(&'static str, &'static str)]| {
+            let mut v: Vec<(&str, &str)> = base.to_vec();
+            v.extend_from_slice(more);
+            v
+        };
+        let host_of = |r: Result<Endpoint, ConfigError>| r.map(|e| (e.host, e.source.to_string()));
+        let config_file = format!("{cfg}/config.json");
+        // currentContext.
+        assert_eq!(
+            host_of(resolve(&base, None, None)),
+            Ok((
+                unix("/run/c.sock"),
+                format!("context c (currentContext of {config_file})")
+            ))
+        );
+        // DOCKER_CONTEXT over currentContext.
+        let env = with(&[("DOCKER_CONTEXT", "b")]);
+        assert_eq!(
+            host_of(resolve(&env, None, None)),
+            Ok((unix("/run/b.sock"), "context b (DOCKER_CONTEXT)".to_owned()))
+        );
+        // DOCKER_HOST over both.
+        let env = with(&[
+            ("DOCKER_CONTEXT", "b"),
+            ("DOCKER_HOST", "unix:///run/h.sock"),
+        ]);
+        assert_eq!(
+            host_of(resolve(&env, None, None)),
+            Ok((unix("/run/h.sock"), "DOCKER_HOST".to_owned()))
+        );
+        // The given host over all of them.
+        assert_eq!(
+            host_of(resolve(&env, Some("unix:///run/g.sock"), None)),
+            Ok((unix("/run/g.sock"), "config".to_owned()))
+        );
+        // A pinned context over every variable.
+        assert_eq!(
+            host_of(resolve(&env, None, Some("a"))),
+            Ok((unix("/run/a.sock"), "context a".to_owned()))
+        );
+        // … but not together with a host.
+        assert_eq!(
+            resolve(&env, Some("unix:///run/g.sock"), Some("a")),
+            Err(ConfigError::ContextAndHost)
+        );
+        // `default` is the default endpoint: DOCKER_HOST, else the socket.
+        assert_eq!(
+            host_of(resolve(&env, None, Some("default"))),
+            Ok((unix("/run/h.sock"), "context default".to_owned()))
+        );
+        assert_eq!(
+            host_of(resolve(&with(&[("DOCKER_CONTEXT", "default")]), None, None)),
+            Ok((
+                unix("/var/run/docker.sock"),
+                "context default (DOCKER_CONTEXT)".to_owned()
+            ))
+        );
+        // Empty variables count as unset.
+        let env = with(&[("DOCKER_HOST", ""), ("DOCKER_CONTEXT", "")]);
+        assert_eq!(
+            resolve(&env, None, None).map(|e| e.host),
+            Ok(unix("/run/c.sock"))
+        );
+        // No store, no variables: the default socket.
+        let empty = Store::new("precedence-empty");
+        let dir = empty.dir();
+        assert_eq!(
+            host_of(resolve(&[("DOCKER_CONFIG", dir.as_str())], None, None)),
+            Ok((unix("/var/run/docker.sock"), "default".to_owned()))
+        );
+        // HOME/.docker when DOCKER_CONFIG is not set.
+        let home = Store::new("precedence-home");
+        std::fs::create_dir_all(home.0.join(".docker")).expect(".docker");
+        let docker_dir = Store(home.0.join(".docker"));
+        docker_dir
+            .context("h", "unix:///run/home.sock")
+            .current("h");
+        let home_dir = home.dir();
+        assert_eq!(
+            resolve(&[("HOME", home_dir.as_str())], None, None).map(|e| e.host),
+            Ok(unix("/run/home.sock"))
+        );
+        std::mem::forget(docker_dir); // removed with `home`
+    }
+
+    #[test]
+    fn an_unknown_context_names_itself_and_the_path_tried() {
+        let store = Store::new("unknown");
+        store.current("gone");
+        let cfg = store.dir();
+        let err = resolve(&[("DOCKER_CONFIG", &cfg)], None, None).expect_err("unknown");
+        let text = err.to_string();
+        assert!(text.contains("\"gone\""), "{text}");
+        assert!(
+            text.contains(&format!(
+                "{cfg}/contexts/meta/{}/meta.json",
+                store_id("gone")
+            )),
+            "{text}"
+        );
+        let err = resolve(&[("DOCKER_CONFIG", &cfg)], None, Some("nope")).expect_err("unknown");
+        assert!(matches!(err, ConfigError::UnknownContext { .. }), "{err}");
+    }
+
+    #[test]
+    fn a_named_contexts_tls_comes_from_the_store_only() {
+        let store = Store::new("tls");
+        store
+            .context("remote", "tcp://127.0.0.1:2376")
+            .context("plain", "tcp://127.0.0.1:2375");
+        let tls = store
+            .0
+            .join("contexts/tls")
+            .join(store_id("remote"))
+            .join("docker");
+        std::fs::create_dir_all(&tls).expect("tls dir");
+        std::fs::write(tls.join("ca.pem"), "x").expect("ca.pem");
+        let cfg = store.dir();
+        // DOCKER_TLS_VERIFY and DOCKER_CERT_PATH do not apply to a named context.
+        let env = [
+            ("DOCKER_CONFIG", cfg.as_str()),
+            ("DOCKER_TLS_VERIFY", "1"),
+            ("DOCKER_CERT_PATH", "/elsewhere"),
+        ];
+        let remote = resolve(&env, None, Some("remote")).expect("remote");
+        assert_eq!(
+            remote.host,
+            Host::Tcp {
+                host: "127.0.0.1".into(),
+                port: 2376,
+                tls: true
+            }
+        );
+        assert_eq!(remote.tls_dir(), Some(tls.as_path()));
+        let plain = resolve(&env, None, Some("plain")).expect("plain");
+        assert!(
+            matches!(plain.host, Host::Tcp { tls: false, .. }),
+            "{:?}",
+            plain.host
+        );
+        // The default context's: the variables, the certs from
+        // DOCKER_CERT_PATH, else the configuration directory.
+        let default = resolve(&env, Some("tcp://h:1"), None).expect("given");
+        assert!(matches!(default.host, Host::Tcp { tls: true, .. }));
+        assert_eq!(default.tls_dir(), Some(Path::new("/elsewhere")));
+        let default = resolve(
+            &[("DOCKER_CONFIG", cfg.as_str()), ("DOCKER_TLS_VERIFY", "1")],
+            Some("tcp://h:1"),
+            None,
+        )
+        .expect("given");
+        assert_eq!(default.tls_dir(), Some(store.0.as_path()));
+    }
+
+    #[test]
+    fn a_broken_store_is_a_config_error() {
+        let store = Store::new("broken");
+        std::fs::write(store.0.join("config.json"), "{not json").expect("config.json");
+        let cfg = store.dir();
+        let err = resolve(&[("DOCKER_CONFIG", &cfg)], None, None).expect_err("bad config.json");
+        assert!(err.to_string().contains("config.json"), "{err}");
+        let meta = store.0.join("contexts/meta").join(store_id("x"));
+        std::fs::create_dir_all(&meta).expect("meta");
+        std::fs::write(meta.join("meta.json"), r#"{"Endpoints":{}}"#).expect("meta.json");
+        let err = resolve(&[("DOCKER_CONFIG", &cfg)], None, Some("x")).expect_err("no endpoint");
+        assert!(err.to_string().contains("no docker endpoint"), "{err}");
+    }
+
+    #[test]
+    fn without_contexts_only_the_variable_and_the_sockets() {
+        let store = Store::new("podman");
+        store.context("c", "unix:///run/c.sock").current("c");
+        let cfg = store.dir();
+        let podman = Discovery {
+            host_var: "CONTAINER_HOST",
+            sockets: &[("", "/nonexistent/podman.sock")],
+            docker_contexts: false,
+        };
+        let vars: HashMap<&str, OsString> = [("DOCKER_CONFIG", OsString::from(&cfg))].into();
+        let env = |k: &str| vars.get(k).cloned();
+        let e = resolve_with(&env, &podman, None, None).expect("the socket");
+        assert_eq!(e.host, unix("/nonexistent/podman.sock"));
+        assert_eq!(e.source, Source::Default);
+    }
+}
