@@ -5,8 +5,9 @@ use std::time::Instant;
 use crate::engines;
 
 /// The engines in the order they come up (podman loads the image from docker;
-/// swarm runs on docker).
-pub const ALL: [&str; 4] = ["docker", "podman", "swarm", "k8s"];
+/// swarm runs on docker; sshd, the `ssh://` tests' private sshd on
+/// 127.0.0.1, is checked with both).
+pub const ALL: [&str; 5] = ["docker", "podman", "sshd", "swarm", "k8s"];
 
 pub fn run(args: &[String]) -> Result<(), String> {
     let (cmd, names) = args
@@ -40,10 +41,9 @@ fn select(names: &[String]) -> Result<Vec<&'static str>, String> {
     }
     let mut out = Vec::new();
     for n in names {
-        let known = ALL
-            .iter()
-            .find(|a| **a == n.as_str())
-            .ok_or_else(|| format!("unknown engine {n:?} (docker, podman, swarm, k8s, all)"))?;
+        let known = ALL.iter().find(|a| **a == n.as_str()).ok_or_else(|| {
+            format!("unknown engine {n:?} (docker, podman, sshd, swarm, k8s, all)")
+        })?;
         if !out.contains(known) {
             out.push(*known);
         }
@@ -72,6 +72,7 @@ pub fn up(engines: &[&str]) -> Result<(), String> {
         let result = match *name {
             "docker" => engines::docker_up().and_then(|()| engines::docker_verify()),
             "podman" => engines::podman_up().and_then(|()| engines::podman_verify()),
+            "sshd" => engines::sshd_up().and_then(|()| engines::sshd_verify()),
             "swarm" => engines::swarm_up().and_then(|()| engines::swarm_verify()),
             "k8s" => engines::k8s_up().and_then(|()| engines::k8s_status().map(drop)),
             other => Err(format!("unknown engine {other:?}")),
@@ -95,6 +96,7 @@ fn down(selected: &[&str]) -> Result<(), String> {
             "k8s" => engines::k8s_down(),
             "swarm" => engines::swarm_down(),
             "podman" => engines::podman_down(),
+            "sshd" => engines::sshd_down(),
             "docker" => engines::docker_down(),
             other => Err(format!("unknown engine {other:?}")),
         };
@@ -124,6 +126,11 @@ fn status() {
         "podman  {} {}",
         engines::podman_host(),
         answer(&engines::podman_host())
+    );
+    println!(
+        "sshd    {} {}",
+        engines::sshd_docker_host(),
+        engines::sshd_pid().map_or_else(|| "down".to_owned(), |p| format!("runs (pid {p})"))
     );
     let swarm =
         engines::docker(&["info", "--format", "{{.Swarm.LocalNodeState}}"]).unwrap_or_else(|e| e);

@@ -1,6 +1,7 @@
 //! Start, stop and break the real engines that lookout's end-to-end tests run
 //! against: dockerd, the Podman API service, a single-node Docker Swarm and a
-//! kube-apiserver + etcd testbed.
+//! kube-apiserver + etcd testbed, and a private sshd on 127.0.0.1 for the
+//! `ssh://` tests.
 //!
 //! A std-only crate: the end-to-end tests (`lookout-e2e`, as
 //! `lookout_e2e::engines`) and xtask (`cargo xtask engines up|down`, `cargo
@@ -19,6 +20,10 @@
 //! | `apt.log`, `image-build.log`, `k8s-build.log` | package installs, the test image build, the k8s testbed build |
 //! | `k8s/` | the k8s testbed: `kubeconfig`, `env`, `apiserver.log`, `etcd.log`, pid files |
 //!
+//! The test sshd is machine-wide, under `/var/lib/lookout-sshd` (keys,
+//! `sshd_config`, `sshd.pid`, `sshd.log`), with its `Host lookout-sshd` entry
+//! in `/etc/ssh/ssh_config.d/lookout-sshd.conf`.
+//!
 //! A test that breaks an engine (kill, stop, restart) should hold
 //! `lock_engine(engine, true)` while it does; tests that merely use it may hold
 //! `lock_engine(engine, false)`. The locks are machine-wide
@@ -31,6 +36,7 @@ mod packages;
 mod ping;
 mod podman;
 mod process;
+mod sshd;
 mod swarm;
 
 pub use docker::{
@@ -48,6 +54,10 @@ pub use podman::{
     podman_verify,
 };
 pub use process::{Output, run, run_output, tail_file};
+pub use sshd::{
+    SSH_CONFIG_ENTRY, SSH_HOST_ALIAS, SSHD_DIR, SSHD_PORT, sshd_docker_host, sshd_down, sshd_kill9,
+    sshd_pid, sshd_podman_host, sshd_start, sshd_up, sshd_verify,
+};
 pub use swarm::{swarm_down, swarm_service_create, swarm_up, swarm_verify, swarm_wait_running};
 
 use std::fs::{self, File, OpenOptions};

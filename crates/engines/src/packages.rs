@@ -19,7 +19,7 @@ const DEBIAN_PACKAGES: &[&str] = &["docker.io", "busybox-static", "podman", "cur
 
 static APT_UPDATED: AtomicBool = AtomicBool::new(false);
 
-fn dpkg_installed(pkg: &str) -> bool {
+pub(crate) fn dpkg_installed(pkg: &str) -> bool {
     run_output(
         Command::new("dpkg-query").args(["-W", "-f=${Status}", pkg]),
         Duration::from_secs(30),
@@ -56,6 +56,12 @@ pub fn ensure_packages() -> Result<(), String> {
     if missing.is_empty() {
         return Ok(());
     }
+    apt_install(&missing, apt)
+}
+
+/// `apt-get update` (once per process) then `apt-get install -y` of
+/// `missing`, as root where apt is (`apt`); elsewhere, say what to install.
+pub(crate) fn apt_install(missing: &[&str], apt: bool) -> Result<(), String> {
     if !apt || !is_root() {
         return Err(format!(
             "engines: missing {missing:?}; install them (Debian: `apt-get install -y {}` as root)",
@@ -86,7 +92,7 @@ pub fn ensure_packages() -> Result<(), String> {
         APT_UPDATED.store(true, Ordering::SeqCst);
     }
     let mut cmd = Command::new("apt-get");
-    cmd.args(["install", "-y", "-q"]).args(&missing);
+    cmd.args(["install", "-y", "-q"]).args(missing);
     apt_env(&mut cmd);
     run_logged(
         &mut cmd,

@@ -83,7 +83,9 @@ struct Common {
 
 #[derive(Debug, Args)]
 struct EngineArgs {
-    /// Engine address: `unix:///path` or `tcp://host:port` (default: as the
+    /// Engine address: `unix:///path`, `tcp://host:port`, `https://…`, or
+    /// `ssh://[user@]host[:port][/socket]` (the system ssh, as `docker -H
+    /// ssh://…`, with BatchMode) (default: as the
     /// engine's CLI finds it — docker: DOCKER_HOST, DOCKER_CONTEXT, the
     /// currentContext of $DOCKER_CONFIG/config.json, /var/run/docker.sock;
     /// podman: CONTAINER_HOST, its sockets). Resolved once, at start.

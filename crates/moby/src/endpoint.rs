@@ -133,6 +133,20 @@ pub(crate) fn resolve_with(
     host: Option<&str>,
     context: Option<&str>,
 ) -> Result<Endpoint, ConfigError> {
+    let mut endpoint = resolve_any(env, discovery, host, context)?;
+    // An ssh:// host runs the engine's own CLI remotely.
+    if let Host::Ssh(target) = &mut endpoint.host {
+        target.cli = discovery.ssh_cli;
+    }
+    Ok(endpoint)
+}
+
+fn resolve_any(
+    env: &dyn Fn(&str) -> Option<OsString>,
+    discovery: &Discovery,
+    host: Option<&str>,
+    context: Option<&str>,
+) -> Result<Endpoint, ConfigError> {
     if let Some(name) = context {
         if host.is_some() {
             return Err(ConfigError::ContextAndHost);
@@ -605,6 +619,7 @@ mod tests {
             host_var: "CONTAINER_HOST",
             sockets: &[("", "/nonexistent/podman.sock")],
             docker_contexts: false,
+            ssh_cli: "podman",
         };
         let vars: HashMap<&str, OsString> = [("DOCKER_CONFIG", OsString::from(&cfg))].into();
         let env = |k: &str| vars.get(k).cloned();

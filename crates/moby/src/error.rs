@@ -17,6 +17,17 @@ pub enum CompatError {
         #[source]
         source: std::io::Error,
     },
+    /// A request over `ssh://` failed, and ssh said why (on its stderr).
+    #[error("{source}; ssh to {host} said: {said}")]
+    Ssh {
+        /// The host dialed.
+        host: String,
+        /// ssh's stderr (its first 4 KiB, trimmed).
+        said: String,
+        /// The request's failure.
+        #[source]
+        source: Box<CompatError>,
+    },
     /// TLS could not be set up (certificate files, handshake).
     #[error("TLS: {0}")]
     Tls(String),

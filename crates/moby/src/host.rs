@@ -1,14 +1,16 @@
 //! Where the engine listens: parsing a host string and discovering the default.
 
 use std::fmt;
+
+pub use super::ssh::SshTarget;
 use std::path::PathBuf;
 
 /// A host string lookout cannot use.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
-    /// The host is not `unix:///path`, `tcp://host:port`, `http://host[:port]`
-    /// or `https://host[:port]`.
+    /// The host is not `unix:///path`, `tcp://host:port`, `http://host[:port]`,
+    /// `https://host[:port]` or `ssh://[user@]host[:port][/path]`.
     #[error("unusable engine host {host:?} (from {source_name}): {reason}")]
     InvalidHost {
         /// The host as given.
@@ -71,6 +73,9 @@ pub enum Host {
         /// Whether to speak TLS (`https://`, or `tcp://` with `DOCKER_TLS_VERIFY`).
         tls: bool,
     },
+    /// Through the system `ssh`: each connection one `ssh … system
+    /// dial-stdio` (see [`SshTarget`]).
+    Ssh(SshTarget),
 }
 
 impl fmt::Debug for Host {
@@ -83,6 +88,7 @@ impl fmt::Display for Host {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Unix(path) => write!(f, "unix://{}", path.display()),
+            Self::Ssh(target) => fmt::Display::fmt(target, f),
             Self::Tcp { host, port, tls } => {
                 let scheme = if *tls { "https" } else { "http" };
                 if host.contains(':') {
@@ -96,8 +102,9 @@ impl fmt::Display for Host {
 }
 
 impl Host {
-    /// Parses `unix:///path`, `tcp://host:port`, `http://host[:port]` or
-    /// `https://host[:port]`. A `tcp://` host speaks TLS when `tcp_tls` is set
+    /// Parses `unix:///path`, `tcp://host:port`, `http://host[:port]`,
+    /// `https://host[:port]` or `ssh://[user@]host[:port][/path]` (whose
+    /// remote CLI is `docker`; see [`SshTarget::cli`]). A `tcp://` host speaks TLS when `tcp_tls` is set
     /// (the caller reads `DOCKER_TLS_VERIFY`); without a port, `tcp://` and
     /// `http://` use 2375, TLS uses 2376 (Docker's conventions).
     pub fn parse(s: &str, source_name: &str, tcp_tls: bool) -> Result<Self, ConfigError> {
@@ -106,9 +113,9 @@ impl Host {
             source_name: source_name.to_owned(),
             reason,
         };
-        let (scheme, rest) = s
-            .split_once("://")
-            .ok_or_else(|| invalid("missing scheme (unix://, tcp://, http://, https://)"))?;
+        let (scheme, rest) = s.split_once("://").ok_or_else(|| {
+            invalid("missing scheme (unix://, tcp://, http://, https://, ssh://)")
+        })?;
         let tls = match scheme {
             "unix" => {
                 if rest.is_empty() || !rest.starts_with('/') {
@@ -121,11 +128,7 @@ impl Host {
             "tcp" => tcp_tls,
             "http" => false,
             "https" => true,
-            "ssh" => {
-                return Err(invalid(
-                    "ssh:// is not supported; forward the socket instead",
-                ));
-            }
+            "ssh" => return SshTarget::parse(rest).map(Self::Ssh).map_err(invalid),
             "npipe" => return Err(invalid("npipe:// is not supported (Windows named pipes)")),
             _ => return Err(invalid("unknown scheme")),
         };
@@ -173,7 +176,7 @@ impl Host {
     pub(crate) fn authority(&self) -> String {
         match self {
             // Docker's own clients send this for local sockets.
-            Self::Unix(_) => "localhost".to_owned(),
+            Self::Unix(_) | Self::Ssh(_) => "localhost".to_owned(),
             Self::Tcp { host, port, .. } if host.contains(':') => format!("[{host}]:{port}"),
             Self::Tcp { host, port, .. } => format!("{host}:{port}"),
         }
@@ -194,6 +197,8 @@ pub struct Discovery {
     /// the host variable and the default sockets: see
     /// [`Endpoint`](crate::Endpoint).
     pub docker_contexts: bool,
+    /// The CLI an `ssh://` host runs remotely (`docker`, `podman`).
+    pub ssh_cli: &'static str,
 }
 
 impl Discovery {
@@ -203,6 +208,7 @@ impl Discovery {
         host_var: "DOCKER_HOST",
         sockets: &[("", "/var/run/docker.sock")],
         docker_contexts: true,
+        ssh_cli: "docker",
     };
 }
 
@@ -255,7 +261,7 @@ mod tests {
             "/var/run/docker.sock",
             "unix://relative.sock",
             "unix://",
-            "ssh://me@host",
+            "ssh://me:pw@host",
             "npipe:////./pipe/docker_engine",
             "ftp://x",
             "tcp://",

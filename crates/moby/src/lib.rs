@@ -11,8 +11,20 @@
 //! after a reconnect), `objects`, `mapping` and `containers` (the kinds):
 //!
 //! - **connecting**: each request gets a connection of its own (unix socket,
-//!   TCP, or TLS with rustls), driven by whoever polls it: no pool, no spawned
-//!   task, so dropping the session or the probe closes its socket at once.
+//!   TCP, TLS with rustls, or one child process of the system `ssh` for
+//!   `ssh://`), driven by whoever polls it: no pool, no spawned task, so
+//!   dropping the session or the probe closes its socket (kills its ssh) at
+//!   once.
+//! - **over ssh** ([`SshTarget`]): as the docker CLI's connection helper,
+//!   `ssh "-o ConnectTimeout=30" "-o BatchMode=yes" -T [-l user] [-p port] --
+//!   host docker [--host unix:///path] system dial-stdio` (Podman: `podman
+//!   [--url unix:///path] system dial-stdio`), the user's ssh configuration
+//!   and agent applying. Each request is one ssh process and, unless the
+//!   user's ssh configuration shares one (`ControlMaster auto`,
+//!   `ControlPath`, `ControlPersist`), one SSH handshake: a dial makes four
+//!   in a row (`/_ping`, the history, `/events`, the list), each probe one,
+//!   each inspection one; the open `/events` stream holds one ssh for as
+//!   long as it streams. Give `dial_timeout` the time of four handshakes.
 //!   The endpoint ([`Endpoint`]: given, else as the engine's CLI finds it,
 //!   Docker's contexts included) is resolved once, when the watch is made:
 //!   a redial never lands on another engine.
@@ -88,6 +100,7 @@ mod inspect;
 mod mapping;
 mod objects;
 mod readiness;
+mod ssh;
 #[cfg(test)]
 mod testing;
 #[cfg(feature = "tls")]
@@ -113,7 +126,7 @@ pub use error::CompatError;
 pub use feed::{Feed, MAX_INSPECTIONS, Step, reinspect_after};
 pub use framing::MAX_LINE;
 pub use history::History;
-pub use host::{ConfigError, Discovery, Host};
+pub use host::{ConfigError, Discovery, Host, SshTarget};
 pub use inspect::Inspection;
 pub use mapping::{HealthTable, Mapping};
 pub use objects::{
@@ -125,8 +138,10 @@ pub use objects::{
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Config {
-    /// `unix:///path`, `tcp://host:port`, `http://host[:port]` or
-    /// `https://host[:port]` (`ssh://` and `npipe://` are not supported).
+    /// `unix:///path`, `tcp://host:port`, `http://host[:port]`,
+    /// `https://host[:port]` or `ssh://[user@]host[:port][/socket-path]`
+    /// (through the system `ssh`, see [`SshTarget`]; `npipe://` is not
+    /// supported).
     /// `None`: as the engine's CLI finds it ([`Endpoint`]: Docker's
     /// `DOCKER_HOST`, `DOCKER_CONTEXT`, `currentContext`, its default socket;
     /// Podman's `CONTAINER_HOST`, its sockets), resolved once, when the watch
@@ -705,6 +720,7 @@ mod tests {
             host_var: "LOOKOUT_TEST_UNSET_HOST",
             sockets: &[("", "/nonexistent/test.sock")],
             docker_contexts: false,
+            ssh_cli: "docker",
         },
         health: crate::mapping::HealthTable {
             status_in_action: true,

@@ -134,6 +134,7 @@ pub static MAPPING: moby::Mapping = moby::Mapping {
             ("", "/run/podman/podman.sock"),
         ],
         docker_contexts: false,
+        ssh_cli: "podman",
     },
     health: moby::HealthTable {
         status_in_action: false,

@@ -491,11 +491,17 @@ pub fn tasks() -> usize {
 /// `Started`, `Stopped`, `Removed`, once each, in order, live, with its
 /// labels; an unlabelled container worked on meanwhile never shows.
 pub async fn lifecycle(engine: &'static Engine) {
+    lifecycle_with(engine, test_config()).await;
+}
+
+/// [`lifecycle`] with the watch's `config` (an engine reached over ssh
+/// needs longer dial and probe timeouts: each request is one ssh).
+pub async fn lifecycle_with(engine: &'static Engine, config: WatchConfig) {
     let started = Instant::now();
     require(engine);
     let _lock = engines::lock_engine(engine.name, false).expect("engine lock");
     let c = Containers::new(engine, "lifecycle");
-    let mut w = Watcher::new(engine, (engine.host)(), c.filter(), test_config());
+    let mut w = Watcher::new(engine, (engine.host)(), c.filter(), config);
     w.connected().await;
     let a = c.create("a", true);
     let b = c.create("b", false);
