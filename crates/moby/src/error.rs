@@ -9,10 +9,13 @@ pub enum CompatError {
     #[error(transparent)]
     Host(#[from] ConfigError),
     /// The socket could not be opened (engine down, socket missing, refused…).
-    #[error("cannot connect to {host}: {source}")]
+    #[error("cannot connect to {host}: {source}{hint}")]
     Connect {
         /// The host dialed.
         host: String,
+        /// How the engine is started, when lookout found its default socket
+        /// (Podman's service); else empty.
+        hint: String,
         /// The OS error.
         #[source]
         source: std::io::Error,

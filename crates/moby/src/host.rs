@@ -47,6 +47,15 @@ pub enum ConfigError {
         /// Why.
         reason: String,
     },
+    /// A Podman connection named (pinned or `CONTAINER_CONNECTION`) is in
+    /// none of podman's files.
+    #[error("podman connection {name:?} not found (read: {tried})")]
+    UnknownConnection {
+        /// The connection's name.
+        name: String,
+        /// The files read.
+        tried: String,
+    },
     /// Both a context and a host were given.
     #[error("conflicting options: cannot specify both a host and a context")]
     ContextAndHost,
@@ -197,6 +206,10 @@ pub struct Discovery {
     /// the host variable and the default sockets: see
     /// [`Endpoint`](crate::Endpoint).
     pub docker_contexts: bool,
+    /// Podman's discovery applies (`CONTAINER_CONNECTION`, the default
+    /// connection, the rootless socket rules) instead of [`sockets`](Self::sockets):
+    /// see [`Endpoint`](crate::Endpoint).
+    pub podman_connections: bool,
     /// The CLI an `ssh://` host runs remotely (`docker`, `podman`).
     pub ssh_cli: &'static str,
 }
@@ -208,6 +221,7 @@ impl Discovery {
         host_var: "DOCKER_HOST",
         sockets: &[("", "/var/run/docker.sock")],
         docker_contexts: true,
+        podman_connections: false,
         ssh_cli: "docker",
     };
 }

@@ -87,6 +87,7 @@ pub(crate) async fn connect(host: &Host, tls_env: &TlsEnv) -> Result<Io, CompatE
     let connect_error = |source| CompatError::Connect {
         host: host.to_string(),
         source,
+        hint: String::new(),
     };
     match host {
         Host::Unix(path) => UnixStream::connect(path)
@@ -157,7 +158,14 @@ pub(crate) struct Exchange {
 /// arrived.
 pub(crate) async fn get(api: &Api, path_and_query: &str) -> Result<Exchange, CompatError> {
     let host = &api.host;
-    let io = connect(host, &api.tls).await?;
+    let io = connect(host, &api.tls).await.map_err(|e| match e {
+        CompatError::Connect { host, source, .. } => CompatError::Connect {
+            host,
+            source,
+            hint: api.hint.map(|h| format!(" ({h})")).unwrap_or_default(),
+        },
+        other => other,
+    })?;
     // Over ssh, what ssh said (why it failed) goes into the error.
     let said = match &io {
         Io::Ssh(s) => Some(s.said()),

@@ -87,6 +87,7 @@
 //! never stands for the current one.
 
 mod api;
+mod connections;
 mod containers;
 mod cursor;
 mod endpoint;
@@ -457,6 +458,7 @@ impl<O: Objects> Dial for CompatDial<O> {
         let provider = objects.provider();
         let resume = resume.copied();
         let (host, tls) = (self.endpoint.host.clone(), self.endpoint.tls.clone());
+        let hint = self.endpoint.hint;
         let events_path = self.events_path();
         let list_path = self.list_path();
         let scope = self.scope.clone();
@@ -464,7 +466,7 @@ impl<O: Objects> Dial for CompatDial<O> {
             .then_some(self.readiness_poll);
         let pinned = self.api_version;
         Box::pin(async move {
-            let api = versioned(provider, api::Api::new(host, tls), pinned).await?;
+            let api = versioned(provider, api::Api::new(host, tls).hint(hint), pinned).await?;
             let host = &api.host;
             // What happened while the feed could not be seen: its exact
             // transitions when the engine's history proves it continues the
@@ -535,10 +537,11 @@ impl<O: Objects> Dial for CompatDial<O> {
 
     fn probe(&mut self) -> Option<ProbeFuture> {
         let (host, tls) = (self.endpoint.host.clone(), self.endpoint.tls.clone());
+        let hint = self.endpoint.hint;
         let provider = self.objects.provider();
         Some(Box::pin(async move {
             let span = tracing::debug_span!("conn", provider, %host, request = "ping");
-            let api = api::Api::new(host, tls);
+            let api = api::Api::new(host, tls).hint(hint);
             async {
                 http::get(&api, "/_ping")
                     .await?
@@ -720,6 +723,7 @@ mod tests {
             host_var: "LOOKOUT_TEST_UNSET_HOST",
             sockets: &[("", "/nonexistent/test.sock")],
             docker_contexts: false,
+            podman_connections: false,
             ssh_cli: "docker",
         },
         health: crate::mapping::HealthTable {

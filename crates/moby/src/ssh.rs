@@ -43,6 +43,8 @@ pub struct SshTarget {
     pub socket: Option<String>,
     /// The CLI run remotely: `docker` or `podman`.
     pub cli: &'static str,
+    /// `-i key` (a Podman connection's identity, `CONTAINER_SSHKEY`).
+    pub identity: Option<std::path::PathBuf>,
 }
 
 impl SshTarget {
@@ -97,6 +99,7 @@ impl SshTarget {
             port,
             socket,
             cli: "docker",
+            identity: None,
         })
     }
 
@@ -106,6 +109,9 @@ impl SshTarget {
         let mut args: Vec<String> = ["-o ConnectTimeout=30", "-o BatchMode=yes", "-T"]
             .map(str::to_owned)
             .to_vec();
+        if let Some(key) = &self.identity {
+            args.extend(["-i".to_owned(), key.display().to_string()]);
+        }
         if let Some(user) = &self.user {
             args.extend(["-l".to_owned(), user.clone()]);
         }
