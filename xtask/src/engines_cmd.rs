@@ -6,8 +6,9 @@ use crate::engines;
 
 /// The engines in the order they come up (podman loads the image from docker;
 /// swarm runs on docker; sshd, the `ssh://` tests' private sshd on
-/// 127.0.0.1, is checked with both).
-pub const ALL: [&str; 5] = ["docker", "podman", "sshd", "swarm", "k8s"];
+/// 127.0.0.1, is checked with both; docker-tls, a second dockerd on
+/// 127.0.0.1 with `--tlsverify`, for the TLS docker context tests).
+pub const ALL: [&str; 6] = ["docker", "docker-tls", "podman", "sshd", "swarm", "k8s"];
 
 pub fn run(args: &[String]) -> Result<(), String> {
     let (cmd, names) = args
@@ -42,7 +43,7 @@ fn select(names: &[String]) -> Result<Vec<&'static str>, String> {
     let mut out = Vec::new();
     for n in names {
         let known = ALL.iter().find(|a| **a == n.as_str()).ok_or_else(|| {
-            format!("unknown engine {n:?} (docker, podman, sshd, swarm, k8s, all)")
+            format!("unknown engine {n:?} (docker, docker-tls, podman, sshd, swarm, k8s, all)")
         })?;
         if !out.contains(known) {
             out.push(*known);
@@ -73,6 +74,7 @@ pub fn up(engines: &[&str]) -> Result<(), String> {
             "docker" => engines::docker_up().and_then(|()| engines::docker_verify()),
             "podman" => engines::podman_up().and_then(|()| engines::podman_verify()),
             "sshd" => engines::sshd_up().and_then(|()| engines::sshd_verify()),
+            "docker-tls" => engines::docker_tls_up(),
             "swarm" => engines::swarm_up().and_then(|()| engines::swarm_verify()),
             "k8s" => engines::k8s_up().and_then(|()| engines::k8s_status().map(drop)),
             other => Err(format!("unknown engine {other:?}")),
@@ -97,6 +99,7 @@ fn down(selected: &[&str]) -> Result<(), String> {
             "swarm" => engines::swarm_down(),
             "podman" => engines::podman_down(),
             "sshd" => engines::sshd_down(),
+            "docker-tls" => engines::docker_tls_down(),
             "docker" => engines::docker_down(),
             other => Err(format!("unknown engine {other:?}")),
         };

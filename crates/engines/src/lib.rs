@@ -1,7 +1,8 @@
 //! Start, stop and break the real engines that lookout's end-to-end tests run
 //! against: dockerd, the Podman API service, a single-node Docker Swarm and a
 //! kube-apiserver + etcd testbed, and a private sshd on 127.0.0.1 for the
-//! `ssh://` tests.
+//! `ssh://` tests, and a second dockerd on 127.0.0.1 with `--tlsverify` for
+//! the tests of a docker context with TLS material.
 //!
 //! A std-only crate: the end-to-end tests (`lookout-e2e`, as
 //! `lookout_e2e::engines`) and xtask (`cargo xtask engines up|down`, `cargo
@@ -31,6 +32,7 @@
 //! checkouts testing at once do not kill each other's daemon mid-test.
 
 mod docker;
+mod docker_tls;
 mod k8s;
 mod packages;
 mod ping;
@@ -42,6 +44,10 @@ mod swarm;
 pub use docker::{
     docker, docker_cli, docker_command, docker_create_test_container, docker_down, docker_kill9,
     docker_signal, docker_start, docker_up, docker_verify, ensure_test_image,
+};
+pub use docker_tls::{
+    DOCKER_TLS_PORT, docker_tls_certs, docker_tls_down, docker_tls_host, docker_tls_socket,
+    docker_tls_up,
 };
 pub use k8s::{
     k8s_build, k8s_compact, k8s_dir, k8s_down, k8s_kill_apiserver, k8s_kubeconfig,
