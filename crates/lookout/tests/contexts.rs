@@ -14,7 +14,7 @@
 // Test code reads the child's pipes on threads; only library crates may not spawn.
 #![allow(clippy::disallowed_methods)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -22,7 +22,7 @@ use lookout_e2e::engines;
 use lookout_e2e::relay::Relay;
 
 mod common;
-use common::{Containers, Process, WAIT};
+use common::{Containers, Process, TempDir, WAIT};
 
 /// The variables that select a docker endpoint: removed from every command
 /// here, then set as each case says.
@@ -38,18 +38,15 @@ const SELECTORS: [&str; 5] = [
 type Env<'a> = &'a [(&'a str, &'a str)];
 
 /// A temporary docker configuration directory, removed on drop.
-struct ConfigDir(PathBuf);
+struct ConfigDir(TempDir);
 
 impl ConfigDir {
     fn new(what: &str) -> Self {
-        let dir = std::env::temp_dir().join(common::unique("contexts", what));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("a temp dir");
-        Self(dir)
+        Self(TempDir::new("contexts", what))
     }
 
     fn path(&self) -> &Path {
-        &self.0
+        &self.0.0
     }
 
     /// The docker CLI with this configuration directory and `env` (nothing
@@ -59,7 +56,7 @@ impl ConfigDir {
         for var in SELECTORS {
             cmd.env_remove(var);
         }
-        cmd.env("DOCKER_CONFIG", &self.0)
+        cmd.env("DOCKER_CONFIG", self.path())
             .envs(env.iter().copied())
             .args(args)
             .stdin(Stdio::null());
@@ -78,30 +75,10 @@ impl ConfigDir {
         for var in SELECTORS {
             cmd.env_remove(var);
         }
-        let mut child = cmd
-            .env("DOCKER_CONFIG", &self.0)
+        cmd.env("DOCKER_CONFIG", self.path())
             .envs(env.iter().copied())
-            .env_remove("RUST_LOG")
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn lookout");
-        let out = common::lines(child.stdout.take().expect("stdout"));
-        let err = common::lines(child.stderr.take().expect("stderr"));
-        Process {
-            child,
-            out: Some(out),
-            err,
-            stderr_seen: Vec::new(),
-        }
-    }
-}
-
-impl Drop for ConfigDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+            .args(args);
+        Process::start(cmd)
     }
 }
 
@@ -390,7 +367,10 @@ fn a_tls_context_reaches_dockerd_tlsverify_with_the_stores_material() {
     let mut lookout = dir.lookout(&["docker", "--json", "--context", "lookout-plain"], &env);
     let d = lookout.stderr("disconnected", |v| v["status"] == "disconnected");
     let error = d["error"].as_str().unwrap_or_default();
-    assert!(error.contains("HTTP request to an HTTPS server"), "plain HTTP: {d}");
+    assert!(
+        error.contains("HTTP request to an HTTPS server"),
+        "plain HTTP: {d}"
+    );
     eprintln!(
         "[contexts] plain context on the TLS port: lookout: {error}; docker: {}",
         out.stderr.trim()

@@ -16,14 +16,13 @@
 // Test code reads the child's pipes on threads; only library crates may not spawn.
 #![allow(clippy::disallowed_methods)]
 
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use lookout_e2e::engines;
 use lookout_e2e::relay::Relay;
 
 mod common;
-use common::{Process, WAIT};
+use common::{Process, TempDir, WAIT};
 
 /// The variables that select a Podman endpoint: removed from every command.
 const SELECTORS: [&str; 6] = [
@@ -36,16 +35,19 @@ const SELECTORS: [&str; 6] = [
 ];
 
 /// A temporary configuration (`CONTAINERS_CONF`, `XDG_CONFIG_HOME`), removed on drop.
-struct Conf(PathBuf);
+struct Conf(TempDir);
 
 impl Conf {
     fn new(what: &str) -> Self {
-        let dir = std::env::temp_dir().join(common::unique("podman-conn", what));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(dir.join("config")).expect("a temp dir");
+        let dir = TempDir::new("podman-conn", what);
+        std::fs::create_dir_all(dir.0.join("config")).expect("a temp dir");
         // podman wants CONTAINERS_CONF to exist; it writes the connections there.
-        std::fs::write(dir.join("containers.conf"), "").expect("containers.conf");
+        std::fs::write(dir.0.join("containers.conf"), "").expect("containers.conf");
         Self(dir)
+    }
+
+    fn dir(&self) -> &std::path::Path {
+        &self.0.0
     }
 
     fn command(&self, program: &str, env: &[(&str, &str)]) -> Command {
@@ -53,8 +55,8 @@ impl Conf {
         for var in SELECTORS {
             cmd.env_remove(var);
         }
-        cmd.env("CONTAINERS_CONF", self.0.join("containers.conf"))
-            .env("XDG_CONFIG_HOME", self.0.join("config"))
+        cmd.env("CONTAINERS_CONF", self.dir().join("containers.conf"))
+            .env("XDG_CONFIG_HOME", self.dir().join("config"))
             .envs(env.iter().copied())
             .stdin(Stdio::null());
         cmd
@@ -74,27 +76,8 @@ impl Conf {
 
     fn lookout(&self, args: &[&str], env: &[(&str, &str)]) -> Process {
         let mut cmd = self.command(env!("CARGO_BIN_EXE_lookout"), env);
-        let mut child = cmd
-            .args(args)
-            .env_remove("RUST_LOG")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn lookout");
-        let out = common::lines(child.stdout.take().expect("stdout"));
-        let err = common::lines(child.stderr.take().expect("stderr"));
-        Process {
-            child,
-            out: Some(out),
-            err,
-            stderr_seen: Vec::new(),
-        }
-    }
-}
-
-impl Drop for Conf {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        cmd.args(args);
+        Process::start(cmd)
     }
 }
 
@@ -158,7 +141,7 @@ fn lookout_goes_where_podman_remote_goes() {
         &[],
     );
     conf.podman_ok(&["system", "connection", "add", "lookout-b", &b], &[]);
-    let written = std::fs::read_to_string(conf.0.join("containers.conf")).unwrap_or_default();
+    let written = std::fs::read_to_string(conf.dir().join("containers.conf")).unwrap_or_default();
     eprintln!("[podman connections] podman wrote:\n{written}");
     side_by_side(
         &conf,

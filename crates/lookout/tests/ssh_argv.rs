@@ -9,25 +9,24 @@
 #![allow(clippy::disallowed_methods)]
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use lookout_e2e::engines;
 
 mod common;
-use common::{Process, WAIT};
+use common::{Process, TempDir, WAIT};
 
 /// A directory with a fake `ssh` that appends its argv (one line, each
 /// argument followed by a NUL) to `argv`, says `fake ssh: Permission denied
 /// (lookout test)` on stderr and exits 255. Removed on drop.
-struct FakeSsh(PathBuf);
+struct FakeSsh(TempDir);
 
 impl FakeSsh {
     fn new(what: &str) -> Self {
-        let dir = std::env::temp_dir().join(common::unique("ssh-argv", what));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("a temp dir");
+        let tmp = TempDir::new("ssh-argv", what);
+        let dir = tmp.0.clone();
         let script = dir.join("ssh");
         std::fs::write(
             &script,
@@ -40,21 +39,21 @@ impl FakeSsh {
         )
         .expect("the fake ssh");
         std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-        Self(dir)
+        Self(tmp)
     }
 
     /// `PATH` with the fake first.
     fn path_var(&self) -> String {
         format!(
             "{}:{}",
-            self.0.display(),
+            self.dir().display(),
             std::env::var("PATH").unwrap_or_default()
         )
     }
 
     /// Every argv recorded so far.
     fn calls(&self) -> Vec<Vec<String>> {
-        let text = std::fs::read_to_string(self.0.join("argv")).unwrap_or_default();
+        let text = std::fs::read_to_string(self.dir().join("argv")).unwrap_or_default();
         text.lines()
             .filter(|l| !l.is_empty())
             .map(|l| {
@@ -79,13 +78,7 @@ impl FakeSsh {
     }
 
     fn dir(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for FakeSsh {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        &self.0.0
     }
 }
 
@@ -94,23 +87,10 @@ const HOST: &str = "ssh://me@h.example:2222/run/x.sock";
 /// lookout `engine --json --host host` with the fake first on `PATH`,
 /// until its first `disconnected`: its error.
 fn lookout_error(fake: &FakeSsh, engine: &str, host: &str) -> String {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_lookout"))
-        .args([engine, "--json", "--host", host])
-        .env("PATH", fake.path_var())
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn lookout");
-    let out = common::lines(child.stdout.take().expect("stdout"));
-    let err = common::lines(child.stderr.take().expect("stderr"));
-    let mut p = Process {
-        child,
-        out: Some(out),
-        err,
-        stderr_seen: Vec::new(),
-    };
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lookout"));
+    cmd.args([engine, "--json", "--host", host])
+        .env("PATH", fake.path_var());
+    let mut p = Process::start(cmd);
     let d = p.stderr("disconnected", |v| v["status"] == "disconnected");
     d["error"].as_str().unwrap_or_default().to_owned()
 }
