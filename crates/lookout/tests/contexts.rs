@@ -376,3 +376,20 @@ fn a_tls_context_reaches_dockerd_tlsverify_with_the_stores_material() {
         out.stderr.trim()
     );
 }
+
+/// `--context` with `--host` is refused as the docker CLI refuses `-H` with
+/// `--context`; a docker context for podman and a podman connection for
+/// docker are refused too (exit 2, a message).
+#[test]
+fn conflicting_endpoint_flags_exit_2() {
+    let stderr = common::usage_error(&["docker", "--context", "a", "--host", "unix:///x"]);
+    assert!(
+        stderr.contains("--context") && stderr.contains("--host"),
+        "{stderr}"
+    );
+    let stderr = common::usage_error(&["podman", "--context", "a"]);
+    assert!(stderr.contains("--connection"), "{stderr}");
+    let stderr = common::usage_error(&["swarm", "--connection", "a"]);
+    assert!(stderr.contains("--context"), "{stderr}");
+    common::usage_error(&["podman", "--connection", "a", "--host", "unix:///x"]);
+}
