@@ -131,6 +131,11 @@ fn status() {
         answer(&engines::podman_host())
     );
     println!(
+        "docker-tls {} {}",
+        engines::docker_tls_host(),
+        answer(&engines::docker_tls_socket())
+    );
+    println!(
         "sshd    {} {}",
         engines::sshd_docker_host(),
         engines::sshd_pid().map_or_else(|| "down".to_owned(), |p| format!("runs (pid {p})"))
