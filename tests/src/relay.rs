@@ -440,6 +440,15 @@ async fn relay_pair(mut client: UnixStream, shared: &Shared) {
     }
 }
 
+/// The request targets that are neither `/_ping` nor under `/v{version}/`.
+pub fn not_under_version<'a>(targets: &'a [String], version: &str) -> Vec<&'a String> {
+    let prefix = format!("/v{version}/");
+    targets
+        .iter()
+        .filter(|t| t.as_str() != "/_ping" && !t.starts_with(&prefix))
+        .collect()
+}
+
 /// `/_ping`, or a path under `/v1.NN/`.
 fn allowed_by_versioned_proxy(target: &str) -> bool {
     let path = target.split('?').next().unwrap_or(target);

@@ -369,10 +369,7 @@ async fn a_quiet_session_still_replays_a_cut_exactly() {
 fn all_versioned(engine: &fake_engine::FakeEngine, version: &str) {
     let requests = engine.requests();
     let prefix = format!("/v{version}/");
-    let stray: Vec<&String> = requests
-        .iter()
-        .filter(|r| r.as_str() != "/_ping" && !r.starts_with(&prefix))
-        .collect();
+    let stray = lookout_e2e::relay::not_under_version(&requests, version);
     assert!(
         stray.is_empty(),
         "unversioned or other-versioned: {stray:?} of {requests:?}"
@@ -439,20 +436,6 @@ async fn a_pinned_version_is_used_for_every_request() {
         "a pinned version needs no ping to dial"
     );
     // The proxy's refusal, seen by a plain request.
-    let mut conn = tokio::net::UnixStream::connect(&engine.socket)
-        .await
-        .expect("the engine's socket");
-    let answer = tokio::time::timeout(ITEM, async {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        conn.write_all(b"GET /containers/json HTTP/1.1\r\nHost: d\r\n\r\n")
-            .await?;
-        let mut head = vec![0u8; 64];
-        let n = conn.read(&mut head).await?;
-        head.truncate(n);
-        Ok::<_, std::io::Error>(String::from_utf8_lossy(&head).into_owned())
-    })
-    .await
-    .expect("an answer in time")
-    .expect("an answer");
+    let answer = lookout_e2e::relay::scenarios::raw_get(&engine.socket, "/containers/json").await;
     assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
 }

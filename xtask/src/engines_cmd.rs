@@ -5,8 +5,18 @@ use std::time::Instant;
 use crate::engines;
 
 /// The engines in the order they come up (podman and the second dockerd load
-/// the image from docker; swarm runs on docker).
-pub const ALL: [&str; 5] = ["docker", "docker2", "podman", "swarm", "k8s"];
+/// the image from docker; swarm runs on docker; sshd, the `ssh://` tests'
+/// private sshd on 127.0.0.1, is checked with both; docker-tls, another
+/// dockerd on 127.0.0.1 with `--tlsverify`, for the TLS docker context tests).
+pub const ALL: [&str; 7] = [
+    "docker",
+    "docker2",
+    "docker-tls",
+    "podman",
+    "sshd",
+    "swarm",
+    "k8s",
+];
 
 pub fn run(args: &[String]) -> Result<(), String> {
     let (cmd, names) = args
@@ -41,7 +51,9 @@ fn select(names: &[String]) -> Result<Vec<&'static str>, String> {
     let mut out = Vec::new();
     for n in names {
         let known = ALL.iter().find(|a| **a == n.as_str()).ok_or_else(|| {
-            format!("unknown engine {n:?} (docker, docker2, podman, swarm, k8s, all)")
+            format!(
+                "unknown engine {n:?} (docker, docker2, docker-tls, podman, sshd, swarm, k8s, all)"
+            )
         })?;
         if !out.contains(known) {
             out.push(*known);
@@ -74,6 +86,8 @@ pub fn up(engines: &[&str]) -> Result<(), String> {
                 .and_then(|()| engines::docker2_up())
                 .and_then(|()| engines::docker2_verify()),
             "podman" => engines::podman_up().and_then(|()| engines::podman_verify()),
+            "sshd" => engines::sshd_up().and_then(|()| engines::sshd_verify()),
+            "docker-tls" => engines::docker_tls_up(),
             "swarm" => engines::swarm_up().and_then(|()| engines::swarm_verify()),
             "k8s" => engines::k8s_up().and_then(|()| engines::k8s_status().map(drop)),
             other => Err(format!("unknown engine {other:?}")),
@@ -98,6 +112,8 @@ fn down(selected: &[&str]) -> Result<(), String> {
             "swarm" => engines::swarm_down(),
             "podman" => engines::podman_down(),
             "docker2" => engines::docker2_down(),
+            "sshd" => engines::sshd_down(),
+            "docker-tls" => engines::docker_tls_down(),
             "docker" => engines::docker_down(),
             other => Err(format!("unknown engine {other:?}")),
         };
@@ -132,6 +148,16 @@ fn status() {
         "podman  {} {}",
         engines::podman_host(),
         answer(&engines::podman_host())
+    );
+    println!(
+        "docker-tls {} {}",
+        engines::docker_tls_host(),
+        answer(&engines::docker_tls_socket())
+    );
+    println!(
+        "sshd    {} {}",
+        engines::sshd_docker_host(),
+        engines::sshd_pid().map_or_else(|| "down".to_owned(), |p| format!("runs (pid {p})"))
     );
     let swarm =
         engines::docker(&["info", "--format", "{{.Swarm.LocalNodeState}}"]).unwrap_or_else(|e| e);

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use crate::packages::{ensure_packages, static_busybox};
 use crate::ping::{ping, wait_ping};
 use crate::process::{
-    alive, children_named, command_exists, find_in_path, find_procs, is_executable, proc_comm,
-    proc_state, read_pid, run, run_logged, run_output, signal, spawn_daemon, wait_dead,
+    alive, children_named, command_exists, find_in_path, find_procs, is_executable, proc_cmdline,
+    proc_comm, proc_state, read_pid, run, run_logged, run_output, signal, spawn_daemon, wait_dead,
 };
 use crate::{
     CLI_TIMEOUT, DEFAULT_DOCKER_HOST, ENV_DOCKER_HOST, EXIT_WAIT, PING_TIMEOUT, docker_host,
@@ -87,7 +87,11 @@ fn dockerd_pid() -> Option<u32> {
             return Some(pid);
         }
     }
-    find_procs("dockerd", &[]).into_iter().next()
+    // Not a second dockerd of its own data root (docker-tls, a multi-host
+    // test's): waiting on one of those would never see the main one answer.
+    find_procs("dockerd", &[])
+        .into_iter()
+        .find(|pid| !proc_cmdline(*pid).is_some_and(|args| args.iter().any(|a| a == "--data-root")))
 }
 
 /// Remove pid files naming a dead (or zombie) process: dockerd refuses to start

@@ -1,7 +1,9 @@
 //! A second dockerd on this machine (`engines up docker2`), for the tests of
 //! many engines in one stream: its own socket, data root, exec root, pid
-//! file and containerd namespaces, no bridge and no iptables rules, next to
-//! the main one. Debian's dockerd 20.10 starts so in about a second, with a
+//! file and containerd namespaces, a bridge of its own ([`BRIDGE`]) and no
+//! iptables rules, next to the main one. (Not `--bridge none`: a dockerd
+//! started so *removes* the default bridge `docker0`, the main dockerd's,
+//! and every later container on it — Swarm's tasks — fails to start.) Debian's dockerd 20.10 starts so in about a second, with a
 //! containerd of its own under its exec root. It has no image of its own:
 //! the test image is loaded from the main dockerd (`docker save | docker
 //! load`).
@@ -33,6 +35,26 @@ const DATA_ROOT: &str = "/var/lib/lookout-docker2";
 pub const DEFAULT_DOCKER2_HOST: &str = "unix:///run/lookout-docker2/docker.sock";
 
 const READY: Duration = Duration::from_secs(60);
+
+/// The second dockerd's own bridge, made before it starts (dockerd's
+/// `--bridge` takes an existing one), with an address of its own: no route
+/// leaves it, and no iptables rule is made for it.
+pub const BRIDGE: &str = "lkdocker2";
+/// The bridge's address (a private network no other engine here uses).
+const BRIDGE_ADDRESS: &str = "10.213.117.1/24";
+
+/// Makes the bridge `name` with `address` when it is missing: a dockerd
+/// beside the main one takes it (`--bridge name`), rather than `--bridge
+/// none`, which deletes the main one's `docker0`.
+pub(crate) fn ensure_bridge(name: &str, address: &str) -> Result<(), String> {
+    let ip = |args: &[&str]| run(Command::new("ip").args(args), "ip", CLI_TIMEOUT);
+    if ip(&["link", "show", name]).is_ok() {
+        return Ok(());
+    }
+    ip(&["link", "add", "name", name, "type", "bridge"])?;
+    ip(&["addr", "add", address, "dev", name])?;
+    ip(&["link", "set", name, "up"]).map(drop)
+}
 
 /// The second dockerd's endpoint: `LOOKOUT_DOCKER2_HOST`, else
 /// [`DEFAULT_DOCKER2_HOST`].
@@ -115,7 +137,7 @@ fn args() -> Result<Vec<String>, String> {
         "--containerd-plugins-namespace",
         "lookout-docker2-p",
         "--bridge",
-        "none",
+        BRIDGE,
         "--iptables=false",
         "--ip-masq=false",
     ]
@@ -156,6 +178,7 @@ pub fn docker2_start() -> Result<(), String> {
     }
     fs::create_dir_all(RUN_DIR).map_err(|e| format!("docker2: cannot create {RUN_DIR}: {e}"))?;
     remove_stale_pidfiles();
+    ensure_bridge(BRIDGE, BRIDGE_ADDRESS)?;
     let dockerd = dockerd_binary()?;
     let mut child = Some(
         spawn_daemon(&dockerd, &args()?, &[], &log, None)

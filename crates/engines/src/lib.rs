@@ -1,6 +1,8 @@
 //! Start, stop and break the real engines that lookout's end-to-end tests run
 //! against: dockerd, the Podman API service, a single-node Docker Swarm and a
-//! kube-apiserver + etcd testbed.
+//! kube-apiserver + etcd testbed, and a private sshd on 127.0.0.1 for the
+//! `ssh://` tests, and a second dockerd on 127.0.0.1 with `--tlsverify` for
+//! the tests of a docker context with TLS material.
 //!
 //! A std-only crate: the end-to-end tests (`lookout-e2e`, as
 //! `lookout_e2e::engines`) and xtask (`cargo xtask engines up|down`, `cargo
@@ -20,6 +22,10 @@
 //! | `apt.log`, `image-build.log`, `k8s-build.log` | package installs, the test image build, the k8s testbed build |
 //! | `k8s/` | the k8s testbed: `kubeconfig`, `env`, `apiserver.log`, `etcd.log`, pid files |
 //!
+//! The test sshd is machine-wide, under `/var/lib/lookout-sshd` (keys,
+//! `sshd_config`, `sshd.pid`, `sshd.log`), with its `Host lookout-sshd` entry
+//! in `/etc/ssh/ssh_config.d/lookout-sshd.conf`.
+//!
 //! A test that breaks an engine (kill, stop, restart) should hold
 //! `lock_engine(engine, true)` while it does; tests that merely use it may hold
 //! `lock_engine(engine, false)`. The locks are machine-wide
@@ -28,11 +34,13 @@
 
 mod docker;
 mod docker2;
+mod docker_tls;
 mod k8s;
 mod packages;
 mod ping;
 mod podman;
 mod process;
+mod sshd;
 mod swarm;
 
 pub use docker::{
@@ -42,6 +50,10 @@ pub use docker::{
 pub use docker2::{
     DEFAULT_DOCKER2_HOST, ENV_DOCKER2_HOST, docker2, docker2_command, docker2_down, docker2_host,
     docker2_kill9, docker2_start, docker2_up, docker2_verify,
+};
+pub use docker_tls::{
+    DOCKER_TLS_PORT, docker_tls_certs, docker_tls_down, docker_tls_host, docker_tls_socket,
+    docker_tls_up,
 };
 pub use k8s::{
     k8s_build, k8s_compact, k8s_dir, k8s_down, k8s_kill_apiserver, k8s_kubeconfig,
@@ -54,6 +66,10 @@ pub use podman::{
     podman_verify,
 };
 pub use process::{Output, run, run_output, tail_file};
+pub use sshd::{
+    SSH_CONFIG_ENTRY, SSH_HOST_ALIAS, SSHD_DIR, SSHD_PORT, sshd_docker_host, sshd_down, sshd_kill9,
+    sshd_pid, sshd_podman_host, sshd_start, sshd_up, sshd_verify,
+};
 pub use swarm::{swarm_down, swarm_service_create, swarm_up, swarm_verify, swarm_wait_running};
 
 use std::fs::{self, File, OpenOptions};

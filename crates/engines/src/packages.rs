@@ -14,12 +14,20 @@ const APT_INSTALL_TIMEOUT: Duration = Duration::from_secs(1200);
 
 /// Debian packages the engines come from (with their recommends, as `apt-get
 /// install -y` picks them), and the HTTP tools the `--serve` tests drive
-/// lookout with (`curl` into `jq`, as the README shows).
-const DEBIAN_PACKAGES: &[&str] = &["docker.io", "busybox-static", "podman", "curl", "jq"];
+/// lookout with (`curl` into `jq`, as the README shows), and `ip` (the
+/// bridges of the dockerds beside the main one).
+const DEBIAN_PACKAGES: &[&str] = &[
+    "docker.io",
+    "busybox-static",
+    "podman",
+    "curl",
+    "jq",
+    "iproute2",
+];
 
 static APT_UPDATED: AtomicBool = AtomicBool::new(false);
 
-fn dpkg_installed(pkg: &str) -> bool {
+pub(crate) fn dpkg_installed(pkg: &str) -> bool {
     run_output(
         Command::new("dpkg-query").args(["-W", "-f=${Status}", pkg]),
         Duration::from_secs(30),
@@ -46,7 +54,7 @@ pub fn ensure_packages() -> Result<(), String> {
         if static_busybox().is_none() {
             m.push("busybox-static");
         }
-        for tool in ["podman", "curl", "jq"] {
+        for tool in ["podman", "curl", "jq", "ip"] {
             if !command_exists(tool) {
                 m.push(tool);
             }
@@ -56,6 +64,12 @@ pub fn ensure_packages() -> Result<(), String> {
     if missing.is_empty() {
         return Ok(());
     }
+    apt_install(&missing, apt)
+}
+
+/// `apt-get update` (once per process) then `apt-get install -y` of
+/// `missing`, as root where apt is (`apt`); elsewhere, say what to install.
+pub(crate) fn apt_install(missing: &[&str], apt: bool) -> Result<(), String> {
     if !apt || !is_root() {
         return Err(format!(
             "engines: missing {missing:?}; install them (Debian: `apt-get install -y {}` as root)",
@@ -86,7 +100,7 @@ pub fn ensure_packages() -> Result<(), String> {
         APT_UPDATED.store(true, Ordering::SeqCst);
     }
     let mut cmd = Command::new("apt-get");
-    cmd.args(["install", "-y", "-q"]).args(&missing);
+    cmd.args(["install", "-y", "-q"]).args(missing);
     apt_env(&mut cmd);
     run_logged(
         &mut cmd,

@@ -83,7 +83,9 @@ struct Common {
 
 #[derive(Debug, Args)]
 struct EngineArgs {
-    /// Engine address: `unix:///path` or `tcp://host:port` (default: as the
+    /// Engine address: `unix:///path`, `tcp://host:port`, `https://…`, or
+    /// `ssh://[user@]host[:port][/socket]` (the system ssh, as `docker -H
+    /// ssh://…`, with BatchMode) (default: as the
     /// engine's CLI finds it — docker: DOCKER_HOST, DOCKER_CONTEXT, the
     /// currentContext of $DOCKER_CONFIG/config.json, /var/run/docker.sock;
     /// podman: CONTAINER_HOST, its sockets). Resolved once, at start.
@@ -93,6 +95,11 @@ struct EngineArgs {
     /// whatever DOCKER_HOST, DOCKER_CONTEXT and currentContext say.
     #[arg(long, value_name = "NAME", conflicts_with = "host")]
     context: Option<String>,
+    /// podman: the connection NAME (as `podman --connection`, see `podman
+    /// system connection ls`), whatever CONTAINER_CONNECTION and
+    /// CONTAINER_HOST say.
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["host", "context"])]
+    connection: Option<String>,
     /// Only instances with this label (repeatable; all must match).
     #[arg(long = "label", value_name = "KEY=VALUE", value_parser = parse_label)]
     labels: Vec<(String, String)>,
@@ -217,7 +224,7 @@ async fn compat<O: lookout_moby::Objects>(
     let endpoint = lookout_moby::Endpoint::resolve(
         objects.discovery(),
         a.host.as_deref(),
-        a.context.as_deref(),
+        a.context.as_deref().or(a.connection.as_deref()),
     );
     let endpoint = match endpoint {
         Ok(e) => e,
@@ -232,11 +239,18 @@ async fn compat<O: lookout_moby::Objects>(
 
 async fn dispatch(engine: Engine, serve: Option<serve::Prepared>) -> ExitCode {
     match engine {
+        Engine::Docker(a) | Engine::Swarm(a) if a.connection.is_some() => {
+            eprintln!(
+                "lookout: --connection names a podman connection; docker has contexts \
+                 (--context NAME, DOCKER_CONTEXT)"
+            );
+            ExitCode::from(2)
+        }
         Engine::Docker(a) => compat("docker", &lookout_docker::MAPPING, &a, serve).await,
         Engine::Podman(a) if a.context.is_some() => {
             eprintln!(
-                "lookout: --context names a docker context; podman has none \
-                 (use --host or CONTAINER_HOST)"
+                "lookout: --context names a docker context; podman has connections \
+                 (--connection NAME, CONTAINER_CONNECTION)"
             );
             ExitCode::from(2)
         }

@@ -5,14 +5,16 @@
 //! `DOCKER_CONTEXT`, `--context`, `DOCKER_HOST`), `docker ps` and `lookout
 //! docker` must reach the same relay. An unknown context exits 2 naming
 //! it and the path tried, as the CLI fails; a `currentContext` changed
-//! while watching does not move the running watch.
+//! while watching does not move the running watch; a TCP context with TLS
+//! material in the store reaches the real `dockerd --tlsverify` (`cargo xtask
+//! engines up docker-tls`), with that material only.
 //!
 //! Needs dockerd: `cargo xtask engines up docker` (CI sets `LOOKOUT_ENGINES=1`).
 
 // Test code reads the child's pipes on threads; only library crates may not spawn.
 #![allow(clippy::disallowed_methods)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -20,7 +22,7 @@ use lookout_e2e::engines;
 use lookout_e2e::relay::Relay;
 
 mod common;
-use common::{Containers, Process, WAIT};
+use common::{Containers, Process, TempDir, WAIT};
 
 /// The variables that select a docker endpoint: removed from every command
 /// here, then set as each case says.
@@ -36,18 +38,15 @@ const SELECTORS: [&str; 5] = [
 type Env<'a> = &'a [(&'a str, &'a str)];
 
 /// A temporary docker configuration directory, removed on drop.
-struct ConfigDir(PathBuf);
+struct ConfigDir(TempDir);
 
 impl ConfigDir {
     fn new(what: &str) -> Self {
-        let dir = std::env::temp_dir().join(common::unique("contexts", what));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("a temp dir");
-        Self(dir)
+        Self(TempDir::new("contexts", what))
     }
 
     fn path(&self) -> &Path {
-        &self.0
+        &self.0.0
     }
 
     /// The docker CLI with this configuration directory and `env` (nothing
@@ -57,7 +56,7 @@ impl ConfigDir {
         for var in SELECTORS {
             cmd.env_remove(var);
         }
-        cmd.env("DOCKER_CONFIG", &self.0)
+        cmd.env("DOCKER_CONFIG", self.path())
             .envs(env.iter().copied())
             .args(args)
             .stdin(Stdio::null());
@@ -76,30 +75,10 @@ impl ConfigDir {
         for var in SELECTORS {
             cmd.env_remove(var);
         }
-        let mut child = cmd
-            .env("DOCKER_CONFIG", &self.0)
+        cmd.env("DOCKER_CONFIG", self.path())
             .envs(env.iter().copied())
-            .env_remove("RUST_LOG")
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn lookout");
-        let out = common::lines(child.stdout.take().expect("stdout"));
-        let err = common::lines(child.stderr.take().expect("stderr"));
-        Process {
-            child,
-            out: Some(out),
-            err,
-            stderr_seen: Vec::new(),
-        }
-    }
-}
-
-impl Drop for ConfigDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+            .args(args);
+        Process::start(cmd)
     }
 }
 
@@ -337,4 +316,80 @@ fn a_current_context_changed_while_watching_does_not_move_the_watch() {
     // While the CLI, asked now, goes to the new current context.
     dir.docker_ok(&["ps"], &[]);
     accepted_more(&relays.b, 0, "docker ps");
+}
+
+/// A context created with TLS material (`docker context create … --docker
+/// host=tcp://…,ca=…,cert=…,key=…` copies it into the store) reaches the
+/// `dockerd --tlsverify` on 127.0.0.1, as `docker --context` does; a context
+/// to the same address without material speaks plain HTTP, whatever
+/// `DOCKER_TLS_VERIFY` and `DOCKER_CERT_PATH` say (a named context's TLS is
+/// the store's only), and is refused, as the CLI is.
+#[test]
+fn a_tls_context_reaches_dockerd_tlsverify_with_the_stores_material() {
+    let _lock = engines::lock_engine("docker-tls", false).expect("lock");
+    engines::docker_tls_up().unwrap_or_else(|e| panic!("{e}"));
+    let dir = ConfigDir::new("tls");
+    let certs = engines::docker_tls_certs();
+    let pem = |f: &str| certs.join(f).display().to_string();
+    let tls = format!(
+        "host={},ca={},cert={},key={}",
+        engines::docker_tls_host(),
+        pem("ca.pem"),
+        pem("cert.pem"),
+        pem("key.pem")
+    );
+    dir.docker_ok(&["context", "create", "lookout-tls", "--docker", &tls], &[]);
+    let plain = format!("host={}", engines::docker_tls_host());
+    dir.docker_ok(
+        &["context", "create", "lookout-plain", "--docker", &plain],
+        &[],
+    );
+    // The reference.
+    dir.docker_ok(&["--context", "lookout-tls", "ps"], &[]);
+    let mut lookout = dir.lookout(&["docker", "--json", "--context", "lookout-tls"], &[]);
+    let connected = lookout.connected();
+    assert_eq!(
+        connected["endpoint"],
+        format!("https://127.0.0.1:{}", engines::DOCKER_TLS_PORT),
+        "{connected}"
+    );
+    assert_eq!(connected["from"], "context lookout-tls", "{connected}");
+    drop(lookout);
+    // Without material in the store: plain HTTP, refused by the TLS
+    // listener — the variables of the default context do not apply.
+    let cert_path = certs.display().to_string();
+    let env = [
+        ("DOCKER_TLS_VERIFY", "1"),
+        ("DOCKER_CERT_PATH", cert_path.as_str()),
+    ];
+    let out = dir.docker(&["--context", "lookout-plain", "ps"], &env);
+    assert!(!out.status.success(), "the CLI without TLS: {}", out.stdout);
+    let mut lookout = dir.lookout(&["docker", "--json", "--context", "lookout-plain"], &env);
+    let d = lookout.stderr("disconnected", |v| v["status"] == "disconnected");
+    let error = d["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("HTTP request to an HTTPS server"),
+        "plain HTTP: {d}"
+    );
+    eprintln!(
+        "[contexts] plain context on the TLS port: lookout: {error}; docker: {}",
+        out.stderr.trim()
+    );
+}
+
+/// `--context` with `--host` is refused as the docker CLI refuses `-H` with
+/// `--context`; a docker context for podman and a podman connection for
+/// docker are refused too (exit 2, a message).
+#[test]
+fn conflicting_endpoint_flags_exit_2() {
+    let stderr = common::usage_error(&["docker", "--context", "a", "--host", "unix:///x"]);
+    assert!(
+        stderr.contains("--context") && stderr.contains("--host"),
+        "{stderr}"
+    );
+    let stderr = common::usage_error(&["podman", "--context", "a"]);
+    assert!(stderr.contains("--connection"), "{stderr}");
+    let stderr = common::usage_error(&["swarm", "--connection", "a"]);
+    assert!(stderr.contains("--context"), "{stderr}");
+    common::usage_error(&["podman", "--connection", "a", "--host", "unix:///x"]);
 }

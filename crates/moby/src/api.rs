@@ -66,6 +66,8 @@ pub(crate) struct Api {
     pub(crate) host: Host,
     pub(crate) tls: TlsEnv,
     pub(crate) version: Option<ApiVersion>,
+    /// How the engine is started, said when its socket does not answer.
+    pub(crate) hint: Option<&'static str>,
 }
 
 impl Api {
@@ -75,7 +77,15 @@ impl Api {
             host,
             tls,
             version: None,
+            hint: None,
         }
+    }
+
+    /// The same host, with how its engine is started (said when it does
+    /// not answer).
+    pub(crate) fn hint(mut self, hint: Option<&'static str>) -> Self {
+        self.hint = hint;
+        self
     }
 
     /// The same host, its paths under `/v{version}`.

@@ -595,6 +595,8 @@ mod tests {
             host_var: "LOOKOUT_TEST_HOST",
             sockets: &[],
             docker_contexts: false,
+            podman_connections: false,
+            ssh_cli: "docker",
         },
         health: crate::mapping::HealthTable {
             status_in_action: true,

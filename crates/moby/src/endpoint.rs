@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
+use super::connections::{Connection, Connections};
 use super::host::{ConfigError, Discovery, Host, TlsEnv};
 
 /// Where an [`Endpoint`] came from.
@@ -25,20 +26,40 @@ pub enum Source {
         /// What selected it.
         selected_by: Selected,
     },
+    /// A Podman connection (`podman system connection`).
+    Connection {
+        /// The connection's name.
+        name: String,
+        /// What selected it.
+        selected_by: Selected,
+    },
     /// The engine's default socket.
     Default,
 }
 
-/// What selected a docker context.
+/// What selected a docker context or a Podman connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Selected {
     /// The caller ([`Config::context`](crate::Config::context), `--context`).
     Pinned,
-    /// `DOCKER_CONTEXT`.
-    Env,
+    /// This environment variable (`DOCKER_CONTEXT`, `CONTAINER_CONNECTION`).
+    Env(&'static str),
     /// `currentContext` in this `config.json`.
     ConfigFile(PathBuf),
+    /// Podman's default connection.
+    Default,
+}
+
+impl fmt::Display for Selected {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Pinned => Ok(()),
+            Self::Env(var) => write!(f, " ({var})"),
+            Self::ConfigFile(path) => write!(f, " (currentContext of {})", path.display()),
+            Self::Default => f.write_str(" (the default connection)"),
+        }
+    }
 }
 
 impl fmt::Display for Source {
@@ -46,13 +67,10 @@ impl fmt::Display for Source {
         match self {
             Self::Config => f.write_str("config"),
             Self::Env(var) => f.write_str(var),
-            Self::Context { name, selected_by } => match selected_by {
-                Selected::Pinned => write!(f, "context {name}"),
-                Selected::Env => write!(f, "context {name} (DOCKER_CONTEXT)"),
-                Selected::ConfigFile(path) => {
-                    write!(f, "context {name} (currentContext of {})", path.display())
-                }
-            },
+            Self::Context { name, selected_by } => write!(f, "context {name}{selected_by}"),
+            Self::Connection { name, selected_by } => {
+                write!(f, "connection {name}{selected_by}")
+            }
             Self::Default => f.write_str("default"),
         }
     }
@@ -82,6 +100,8 @@ pub struct Endpoint {
     /// Where it came from.
     pub source: Source,
     pub(crate) tls: TlsEnv,
+    /// How the engine is started, said when it does not answer.
+    pub(crate) hint: Option<&'static str>,
 }
 
 impl Endpoint {
@@ -99,7 +119,7 @@ impl Endpoint {
         host: Option<&str>,
         context: Option<&str>,
     ) -> Result<Self, ConfigError> {
-        resolve_with(&process_env, discovery, host, context)
+        resolve_with(&process_env, &Sys::now(), discovery, host, context)
     }
 }
 
@@ -129,6 +149,22 @@ fn default_tls(env: &dyn Fn(&str) -> Option<OsString>) -> TlsEnv {
 /// [`Endpoint::resolve`] with `env` for the environment.
 pub(crate) fn resolve_with(
     env: &dyn Fn(&str) -> Option<OsString>,
+    sys: &Sys,
+    discovery: &Discovery,
+    host: Option<&str>,
+    context: Option<&str>,
+) -> Result<Endpoint, ConfigError> {
+    let mut endpoint = resolve_any(env, sys, discovery, host, context)?;
+    // An ssh:// host runs the engine's own CLI remotely.
+    if let Host::Ssh(target) = &mut endpoint.host {
+        target.cli = discovery.ssh_cli;
+    }
+    Ok(endpoint)
+}
+
+fn resolve_any(
+    env: &dyn Fn(&str) -> Option<OsString>,
+    sys: &Sys,
     discovery: &Discovery,
     host: Option<&str>,
     context: Option<&str>,
@@ -136,6 +172,9 @@ pub(crate) fn resolve_with(
     if let Some(name) = context {
         if host.is_some() {
             return Err(ConfigError::ContextAndHost);
+        }
+        if discovery.podman_connections {
+            return connection(env, name, Selected::Pinned);
         }
         return named(env, discovery, name, Selected::Pinned);
     }
@@ -145,14 +184,52 @@ pub(crate) fn resolve_with(
             host: Host::parse(host, "config", tls.verify)?,
             source: Source::Config,
             tls,
+            hint: None,
         });
     }
-    if let Some(endpoint) = from_host_var(env, discovery)? {
+    if discovery.podman_connections
+        && let Some(name) = env("CONTAINER_CONNECTION")
+    {
+        return connection(
+            env,
+            &name.to_string_lossy(),
+            Selected::Env("CONTAINER_CONNECTION"),
+        );
+    }
+    if let Some(mut endpoint) = from_host_var(env, discovery)? {
+        if discovery.podman_connections
+            && let (Host::Ssh(target), Some(key)) = (&mut endpoint.host, env("CONTAINER_SSHKEY"))
+        {
+            target.identity = Some(PathBuf::from(key));
+        }
         return Ok(endpoint);
+    }
+    if discovery.podman_connections {
+        let connections = Connections::load(env)?;
+        if let Some(c) = connections.default_connection() {
+            return from_connection(c, Selected::Default);
+        }
+        let hint = if sys.uid == 0 {
+            "Podman's API service: `systemctl start podman.socket`, or `podman system service`"
+        } else {
+            "Podman's API service for this user: `systemctl --user start podman.socket`, \
+             or `podman system service`"
+        };
+        return Ok(Endpoint {
+            host: Host::Unix(podman_socket(env, sys)),
+            source: Source::Default,
+            tls,
+            hint: Some(hint),
+        });
     }
     if discovery.docker_contexts {
         if let Some(name) = env("DOCKER_CONTEXT") {
-            return named(env, discovery, &name.to_string_lossy(), Selected::Env);
+            return named(
+                env,
+                discovery,
+                &name.to_string_lossy(),
+                Selected::Env("DOCKER_CONTEXT"),
+            );
         }
         if let Some(dir) = config_dir(env) {
             let file = dir.join("config.json");
@@ -162,6 +239,87 @@ pub(crate) fn resolve_with(
         }
     }
     default_socket(env, discovery, tls)
+}
+
+/// A Podman connection by name (unknown: an error naming the files read).
+fn connection(
+    env: &dyn Fn(&str) -> Option<OsString>,
+    name: &str,
+    selected_by: Selected,
+) -> Result<Endpoint, ConfigError> {
+    let connections = Connections::load(env)?;
+    match connections.get(name) {
+        Some(c) => from_connection(c, selected_by),
+        None => Err(ConfigError::UnknownConnection {
+            name: name.to_owned(),
+            tried: connections
+                .tried
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+        }),
+    }
+}
+
+fn from_connection(c: &Connection, selected_by: Selected) -> Result<Endpoint, ConfigError> {
+    let source_name = format!("connection {}", c.name);
+    let mut host = Host::parse(&c.uri, &source_name, false)?;
+    if let Host::Ssh(target) = &mut host {
+        target.identity.clone_from(&c.identity);
+    }
+    Ok(Endpoint {
+        host,
+        source: Source::Connection {
+            name: c.name.clone(),
+            selected_by,
+        },
+        tls: TlsEnv::default(),
+        hint: None,
+    })
+}
+
+/// What the rootless socket rule reads of the system: the user, and where
+/// the runtime directories are (`/run/user`).
+#[derive(Debug, Clone)]
+pub(crate) struct Sys {
+    pub(crate) uid: u32,
+    pub(crate) run_user: PathBuf,
+}
+
+impl Sys {
+    fn now() -> Self {
+        use std::os::unix::fs::MetadataExt;
+        Self {
+            // `/proc/self` belongs to the process's user.
+            uid: std::fs::metadata("/proc/self").map_or(u32::MAX, |m| m.uid()),
+            run_user: PathBuf::from("/run/user"),
+        }
+    }
+}
+
+/// Podman's own socket: as root `/run/podman/podman.sock`; else
+/// `$XDG_RUNTIME_DIR/podman/podman.sock`, else under `/run/user/UID` (podman
+/// takes that runtime directory when it exists, is the user's and mode 0700;
+/// otherwise it has none, and the socket named does not answer either).
+fn podman_socket(env: &dyn Fn(&str) -> Option<OsString>, sys: &Sys) -> PathBuf {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    if sys.uid == 0 {
+        return PathBuf::from("/run/podman/podman.sock");
+    }
+    if let Some(dir) = env("XDG_RUNTIME_DIR") {
+        return Path::new(&dir).join("podman/podman.sock");
+    }
+    let dir = sys.run_user.join(sys.uid.to_string());
+    if let Ok(m) = std::fs::metadata(&dir)
+        && (m.uid() != sys.uid || m.permissions().mode() & 0o777 != 0o700)
+    {
+        tracing::warn!(
+            dir = %dir.display(),
+            "not the user's runtime directory (owner or mode): Podman would not use it"
+        );
+    }
+    dir.join("podman/podman.sock")
 }
 
 /// The discovery's host variable (`DOCKER_HOST`), when set.
@@ -177,6 +335,7 @@ fn from_host_var(
         host: Host::parse(&value.to_string_lossy(), discovery.host_var, tls.verify)?,
         source: Source::Env(discovery.host_var),
         tls,
+        hint: None,
     }))
 }
 
@@ -211,6 +370,7 @@ fn default_socket(
         host: Host::Unix(path),
         source: Source::Default,
         tls,
+        hint: None,
     })
 }
 
@@ -340,6 +500,7 @@ fn named(
             verify: has_tls,
             cert_path: Some(tls_dir),
         },
+        hint: None,
     })
 }
 
@@ -392,6 +553,13 @@ mod tests {
 
     const DOCKER: Discovery = Discovery::DOCKER;
 
+    fn root() -> Sys {
+        Sys {
+            uid: 0,
+            run_user: PathBuf::from("/nonexistent/run/user"),
+        }
+    }
+
     fn resolve(
         vars: &[(&str, &str)],
         host: Option<&str>,
@@ -402,7 +570,7 @@ mod tests {
             .filter(|(_, v)| !v.is_empty())
             .map(|(k, v)| ((*k).to_owned(), OsString::from(v)))
             .collect();
-        resolve_with(&|k| vars.get(k).cloned(), &DOCKER, host, context)
+        resolve_with(&|k| vars.get(k).cloned(), &root(), &DOCKER, host, context)
     }
 
     fn unix(path: &str) -> Host {
@@ -605,11 +773,150 @@ mod tests {
             host_var: "CONTAINER_HOST",
             sockets: &[("", "/nonexistent/podman.sock")],
             docker_contexts: false,
+            podman_connections: false,
+            ssh_cli: "podman",
         };
         let vars: HashMap<&str, OsString> = [("DOCKER_CONFIG", OsString::from(&cfg))].into();
         let env = |k: &str| vars.get(k).cloned();
-        let e = resolve_with(&env, &podman, None, None).expect("the socket");
+        let e = resolve_with(&env, &root(), &podman, None, None).expect("the socket");
         assert_eq!(e.host, unix("/nonexistent/podman.sock"));
+        assert_eq!(e.source, Source::Default);
+    }
+
+    /// Podman's discovery, with `vars`, as user `uid` (`run_user` as `/run/user`).
+    fn podman(
+        vars: &[(&str, &str)],
+        uid: u32,
+        run_user: &Path,
+        context: Option<&str>,
+    ) -> Result<Endpoint, ConfigError> {
+        let vars: HashMap<String, OsString> = vars
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), OsString::from(v)))
+            .collect();
+        let discovery = Discovery {
+            host_var: "CONTAINER_HOST",
+            sockets: &[],
+            docker_contexts: false,
+            podman_connections: true,
+            ssh_cli: "podman",
+        };
+        let sys = Sys {
+            uid,
+            run_user: run_user.to_owned(),
+        };
+        resolve_with(&|k| vars.get(k).cloned(), &sys, &discovery, None, context)
+    }
+
+    #[test]
+    fn podman_connections_then_host_then_default_then_the_rootless_socket() {
+        let store = Store::new("podman-connections");
+        let conf = store.0.join("containers.conf");
+        std::fs::write(
+            &conf,
+            "[engine]\nactive_service = \"def\"\n\
+             [engine.service_destinations.def]\nuri = \"unix:///run/def.sock\"\n\
+             [engine.service_destinations.remote]\n\
+             uri = \"ssh://core@h:2222/run/user/1000/podman/podman.sock\"\nidentity = \"/k/id\"\n",
+        )
+        .expect("containers.conf");
+        let conf = conf.display().to_string();
+        let none = Path::new("/nonexistent/run/user");
+        let base = [("CONTAINERS_CONF", conf.as_str())];
+        let with = |more: &[(&'static str, &'static str)]| {
+            let mut v: Vec<(&str, &str)> = base.to_vec();
+            v.extend_from_slice(more);
+            v
+        };
+        let show = |r: Result<Endpoint, ConfigError>| {
+            r.map(|e| (e.host.to_string(), e.source.to_string()))
+        };
+        // The default connection.
+        assert_eq!(
+            show(podman(&base, 1000, none, None)),
+            Ok((
+                "unix:///run/def.sock".into(),
+                "connection def (the default connection)".into()
+            ))
+        );
+        // CONTAINER_HOST over it (with CONTAINER_SSHKEY for ssh).
+        let e = podman(
+            &with(&[
+                ("CONTAINER_HOST", "ssh://me@h/run/p.sock"),
+                ("CONTAINER_SSHKEY", "/k/2"),
+            ]),
+            1000,
+            none,
+            None,
+        )
+        .expect("CONTAINER_HOST");
+        let Host::Ssh(t) = &e.host else {
+            panic!("{:?}", e.host)
+        };
+        assert_eq!(
+            (t.cli, t.identity.as_deref()),
+            ("podman", Some(Path::new("/k/2")))
+        );
+        assert_eq!(e.source.to_string(), "CONTAINER_HOST");
+        // CONTAINER_CONNECTION over CONTAINER_HOST; its identity is ssh's -i.
+        let e = podman(
+            &with(&[
+                ("CONTAINER_HOST", "unix:///run/h.sock"),
+                ("CONTAINER_CONNECTION", "remote"),
+            ]),
+            1000,
+            none,
+            None,
+        )
+        .expect("CONTAINER_CONNECTION");
+        assert_eq!(
+            e.source.to_string(),
+            "connection remote (CONTAINER_CONNECTION)"
+        );
+        let Host::Ssh(t) = &e.host else {
+            panic!("{:?}", e.host)
+        };
+        assert_eq!(
+            t.argv().join(" "),
+            "-o ConnectTimeout=30 -o BatchMode=yes -T -i /k/id -l core -p 2222 -- h podman \
+             --url unix:///run/user/1000/podman/podman.sock system dial-stdio"
+        );
+        // A pinned connection over everything.
+        assert_eq!(
+            show(podman(
+                &with(&[("CONTAINER_CONNECTION", "remote")]),
+                1000,
+                none,
+                Some("def")
+            )),
+            Ok(("unix:///run/def.sock".into(), "connection def".into()))
+        );
+        // An unknown one names itself and the files read.
+        let err = podman(&with(&[("CONTAINER_CONNECTION", "gone")]), 1000, none, None)
+            .expect_err("unknown");
+        assert!(
+            err.to_string().contains("\"gone\"") && err.to_string().contains(&conf),
+            "{err}"
+        );
+        // No connection: the rootless socket, never the rootful one.
+        let empty = store.0.join("empty.conf");
+        std::fs::write(&empty, "").expect("empty.conf");
+        let empty = empty.display().to_string();
+        let no_connection = [("CONTAINERS_CONF", empty.as_str())];
+        let mut env = no_connection.to_vec();
+        env.push(("XDG_RUNTIME_DIR", "/run/user/1000"));
+        let e = podman(&env, 1000, none, None).expect("XDG_RUNTIME_DIR");
+        assert_eq!(e.host, unix("/run/user/1000/podman/podman.sock"));
+        assert!(
+            e.hint
+                .is_some_and(|h| h.contains("systemctl --user start podman.socket"))
+        );
+        // Without XDG_RUNTIME_DIR: /run/user/UID, not /run/podman.
+        let e = podman(&no_connection, 1000, &store.0, None).expect("/run/user/UID");
+        assert_eq!(e.host, Host::Unix(store.0.join("1000/podman/podman.sock")));
+        // Root: the rootful socket, whatever XDG_RUNTIME_DIR says.
+        let e = podman(&env, 0, none, None).expect("root");
+        assert_eq!(e.host, unix("/run/podman/podman.sock"));
         assert_eq!(e.source, Source::Default);
     }
 }

@@ -9,13 +9,27 @@ pub enum CompatError {
     #[error(transparent)]
     Host(#[from] ConfigError),
     /// The socket could not be opened (engine down, socket missing, refused…).
-    #[error("cannot connect to {host}: {source}")]
+    #[error("cannot connect to {host}: {source}{hint}")]
     Connect {
         /// The host dialed.
         host: String,
+        /// How the engine is started, when lookout found its default socket
+        /// (Podman's service); else empty.
+        hint: String,
         /// The OS error.
         #[source]
         source: std::io::Error,
+    },
+    /// A request over `ssh://` failed, and ssh said why (on its stderr).
+    #[error("{source}; ssh to {host} said: {said}")]
+    Ssh {
+        /// The host dialed.
+        host: String,
+        /// ssh's stderr (its first 4 KiB, trimmed).
+        said: String,
+        /// The request's failure.
+        #[source]
+        source: Box<CompatError>,
     },
     /// TLS could not be set up (certificate files, handshake).
     #[error("TLS: {0}")]

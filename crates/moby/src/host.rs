@@ -1,14 +1,16 @@
 //! Where the engine listens: parsing a host string and discovering the default.
 
 use std::fmt;
+
+pub use super::ssh::SshTarget;
 use std::path::PathBuf;
 
 /// A host string lookout cannot use.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
-    /// The host is not `unix:///path`, `tcp://host:port`, `http://host[:port]`
-    /// or `https://host[:port]`.
+    /// The host is not `unix:///path`, `tcp://host:port`, `http://host[:port]`,
+    /// `https://host[:port]` or `ssh://[user@]host[:port][/path]`.
     #[error("unusable engine host {host:?} (from {source_name}): {reason}")]
     InvalidHost {
         /// The host as given.
@@ -45,6 +47,15 @@ pub enum ConfigError {
         /// Why.
         reason: String,
     },
+    /// A Podman connection named (pinned or `CONTAINER_CONNECTION`) is in
+    /// none of podman's files.
+    #[error("podman connection {name:?} not found (read: {tried})")]
+    UnknownConnection {
+        /// The connection's name.
+        name: String,
+        /// The files read.
+        tried: String,
+    },
     /// Both a context and a host were given.
     #[error("conflicting options: cannot specify both a host and a context")]
     ContextAndHost,
@@ -71,6 +82,9 @@ pub enum Host {
         /// Whether to speak TLS (`https://`, or `tcp://` with `DOCKER_TLS_VERIFY`).
         tls: bool,
     },
+    /// Through the system `ssh`: each connection one `ssh … system
+    /// dial-stdio` (see [`SshTarget`]).
+    Ssh(SshTarget),
 }
 
 impl fmt::Debug for Host {
@@ -83,6 +97,7 @@ impl fmt::Display for Host {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Unix(path) => write!(f, "unix://{}", path.display()),
+            Self::Ssh(target) => fmt::Display::fmt(target, f),
             Self::Tcp { host, port, tls } => {
                 let scheme = if *tls { "https" } else { "http" };
                 if host.contains(':') {
@@ -96,8 +111,9 @@ impl fmt::Display for Host {
 }
 
 impl Host {
-    /// Parses `unix:///path`, `tcp://host:port`, `http://host[:port]` or
-    /// `https://host[:port]`. A `tcp://` host speaks TLS when `tcp_tls` is set
+    /// Parses `unix:///path`, `tcp://host:port`, `http://host[:port]`,
+    /// `https://host[:port]` or `ssh://[user@]host[:port][/path]` (whose
+    /// remote CLI is `docker`; see [`SshTarget::cli`]). A `tcp://` host speaks TLS when `tcp_tls` is set
     /// (the caller reads `DOCKER_TLS_VERIFY`); without a port, `tcp://` and
     /// `http://` use 2375, TLS uses 2376 (Docker's conventions).
     pub fn parse(s: &str, source_name: &str, tcp_tls: bool) -> Result<Self, ConfigError> {
@@ -106,9 +122,9 @@ impl Host {
             source_name: source_name.to_owned(),
             reason,
         };
-        let (scheme, rest) = s
-            .split_once("://")
-            .ok_or_else(|| invalid("missing scheme (unix://, tcp://, http://, https://)"))?;
+        let (scheme, rest) = s.split_once("://").ok_or_else(|| {
+            invalid("missing scheme (unix://, tcp://, http://, https://, ssh://)")
+        })?;
         let tls = match scheme {
             "unix" => {
                 if rest.is_empty() || !rest.starts_with('/') {
@@ -121,11 +137,7 @@ impl Host {
             "tcp" => tcp_tls,
             "http" => false,
             "https" => true,
-            "ssh" => {
-                return Err(invalid(
-                    "ssh:// is not supported; forward the socket instead",
-                ));
-            }
+            "ssh" => return SshTarget::parse(rest).map(Self::Ssh).map_err(invalid),
             "npipe" => return Err(invalid("npipe:// is not supported (Windows named pipes)")),
             _ => return Err(invalid("unknown scheme")),
         };
@@ -173,7 +185,7 @@ impl Host {
     pub(crate) fn authority(&self) -> String {
         match self {
             // Docker's own clients send this for local sockets.
-            Self::Unix(_) => "localhost".to_owned(),
+            Self::Unix(_) | Self::Ssh(_) => "localhost".to_owned(),
             Self::Tcp { host, port, .. } if host.contains(':') => format!("[{host}]:{port}"),
             Self::Tcp { host, port, .. } => format!("{host}:{port}"),
         }
@@ -194,6 +206,12 @@ pub struct Discovery {
     /// the host variable and the default sockets: see
     /// [`Endpoint`](crate::Endpoint).
     pub docker_contexts: bool,
+    /// Podman's discovery applies (`CONTAINER_CONNECTION`, the default
+    /// connection, the rootless socket rules) instead of [`sockets`](Self::sockets):
+    /// see [`Endpoint`](crate::Endpoint).
+    pub podman_connections: bool,
+    /// The CLI an `ssh://` host runs remotely (`docker`, `podman`).
+    pub ssh_cli: &'static str,
 }
 
 impl Discovery {
@@ -203,6 +221,8 @@ impl Discovery {
         host_var: "DOCKER_HOST",
         sockets: &[("", "/var/run/docker.sock")],
         docker_contexts: true,
+        podman_connections: false,
+        ssh_cli: "docker",
     };
 }
 
@@ -255,7 +275,7 @@ mod tests {
             "/var/run/docker.sock",
             "unix://relative.sock",
             "unix://",
-            "ssh://me@host",
+            "ssh://me:pw@host",
             "npipe:////./pipe/docker_engine",
             "ftp://x",
             "tcp://",

@@ -19,6 +19,7 @@ use tokio::net::{TcpStream, UnixStream};
 use super::api::{Api, ApiVersion};
 use super::error::CompatError;
 use super::host::{Host, TlsEnv};
+use super::ssh::{self, SshStream};
 
 /// A connected socket of any kind.
 pub(crate) enum Io {
@@ -26,6 +27,7 @@ pub(crate) enum Io {
     Tcp(TcpStream),
     #[cfg(feature = "tls")]
     Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+    Ssh(Box<SshStream>),
 }
 
 impl AsyncRead for Io {
@@ -39,6 +41,7 @@ impl AsyncRead for Io {
             Self::Tcp(s) => Pin::new(s).poll_read(cx, buf),
             #[cfg(feature = "tls")]
             Self::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+            Self::Ssh(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
         }
     }
 }
@@ -54,6 +57,7 @@ impl AsyncWrite for Io {
             Self::Tcp(s) => Pin::new(s).poll_write(cx, buf),
             #[cfg(feature = "tls")]
             Self::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+            Self::Ssh(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
         }
     }
 
@@ -63,6 +67,7 @@ impl AsyncWrite for Io {
             Self::Tcp(s) => Pin::new(s).poll_flush(cx),
             #[cfg(feature = "tls")]
             Self::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+            Self::Ssh(s) => Pin::new(s.as_mut()).poll_flush(cx),
         }
     }
 
@@ -72,6 +77,7 @@ impl AsyncWrite for Io {
             Self::Tcp(s) => Pin::new(s).poll_shutdown(cx),
             #[cfg(feature = "tls")]
             Self::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+            Self::Ssh(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
         }
     }
 }
@@ -81,11 +87,16 @@ pub(crate) async fn connect(host: &Host, tls_env: &TlsEnv) -> Result<Io, CompatE
     let connect_error = |source| CompatError::Connect {
         host: host.to_string(),
         source,
+        hint: String::new(),
     };
     match host {
         Host::Unix(path) => UnixStream::connect(path)
             .await
             .map(Io::Unix)
+            .map_err(connect_error),
+        Host::Ssh(target) => target
+            .connect()
+            .map(|s| Io::Ssh(Box::new(s)))
             .map_err(connect_error),
         Host::Tcp {
             host: name,
@@ -147,10 +158,32 @@ pub(crate) struct Exchange {
 /// arrived.
 pub(crate) async fn get(api: &Api, path_and_query: &str) -> Result<Exchange, CompatError> {
     let host = &api.host;
-    let io = connect(host, &api.tls).await?;
-    let request_error = |source| CompatError::Http {
-        path: strip_query(path_and_query).to_owned(),
-        source,
+    let io = connect(host, &api.tls).await.map_err(|e| match e {
+        CompatError::Connect { host, source, .. } => CompatError::Connect {
+            host,
+            source,
+            hint: api.hint.map(|h| format!(" ({h})")).unwrap_or_default(),
+        },
+        other => other,
+    })?;
+    // Over ssh, what ssh said (why it failed) goes into the error.
+    let said = match &io {
+        Io::Ssh(s) => Some(s.said()),
+        _ => None,
+    };
+    let request_error = |source| {
+        let e = CompatError::Http {
+            path: strip_query(path_and_query).to_owned(),
+            source,
+        };
+        match said.as_deref().and_then(ssh::said) {
+            Some(said) => CompatError::Ssh {
+                host: host.to_string(),
+                said,
+                source: Box::new(e),
+            },
+            None => e,
+        }
     };
     let (mut sender, mut conn) = http1::handshake(TokioIo::new(io))
         .await

@@ -11,8 +11,20 @@
 //! after a reconnect), `objects`, `mapping` and `containers` (the kinds):
 //!
 //! - **connecting**: each request gets a connection of its own (unix socket,
-//!   TCP, or TLS with rustls), driven by whoever polls it: no pool, no spawned
-//!   task, so dropping the session or the probe closes its socket at once.
+//!   TCP, TLS with rustls, or one child process of the system `ssh` for
+//!   `ssh://`), driven by whoever polls it: no pool, no spawned task, so
+//!   dropping the session or the probe closes its socket (kills its ssh) at
+//!   once.
+//! - **over ssh** ([`SshTarget`]): as the docker CLI's connection helper,
+//!   `ssh "-o ConnectTimeout=30" "-o BatchMode=yes" -T [-l user] [-p port] --
+//!   host docker [--host unix:///path] system dial-stdio` (Podman: `podman
+//!   [--url unix:///path] system dial-stdio`), the user's ssh configuration
+//!   and agent applying. Each request is one ssh process and, unless the
+//!   user's ssh configuration shares one (`ControlMaster auto`,
+//!   `ControlPath`, `ControlPersist`), one SSH handshake: a dial makes four
+//!   in a row (`/_ping`, the history, `/events`, the list), each probe one,
+//!   each inspection one; the open `/events` stream holds one ssh for as
+//!   long as it streams. Give `dial_timeout` the time of four handshakes.
 //!   The endpoint ([`Endpoint`]: given, else as the engine's CLI finds it,
 //!   Docker's contexts included) is resolved once, when the watch is made:
 //!   a redial never lands on another engine.
@@ -75,6 +87,7 @@
 //! never stands for the current one.
 
 mod api;
+mod connections;
 mod containers;
 mod cursor;
 mod endpoint;
@@ -88,6 +101,7 @@ mod inspect;
 mod mapping;
 mod objects;
 mod readiness;
+mod ssh;
 #[cfg(test)]
 mod testing;
 #[cfg(feature = "tls")]
@@ -113,7 +127,7 @@ pub use error::CompatError;
 pub use feed::{Feed, MAX_INSPECTIONS, Step, reinspect_after};
 pub use framing::MAX_LINE;
 pub use history::History;
-pub use host::{ConfigError, Discovery, Host};
+pub use host::{ConfigError, Discovery, Host, SshTarget};
 pub use inspect::Inspection;
 pub use mapping::{HealthTable, Mapping};
 pub use objects::{
@@ -125,8 +139,10 @@ pub use objects::{
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Config {
-    /// `unix:///path`, `tcp://host:port`, `http://host[:port]` or
-    /// `https://host[:port]` (`ssh://` and `npipe://` are not supported).
+    /// `unix:///path`, `tcp://host:port`, `http://host[:port]`,
+    /// `https://host[:port]` or `ssh://[user@]host[:port][/socket-path]`
+    /// (through the system `ssh`, see [`SshTarget`]; `npipe://` is not
+    /// supported).
     /// `None`: as the engine's CLI finds it ([`Endpoint`]: Docker's
     /// `DOCKER_HOST`, `DOCKER_CONTEXT`, `currentContext`, its default socket;
     /// Podman's `CONTAINER_HOST`, its sockets), resolved once, when the watch
@@ -442,6 +458,7 @@ impl<O: Objects> Dial for CompatDial<O> {
         let provider = objects.provider();
         let resume = resume.copied();
         let (host, tls) = (self.endpoint.host.clone(), self.endpoint.tls.clone());
+        let hint = self.endpoint.hint;
         let events_path = self.events_path();
         let list_path = self.list_path();
         let scope = self.scope.clone();
@@ -449,7 +466,7 @@ impl<O: Objects> Dial for CompatDial<O> {
             .then_some(self.readiness_poll);
         let pinned = self.api_version;
         Box::pin(async move {
-            let api = versioned(provider, api::Api::new(host, tls), pinned).await?;
+            let api = versioned(provider, api::Api::new(host, tls).hint(hint), pinned).await?;
             let host = &api.host;
             // What happened while the feed could not be seen: its exact
             // transitions when the engine's history proves it continues the
@@ -520,10 +537,11 @@ impl<O: Objects> Dial for CompatDial<O> {
 
     fn probe(&mut self) -> Option<ProbeFuture> {
         let (host, tls) = (self.endpoint.host.clone(), self.endpoint.tls.clone());
+        let hint = self.endpoint.hint;
         let provider = self.objects.provider();
         Some(Box::pin(async move {
             let span = tracing::debug_span!("conn", provider, %host, request = "ping");
-            let api = api::Api::new(host, tls);
+            let api = api::Api::new(host, tls).hint(hint);
             async {
                 http::get(&api, "/_ping")
                     .await?
@@ -705,6 +723,8 @@ mod tests {
             host_var: "LOOKOUT_TEST_UNSET_HOST",
             sockets: &[("", "/nonexistent/test.sock")],
             docker_contexts: false,
+            podman_connections: false,
+            ssh_cli: "docker",
         },
         health: crate::mapping::HealthTable {
             status_in_action: true,

@@ -24,6 +24,8 @@ pub(crate) static TABLE: Mapping = Mapping {
         host_var: "LOOKOUT_TEST_HOST",
         sockets: &[],
         docker_contexts: false,
+        podman_connections: false,
+        ssh_cli: "docker",
     },
     health: HealthTable {
         status_in_action: true,

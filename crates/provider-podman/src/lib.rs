@@ -12,7 +12,7 @@
 //! use tokio_stream::StreamExt;
 //!
 //! # async fn run() -> Result<(), lookout_podman::ConfigError> {
-//! let config = PodmanConfig::default().label("app", "web"); // host: CONTAINER_HOST or the default sockets
+//! let config = PodmanConfig::default().label("app", "web"); // host: as podman finds its service
 //! let mut events = watch(config)?.events(); // only events; statuses go to `tracing`
 //! while let Some(event) = events.next().await {
 //!     println!("{} {} ({}) {:?}", event.id, event.kind, event.origin, event.labels);
@@ -134,6 +134,8 @@ pub static MAPPING: moby::Mapping = moby::Mapping {
             ("", "/run/podman/podman.sock"),
         ],
         docker_contexts: false,
+        podman_connections: true,
+        ssh_cli: "podman",
     },
     health: moby::HealthTable {
         status_in_action: false,
@@ -142,9 +144,16 @@ pub static MAPPING: moby::Mapping = moby::Mapping {
     },
 };
 
-/// What to watch: [`moby::Config`]. Without a host: `CONTAINER_HOST`, else
-/// `$XDG_RUNTIME_DIR/podman/podman.sock` when it exists, else
-/// `/run/podman/podman.sock`, resolved once, when the watch is made.
+/// What to watch: [`moby::Config`]. Without a host, as podman finds its
+/// service ([`moby::Endpoint`]): a pinned connection
+/// ([`context`](moby::Config::context), the CLI's `--connection`), else
+/// `CONTAINER_CONNECTION` (a named connection; unknown: an error), else
+/// `CONTAINER_HOST` (`ssh://` too, with `CONTAINER_SSHKEY`), else the
+/// default connection (`podman-connections.json`, else containers.conf's
+/// `active_service`), else the user's socket: as root
+/// `/run/podman/podman.sock`; else `$XDG_RUNTIME_DIR/podman/podman.sock`, or
+/// without `XDG_RUNTIME_DIR` `/run/user/UID/podman/podman.sock` — never the
+/// rootful socket for another user. Resolved once, when the watch is made.
 pub type PodmanConfig = moby::Config;
 
 /// Watches Podman's containers.

@@ -766,33 +766,30 @@ impl Live {
 
 /// One real-format container event line (as dockerd 27 writes it), `\n`-terminated.
 pub fn event_line(action: &str, id: &str, name: &str, nanos: i64) -> String {
-    format!(
-        concat!(
-            r#"{{"status":"{a}","id":"{id}","from":"nginx:1.27","Type":"container","Action":"{a}","#,
-            r#""Actor":{{"ID":"{id}","Attributes":{{"com.docker.compose.project":"bench","#,
-            r#""com.docker.compose.service":"web","image":"nginx:1.27","maintainer":"NGINX Docker Maintainers","#,
-            r#""name":"{name}","tier":"frontend"}}}},"scope":"local","time":{s},"timeNano":{n}}}"#,
-            "\n"
-        ),
-        a = action,
-        id = id,
-        name = name,
-        s = nanos / 1_000_000_000,
-        n = nanos
-    )
+    line(action, id, name, nanos, true)
 }
 
 /// [`event_line`] as API 1.52 writes it (Docker 29): without the legacy
 /// `status`, `id` and `from`, `\n`-terminated.
 pub fn event_line_1_52(action: &str, id: &str, name: &str, nanos: i64) -> String {
+    line(action, id, name, nanos, false)
+}
+
+fn line(action: &str, id: &str, name: &str, nanos: i64, legacy: bool) -> String {
+    let legacy = if legacy {
+        format!(r#""status":"{action}","id":"{id}","from":"nginx:1.27","#)
+    } else {
+        String::new()
+    };
     format!(
         concat!(
-            r#"{{"Type":"container","Action":"{a}","#,
+            r#"{{{legacy}"Type":"container","Action":"{a}","#,
             r#""Actor":{{"ID":"{id}","Attributes":{{"com.docker.compose.project":"bench","#,
             r#""com.docker.compose.service":"web","image":"nginx:1.27","maintainer":"NGINX Docker Maintainers","#,
             r#""name":"{name}","tier":"frontend"}}}},"scope":"local","time":{s},"timeNano":{n}}}"#,
             "\n"
         ),
+        legacy = legacy,
         a = action,
         id = id,
         name = name,

@@ -506,11 +506,17 @@ pub fn tasks() -> usize {
 /// `Started`, `Stopped`, `Removed`, once each, in order, live, with its
 /// labels; an unlabelled container worked on meanwhile never shows.
 pub async fn lifecycle(engine: &'static Engine) {
+    lifecycle_with(engine, test_config()).await;
+}
+
+/// [`lifecycle`] with the watch's `config` (an engine reached over ssh
+/// needs longer dial and probe timeouts: each request is one ssh).
+pub async fn lifecycle_with(engine: &'static Engine, config: WatchConfig) {
     let started = Instant::now();
     require(engine);
     let _lock = engines::lock_engine(engine.name, false).expect("engine lock");
     let c = Containers::new(engine, "lifecycle");
-    let mut w = Watcher::new(engine, (engine.host)(), c.filter(), test_config());
+    let mut w = Watcher::new(engine, (engine.host)(), c.filter(), config);
     w.connected().await;
     let a = c.create("a", true);
     let b = c.create("b", false);
@@ -594,8 +600,14 @@ pub async fn blip(engine: &'static Engine) {
     let started = Instant::now();
     require(engine);
     let _lock = engines::lock_engine(engine.name, false).expect("engine lock");
-    let c = Containers::new(engine, "blip");
     let relay = Relay::start(&(engine.host)());
+    let w = blip_through(engine, &relay, "blip").await;
+    report(engine, "blip", started, &w);
+}
+
+/// [`blip`]'s body through `relay`, its containers tagged `test`.
+async fn blip_through(engine: &'static Engine, relay: &Relay, test: &str) -> Watcher {
+    let c = Containers::new(engine, test);
     let mut w = Watcher::new(engine, relay.host(), c.filter(), test_config());
     w.connected().await;
     let a = c.create("a", true);
@@ -637,19 +649,18 @@ pub async fn blip(engine: &'static Engine) {
     // Each dial makes two /events requests: the history (since the cursor;
     // the first dial: of the last 2 s), then the subscription. Two dials: 4.
     assert_eq!(relay.counts().events_requests, 4, "one redial");
-    report(engine, "blip", started, &w);
+    w
 }
 
 /// Behind a proxy that refuses every unversioned path but `/_ping` (the
-/// relay's [`versioned_only`](Relay::versioned_only)): a lifecycle comes
-/// live, a cut in its middle is replayed exactly, every request went to
+/// relay's [`versioned_only`](Relay::versioned_only)): [`blip`] passes (a
+/// lifecycle comes live, what a cut missed is replayed exactly), every request went to
 /// `/v{X}/…` with `X` the engine's `Api-Version` (what its `/_ping` says),
 /// and the proxy does refuse an unversioned request.
 pub async fn versioned_proxy(engine: &'static Engine) {
     let started = Instant::now();
     require(engine);
     let _lock = engines::lock_engine(engine.name, false).expect("engine lock");
-    let c = Containers::new(engine, "versioned");
     let relay = Relay::start(&(engine.host)());
     relay.versioned_only(true);
     // The engine's own version: the `Api-Version` of its `/_ping`, read
@@ -665,34 +676,11 @@ pub async fn versioned_proxy(engine: &'static Engine) {
                 .then(|| value.trim().to_owned())
         })
         .unwrap_or_else(|| panic!("no Api-Version in {ping}"));
-    let mut w = Watcher::new(engine, relay.host(), c.filter(), test_config());
-    w.connected().await;
-    let a = c.create("a", true);
-    c.cli(&["start", &a]);
-    w.events_until(&a, EventKind::Started).await;
-    relay.cut_and_wait(ITEM).await;
-    c.cli(&["stop", "-t", "0", &a]);
-    w.connected().await;
-    c.cli(&["rm", &a]);
-    w.events_until(&a, EventKind::Removed).await;
-    assert_eq!(
-        w.events_of(&a),
-        [
-            (Created, Live),
-            (Started, Live),
-            (Stopped, Live),
-            (Removed, Live)
-        ],
-        "{}",
-        summary(&w.seen)
-    );
-    assert_eq!(w.disconnects(), 1, "one cut: {}", summary(&w.seen));
+    // A lifecycle, and the replay of what a cut missed, as in `blip`.
+    let w = blip_through(engine, &relay, "versioned").await;
     let targets = relay.targets();
     let prefix = format!("/v{version}/");
-    let stray: Vec<&String> = targets
-        .iter()
-        .filter(|t| t.as_str() != "/_ping" && !t.starts_with(&prefix))
-        .collect();
+    let stray = super::not_under_version(&targets, &version);
     assert!(stray.is_empty(), "not under {prefix}: {stray:?}");
     assert!(
         targets
@@ -707,7 +695,7 @@ pub async fn versioned_proxy(engine: &'static Engine) {
 }
 
 /// The start of the answer to a plain `GET path` on `socket` (its head).
-async fn raw_get(socket: &std::path::Path, path: &str) -> String {
+pub async fn raw_get(socket: &std::path::Path, path: &str) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let answer = tokio::time::timeout(ITEM, async {
         let mut conn = tokio::net::UnixStream::connect(socket).await?;

@@ -39,6 +39,25 @@ pub fn unique(file: &str, what: &str) -> String {
     )
 }
 
+/// A temporary directory of a test (`lookout-{file}-{what}-{pid}-{n}`),
+/// removed on drop.
+pub struct TempDir(pub std::path::PathBuf);
+
+impl TempDir {
+    pub fn new(file: &str, what: &str) -> Self {
+        let dir = std::env::temp_dir().join(unique(file, what));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("a temp dir");
+        Self(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// Removes the test's containers whatever happens.
 pub struct Containers(pub Vec<String>);
 
@@ -88,9 +107,15 @@ pub struct Process {
 impl Process {
     /// Starts the built binary with `args` (no `RUST_LOG`; `env` added).
     pub fn spawn(args: &[&str], env: &[(&str, String)]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_lookout"))
-            .args(args)
-            .envs(env.iter().map(|(k, v)| (k, v)))
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_lookout"));
+        cmd.args(args).envs(env.iter().map(|(k, v)| (k, v)));
+        Self::start(cmd)
+    }
+
+    /// Starts `cmd` (the built binary, with its arguments and environment;
+    /// no `RUST_LOG`), its output read.
+    pub fn start(mut cmd: Command) -> Self {
+        let mut child = cmd
             .env_remove("RUST_LOG")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
