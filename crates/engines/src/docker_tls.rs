@@ -109,7 +109,8 @@ pub fn docker_tls_up() -> Result<(), String> {
         "--ip-masq=false".to_owned(),
     ]
     .to_vec();
-    crate::docker2::ensure_bridge(BRIDGE, BRIDGE_ADDRESS).map_err(|e| format!("docker-tls: {e}"))?;
+    crate::docker2::ensure_bridge(BRIDGE, BRIDGE_ADDRESS)
+        .map_err(|e| format!("docker-tls: {e}"))?;
     let log = Path::new(ROOT).join("dockerd.log");
     let dockerd = Path::new("/usr/sbin/dockerd");
     let mut child = Some(

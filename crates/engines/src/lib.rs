@@ -47,13 +47,13 @@ pub use docker::{
     docker, docker_cli, docker_command, docker_create_test_container, docker_down, docker_kill9,
     docker_signal, docker_start, docker_up, docker_verify, ensure_test_image,
 };
-pub use docker2::{
-    DEFAULT_DOCKER2_HOST, ENV_DOCKER2_HOST, docker2, docker2_command, docker2_down, docker2_host,
-    docker2_kill9, docker2_start, docker2_up, docker2_verify,
-};
 pub use docker_tls::{
     DOCKER_TLS_PORT, docker_tls_certs, docker_tls_down, docker_tls_host, docker_tls_socket,
     docker_tls_up,
+};
+pub use docker2::{
+    DEFAULT_DOCKER2_HOST, ENV_DOCKER2_HOST, docker2, docker2_command, docker2_down, docker2_host,
+    docker2_kill9, docker2_start, docker2_up, docker2_verify,
 };
 pub use k8s::{
     k8s_build, k8s_compact, k8s_dir, k8s_down, k8s_kill_apiserver, k8s_kubeconfig,

@@ -9,6 +9,7 @@
 
 mod output;
 mod serve;
+mod sources;
 
 use std::io::{self, IsTerminal};
 use std::net::SocketAddr;
@@ -18,10 +19,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use lookout_core::{HubConfig, Item, Labels, Start, Watch, WatchConfig};
+use lookout_core::{HubConfig, Item, Labels, Merge, Start, Watch, WatchConfig};
 use tokio_stream::{Stream, StreamExt};
 
-use crate::output::{Format, event_line, status_line, write_line};
+use crate::output::{Format, event_line_of, status_line_of, write_line};
 
 /// Watch containers, services and workloads start, stop, appear and vanish —
 /// across engine restarts, without losing or repeating a transition.
@@ -89,17 +90,21 @@ struct EngineArgs {
     /// engine's CLI finds it — docker: DOCKER_HOST, DOCKER_CONTEXT, the
     /// currentContext of $DOCKER_CONFIG/config.json, /var/run/docker.sock;
     /// podman: CONTAINER_HOST, its sockets). Resolved once, at start.
-    #[arg(long, value_name = "URI")]
-    host: Option<String>,
+    /// Repeatable, as `NAME=URI` (NAME defaults to the URI), and mixable
+    /// with --context / --connection: one stream of several engines, each
+    /// event and status saying its source (`NAME/instance`, JSON `host`).
+    #[arg(long = "host", value_name = "[NAME=]URI", value_parser = sources::parse_host)]
+    hosts: Vec<sources::Named>,
     /// docker, swarm: the docker context NAME (as `docker --context`),
     /// whatever DOCKER_HOST, DOCKER_CONTEXT and currentContext say.
-    #[arg(long, value_name = "NAME", conflicts_with = "host")]
-    context: Option<String>,
+    /// Repeatable: a source each, named after it.
+    #[arg(long = "context", value_name = "NAME")]
+    contexts: Vec<String>,
     /// podman: the connection NAME (as `podman --connection`, see `podman
     /// system connection ls`), whatever CONTAINER_CONNECTION and
-    /// CONTAINER_HOST say.
-    #[arg(long, value_name = "NAME", conflicts_with_all = ["host", "context"])]
-    connection: Option<String>,
+    /// CONTAINER_HOST say. Repeatable: a source each, named after it.
+    #[arg(long = "connection", value_name = "NAME")]
+    connections: Vec<String>,
     /// Only instances with this label (repeatable; all must match).
     #[arg(long = "label", value_name = "KEY=VALUE", value_parser = parse_label)]
     labels: Vec<(String, String)>,
@@ -221,12 +226,19 @@ async fn compat<O: lookout_moby::Objects>(
     a: &EngineArgs,
     serve: Option<serve::Prepared>,
 ) -> ExitCode {
-    let endpoint = lookout_moby::Endpoint::resolve(
-        objects.discovery(),
-        a.host.as_deref(),
-        a.context.as_deref().or(a.connection.as_deref()),
-    );
-    let endpoint = match endpoint {
+    // A docker context and a podman connection name an endpoint alike.
+    let named: Vec<String> = a.contexts.iter().chain(&a.connections).cloned().collect();
+    let named = match sources::sources(&a.hosts, &named) {
+        Ok(named) => named,
+        Err(e) => {
+            eprintln!("lookout: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if named.len() > 1 {
+        return compat_merged(provider, objects, a, &named, serve).await;
+    }
+    let endpoint = match resolve(objects, named.first()) {
         Ok(e) => e,
         Err(e) => return usage_error("cannot find the engine", &e),
     };
@@ -237,9 +249,78 @@ async fn compat<O: lookout_moby::Objects>(
     }
 }
 
+/// The endpoint of one source (none: as the engine's CLI finds it).
+fn resolve<O: lookout_moby::Objects>(
+    objects: &'static O,
+    source: Option<&sources::Named>,
+) -> Result<lookout_moby::Endpoint, lookout_moby::ConfigError> {
+    let (host, context) = match source {
+        Some(sources::Named::Host { uri, .. }) => (Some(uri.as_str()), None),
+        Some(sources::Named::Context { name }) => (None, Some(name.as_str())),
+        None => (None, None),
+    };
+    lookout_moby::Endpoint::resolve(objects.discovery(), host, context)
+}
+
+/// Several engines in one stream: a watch each, merged.
+async fn compat_merged<O: lookout_moby::Objects>(
+    provider: &'static str,
+    objects: &'static O,
+    a: &EngineArgs,
+    named: &[sources::Named],
+    serve: Option<serve::Prepared>,
+) -> ExitCode {
+    if serve.is_some() {
+        eprintln!(
+            "lookout: --serve watches one engine; several (--host NAME=URI, --context, \
+             --connection) are merged on stdout only, for now"
+        );
+        return ExitCode::from(2);
+    }
+    let mut merge = Merge::new();
+    let mut labelled = Vec::with_capacity(named.len());
+    for source in named {
+        let name = source.name();
+        let endpoint = match resolve(objects, Some(source)) {
+            Ok(e) => e,
+            Err(e) => return usage_error(&format!("cannot find the engine `{name}`"), &e),
+        };
+        labelled.push((
+            name.to_owned(),
+            (endpoint.host.to_string(), endpoint.source.to_string()),
+        ));
+        let watch = match lookout_moby::watch_at(objects, endpoint, compat_config(a)) {
+            Ok(w) => w,
+            Err(e) => return usage_error(&format!("invalid configuration of `{name}`"), &e),
+        };
+        merge = match merge.source(name, watch) {
+            Ok(m) => m,
+            Err(e) => return usage_error("invalid sources", &e),
+        };
+    }
+    let (events_fmt, status_fmt) = formats(&a.common);
+    let stream = merge.map(|s| (Some(s.source.index()), s.item));
+    consume(provider, stream, &labelled, events_fmt, status_fmt).await
+}
+
+/// How events (stdout) and statuses (stderr) are printed.
+fn formats(common: &Common) -> (Format, Format) {
+    let stdout_tty = io::stdout().is_terminal();
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    let events_fmt = Format {
+        json: common.json,
+        color: stdout_tty && !no_color,
+    };
+    let status_fmt = Format {
+        json: common.json,
+        color: false,
+    };
+    (events_fmt, status_fmt)
+}
+
 async fn dispatch(engine: Engine, serve: Option<serve::Prepared>) -> ExitCode {
     match engine {
-        Engine::Docker(a) | Engine::Swarm(a) if a.connection.is_some() => {
+        Engine::Docker(a) | Engine::Swarm(a) if !a.connections.is_empty() => {
             eprintln!(
                 "lookout: --connection names a podman connection; docker has contexts \
                  (--context NAME, DOCKER_CONTEXT)"
@@ -247,7 +328,7 @@ async fn dispatch(engine: Engine, serve: Option<serve::Prepared>) -> ExitCode {
             ExitCode::from(2)
         }
         Engine::Docker(a) => compat("docker", &lookout_docker::MAPPING, &a, serve).await,
-        Engine::Podman(a) if a.context.is_some() => {
+        Engine::Podman(a) if !a.contexts.is_empty() => {
             eprintln!(
                 "lookout: --context names a docker context; podman has connections \
                  (--connection NAME, CONTAINER_CONNECTION)"
@@ -295,18 +376,16 @@ async fn run<D: lookout_core::Dial>(
     common: &Common,
     serve: Option<serve::Prepared>,
 ) -> ExitCode {
-    let stdout_tty = io::stdout().is_terminal();
-    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-    let events_fmt = Format {
-        json: common.json,
-        color: stdout_tty && !no_color,
-    };
-    let status_fmt = Format {
-        json: common.json,
-        color: false,
-    };
+    let (events_fmt, status_fmt) = formats(common);
     let Some(prepared) = serve else {
-        return consume(provider, watch, events_fmt, status_fmt).await;
+        return consume(
+            provider,
+            watch.map(|i| (None, i)),
+            &[],
+            events_fmt,
+            status_fmt,
+        )
+        .await;
     };
     let hub = watch.share_with(HubConfig::default().queue(common.serve_queue as usize));
     let addr = prepared.addr();
@@ -342,7 +421,8 @@ async fn run<D: lookout_core::Dial>(
     } else {
         Start::Baseline
     };
-    let code = consume(provider, hub.subscribe(start), events_fmt, status_fmt).await;
+    let stdout = hub.subscribe(start).map(|i| (None, i));
+    let code = consume(provider, stdout, &[], events_fmt, status_fmt).await;
     server.shutdown().await;
     driver.abort();
     code
@@ -376,9 +456,14 @@ fn blocking_write<T>(write: impl FnOnce() -> T) -> T {
     }
 }
 
+/// Prints what `stream` yields until SIGTERM or Ctrl-C. Each item comes
+/// with its source's index in `sources` (its name, where its engine is and
+/// where that came from); `None` for the one engine of a run without
+/// several, whose endpoint is [`ENDPOINT`].
 async fn consume(
     provider: &str,
-    mut stream: impl Stream<Item = Item> + Unpin,
+    mut stream: impl Stream<Item = (Option<usize>, Item)> + Unpin,
+    sources: &[(String, (String, String))],
     events_fmt: Format,
     status_fmt: Format,
 ) -> ExitCode {
@@ -396,8 +481,9 @@ async fn consume(
             _ = &mut ctrl_c => return ExitCode::SUCCESS,
             _ = sigterm.recv() => return ExitCode::SUCCESS,
             item = stream.next() => match item {
-                Some(Item::Event(e)) => {
-                    let line = event_line(provider, &e, events_fmt);
+                Some((source, Item::Event(e))) => {
+                    let host = source.and_then(|i| sources.get(i)).map(|s| s.0.as_str());
+                    let line = event_line_of(host, provider, &e, events_fmt);
                     match blocking_write(|| write_line(&mut io::stdout().lock(), &line)) {
                         Ok(()) => {}
                         // The reader went away (`lookout … | head`): exit quietly.
@@ -408,10 +494,12 @@ async fn consume(
                         }
                     }
                 }
-                Some(Item::Status(s)) => {
+                Some((source, Item::Status(s))) => {
                     // A closed stderr is no reason to stop delivering events.
-                    let line = status_line(provider, &s, status_fmt);
-                    let line = match (&s, ENDPOINT.get()) {
+                    let of = source.and_then(|i| sources.get(i));
+                    let line = status_line_of(of.map(|s| s.0.as_str()), provider, &s, status_fmt);
+                    let endpoint = of.map(|s| &s.1).or_else(|| ENDPOINT.get());
+                    let line = match (&s, endpoint) {
                         (lookout_core::Status::Connected { .. }, Some(at)) => {
                             with_endpoint(line, at, status_fmt)
                         }

@@ -16,6 +16,9 @@ pub struct Format {
 #[derive(Serialize)]
 struct JsonEvent<'a> {
     provider: &'a str,
+    /// The source, when a run watches several engines.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    host: Option<&'a str>,
     instance: &'a str,
     kind: &'a str,
     origin: &'a str,
@@ -123,10 +126,18 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 }
 
 /// One event as a line (without the newline).
+#[cfg_attr(not(test), allow(dead_code))]
 pub fn event_line(provider: &str, e: &InstanceEvent, f: Format) -> String {
+    event_line_of(None, provider, e, f)
+}
+
+/// One event of the source `host` (when a run watches several engines) as a
+/// line: JSON with `"host"`, text with `host/instance`.
+pub fn event_line_of(host: Option<&str>, provider: &str, e: &InstanceEvent, f: Format) -> String {
     if f.json {
         let j = JsonEvent {
             provider,
+            host,
             instance: e.id.as_str(),
             kind: e.kind.as_str(),
             origin: e.origin.as_str(),
@@ -157,36 +168,70 @@ pub fn event_line(provider: &str, e: &InstanceEvent, f: Format) -> String {
     } else {
         kind
     };
+    let instance = match host {
+        Some(host) => format!("{host}/{}", e.id.as_str()),
+        None => e.id.as_str().to_owned(),
+    };
     format!(
-        "{}  {provider:<6}  {kind}  {:<7}  {:<32}  {labels}",
+        "{}  {provider:<6}  {kind}  {:<7}  {instance:<32}  {labels}",
         rfc3339_nanos(e.at),
         e.origin.as_str(),
-        e.id.as_str(),
     )
     .trim_end()
     .to_owned()
 }
 
 /// One status as a line (without the newline).
+#[cfg_attr(not(test), allow(dead_code))]
 pub fn status_line(provider: &str, s: &Status, f: Format) -> String {
+    status_line_of(None, provider, s, f)
+}
+
+/// A status of the source `host` (when a run watches several engines): JSON
+/// with `"host"` first, text `lookout: PROVIDER HOST: …`.
+pub fn status_line_of(host: Option<&str>, provider: &str, s: &Status, f: Format) -> String {
     if f.json {
-        let j = match s {
-            Status::Connected { instances } => JsonStatus::Connected {
-                instances: *instances,
-            },
-            Status::Disconnected {
-                error,
-                attempt,
-                retry_in,
-            } => JsonStatus::Disconnected {
-                error: error_chain(&**error),
-                attempt: *attempt,
-                retry_in_ms: retry_in.as_millis(),
-            },
-            Status::Lagged { missed } => JsonStatus::Lagged { missed: *missed },
-        };
-        return serde_json::to_string(&j).unwrap_or_default();
+        let status = status_json(s);
+        return match host {
+            Some(host) => serde_json::to_string(&Hosted { host, status }),
+            None => serde_json::to_string(&status),
+        }
+        .unwrap_or_default();
     }
+    let provider = match host {
+        Some(host) => format!("{provider} {host}"),
+        None => provider.to_owned(),
+    };
+    status_text(&provider, s)
+}
+
+/// A status with the source it is of, first.
+#[derive(Serialize)]
+struct Hosted<'a> {
+    host: &'a str,
+    #[serde(flatten)]
+    status: JsonStatus,
+}
+
+fn status_json(s: &Status) -> JsonStatus {
+    match s {
+        Status::Connected { instances } => JsonStatus::Connected {
+            instances: *instances,
+        },
+        Status::Disconnected {
+            error,
+            attempt,
+            retry_in,
+        } => JsonStatus::Disconnected {
+            error: error_chain(&**error),
+            attempt: *attempt,
+            retry_in_ms: retry_in.as_millis(),
+        },
+        Status::Lagged { missed } => JsonStatus::Lagged { missed: *missed },
+    }
+}
+
+fn status_text(provider: &str, s: &Status) -> String {
     match s {
         Status::Connected { instances } => {
             format!("lookout: {provider}: connected, {instances} instances known")
@@ -281,6 +326,37 @@ mod tests {
         assert_eq!(
             event_line("docker", &event(), f),
             r#"{"provider":"docker","instance":"web","kind":"stopped","origin":"live","at":"2026-11-30T03:42:18.979493067Z","labels":{"app":"web"}}"#
+        );
+    }
+
+    #[test]
+    fn with_several_sources_json_says_the_host_and_text_host_slash_instance() {
+        let json = Format {
+            json: true,
+            color: false,
+        };
+        assert_eq!(
+            event_line_of(Some("b"), "docker", &event(), json),
+            r#"{"provider":"docker","host":"b","instance":"web","kind":"stopped","origin":"live","at":"2026-11-30T03:42:18.979493067Z","labels":{"app":"web"}}"#
+        );
+        let s = Status::Connected { instances: 3 };
+        assert_eq!(
+            status_line_of(Some("b"), "docker", &s, json),
+            r#"{"host":"b","status":"connected","instances":3}"#
+        );
+        assert_eq!(
+            status_line_of(None, "docker", &s, json),
+            r#"{"status":"connected","instances":3}"#
+        );
+        let plain = Format {
+            json: false,
+            color: false,
+        };
+        let line = event_line_of(Some("b"), "docker", &event(), plain);
+        assert!(line.contains("  b/web"), "{line}");
+        assert_eq!(
+            status_line_of(Some("b"), "docker", &s, plain),
+            "lookout: docker b: connected, 3 instances known"
         );
     }
 

@@ -1,0 +1,205 @@
+//! `lookout docker --host NAME=URI …` (repeated): two real dockerds in one
+//! run (the second: `cargo xtask engines up docker2`). Every JSON event and
+//! status says its `host`; the text lines say `NAME/instance`; one name on
+//! both engines is two instances; a name given twice exits 2; and with one
+//! source the output stays as it was (no `host`).
+
+// Test code reads the child's pipes on threads; only library crates may not spawn.
+#![allow(clippy::disallowed_methods)]
+
+use std::time::{Duration, Instant};
+
+use lookout_e2e::engines;
+use serde_json::Value;
+
+mod common;
+use common::{Process, WAIT};
+
+/// Makes sure both dockerds answer (CI brings them up).
+fn require() -> (engines::EngineLock, engines::EngineLock) {
+    let one = common::require_docker(false);
+    engines::docker2_up().unwrap_or_else(|e| panic!("docker2: {e}"));
+    let two = engines::lock_engine("docker2", false).expect("docker2 lock");
+    (one, two)
+}
+
+/// A container of the test on `cli`'s engine, removed on drop.
+struct On {
+    cli: fn(&[&str]) -> Result<String, String>,
+    name: String,
+}
+
+impl On {
+    fn create(cli: fn(&[&str]) -> Result<String, String>, name: &str, label: &str) -> Self {
+        let image = engines::test_image();
+        cli(&[
+            "create",
+            "--name",
+            name,
+            "--label",
+            label,
+            "--network",
+            "none",
+            &image,
+            "sleep",
+            "3600",
+        ])
+        .unwrap_or_else(|e| panic!("create {name}: {e}"));
+        Self {
+            cli,
+            name: name.to_owned(),
+        }
+    }
+
+    fn run(&self, args: &[&str]) {
+        let mut all = args.to_vec();
+        all.push(&self.name);
+        (self.cli)(&all).unwrap_or_else(|e| panic!("{args:?} {}: {e}", self.name));
+    }
+}
+
+impl Drop for On {
+    fn drop(&mut self) {
+        let _ = (self.cli)(&["rm", "-f", &self.name]);
+    }
+}
+
+/// The events of `lookout` until `done`, bounded.
+fn events_until(lookout: &Process, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    let deadline = Instant::now() + WAIT;
+    let mut seen = Vec::new();
+    while !done(&seen) {
+        assert!(Instant::now() < deadline, "not within {WAIT:?}: {seen:?}");
+        seen.push(lookout.event());
+    }
+    seen
+}
+
+#[test]
+fn two_dockerds_in_one_run_each_event_says_its_host() {
+    let _locks = require();
+    let name = common::unique("several", "web");
+    let label = format!("lookout.several={name}");
+    let one = format!("one={}", engines::docker_host());
+    let two = format!("two={}", engines::docker2_host());
+    let mut lookout = Process::spawn(
+        &[
+            "docker", "--json", "--label", &label, "--host", &one, "--host", &two,
+        ],
+        &[],
+    );
+    let a = lookout.connected();
+    let b = lookout.connected();
+    let mut hosts = [a["host"].as_str(), b["host"].as_str()];
+    hosts.sort_unstable();
+    assert_eq!(hosts, [Some("one"), Some("two")], "{a} {b}");
+    for c in [&a, &b] {
+        assert_eq!(c["instances"], 0, "{c}");
+        assert!(c["endpoint"].is_string() && c["from"].is_string(), "{c}");
+    }
+
+    let on_one = On::create(engines::docker, &name, &label);
+    let on_two = On::create(engines::docker2, &name, &label);
+    on_one.run(&["start"]);
+    on_two.run(&["start"]);
+    on_one.run(&["stop", "-t", "0"]);
+    let seen = events_until(&lookout, |seen| seen.len() >= 5);
+    let of = |host: &str| -> Vec<&str> {
+        seen.iter()
+            .filter(|e| e["host"] == host)
+            .map(|e| e["kind"].as_str().unwrap_or("?"))
+            .collect()
+    };
+    assert_eq!(of("one"), ["created", "started", "stopped"], "{seen:?}");
+    assert_eq!(of("two"), ["created", "started"], "{seen:?}");
+    for e in &seen {
+        assert_eq!(e["instance"], name.as_str(), "{e}");
+        let keys: Vec<&str> = e
+            .as_object()
+            .expect("an object")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(
+            keys,
+            // (serde_json's map is sorted: the order is the unit tests'.)
+            [
+                "at", "host", "instance", "kind", "labels", "origin", "provider"
+            ],
+            "{e}"
+        );
+    }
+    lookout.signal("TERM");
+    assert_eq!(lookout.exit_within(Duration::from_secs(5)).code(), Some(0));
+}
+
+#[test]
+fn text_lines_say_host_slash_instance() {
+    let _locks = require();
+    let name = common::unique("several", "text");
+    let label = format!("lookout.several={name}");
+    let one = format!("one={}", engines::docker_host());
+    let two = format!("two={}", engines::docker2_host());
+    let mut lookout = Process::spawn(
+        &["docker", "--label", &label, "--host", &one, "--host", &two],
+        &[],
+    );
+    let out = lookout.out.take().expect("stdout");
+    // Both connected (the text status lines name the source).
+    let deadline = Instant::now() + WAIT;
+    let mut connected = Vec::new();
+    while connected.len() < 2 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = lookout
+            .err
+            .recv_timeout(left)
+            .unwrap_or_else(|_| panic!("no connected lines: {connected:?}"));
+        if line.contains("connected") {
+            connected.push(line);
+        }
+    }
+    connected.sort();
+    assert!(
+        connected[0].starts_with("lookout: docker one: connected")
+            && connected[1].starts_with("lookout: docker two: connected"),
+        "{connected:?}"
+    );
+    let on_two = On::create(engines::docker2, &name, &label);
+    let line = out.recv_timeout(WAIT).expect("an event line");
+    assert!(
+        line.contains(&format!("  two/{name}")) && line.contains("created"),
+        "{line}"
+    );
+    drop(on_two);
+}
+
+#[test]
+fn a_source_name_given_twice_exits_2() {
+    let stderr = common::usage_error(&[
+        "docker",
+        "--host",
+        "a=unix:///run/a.sock",
+        "--host",
+        "a=unix:///run/b.sock",
+    ]);
+    assert!(stderr.contains("`a` is given twice"), "{stderr}");
+}
+
+#[test]
+fn one_named_host_is_one_source_without_host_fields() {
+    let _locks = require();
+    let one = format!("one={}", engines::docker_host());
+    let mut lookout = Process::spawn(
+        &[
+            "docker",
+            "--json",
+            "--label",
+            "lookout.several=none",
+            "--host",
+            &one,
+        ],
+        &[],
+    );
+    let c = lookout.connected();
+    assert!(c.get("host").is_none(), "one source: no host field: {c}");
+}
