@@ -212,6 +212,8 @@ async fn lookout(
 ) -> Seen {
     let config = K8sConfig {
         kubeconfig: Some(kubeconfig.to_path_buf()),
+
+        context: None,
         namespace: Some(ns.to_owned()),
         kinds: vec![Kind::Deployment],
         label_selector: None,

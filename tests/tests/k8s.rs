@@ -49,6 +49,8 @@ async fn setup(
 fn config(kubeconfig: &Path, ns: Option<&str>) -> K8sConfig {
     K8sConfig {
         kubeconfig: Some(kubeconfig.to_path_buf()),
+
+        context: None,
         namespace: ns.map(Into::into),
         kinds: Kind::ALL.to_vec(),
         label_selector: None,
@@ -1006,6 +1008,8 @@ async fn k8s_readiness_change_past_a_compaction_arrives_once_as_resync() {
 fn fake_config(fake: &FakeApi, kinds: &[Kind]) -> K8sConfig {
     K8sConfig {
         kubeconfig: Some(fake.kubeconfig(&std::env::temp_dir())),
+
+        context: None,
         namespace: Some("fake".into()),
         kinds: kinds.to_vec(),
         label_selector: None,

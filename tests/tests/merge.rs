@@ -293,6 +293,8 @@ async fn dockerd_podman_and_k8s_in_one_stream() {
     let fx = Fixture::new(&kubeconfig).await;
     let k8s = K8sConfig {
         kubeconfig: Some(kubeconfig.clone()),
+
+        context: None,
         namespace: Some(fx.ns.clone()),
         kinds: Kind::ALL.to_vec(),
         label_selector: None,

@@ -132,6 +132,11 @@ struct K8sArgs {
     /// A Kubernetes label selector, e.g. `app=web,tier!=db`.
     #[arg(long, value_name = "SELECTOR")]
     label_selector: Option<String>,
+    /// The kubeconfig context NAME (as `kubectl --context`; default: its
+    /// current-context). Repeatable: one stream of several clusters, each
+    /// event and status saying its context (`NAME/instance`, JSON `host`).
+    #[arg(long = "context", value_name = "NAME")]
+    contexts: Vec<String>,
     #[command(flatten)]
     common: Common,
 }
@@ -287,7 +292,7 @@ async fn compat_merged<O: lookout_moby::Objects>(
         };
         labelled.push((
             name.to_owned(),
-            (endpoint.host.to_string(), endpoint.source.to_string()),
+            Some((endpoint.host.to_string(), endpoint.source.to_string())),
         ));
         let watch = match lookout_moby::watch_at(objects, endpoint, compat_config(a)) {
             Ok(w) => w,
@@ -337,37 +342,68 @@ async fn dispatch(engine: Engine, serve: Option<serve::Prepared>) -> ExitCode {
         }
         Engine::Podman(a) => compat("podman", &lookout_podman::MAPPING, &a, serve).await,
         Engine::Swarm(a) => compat("swarm", &lookout_swarm::SERVICES, &a, serve).await,
-        Engine::K8s(a) => {
-            let kinds = if a.kinds.is_empty() {
-                vec![
-                    lookout_k8s::Kind::Deployment,
-                    lookout_k8s::Kind::StatefulSet,
-                ]
-            } else {
-                a.kinds
-                    .iter()
-                    .map(|k| match k {
-                        KindArg::Deployment => lookout_k8s::Kind::Deployment,
-                        KindArg::Statefulset => lookout_k8s::Kind::StatefulSet,
-                    })
-                    .collect()
-            };
-            let config = lookout_k8s::K8sConfig {
-                kubeconfig: a.kubeconfig,
-                namespace: a.namespace,
-                kinds,
-                label_selector: a.label_selector,
-                // No periodic or lag relist: the watch protocol resumes
-                // from its resourceVersion and says when it cannot (410).
-                watch: lookout_k8s::K8sConfig::default_watch().initial(a.common.initial),
-                readiness: a.common.readiness,
-            };
-            match lookout_k8s::watch(config) {
-                Ok(w) => run("k8s", w, &a.common, serve).await,
-                Err(e) => usage_error("invalid configuration", &e),
-            }
-        }
+        Engine::K8s(a) => k8s(a, serve).await,
     }
+}
+
+/// `lookout k8s`: one cluster, or with `--context` repeated one stream of
+/// several.
+async fn k8s(a: K8sArgs, serve: Option<serve::Prepared>) -> ExitCode {
+    let kinds = if a.kinds.is_empty() {
+        vec![
+            lookout_k8s::Kind::Deployment,
+            lookout_k8s::Kind::StatefulSet,
+        ]
+    } else {
+        a.kinds
+            .iter()
+            .map(|k| match k {
+                KindArg::Deployment => lookout_k8s::Kind::Deployment,
+                KindArg::Statefulset => lookout_k8s::Kind::StatefulSet,
+            })
+            .collect()
+    };
+    let config = |context: Option<&String>| lookout_k8s::K8sConfig {
+        kubeconfig: a.kubeconfig.clone(),
+        context: context.cloned(),
+        namespace: a.namespace.clone(),
+        kinds: kinds.clone(),
+        label_selector: a.label_selector.clone(),
+        // No periodic or lag relist: the watch protocol resumes
+        // from its resourceVersion and says when it cannot (410).
+        watch: lookout_k8s::K8sConfig::default_watch().initial(a.common.initial),
+        readiness: a.common.readiness,
+    };
+    if a.contexts.len() <= 1 {
+        return match lookout_k8s::watch(config(a.contexts.first())) {
+            Ok(w) => run("k8s", w, &a.common, serve).await,
+            Err(e) => usage_error("invalid configuration", &e),
+        };
+    }
+    if serve.is_some() {
+        eprintln!(
+            "lookout: --serve watches one cluster; several (--context) are merged on \
+             stdout only, for now"
+        );
+        return ExitCode::from(2);
+    }
+    let mut merge = Merge::new();
+    let mut labelled = Vec::with_capacity(a.contexts.len());
+    for context in &a.contexts {
+        let watch = match lookout_k8s::watch(config(Some(context))) {
+            Ok(w) => w,
+            Err(e) => return usage_error(&format!("invalid configuration of `{context}`"), &e),
+        };
+        merge = match merge.source(context.as_str(), watch) {
+            Ok(m) => m,
+            Err(e) => return usage_error("invalid sources", &e),
+        };
+        // Where the cluster is, the kubeconfig says at each dial.
+        labelled.push((context.clone(), None));
+    }
+    let (events_fmt, status_fmt) = formats(&a.common);
+    let stream = merge.map(|s| (Some(s.source.index()), s.item));
+    consume("k8s", stream, &labelled, events_fmt, status_fmt).await
 }
 
 async fn run<D: lookout_core::Dial>(
@@ -457,13 +493,13 @@ fn blocking_write<T>(write: impl FnOnce() -> T) -> T {
 }
 
 /// Prints what `stream` yields until SIGTERM or Ctrl-C. Each item comes
-/// with its source's index in `sources` (its name, where its engine is and
-/// where that came from); `None` for the one engine of a run without
-/// several, whose endpoint is [`ENDPOINT`].
+/// with its source's index in `sources` (its name, and where its engine is
+/// and where that came from, when known at start); `None` for the one
+/// engine of a run without several, whose endpoint is [`ENDPOINT`].
 async fn consume(
     provider: &str,
     mut stream: impl Stream<Item = (Option<usize>, Item)> + Unpin,
-    sources: &[(String, (String, String))],
+    sources: &[(String, Option<(String, String)>)],
     events_fmt: Format,
     status_fmt: Format,
 ) -> ExitCode {
@@ -498,7 +534,10 @@ async fn consume(
                     // A closed stderr is no reason to stop delivering events.
                     let of = source.and_then(|i| sources.get(i));
                     let line = status_line_of(of.map(|s| s.0.as_str()), provider, &s, status_fmt);
-                    let endpoint = of.map(|s| &s.1).or_else(|| ENDPOINT.get());
+                    let endpoint = match of {
+                        Some(s) => s.1.as_ref(),
+                        None => ENDPOINT.get(),
+                    };
                     let line = match (&s, endpoint) {
                         (lookout_core::Status::Connected { .. }, Some(at)) => {
                             with_endpoint(line, at, status_fmt)

@@ -203,3 +203,91 @@ fn one_named_host_is_one_source_without_host_fields() {
     let c = lookout.connected();
     assert!(c.get("host").is_none(), "one source: no host field: {c}");
 }
+
+/// A copy of the test bed's kubeconfig with two more contexts, `ctx-a` and
+/// `ctx-b`, both of its cluster and user; removed on drop.
+struct TwoContexts(common::TempDir);
+
+impl TwoContexts {
+    fn new(kubeconfig: &std::path::Path) -> Self {
+        let text = std::fs::read_to_string(kubeconfig).expect("the test bed's kubeconfig");
+        let first_name = |section: &str| -> String {
+            let at = text
+                .find(&format!("{section}:\n- name: "))
+                .unwrap_or_else(|| panic!("no {section} in the kubeconfig"));
+            let rest = &text[at + section.len() + "\n- name: ".len() + 1..];
+            rest.lines().next().expect("a name").trim().to_owned()
+        };
+        let (cluster, user) = (first_name("clusters"), first_name("users"));
+        let extra: String = ["ctx-a", "ctx-b"]
+            .iter()
+            .map(|c| format!("- name: {c}\n  context:\n    cluster: {cluster}\n    user: {user}\n"))
+            .collect();
+        let text = text.replacen("contexts:\n", &format!("contexts:\n{extra}"), 1);
+        let dir = common::TempDir::new("several", "kubeconfig");
+        std::fs::write(dir.0.join("kubeconfig"), text).expect("write the kubeconfig");
+        Self(dir)
+    }
+
+    fn path(&self) -> String {
+        self.0.0.join("kubeconfig").display().to_string()
+    }
+}
+
+/// `lookout k8s --context` twice: one stream of two clusters (here the one
+/// test bed through two contexts: each workload is two instances, one per
+/// context); an unknown context exits 2 naming the known ones.
+#[test]
+fn k8s_contexts_in_one_run() {
+    let kubeconfig = lookout_e2e::k8s_util::require();
+    let _lock = engines::lock_engine("k8s", false).unwrap_or_else(|e| panic!("{e}"));
+    let two = TwoContexts::new(&kubeconfig);
+    let kc = two.path();
+    let stderr = common::usage_error(&["k8s", "--kubeconfig", &kc, "--context", "nope"]);
+    assert!(
+        stderr.contains("no context `nope`") && stderr.contains("ctx-a"),
+        "{stderr}"
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let fixture = rt.block_on(lookout_e2e::k8s_util::Fixture::new(&kubeconfig));
+    let mut lookout = Process::spawn(
+        &[
+            "k8s",
+            "--json",
+            "--kubeconfig",
+            &kc,
+            "--namespace",
+            &fixture.ns,
+            "--kind",
+            "deployment",
+            "--context",
+            "ctx-a",
+            "--context",
+            "ctx-b",
+        ],
+        &[],
+    );
+    let mut hosts = [
+        lookout.connected()["host"].as_str().map(str::to_owned),
+        lookout.connected()["host"].as_str().map(str::to_owned),
+    ];
+    hosts.sort_unstable();
+    assert_eq!(hosts, [Some("ctx-a".to_owned()), Some("ctx-b".to_owned())]);
+    rt.block_on(fixture.create(lookout_k8s::Kind::Deployment, "web", 1, &[]));
+    let id = fixture.id(lookout_k8s::Kind::Deployment, "web");
+    let seen = events_until(&lookout, |seen| seen.len() >= 4);
+    for host in ["ctx-a", "ctx-b"] {
+        let kinds: Vec<&str> = seen
+            .iter()
+            .filter(|e| e["host"] == host && e["instance"] == id.as_str())
+            .map(|e| e["kind"].as_str().unwrap_or("?"))
+            .collect();
+        assert_eq!(kinds, ["created", "started"], "{host}: {seen:?}");
+    }
+    rt.block_on(fixture.delete(lookout_k8s::Kind::Deployment, "web"));
+    lookout.signal("TERM");
+    assert_eq!(lookout.exit_within(Duration::from_secs(5)).code(), Some(0));
+}

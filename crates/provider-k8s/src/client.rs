@@ -12,7 +12,7 @@ use std::sync::{Mutex, PoisonError};
 use kube::Client;
 use kube::config::KubeConfigOptions;
 
-use crate::DialError;
+use crate::{ConfigError, DialError};
 
 /// The last client and the fingerprint of the configuration it was built
 /// from. Only a hash is kept: no credential is stored twice, and none is
@@ -36,22 +36,36 @@ impl Cache {
     pub(crate) async fn connect(
         &self,
         kubeconfig: Option<&Path>,
+        context: Option<&str>,
     ) -> Result<(Client, String), DialError> {
-        let config = match kubeconfig {
-            Some(path) => {
+        let options = KubeConfigOptions {
+            context: context.map(str::to_owned),
+            ..KubeConfigOptions::default()
+        };
+        let config = match (kubeconfig, context) {
+            (Some(path), _) => {
                 let to_err = |source| DialError::Kubeconfig {
                     path: path.to_owned(),
                     source,
                 };
                 let kubeconfig = kube::config::Kubeconfig::read_from(path).map_err(to_err)?;
-                kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+                kube::Config::from_custom_kubeconfig(kubeconfig, &options)
                     .await
                     .map_err(to_err)?
             }
-            None => kube::Config::infer().await.map_err(DialError::Infer)?,
+            // A context is a kubeconfig's: `KUBECONFIG`, else `~/.kube/config`.
+            (None, Some(context)) => {
+                kube::Config::from_kubeconfig(&options)
+                    .await
+                    .map_err(|source| DialError::Context {
+                        context: context.to_owned(),
+                        source,
+                    })?
+            }
+            (None, None) => kube::Config::infer().await.map_err(DialError::Infer)?,
         };
         let cluster = config.cluster_url.to_string();
-        let print = fingerprint(&config, kubeconfig);
+        let print = fingerprint(&config, kubeconfig, context);
         {
             let slot = self.0.lock().unwrap_or_else(PoisonError::into_inner);
             if let Some((p, c, client)) = slot.as_ref()
@@ -80,10 +94,20 @@ impl Cache {
 /// debug form, in which kube redacts secrets) and the bytes of the
 /// kubeconfig files it came from (so a changed token or certificate in them
 /// makes a new client).
-fn fingerprint(config: &kube::Config, kubeconfig: Option<&Path>) -> u64 {
+fn fingerprint(config: &kube::Config, kubeconfig: Option<&Path>, context: Option<&str>) -> u64 {
     let mut h = DefaultHasher::new();
     format!("{config:?}").hash(&mut h);
-    let files: Vec<PathBuf> = match kubeconfig {
+    context.hash(&mut h);
+    for file in kubeconfig_files(kubeconfig) {
+        std::fs::read(&file).ok().hash(&mut h);
+    }
+    h.finish()
+}
+
+/// The kubeconfig files a configuration is read from: the explicit one,
+/// else those of `KUBECONFIG`, else `~/.kube/config`.
+fn kubeconfig_files(kubeconfig: Option<&Path>) -> Vec<PathBuf> {
+    match kubeconfig {
         Some(path) => vec![path.to_owned()],
         None => match std::env::var_os("KUBECONFIG") {
             Some(paths) => std::env::split_paths(&paths).collect(),
@@ -92,9 +116,34 @@ fn fingerprint(config: &kube::Config, kubeconfig: Option<&Path>) -> u64 {
                 .into_iter()
                 .collect(),
         },
-    };
-    for file in files {
-        std::fs::read(&file).ok().hash(&mut h);
     }
-    h.finish()
+}
+
+/// Checks that the kubeconfig (`kubeconfig`, else `KUBECONFIG`, else
+/// `~/.kube/config`) has `context`: a context that a readable kubeconfig
+/// does not have is a configuration that can never work, said at once
+/// rather than by every dial.
+pub(crate) fn check_context(kubeconfig: Option<&Path>, context: &str) -> Result<(), ConfigError> {
+    let files = kubeconfig_files(kubeconfig);
+    let tried = files
+        .iter()
+        .map(|f| f.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let read = match kubeconfig {
+        Some(path) => kube::config::Kubeconfig::read_from(path),
+        None => kube::config::Kubeconfig::read(),
+    };
+    // A kubeconfig that cannot be read may appear: each dial says so.
+    let Ok(config) = read else {
+        return Ok(());
+    };
+    if config.contexts.iter().any(|c| c.name == context) {
+        return Ok(());
+    }
+    Err(ConfigError::UnknownContext {
+        context: context.to_owned(),
+        tried,
+        known: config.contexts.into_iter().map(|c| c.name).collect(),
+    })
 }

@@ -243,6 +243,11 @@ pub struct K8sConfig {
     /// An explicit kubeconfig file; `None` infers the configuration as kube
     /// does (`KUBECONFIG`, `~/.kube/config`, in-cluster).
     pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use (as `kubectl --context`); `None`: the
+    /// kubeconfig's `current-context` (or in-cluster). A context that a
+    /// kubeconfig that can be read does not have is a [`ConfigError`]; a
+    /// kubeconfig that cannot be read (yet) is each dial's to report.
+    pub context: Option<String>,
     /// Watch this namespace only; `None` watches all namespaces.
     pub namespace: Option<String>,
     /// The kinds to watch (default: both). Duplicates are ignored.
@@ -268,6 +273,7 @@ impl Default for K8sConfig {
     fn default() -> Self {
         Self {
             kubeconfig: None,
+            context: None,
             namespace: None,
             kinds: Kind::ALL.to_vec(),
             label_selector: None,
@@ -328,6 +334,27 @@ pub enum ConfigError {
     /// `namespace` is `Some("")`; use `None` for all namespaces.
     #[error("the namespace is empty; use None to watch all namespaces")]
     EmptyNamespace,
+    /// `context` names no context of the kubeconfig.
+    #[error(
+        "no context `{context}` in the kubeconfig ({tried}){}",
+        known_contexts(known)
+    )]
+    UnknownContext {
+        /// The context asked for.
+        context: String,
+        /// The kubeconfig files read.
+        tried: String,
+        /// The contexts they have.
+        known: Vec<String>,
+    },
+}
+
+fn known_contexts(known: &[String]) -> String {
+    if known.is_empty() {
+        "; it has none".to_owned()
+    } else {
+        format!("; it has {}", known.join(", "))
+    }
 }
 
 /// Why a dial, a session or a probe failed; reported inside the core's
@@ -340,6 +367,15 @@ pub enum DialError {
     Kubeconfig {
         /// The file.
         path: PathBuf,
+        /// Why.
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    /// The kubeconfig's context `context` could not be used.
+    #[error("cannot use kubeconfig context {context}: {source}")]
+    Context {
+        /// The context.
+        context: String,
         /// Why.
         #[source]
         source: kube::config::KubeconfigError,
@@ -372,8 +408,9 @@ pub enum DialError {
 
 /// Where each dial gets its client.
 enum Source {
-    /// The kubeconfig (explicit, else inferred), resolved anew on every dial.
-    Kubeconfig(Option<PathBuf>),
+    /// The kubeconfig (explicit, else inferred) and its context (else the
+    /// current one), resolved anew on every dial.
+    Kubeconfig(Option<PathBuf>, Option<String>),
     /// A client the program makes (see [`K8sDial::with_client`]).
     Client(Box<dyn FnMut() -> Client + Send>),
 }
@@ -381,7 +418,11 @@ enum Source {
 impl std::fmt::Debug for Source {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::Kubeconfig(path) => f.debug_tuple("Kubeconfig").field(path).finish(),
+            Self::Kubeconfig(path, context) => f
+                .debug_tuple("Kubeconfig")
+                .field(path)
+                .field(context)
+                .finish(),
             Self::Client(_) => f.write_str("Client(..)"),
         }
     }
@@ -423,7 +464,13 @@ pub struct K8sDial {
 impl K8sDial {
     /// Checks `config` and builds the dial; nothing is contacted.
     pub fn new(config: &K8sConfig) -> Result<Self, ConfigError> {
-        Self::from_source(config, Source::Kubeconfig(config.kubeconfig.clone()))
+        if let Some(context) = &config.context {
+            client::check_context(config.kubeconfig.as_deref(), context)?;
+        }
+        Self::from_source(
+            config,
+            Source::Kubeconfig(config.kubeconfig.clone(), config.context.clone()),
+        )
     }
 
     /// Like [`new`](Self::new), but every dial takes the client `connect`
@@ -525,7 +572,7 @@ impl Dial for K8sDial {
             self.listed_at = Some(now);
         }
         let client = match &mut self.source {
-            Source::Kubeconfig(path) => Err(path.clone()),
+            Source::Kubeconfig(path, context) => Err((path.clone(), context.clone())),
             Source::Client(connect) => Ok(connect()),
         };
         let settings = Arc::clone(&self.settings);
@@ -539,7 +586,11 @@ impl Dial for K8sDial {
             let (client, cluster) = match client {
                 // The program's client: one cluster, the program says.
                 Ok(given) => (given, String::new()),
-                Err(kubeconfig) => clients.connect(kubeconfig.as_deref()).await?,
+                Err((kubeconfig, context)) => {
+                    clients
+                        .connect(kubeconfig.as_deref(), context.as_deref())
+                        .await?
+                }
             };
             lease.fill(client.clone());
             let stores = carry.take(&cluster);

@@ -78,6 +78,35 @@ fn config_errors_only_for_what_can_never_work() {
         ..K8sConfig::default()
     };
     assert!(watch(missing).is_ok());
+    // A context: one the kubeconfig has, or a ConfigError naming the others.
+    let dir = std::env::temp_dir().join(format!("lookout-k8s-contexts-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let file = dir.join("kubeconfig");
+    std::fs::write(
+        &file,
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: \
+         https://127.0.0.1:1\nusers:\n- name: u\n  user: {}\ncontexts:\n- name: a\n  \
+         context:\n    cluster: c\n    user: u\ncurrent-context: a\n",
+    )
+    .expect("write");
+    let with = |context: &str, kubeconfig: &std::path::Path| K8sConfig {
+        kubeconfig: Some(kubeconfig.to_owned()),
+        context: Some(context.to_owned()),
+        ..K8sConfig::default()
+    };
+    assert!(watch(with("a", &file)).is_ok());
+    match watch(with("b", &file)) {
+        Err(e @ ConfigError::UnknownContext { .. }) => {
+            let text = e.to_string();
+            assert!(
+                text.contains("no context `b`") && text.contains("it has a"),
+                "{text}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(watch(with("b", std::path::Path::new("/nonexistent/kubeconfig"))).is_ok());
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
