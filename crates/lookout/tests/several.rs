@@ -7,6 +7,7 @@
 // Test code reads the child's pipes on threads; only library crates may not spawn.
 #![allow(clippy::disallowed_methods)]
 
+use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use lookout_e2e::engines;
@@ -219,10 +220,13 @@ impl TwoContexts {
             rest.lines().next().expect("a name").trim().to_owned()
         };
         let (cluster, user) = (first_name("clusters"), first_name("users"));
-        let extra: String = ["ctx-a", "ctx-b"]
-            .iter()
-            .map(|c| format!("- name: {c}\n  context:\n    cluster: {cluster}\n    user: {user}\n"))
-            .collect();
+        let mut extra = String::new();
+        for c in ["ctx-a", "ctx-b"] {
+            let _ = write!(
+                extra,
+                "- name: {c}\n  context:\n    cluster: {cluster}\n    user: {user}\n"
+            );
+        }
         let text = text.replacen("contexts:\n", &format!("contexts:\n{extra}"), 1);
         let dir = common::TempDir::new("several", "kubeconfig");
         std::fs::write(dir.0.join("kubeconfig"), text).expect("write the kubeconfig");
