@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::auth::{self, Token};
 use super::events;
+use super::frames::Frames;
 use super::metrics::Metrics;
 use crate::output::{Format, ReadinessJson, rfc3339_nanos, status_line};
 
@@ -27,6 +28,8 @@ pub struct State {
     pub hub: Hub,
     pub store: Store,
     pub metrics: Metrics,
+    /// `/events`' encodings of the hub's items, shared by every client.
+    pub frames: Arc<Frames>,
     /// Cancelled at SIGINT/SIGTERM: open streams and waits end.
     pub shutdown: CancellationToken,
 }
@@ -153,7 +156,7 @@ impl IntoResponse for BadQuery {
 }
 
 /// `?label=K=V`…: all must match.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct LabelFilter(Vec<(String, String)>);
 
 impl LabelFilter {
@@ -161,6 +164,29 @@ impl LabelFilter {
         self.0
             .iter()
             .all(|(k, v)| labels.get(k).is_some_and(|have| have == v))
+    }
+
+    /// No pair: every instance.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The same filter, its pairs sorted and once each.
+    #[must_use]
+    pub fn canonical(mut self) -> Self {
+        self.0.sort();
+        self.0.dedup();
+        self
+    }
+
+    #[cfg(test)]
+    pub fn of(pairs: &[(&str, &str)]) -> Self {
+        Self(
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        )
     }
 }
 
