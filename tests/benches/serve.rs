@@ -42,7 +42,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -50,9 +50,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use bollard::Docker;
 use lookout_e2e::engines;
 
-#[path = "support/docker.rs"]
-mod docker;
-use docker::{CALL, Cleanup, LABEL, lifecycle, pct};
+use lookout_e2e::bench_docker::{CALL, Cleanup, LABEL, lifecycle, pct};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader as AsyncBufReader};
 use tokio::net::{TcpSocket, TcpStream};
@@ -85,11 +83,11 @@ struct Lookout {
 }
 
 impl Lookout {
-    fn start(tag: &str) -> Self {
-        let bin = lookout_binary();
-        let mut child = Command::new(&bin)
+    fn start(bin: &Path, tag: &str, extra: &[&str]) -> Self {
+        let mut child = Command::new(bin)
+            .arg("docker")
+            .args(extra)
             .args([
-                "docker",
                 "--json",
                 "--host",
                 &engines::docker_host(),
@@ -313,10 +311,24 @@ struct Outcome {
     freed: Duration,
 }
 
-fn run(rt: &tokio::runtime::Runtime, clients: usize, stalled: usize, lifecycles: usize) -> Outcome {
-    let tag = format!("serve-{}-{stalled}", std::process::id());
+/// One run: which binary, how many clients (of which stalled), how many
+/// lifecycles.
+struct Run<'a> {
+    name: &'a str,
+    bin: &'a Path,
+    /// Flags the binary takes before the engine's (the anchor may not know
+    /// `--max-connections`).
+    extra: &'a [&'a str],
+    clients: usize,
+    stalled: usize,
+    lifecycles: usize,
+}
+
+fn run(rt: &tokio::runtime::Runtime, n: usize, r: &Run<'_>) -> Outcome {
+    let (clients, stalled, lifecycles) = (r.clients, r.stalled, r.lifecycles);
+    let tag = format!("serve-{}-{n}", std::process::id());
     let _cleanup = Cleanup(tag.clone());
-    let lookout = Lookout::start(&tag);
+    let lookout = Lookout::start(r.bin, &tag, r.extra);
     let addr = lookout.addr;
     let expected = 4 * lifecycles;
     let readers = clients - stalled;
@@ -416,6 +428,19 @@ fn run(rt: &tokio::runtime::Runtime, clients: usize, stalled: usize, lifecycles:
     })
 }
 
+/// This process's soft open-files limit (its clients hold a socket each;
+/// the 10 000-client run needs more than that many).
+fn open_files_limit() -> u64 {
+    std::fs::read_to_string("/proc/self/limits")
+        .ok()
+        .and_then(|l| {
+            l.lines()
+                .find(|l| l.starts_with("Max open files"))
+                .and_then(|l| l.split_whitespace().nth(3)?.parse().ok())
+        })
+        .unwrap_or(1024)
+}
+
 fn main() {
     let full = std::env::args().any(|a| a == "--bench");
     if !engines::engines_enabled() {
@@ -426,7 +451,9 @@ fn main() {
         );
         return;
     }
-    let (clients, lifecycles) = if full { (1000, 500) } else { (50, 5) };
+    let bin = lookout_binary();
+    // The previous commit's binary, run side by side (`LOOKOUT_ANCHOR_BIN`).
+    let anchor = std::env::var_os("LOOKOUT_ANCHOR_BIN").map(PathBuf::from);
     let wall = Instant::now();
     let _lock = engines::lock_engine("docker", false).expect("the docker engine lock");
     engines::docker_up().unwrap_or_else(|e| panic!("docker: cannot bring the engine up: {e}"));
@@ -434,37 +461,117 @@ fn main() {
         .enable_all()
         .build()
         .expect("a tokio runtime");
-    let outcomes = [
-        run(&rt, clients, 0, lifecycles),
-        run(&rt, clients, clients / 10, lifecycles),
-    ];
+    let (clients, lifecycles) = if full { (1000, 300) } else { (50, 5) };
+    // A stalled client lags only once more than its socket buffers and the
+    // hub's queue passed it: 2000 events.
+    let stall_lifecycles = if full { 500 } else { 5 };
+    let many = 10_000;
+    let limit = open_files_limit();
+    let max = many.to_string();
+    let with_max: &[&str] = &["--max-connections", &max];
+    let mut runs = vec![Run {
+        name: "this",
+        bin: &bin,
+        extra: &[],
+        clients,
+        stalled: 0,
+        lifecycles,
+    }];
+    if let Some(a) = &anchor {
+        runs.push(Run {
+            name: "anchor",
+            bin: a,
+            extra: &[],
+            clients,
+            stalled: 0,
+            lifecycles,
+        });
+    }
+    runs.push(Run {
+        name: "this",
+        bin: &bin,
+        extra: &[],
+        clients,
+        stalled: clients / 10,
+        lifecycles: stall_lifecycles,
+    });
+    if let Some(a) = &anchor
+        && full
+    {
+        runs.push(Run {
+            name: "anchor",
+            bin: a,
+            extra: &[],
+            clients,
+            stalled: clients / 10,
+            lifecycles: stall_lifecycles,
+        });
+    }
+    if full {
+        if limit > many as u64 + 200 {
+            runs.push(Run {
+                name: "this",
+                bin: &bin,
+                extra: with_max,
+                clients: many,
+                stalled: 0,
+                lifecycles: 100,
+            });
+        } else {
+            eprintln!("serve: no {many}-client run: this process may open {limit} files");
+        }
+    }
+    let outcomes: Vec<(&Run<'_>, Outcome)> = runs
+        .iter()
+        .enumerate()
+        .map(|(n, r)| (r, run(&rt, n, r)))
+        .collect();
     println!(
-        "serve: `lookout docker --serve` ({}), {lifecycles} container lifecycles \
+        "serve: `lookout docker --serve` (this: {}{}), container lifecycles \
          (create, start, stop -t 0, rm; one at a time) on the real dockerd; every reading \
-         client reads all 4×{lifecycles} events as NDJSON; latency = client read time − the \
-         event's engine time, ms; CPU = lookout's utime+stime over the drive",
-        lookout_binary().display()
+         client reads all 4 events of each as NDJSON; latency = client read time − the \
+         event's engine time, ms; CPU = lookout's utime+stime over the drive, and per delivery",
+        bin.display(),
+        anchor
+            .as_ref()
+            .map(|a| format!("; anchor: {}", a.display()))
+            .unwrap_or_default(),
     );
     println!(
-        "| clients | stalled | events/client | deliveries | p50 ms | p99 ms | max ms | lookout CPU s (drive s) | lookout peak RSS MiB | RSS after MiB | stalled resynced | all freed in |"
+        "| lookout | clients | stalled | events/client | deliveries | p50 ms | p99 ms | max ms | lookout CPU s (drive s) | CPU µs/delivery | lookout peak RSS MiB | RSS after MiB | stalled resynced | all freed in |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
-    for o in &outcomes {
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    for (r, o) in &outcomes {
+        let deliveries = (o.clients - o.stalled) * o.events;
         println!(
-            "| {} | {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} ({:.1}) | {:.1} | {:.1} | {} | {:.1?} |",
+            "| {} | {} | {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} ({:.1}) | {:.2} | {:.1} | {:.1} | {} | {:.1?} |",
+            r.name,
             o.clients,
             o.stalled,
             o.events,
-            (o.clients - o.stalled) * o.events,
+            deliveries,
             o.p50 / 1e6,
             o.p99 / 1e6,
             o.max / 1e6,
             o.cpu,
             o.drive.as_secs_f64(),
+            o.cpu * 1e6 / deliveries as f64,
             o.hwm as f64 / 1024.0,
             o.rss as f64 / 1024.0,
             o.resyncs,
             o.freed,
+        );
+    }
+    let per = |name: &str, stalled: bool| {
+        outcomes
+            .iter()
+            .find(|(r, o)| r.name == name && o.clients == clients && (o.stalled > 0) == stalled)
+            .map(|(_, o)| o.cpu / ((o.clients - o.stalled) * o.events) as f64)
+    };
+    if let (Some(this), Some(anchor)) = (per("this", false), per("anchor", false)) {
+        println!(
+            "CPU per delivery at {clients} clients: anchor / this = {:.2}",
+            anchor / this
         );
     }
     println!("(wall {:.1?})", wall.elapsed());

@@ -2,5 +2,7 @@
 //! `cargo xtask engines` runs) and test utilities.
 
 pub use lookout_engines as engines;
+pub mod bench_docker;
+pub mod k8s_cost;
 pub mod k8s_util;
 pub mod relay;
