@@ -11,12 +11,12 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use crate::engines;
 use bollard::Docker;
 use bollard::models::{ContainerCreateBody, HostConfig};
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, RemoveContainerOptionsBuilder, StopContainerOptionsBuilder,
 };
-use crate::engines;
 
 /// Bound of one engine API call.
 pub const CALL: Duration = Duration::from_secs(60);

@@ -34,12 +34,12 @@ use std::process::Command;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::engines;
+use crate::k8s_util::{Fixture, Relay, Requests, apiserver, counting_client, kubeconfig_via};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use lookout_core::{EventKind, Item, ReconnectPolicy, Status, WatchConfig};
-use crate::engines;
-use crate::k8s_util::{Fixture, Relay, Requests, apiserver, counting_client, kubeconfig_via};
 use lookout_k8s::{InitialList, K8sConfig, K8sDial, Kind};
 use serde_json::json;
 use tokio::sync::{oneshot, watch};
@@ -389,9 +389,8 @@ pub fn run(plan: Plan, kubeconfig: &Path) -> (Vec<String>, Met) {
         .expect("a runtime");
     let fx = rt.block_on(Fixture::new(kubeconfig));
     let names: Vec<String> = (0..plan.n).map(|i| format!("d-{i}")).collect();
-    let api: Api<Deployment> = rt.block_on(async {
-        Api::namespaced(crate::k8s_util::client(kubeconfig).await, &fx.ns)
-    });
+    let api: Api<Deployment> =
+        rt.block_on(async { Api::namespaced(crate::k8s_util::client(kubeconfig).await, &fx.ns) });
     let t = Instant::now();
     rt.block_on(create_all(&api, &names, &fx.run));
     eprintln!(

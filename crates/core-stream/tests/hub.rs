@@ -716,7 +716,10 @@ async fn a_resume_after_a_position_gets_exactly_what_followed_else_lags_to_the_p
     assert_eq!(got.len(), 3, "{got:?}");
     // The hub's items: positions one apart, the same for every subscriber.
     let positions: Vec<u64> = got.iter().map(|(p, _)| p.expect("a hub item")).collect();
-    assert_eq!(positions, [positions[0], positions[0] + 1, positions[0] + 2]);
+    assert_eq!(
+        positions,
+        [positions[0], positions[0] + 1, positions[0] + 2]
+    );
     let mut theirs: Vec<u64> = drain_positions(&mut other)
         .into_iter()
         .filter_map(|(p, s)| p.filter(|_| s.starts_with("a ")))
@@ -729,11 +732,18 @@ async fn a_resume_after_a_position_gets_exactly_what_followed_else_lags_to_the_p
     let again = drain_positions(&mut back);
     assert_eq!(
         again,
-        [(None, "connected 1".to_owned()), got[1].clone(), got[2].clone()]
+        [
+            (None, "connected 1".to_owned()),
+            got[1].clone(),
+            got[2].clone()
+        ]
     );
     send(4);
     let live = drain_positions(&mut back);
-    assert_eq!(live, [(Some(positions[2] + 1), "a started live".to_owned())]);
+    assert_eq!(
+        live,
+        [(Some(positions[2] + 1), "a started live".to_owned())]
+    );
     // After the latest item: nothing to catch up.
     let mut latest = hub.resume(Some(positions[2] + 1));
     assert_eq!(shorts(&drain(&mut latest)), ["connected 1"]);
@@ -748,7 +758,12 @@ async fn a_resume_after_a_position_gets_exactly_what_followed_else_lags_to_the_p
     let lag = shorts(&drain(&mut late));
     assert_eq!(
         lag,
-        ["lagged 19", "a created resync", "a started resync", "connected 1"],
+        [
+            "lagged 19",
+            "a created resync",
+            "a started resync",
+            "connected 1"
+        ],
         "missed: the 19 items after the position"
     );
     // A position the hub never gave, and none at all: the same, as if
@@ -757,7 +772,12 @@ async fn a_resume_after_a_position_gets_exactly_what_followed_else_lags_to_the_p
         let mut foreign = hub.resume(after);
         assert_eq!(
             shorts(&drain(&mut foreign)),
-            ["lagged 0", "a created resync", "a started resync", "connected 1"],
+            [
+                "lagged 0",
+                "a created resync",
+                "a started resync",
+                "connected 1"
+            ],
             "{after:?}"
         );
         send(21);

@@ -217,7 +217,9 @@ mod tests {
         // items, each with its id (the position: db is 0, web 1 and 2).
         let id = body.frames.id(1);
         assert!(
-            created.ends_with(&format!("\"labels\":{{\"app\":\"web\"}},\"id\":\"{id}\"}}\n")),
+            created.ends_with(&format!(
+                "\"labels\":{{\"app\":\"web\"}},\"id\":\"{id}\"}}\n"
+            )),
             "{created}"
         );
         let started = next(&mut body).await;
@@ -248,7 +250,10 @@ mod tests {
             .collect();
         assert_eq!(kinds, ["event: instance"; 3], "{frames:?}");
         for (n, f) in frames.iter().enumerate() {
-            let head = format!("event: instance\nid: {}\ndata: {{", body.frames.id(n as u64));
+            let head = format!(
+                "event: instance\nid: {}\ndata: {{",
+                body.frames.id(n as u64)
+            );
             assert!(f.starts_with(&head) && f.ends_with("}\n\n"), "{f}");
         }
         let status = next(&mut body).await;
