@@ -1587,3 +1587,52 @@ fn form_urlencoded_byte(s: &str) -> String {
         })
         .collect()
 }
+
+/// The page at `/` (issue #23): served from the binary without a token
+/// (it holds no data), HTML with a real table, and nothing it would fetch
+/// from elsewhere; what it reads still needs the token.
+#[test]
+fn the_page_is_served_open_and_self_contained() {
+    let _lock = require_docker(false);
+    let dir = std::env::temp_dir().join(unique("page"));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let token_file = dir.join("token");
+    std::fs::write(&token_file, "page-T0ken\n").expect("token file");
+    let token_path = token_file.display().to_string();
+    let label = format!("lookout.serve={}", unique("page"));
+    runtime().block_on(async {
+        let lookout = Lookout::start(
+            &label,
+            &engines::docker_host(),
+            &["--token-file", &token_path],
+        );
+        let r = open(lookout.addr, "/", &[("Connection", "close")]).await;
+        assert_eq!(r.status, 200);
+        assert_eq!(r.headers["content-type"], "text/html; charset=utf-8");
+        let csp = r.headers["content-security-policy"].clone();
+        assert!(
+            csp.contains("default-src 'none'") && csp.contains("connect-src 'self'"),
+            "{csp}"
+        );
+        let html = r.text().await;
+        assert!(html.starts_with("<!doctype html>"), "{html:.80}");
+        for part in [
+            "<table id=\"instances\">",
+            "<thead>",
+            "role=\"status\"",
+            "sessionStorage",
+            "Last-Event-ID",
+        ] {
+            assert!(html.contains(part), "{part}");
+        }
+        for external in ["http://", "https://", "src=", "href=", "@import", "url("] {
+            assert!(
+                !html.contains(external),
+                "no external reference: {external}"
+            );
+        }
+        assert_eq!(get(lookout.addr, "/instances", None).await.0, 401);
+        assert_eq!(get(lookout.addr, "/?x=1", None).await.0, 400);
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+}

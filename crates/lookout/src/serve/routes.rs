@@ -41,6 +41,7 @@ const DEFAULT_WAIT: Duration = Duration::from_secs(30);
 
 pub fn router(state: State, token: Option<Arc<Token>>) -> Router {
     Router::new()
+        .route("/", get(page))
         .route("/events", get(events::handler))
         .route("/instances", get(instances))
         .route("/instances/{*id}", get(instance))
@@ -74,6 +75,33 @@ pub fn error(status: StatusCode, message: impl Into<String>) -> Response {
             error: message.into(),
         },
     )
+}
+
+/// The live page (`/`): static, in the binary; it reads `/instances` and
+/// `/events` itself (with the token it asks for), so it is served without
+/// one.
+const PAGE: &str = include_str!("page.html");
+
+async fn page(uri: Uri) -> Response {
+    if let Err(e) = Query::parse(uri.query(), &[]) {
+        return e.into_response();
+    }
+    (
+        StatusCode::OK,
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-cache"),
+            // Nothing but this origin: no external request can be made.
+            (
+                header::CONTENT_SECURITY_POLICY,
+                "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
+                 connect-src 'self'; form-action 'none'; base-uri 'none'; frame-ancestors 'none'",
+            ),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        ],
+        PAGE,
+    )
+        .into_response()
 }
 
 async fn not_found(uri: Uri) -> Response {
