@@ -6,7 +6,7 @@ use crate::engines;
 
 /// The engines in the order they come up (podman loads the image from docker;
 /// swarm runs on docker).
-pub const ALL: [&str; 4] = ["docker", "podman", "swarm", "k8s"];
+pub const ALL: [&str; 5] = ["docker", "podman", "swarm", "k8s", "chromium"];
 
 pub fn run(args: &[String]) -> Result<(), String> {
     let (cmd, names) = args
@@ -40,10 +40,9 @@ fn select(names: &[String]) -> Result<Vec<&'static str>, String> {
     }
     let mut out = Vec::new();
     for n in names {
-        let known = ALL
-            .iter()
-            .find(|a| **a == n.as_str())
-            .ok_or_else(|| format!("unknown engine {n:?} (docker, podman, swarm, k8s, all)"))?;
+        let known = ALL.iter().find(|a| **a == n.as_str()).ok_or_else(|| {
+            format!("unknown engine {n:?} (docker, podman, swarm, k8s, chromium, all)")
+        })?;
         if !out.contains(known) {
             out.push(*known);
         }
@@ -74,6 +73,7 @@ pub fn up(engines: &[&str]) -> Result<(), String> {
             "podman" => engines::podman_up().and_then(|()| engines::podman_verify()),
             "swarm" => engines::swarm_up().and_then(|()| engines::swarm_verify()),
             "k8s" => engines::k8s_up().and_then(|()| engines::k8s_status().map(drop)),
+            "chromium" => engines::chromium_up(),
             other => Err(format!("unknown engine {other:?}")),
         };
         result.map_err(|e| {
@@ -93,6 +93,8 @@ fn down(selected: &[&str]) -> Result<(), String> {
         let t = Instant::now();
         let result = match *name {
             "k8s" => engines::k8s_down(),
+            // Nothing runs between tests: each starts (and ends) its own.
+            "chromium" => Ok(()),
             "swarm" => engines::swarm_down(),
             "podman" => engines::podman_down(),
             "docker" => engines::docker_down(),

@@ -1,6 +1,7 @@
 //! Start, stop and break the real engines that lookout's end-to-end tests run
-//! against: dockerd, the Podman API service, a single-node Docker Swarm and a
-//! kube-apiserver + etcd testbed.
+//! against: dockerd, the Podman API service, a single-node Docker Swarm, a
+//! kube-apiserver + etcd testbed, and headless Chromium (the `--serve` page's
+//! tests).
 //!
 //! A std-only crate: the end-to-end tests (`lookout-e2e`, as
 //! `lookout_e2e::engines`) and xtask (`cargo xtask engines up|down`, `cargo
@@ -25,6 +26,7 @@
 //! (`$TMPDIR/lookout-engines/NAME.lock`), as dockerd and podman are: two
 //! checkouts testing at once do not kill each other's daemon mid-test.
 
+mod chromium;
 mod docker;
 mod k8s;
 mod packages;
@@ -33,6 +35,7 @@ mod podman;
 mod process;
 mod swarm;
 
+pub use chromium::{chromium_binary, chromium_command, chromium_up, chromium_verify};
 pub use docker::{
     docker, docker_cli, docker_command, docker_create_test_container, docker_down, docker_kill9,
     docker_signal, docker_start, docker_up, docker_verify, ensure_test_image,

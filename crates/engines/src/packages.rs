@@ -53,6 +53,22 @@ pub fn ensure_packages() -> Result<(), String> {
         }
         m
     };
+    apt_install(&missing, apt)
+}
+
+/// `apt-get install -y` of the Debian packages `wanted` that are missing
+/// (as root on Debian; elsewhere an error saying what to install).
+pub(crate) fn ensure_debian(wanted: &[&str]) -> Result<(), String> {
+    let apt = command_exists("apt-get") && command_exists("dpkg-query");
+    let missing: Vec<&str> = wanted
+        .iter()
+        .copied()
+        .filter(|p| !apt || !dpkg_installed(p))
+        .collect();
+    apt_install(&missing, apt)
+}
+
+fn apt_install(missing: &[&str], apt: bool) -> Result<(), String> {
     if missing.is_empty() {
         return Ok(());
     }
@@ -86,7 +102,7 @@ pub fn ensure_packages() -> Result<(), String> {
         APT_UPDATED.store(true, Ordering::SeqCst);
     }
     let mut cmd = Command::new("apt-get");
-    cmd.args(["install", "-y", "-q"]).args(&missing);
+    cmd.args(["install", "-y", "-q"]).args(missing);
     apt_env(&mut cmd);
     run_logged(
         &mut cmd,

@@ -1636,3 +1636,208 @@ fn the_page_is_served_open_and_self_contained() {
     });
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+// ------------------------------------------------------------------ the page in Chromium
+
+/// Where the screenshots go: the target directory.
+fn target_dir() -> std::path::PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| engines::workspace_root().join("target"), Into::into)
+}
+
+/// The state cell of `id`'s row in the page's table (`null`: no row).
+fn row_state(id: &str) -> String {
+    format!(
+        "(() => {{ const r = document.querySelector('#instances tbody tr[data-instance=\"{id}\"]'); \
+         return r ? r.cells[2].textContent : null; }})()"
+    )
+}
+
+const STATUS: &str = "document.getElementById('status')?.dataset.state ?? null";
+
+/// The page at `/` in Debian's headless Chromium against the real dockerd,
+/// behind `--token-file`: it asks for the token, shows a container's
+/// lifecycle in its table as it happens (read through the `DevTools`
+/// protocol), and after lookout is restarted on the same address it
+/// reconnects by itself (resume from the old process's id: lagged, the
+/// present as resync) and goes on live. Screenshots in the target
+/// directory (`lookout-page*.png`).
+#[test]
+fn page_in_chromium_follows_a_container_and_reconnects() {
+    use lookout_e2e::browser::Browser;
+    let _lock = require_docker(false);
+    let dir = std::env::temp_dir().join(unique("chromium"));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let token_file = dir.join("token");
+    std::fs::write(&token_file, "page-T0ken\n").expect("token file");
+    let token_path = token_file.display().to_string();
+    let name = unique("page");
+    let label = format!("lookout.serve={name}");
+    let (x, y) = (format!("{name}-x"), format!("{name}-y"));
+    let _containers = Containers(vec![x.clone(), y.clone()]);
+    let args = ["--token-file", token_path.as_str()];
+    let lookout = Lookout::start(&label, &engines::docker_host(), &args);
+    let addr = lookout.addr;
+    let browser = Browser::start().unwrap_or_else(|e| panic!("{e}"));
+    let mut page = browser.page().unwrap_or_else(|e| panic!("{e}"));
+    page.navigate(&format!("http://{addr}/"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let within = WAIT;
+    let is = |want: &'static str| move |v: &Value| v == want;
+    page.wait_for(STATUS, within, is("unauthorized"))
+        .unwrap_or_else(|e| panic!("the page asks for the token: {e}"));
+    page.eval(
+        "document.getElementById('token').value = 'page-T0ken'; \
+         document.getElementById('login').requestSubmit(); true",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    page.wait_for(STATUS, within, is("connected"))
+        .unwrap_or_else(|e| panic!("connected with the token: {e}"));
+
+    // A lifecycle, row by row.
+    create(&x, &[&label, "lookout.tier=web"]);
+    page.wait_for(&row_state(&x), within, is("stopped"))
+        .unwrap_or_else(|e| panic!("created: {e}"));
+    docker(&["start", &x]);
+    page.wait_for(&row_state(&x), within, is("running"))
+        .unwrap_or_else(|e| panic!("started: {e}"));
+    let labels = page
+        .eval(&format!(
+            "document.querySelector('#instances tbody tr[data-instance=\"{x}\"]').cells[4].textContent"
+        ))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        labels
+            .as_str()
+            .is_some_and(|l| l.contains("lookout.tier=web")),
+        "{labels}"
+    );
+    // The label filter hides what does not match.
+    let shown = page
+        .eval(
+            "(() => { const f = document.getElementById('filter'); f.value = 'lookout.tier=db'; \
+             f.dispatchEvent(new Event('input')); \
+             const n = document.querySelectorAll('#instances tbody tr').length; \
+             f.value = ''; f.dispatchEvent(new Event('input')); return n; })()",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(shown, 0, "filtered out");
+    page.screenshot(&target_dir().join("lookout-page.png"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    docker(&["stop", "-t", "0", &x]);
+    page.wait_for(&row_state(&x), within, is("stopped"))
+        .unwrap_or_else(|e| panic!("stopped: {e}"));
+    docker(&["rm", &x]);
+    page.wait_for(&row_state(&x), within, Value::is_null)
+        .unwrap_or_else(|e| panic!("removed: {e}"));
+    let logged = page
+        .eval("document.querySelectorAll('#events tbody tr').length")
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(logged.as_u64().is_some_and(|n| n >= 4), "{logged}");
+
+    // lookout restarts on the same address; y is created meanwhile.
+    drop(lookout);
+    page.wait_for(STATUS, within, is("reconnecting"))
+        .unwrap_or_else(|e| panic!("the page sees lookout gone: {e}"));
+    create(&y, &[&label]);
+    let lookout = Lookout::start_on(&label, &addr.to_string(), &args);
+    page.wait_for(&row_state(&y), within, is("stopped"))
+        .unwrap_or_else(|e| panic!("reconnected by itself, y in the present: {e}"));
+    let origin = page
+        .eval("document.querySelector('#events tbody tr').cells[3].textContent")
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(origin, "⟳ resync", "y came with the resync");
+    docker(&["start", &y]);
+    page.wait_for(&row_state(&y), within, is("running"))
+        .unwrap_or_else(|e| panic!("live after the reconnect: {e}"));
+    page.screenshot(&target_dir().join("lookout-page-reconnected.png"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    drop(lookout);
+    drop(browser);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Chromium's own `EventSource` against `/events`: every event has an id;
+/// when the connection is cut (lookout going on), it reconnects by itself
+/// with `Last-Event-ID` and gets exactly what it missed, no duplicate.
+#[test]
+fn chromium_event_source_resumes_exactly() {
+    use lookout_e2e::browser::{Browser, TcpCut};
+    let _lock = require_docker(false);
+    let name = unique("es");
+    let label = format!("lookout.serve={name}");
+    let x = format!("{name}-x");
+    let _containers = Containers(vec![x.clone()]);
+    let lookout = Lookout::start(&label, &engines::docker_host(), &[]);
+    let cut = TcpCut::start(lookout.addr).unwrap_or_else(|e| panic!("{e}"));
+    let browser = Browser::start().unwrap_or_else(|e| panic!("{e}"));
+    let mut page = browser.page().unwrap_or_else(|e| panic!("{e}"));
+    page.navigate(&format!("http://{}/", cut.addr()))
+        .unwrap_or_else(|e| panic!("{e}"));
+    page.wait_for(STATUS, WAIT, |v| v == "connected")
+        .unwrap_or_else(|e| panic!("{e}"));
+    // An EventSource of its own, recording each instance event with the
+    // id the browser saw, and each (re)open.
+    page.eval(
+        "window.got = []; window.opens = 0; \
+         window.es = new EventSource('/events'); \
+         es.onopen = () => { window.opens += 1; }; \
+         es.addEventListener('instance', (m) => { const d = JSON.parse(m.data); \
+           window.got.push([d.instance, d.kind, d.origin, m.lastEventId].join(' ')); }); true",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    page.wait_for("window.opens", WAIT, |v| v == 1)
+        .unwrap_or_else(|e| panic!("{e}"));
+    create(&x, &[&label]);
+    page.wait_for("window.got.length", WAIT, |v| v == 1)
+        .unwrap_or_else(|e| panic!("{e}"));
+    // Cut: the EventSource retries after its delay (3 s by default), while
+    // x starts and stops.
+    cut.cut();
+    docker(&["start", &x]);
+    docker(&["stop", "-t", "0", &x]);
+    let got = page
+        .wait_for("window.got", WAIT, |v| {
+            v.as_array().is_some_and(|a| a.len() >= 3)
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+    let opens = page.eval("window.opens").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(opens, 2, "it reconnected once: {got}");
+    docker(&["rm", &x]);
+    let got = page
+        .wait_for("window.got", WAIT, |v| {
+            v.as_array().is_some_and(|a| a.len() >= 4)
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+    let rows: Vec<Vec<String>> = got
+        .as_array()
+        .expect("an array")
+        .iter()
+        .map(|r| {
+            r.as_str()
+                .unwrap_or_default()
+                .split(' ')
+                .map(str::to_owned)
+                .collect()
+        })
+        .collect();
+    let kinds: Vec<(&str, &str, &str)> = rows
+        .iter()
+        .map(|r| (r[0].as_str(), r[1].as_str(), r[2].as_str()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            (x.as_str(), "created", "live"),
+            (x.as_str(), "started", "live"),
+            (x.as_str(), "stopped", "live"),
+            (x.as_str(), "removed", "live"),
+        ],
+        "exactly the missed events, in order, once: {got}"
+    );
+    let ids: std::collections::BTreeSet<&String> = rows.iter().map(|r| &r[3]).collect();
+    assert_eq!(ids.len(), 4, "an id each: {got}");
+    drop(browser);
+    drop(cut);
+    drop(lookout);
+}
