@@ -294,6 +294,21 @@ async fn subscribers(addr: SocketAddr) -> Option<f64> {
     metric(addr, "lookout_subscribers").await
 }
 
+/// How many clients connect at once.
+const CONNECT_BATCH: usize = 500;
+
+/// Until `lookout_subscribers` is at least `n` (bounded: CALL).
+async fn wait_subscribed(addr: SocketAddr, n: usize) {
+    let deadline = Instant::now() + CALL;
+    while subscribers(addr).await.is_none_or(|s| s < n as f64) {
+        assert!(
+            Instant::now() < deadline,
+            "{n} subscriptions not open within {CALL:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 struct Outcome {
     clients: usize,
     stalled: usize,
@@ -334,8 +349,14 @@ fn run(rt: &tokio::runtime::Runtime, n: usize, r: &Run<'_>) -> Outcome {
     let readers = clients - stalled;
     rt.block_on(async {
         let mut tasks = tokio::task::JoinSet::new();
-        for _ in 0..readers {
+        // In batches, each subscribed before the next connects: a burst of
+        // 10 000 connects overflows the listen backlog (SYN retries then
+        // take seconds).
+        for n in 0..readers {
             tasks.spawn(reader(addr, expected));
+            if (n + 1) % CONNECT_BATCH == 0 {
+                wait_subscribed(addr, n + 2).await;
+            }
         }
         let mut stalled_sockets = Vec::new();
         for _ in 0..stalled {
@@ -345,14 +366,7 @@ fn run(rt: &tokio::runtime::Runtime, n: usize, r: &Run<'_>) -> Outcome {
             s.write_all(&request("/events")).await.expect("request");
             stalled_sockets.push(s);
         }
-        let deadline = Instant::now() + CALL;
-        while subscribers(addr).await != Some((clients + 1) as f64) {
-            assert!(
-                Instant::now() < deadline,
-                "{clients} clients not subscribed within {CALL:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        wait_subscribed(addr, clients + 1).await;
         let docker = Docker::connect_with_unix(
             engines::docker_host()
                 .strip_prefix("unix://")
@@ -495,18 +509,6 @@ fn main() {
         stalled: clients / 10,
         lifecycles: stall_lifecycles,
     });
-    if let Some(a) = &anchor
-        && full
-    {
-        runs.push(Run {
-            name: "anchor",
-            bin: a,
-            extra: &[],
-            clients,
-            stalled: clients / 10,
-            lifecycles: stall_lifecycles,
-        });
-    }
     if full {
         if limit > many as u64 + 200 {
             runs.push(Run {
@@ -521,11 +523,6 @@ fn main() {
             eprintln!("serve: no {many}-client run: this process may open {limit} files");
         }
     }
-    let outcomes: Vec<(&Run<'_>, Outcome)> = runs
-        .iter()
-        .enumerate()
-        .map(|(n, r)| (r, run(&rt, n, r)))
-        .collect();
     println!(
         "serve: `lookout docker --serve` (this: {}{}), container lifecycles \
          (create, start, stop -t 0, rm; one at a time) on the real dockerd; every reading \
@@ -541,7 +538,10 @@ fn main() {
         "| lookout | clients | stalled | events/client | deliveries | p50 ms | p99 ms | max ms | lookout CPU s (drive s) | CPU µs/delivery | lookout peak RSS MiB | RSS after MiB | stalled resynced | all freed in |"
     );
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
-    for (r, o) in &outcomes {
+    // Each row as soon as its run is over.
+    let mut outcomes: Vec<(&Run<'_>, Outcome)> = Vec::new();
+    for (n, r) in runs.iter().enumerate() {
+        let o = run(&rt, n, r);
         let deliveries = (o.clients - o.stalled) * o.events;
         println!(
             "| {} | {} | {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} ({:.1}) | {:.2} | {:.1} | {:.1} | {} | {:.1?} |",
@@ -561,6 +561,7 @@ fn main() {
             o.resyncs,
             o.freed,
         );
+        outcomes.push((r, o));
     }
     let per = |name: &str, stalled: bool| {
         outcomes
