@@ -871,10 +871,12 @@ fn instances_wait_and_bad_requests() {
 
         for (path, want) in [
             ("/nope", 404),
-            ("/", 404),
+            // `/` is the page (issue #23: the_page_is_served_open_and_self_contained),
+            // `?since=` a resume (sse_resume_with_last_event_id); twice is not.
+            ("/?page=2", 400),
             ("/events?initial=maybe", 400),
             ("/events?label=novalue", 400),
-            ("/events?since=1", 400),
+            ("/events?since=1&since=2", 400),
             ("/instances?x=1", 400),
             ("/instances/a?wait=up", 400),
             ("/instances/a?timeout=1s", 400),
