@@ -27,17 +27,21 @@
 //! lookout's CPU time is `utime + stime` of /proc/PID/stat over the drive;
 //! RSS is `VmHWM` (peak) and `VmRSS` once every client is gone.
 //!
-//! Two runs, each with a fresh lookout: no stalled client, then 10 % of the
-//! clients stalled. With L = 500 (2000 events of ~300 bytes), a stalled
-//! client's socket buffers (~150 KiB: lookout bounds its send buffer) hold
-//! about 500 of them and more than the hub's queue (1024) passes it: it
-//! lags. At the end the stalled clients
-//! read again (counted by `lookout_subscriber_resyncs_total`), then every
-//! client goes and the time until lookout has freed their subscriptions is
-//! measured.
+//! Runs, each with a fresh lookout, each row printed when it is over: 1000
+//! clients (L = 300); the same with the previous commit's binary when
+//! `LOOKOUT_ANCHOR_BIN` names one (side by side: the ratio of CPU per
+//! delivery is the figure); 1000 clients of which 10 % stalled (L = 500:
+//! 2000 events of ~300 bytes; a stalled client's socket buffers, ~150 KiB as
+//! lookout bounds its send buffer, hold about 500, and more than the hub's
+//! queue (1024) passes it: it lags); 10 000 clients (L = 100, with
+//! `--max-connections`; only when this process may open that many files;
+//! `LOOKOUT_SERVE_ONLY_MANY=1`: only that run). Clients connect in batches of
+//! 500. At the end the stalled clients read again (counted by
+//! `lookout_subscriber_resyncs_total`), then every client goes and the time
+//! until lookout has freed their subscriptions is measured.
 //!
-//! `cargo bench -p lookout-e2e --bench serve`: C = 1000, L = 500. Without
-//! `--bench` (as `cargo test --benches` runs it): C = 50, L = 5. Without
+//! `cargo bench -p lookout-e2e --bench serve`: the sizes above. Without
+//! `--bench` (as `cargo test --benches` runs it): 50 clients, L = 5. Without
 //! `LOOKOUT_ENGINES=1`: prints "skipped: engines not configured".
 
 use std::io::{BufRead, BufReader};
