@@ -45,9 +45,7 @@ use lookout_core::{EventKind, Item, Status};
 use lookout_docker::DockerConfig;
 use lookout_e2e::engines;
 
-#[path = "support/docker.rs"]
-mod docker;
-use docker::{Cleanup, LABEL, lifecycle, pct};
+use lookout_e2e::bench_docker::{Cleanup, LABEL, lifecycle, pct};
 use tokio::time::error::Elapsed;
 use tokio_stream::StreamExt;
 

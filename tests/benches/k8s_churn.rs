@@ -40,8 +40,7 @@
 //! Without `--bench` (as `cargo test --benches` runs it): N = 2, S = 4, R = 1.
 //! Without `LOOKOUT_ENGINES=1`: prints "skipped: engines not configured".
 
-#[path = "k8s_churn/cost.rs"]
-mod cost;
+use lookout_e2e::k8s_cost as cost;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -27,22 +27,26 @@
 //! lookout's CPU time is `utime + stime` of /proc/PID/stat over the drive;
 //! RSS is `VmHWM` (peak) and `VmRSS` once every client is gone.
 //!
-//! Two runs, each with a fresh lookout: no stalled client, then 10 % of the
-//! clients stalled. With L = 500 (2000 events of ~300 bytes), a stalled
-//! client's socket buffers (~150 KiB: lookout bounds its send buffer) hold
-//! about 500 of them and more than the hub's queue (1024) passes it: it
-//! lags. At the end the stalled clients
-//! read again (counted by `lookout_subscriber_resyncs_total`), then every
-//! client goes and the time until lookout has freed their subscriptions is
-//! measured.
+//! Runs, each with a fresh lookout, each row printed when it is over: 1000
+//! clients (L = 300); the same with the previous commit's binary when
+//! `LOOKOUT_ANCHOR_BIN` names one (side by side: the ratio of CPU per
+//! delivery is the figure); 1000 clients of which 10 % stalled (L = 500:
+//! 2000 events of ~300 bytes; a stalled client's socket buffers, ~150 KiB as
+//! lookout bounds its send buffer, hold about 500, and more than the hub's
+//! queue (1024) passes it: it lags); 10 000 clients (L = 100, with
+//! `--max-connections`; only when this process may open that many files;
+//! `LOOKOUT_SERVE_ONLY_MANY=1`: only that run). Clients connect in batches of
+//! 500. At the end the stalled clients read again (counted by
+//! `lookout_subscriber_resyncs_total`), then every client goes and the time
+//! until lookout has freed their subscriptions is measured.
 //!
-//! `cargo bench -p lookout-e2e --bench serve`: C = 1000, L = 500. Without
-//! `--bench` (as `cargo test --benches` runs it): C = 50, L = 5. Without
+//! `cargo bench -p lookout-e2e --bench serve`: the sizes above. Without
+//! `--bench` (as `cargo test --benches` runs it): 50 clients, L = 5. Without
 //! `LOOKOUT_ENGINES=1`: prints "skipped: engines not configured".
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -50,9 +54,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use bollard::Docker;
 use lookout_e2e::engines;
 
-#[path = "support/docker.rs"]
-mod docker;
-use docker::{CALL, Cleanup, LABEL, lifecycle, pct};
+use lookout_e2e::bench_docker::{CALL, Cleanup, LABEL, lifecycle, pct};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader as AsyncBufReader};
 use tokio::net::{TcpSocket, TcpStream};
@@ -85,11 +87,11 @@ struct Lookout {
 }
 
 impl Lookout {
-    fn start(tag: &str) -> Self {
-        let bin = lookout_binary();
-        let mut child = Command::new(&bin)
+    fn start(bin: &Path, tag: &str, extra: &[&str]) -> Self {
+        let mut child = Command::new(bin)
+            .arg("docker")
+            .args(extra)
             .args([
-                "docker",
                 "--json",
                 "--host",
                 &engines::docker_host(),
@@ -296,6 +298,21 @@ async fn subscribers(addr: SocketAddr) -> Option<f64> {
     metric(addr, "lookout_subscribers").await
 }
 
+/// How many clients connect at once.
+const CONNECT_BATCH: usize = 500;
+
+/// Until `lookout_subscribers` is at least `n` (bounded: CALL).
+async fn wait_subscribed(addr: SocketAddr, n: usize) {
+    let deadline = Instant::now() + CALL;
+    while subscribers(addr).await.is_none_or(|s| s < n as f64) {
+        assert!(
+            Instant::now() < deadline,
+            "{n} subscriptions not open within {CALL:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 struct Outcome {
     clients: usize,
     stalled: usize,
@@ -313,17 +330,37 @@ struct Outcome {
     freed: Duration,
 }
 
-fn run(rt: &tokio::runtime::Runtime, clients: usize, stalled: usize, lifecycles: usize) -> Outcome {
-    let tag = format!("serve-{}-{stalled}", std::process::id());
+/// One run: which binary, how many clients (of which stalled), how many
+/// lifecycles.
+struct Run<'a> {
+    name: &'a str,
+    bin: &'a Path,
+    /// Flags the binary takes before the engine's (the anchor may not know
+    /// `--max-connections`).
+    extra: &'a [&'a str],
+    clients: usize,
+    stalled: usize,
+    lifecycles: usize,
+}
+
+fn run(rt: &tokio::runtime::Runtime, n: usize, r: &Run<'_>) -> Outcome {
+    let (clients, stalled, lifecycles) = (r.clients, r.stalled, r.lifecycles);
+    let tag = format!("serve-{}-{n}", std::process::id());
     let _cleanup = Cleanup(tag.clone());
-    let lookout = Lookout::start(&tag);
+    let lookout = Lookout::start(r.bin, &tag, r.extra);
     let addr = lookout.addr;
     let expected = 4 * lifecycles;
     let readers = clients - stalled;
     rt.block_on(async {
         let mut tasks = tokio::task::JoinSet::new();
-        for _ in 0..readers {
+        // In batches, each subscribed before the next connects: a burst of
+        // 10 000 connects overflows the listen backlog (SYN retries then
+        // take seconds).
+        for n in 0..readers {
             tasks.spawn(reader(addr, expected));
+            if (n + 1) % CONNECT_BATCH == 0 {
+                wait_subscribed(addr, n + 2).await;
+            }
         }
         let mut stalled_sockets = Vec::new();
         for _ in 0..stalled {
@@ -333,14 +370,7 @@ fn run(rt: &tokio::runtime::Runtime, clients: usize, stalled: usize, lifecycles:
             s.write_all(&request("/events")).await.expect("request");
             stalled_sockets.push(s);
         }
-        let deadline = Instant::now() + CALL;
-        while subscribers(addr).await != Some((clients + 1) as f64) {
-            assert!(
-                Instant::now() < deadline,
-                "{clients} clients not subscribed within {CALL:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        wait_subscribed(addr, clients + 1).await;
         let docker = Docker::connect_with_unix(
             engines::docker_host()
                 .strip_prefix("unix://")
@@ -416,6 +446,19 @@ fn run(rt: &tokio::runtime::Runtime, clients: usize, stalled: usize, lifecycles:
     })
 }
 
+/// This process's soft open-files limit (its clients hold a socket each;
+/// the 10 000-client run needs more than that many).
+fn open_files_limit() -> u64 {
+    std::fs::read_to_string("/proc/self/limits")
+        .ok()
+        .and_then(|l| {
+            l.lines()
+                .find(|l| l.starts_with("Max open files"))
+                .and_then(|l| l.split_whitespace().nth(3)?.parse().ok())
+        })
+        .unwrap_or(1024)
+}
+
 fn main() {
     let full = std::env::args().any(|a| a == "--bench");
     if !engines::engines_enabled() {
@@ -426,7 +469,9 @@ fn main() {
         );
         return;
     }
-    let (clients, lifecycles) = if full { (1000, 500) } else { (50, 5) };
+    let bin = lookout_binary();
+    // The previous commit's binary, run side by side (`LOOKOUT_ANCHOR_BIN`).
+    let anchor = std::env::var_os("LOOKOUT_ANCHOR_BIN").map(PathBuf::from);
     let wall = Instant::now();
     let _lock = engines::lock_engine("docker", false).expect("the docker engine lock");
     engines::docker_up().unwrap_or_else(|e| panic!("docker: cannot bring the engine up: {e}"));
@@ -434,37 +479,110 @@ fn main() {
         .enable_all()
         .build()
         .expect("a tokio runtime");
-    let outcomes = [
-        run(&rt, clients, 0, lifecycles),
-        run(&rt, clients, clients / 10, lifecycles),
-    ];
+    let (clients, lifecycles) = if full { (1000, 300) } else { (50, 5) };
+    // A stalled client lags only once more than its socket buffers and the
+    // hub's queue passed it: 2000 events.
+    let stall_lifecycles = if full { 500 } else { 5 };
+    let many = 10_000;
+    let limit = open_files_limit();
+    // Room for the bench's own /metrics scrapes beside the clients.
+    let max = (many + 100).to_string();
+    let with_max: &[&str] = &["--max-connections", &max];
+    // `LOOKOUT_SERVE_ONLY_MANY=1`: only the 10 000-client run.
+    let only_many = std::env::var_os("LOOKOUT_SERVE_ONLY_MANY").is_some();
+    let mut runs = vec![Run {
+        name: "this",
+        bin: &bin,
+        extra: &[],
+        clients,
+        stalled: 0,
+        lifecycles,
+    }];
+    if let Some(a) = &anchor {
+        runs.push(Run {
+            name: "anchor",
+            bin: a,
+            extra: &[],
+            clients,
+            stalled: 0,
+            lifecycles,
+        });
+    }
+    runs.push(Run {
+        name: "this",
+        bin: &bin,
+        extra: &[],
+        clients,
+        stalled: clients / 10,
+        lifecycles: stall_lifecycles,
+    });
+    if full {
+        if limit > many as u64 + 200 {
+            runs.push(Run {
+                name: "this",
+                bin: &bin,
+                extra: with_max,
+                clients: many,
+                stalled: 0,
+                lifecycles: 100,
+            });
+        } else {
+            eprintln!("serve: no {many}-client run: this process may open {limit} files");
+        }
+    }
     println!(
-        "serve: `lookout docker --serve` ({}), {lifecycles} container lifecycles \
+        "serve: `lookout docker --serve` (this: {}{}), container lifecycles \
          (create, start, stop -t 0, rm; one at a time) on the real dockerd; every reading \
-         client reads all 4×{lifecycles} events as NDJSON; latency = client read time − the \
-         event's engine time, ms; CPU = lookout's utime+stime over the drive",
-        lookout_binary().display()
+         client reads all 4 events of each as NDJSON; latency = client read time − the \
+         event's engine time, ms; CPU = lookout's utime+stime over the drive, and per delivery",
+        bin.display(),
+        anchor
+            .as_ref()
+            .map(|a| format!("; anchor: {}", a.display()))
+            .unwrap_or_default(),
     );
     println!(
-        "| clients | stalled | events/client | deliveries | p50 ms | p99 ms | max ms | lookout CPU s (drive s) | lookout peak RSS MiB | RSS after MiB | stalled resynced | all freed in |"
+        "| lookout | clients | stalled | events/client | deliveries | p50 ms | p99 ms | max ms | lookout CPU s (drive s) | CPU µs/delivery | lookout peak RSS MiB | RSS after MiB | stalled resynced | all freed in |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
-    for o in &outcomes {
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    if only_many {
+        runs.retain(|r| r.clients == many);
+    }
+    // Each row as soon as its run is over.
+    let mut outcomes: Vec<(&Run<'_>, Outcome)> = Vec::new();
+    for (n, r) in runs.iter().enumerate() {
+        let o = run(&rt, n, r);
+        let deliveries = (o.clients - o.stalled) * o.events;
         println!(
-            "| {} | {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} ({:.1}) | {:.1} | {:.1} | {} | {:.1?} |",
+            "| {} | {} | {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} ({:.1}) | {:.2} | {:.1} | {:.1} | {} | {:.1?} |",
+            r.name,
             o.clients,
             o.stalled,
             o.events,
-            (o.clients - o.stalled) * o.events,
+            deliveries,
             o.p50 / 1e6,
             o.p99 / 1e6,
             o.max / 1e6,
             o.cpu,
             o.drive.as_secs_f64(),
+            o.cpu * 1e6 / deliveries as f64,
             o.hwm as f64 / 1024.0,
             o.rss as f64 / 1024.0,
             o.resyncs,
             o.freed,
+        );
+        outcomes.push((r, o));
+    }
+    let per = |name: &str, stalled: bool| {
+        outcomes
+            .iter()
+            .find(|(r, o)| r.name == name && o.clients == clients && (o.stalled > 0) == stalled)
+            .map(|(_, o)| o.cpu / ((o.clients - o.stalled) * o.events) as f64)
+    };
+    if let (Some(this), Some(anchor)) = (per("this", false), per("anchor", false)) {
+        println!(
+            "CPU per delivery at {clients} clients: anchor / this = {:.2}",
+            anchor / this
         );
     }
     println!("(wall {:.1?})", wall.elapsed());

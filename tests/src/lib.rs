@@ -2,5 +2,8 @@
 //! `cargo xtask engines` runs) and test utilities.
 
 pub use lookout_engines as engines;
+pub mod bench_docker;
+pub mod browser;
+pub mod k8s_cost;
 pub mod k8s_util;
 pub mod relay;

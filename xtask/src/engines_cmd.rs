@@ -7,8 +7,9 @@ use crate::engines;
 /// The engines in the order they come up (podman and the second dockerd load
 /// the image from docker; swarm runs on docker; sshd, the `ssh://` tests'
 /// private sshd on 127.0.0.1, is checked with both; docker-tls, another
-/// dockerd on 127.0.0.1 with `--tlsverify`, for the TLS docker context tests).
-pub const ALL: [&str; 7] = [
+/// dockerd on 127.0.0.1 with `--tlsverify`, for the TLS docker context tests;
+/// chromium, headless, for the `--serve` page's tests).
+pub const ALL: [&str; 8] = [
     "docker",
     "docker2",
     "docker-tls",
@@ -16,6 +17,7 @@ pub const ALL: [&str; 7] = [
     "sshd",
     "swarm",
     "k8s",
+    "chromium",
 ];
 
 pub fn run(args: &[String]) -> Result<(), String> {
@@ -52,7 +54,8 @@ fn select(names: &[String]) -> Result<Vec<&'static str>, String> {
     for n in names {
         let known = ALL.iter().find(|a| **a == n.as_str()).ok_or_else(|| {
             format!(
-                "unknown engine {n:?} (docker, docker2, docker-tls, podman, sshd, swarm, k8s, all)"
+                "unknown engine {n:?} (docker, docker2, docker-tls, podman, sshd, swarm, k8s, \
+                 chromium, all)"
             )
         })?;
         if !out.contains(known) {
@@ -90,6 +93,7 @@ pub fn up(engines: &[&str]) -> Result<(), String> {
             "docker-tls" => engines::docker_tls_up(),
             "swarm" => engines::swarm_up().and_then(|()| engines::swarm_verify()),
             "k8s" => engines::k8s_up().and_then(|()| engines::k8s_status().map(drop)),
+            "chromium" => engines::chromium_up(),
             other => Err(format!("unknown engine {other:?}")),
         };
         result.map_err(|e| {
@@ -109,6 +113,8 @@ fn down(selected: &[&str]) -> Result<(), String> {
         let t = Instant::now();
         let result = match *name {
             "k8s" => engines::k8s_down(),
+            // Nothing runs between tests: each starts (and ends) its own.
+            "chromium" => Ok(()),
             "swarm" => engines::swarm_down(),
             "podman" => engines::podman_down(),
             "docker2" => engines::docker2_down(),

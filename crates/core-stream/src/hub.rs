@@ -296,6 +296,25 @@ impl Hub {
         Subscription::new(Arc::clone(&self.shared), start)
     }
 
+    /// A subscription that goes on after the hub position `after` (a
+    /// [`Subscription::position`] of this hub): a reconnecting client's
+    /// resume.
+    ///
+    /// When the hub still holds every item after `after`, it starts with the
+    /// hub's last status, then yields exactly those items, then the later
+    /// ones — as the subscription that saw `after` would have (but with the
+    /// first snapshot's `Initial` events, should they follow `after`). Else
+    /// — `after` left the ring, is not a position this hub gave yet, or is
+    /// `None` (a position the caller cannot place: another process's, a
+    /// malformed one) — it lags at once: [`Status::Lagged`] (`missed`: the
+    /// hub's items after `after` it does not get, 0 when it cannot tell),
+    /// the whole present as [`Origin::Resync`] events (as told to one that
+    /// saw nothing: the caller replaces what it knew), the hub's status,
+    /// then the items that follow.
+    pub fn resume(&self, after: Option<u64>) -> Subscription {
+        Subscription::resume(Arc::clone(&self.shared), after)
+    }
+
     /// A handle on the state of every instance.
     pub fn store(&self) -> Store {
         Store::new(Arc::clone(&self.shared))
@@ -555,6 +574,34 @@ impl Inner {
             self.readers.push(Some(reader));
             self.readers.len() - 1
         }
+    }
+
+    /// A new reader after position `after`: at `after + 1` when the ring
+    /// holds it (or it is the head), else lagged at once, as one that saw
+    /// nothing.
+    fn add_resumed_reader(&mut self, after: Option<u64>) -> usize {
+        let head = self.head();
+        let next = after.and_then(|a| a.checked_add(1));
+        let slot = self.add_reader(false);
+        let Some(reader) = self.readers[slot].as_mut() else {
+            return slot;
+        };
+        match next {
+            Some(next) if (self.tail..=head).contains(&next) => {
+                reader.cursor = next;
+                self.low_cursor = self.low_cursor.min(next);
+            }
+            _ => {
+                // Missed: what came after `after` and is gone (none known
+                // when `after` is not a position of this hub).
+                let at = next.filter(|&n| n < self.tail).unwrap_or(head);
+                reader.lagged = Some(Lagged {
+                    seen: Arc::new(Present::default()),
+                    at,
+                });
+            }
+        }
+        slot
     }
 
     fn remove_reader(&mut self, slot: usize) {

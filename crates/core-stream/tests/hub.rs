@@ -672,3 +672,118 @@ mod interleavings {
         }
     }
 }
+
+/// Every item a subscription has ready now, with its position.
+fn drain_positions(sub: &mut Subscription) -> Vec<(Option<u64>, String)> {
+    std::iter::from_fn(|| ready_now(sub).map(|item| (sub.position(), short(&item)))).collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_resume_after_a_position_gets_exactly_what_followed_else_lags_to_the_present() {
+    let (_dial, tx, hub) = hub_with(&[("a", true)], HubConfig::default().queue(8));
+    let mut first = hub.subscribe(Start::Initial);
+    let mut other = hub.subscribe(Start::Baseline);
+    // Subscribed before the first snapshot: it comes through the hub,
+    // positions and all.
+    let told = drain_positions(&mut first);
+    assert_eq!(
+        told,
+        [
+            (Some(0), "a created initial".to_owned()),
+            (Some(1), "a started initial".to_owned()),
+            (Some(2), "connected 1".to_owned()),
+        ]
+    );
+    // The present told to a later one alone: no positions.
+    let mut later = hub.subscribe(Start::Initial);
+    assert_eq!(
+        drain_positions(&mut later),
+        [
+            (None, "a created initial".to_owned()),
+            (None, "a started initial".to_owned()),
+            (None, "connected 1".to_owned()),
+        ]
+    );
+    drop(later);
+    let send = |n: u64| {
+        let kind = if n % 2 == 1 { Stopped } else { Started };
+        tx.send(change("a", kind, n)).expect("session open");
+    };
+    for n in 1..=3 {
+        send(n);
+    }
+    let got = drain_positions(&mut first);
+    assert_eq!(got.len(), 3, "{got:?}");
+    // The hub's items: positions one apart, the same for every subscriber.
+    let positions: Vec<u64> = got.iter().map(|(p, _)| p.expect("a hub item")).collect();
+    assert_eq!(
+        positions,
+        [positions[0], positions[0] + 1, positions[0] + 2]
+    );
+    let mut theirs: Vec<u64> = drain_positions(&mut other)
+        .into_iter()
+        .filter_map(|(p, s)| p.filter(|_| s.starts_with("a ")))
+        .collect();
+    assert_eq!(theirs.split_off(theirs.len() - 3), positions);
+
+    // Away after the first of the three: resumed, it gets exactly the two
+    // that followed (after the hub's status), then live.
+    let mut back = hub.resume(Some(positions[0]));
+    let again = drain_positions(&mut back);
+    assert_eq!(
+        again,
+        [
+            (None, "connected 1".to_owned()),
+            got[1].clone(),
+            got[2].clone()
+        ]
+    );
+    send(4);
+    let live = drain_positions(&mut back);
+    assert_eq!(
+        live,
+        [(Some(positions[2] + 1), "a started live".to_owned())]
+    );
+    // After the latest item: nothing to catch up.
+    let mut latest = hub.resume(Some(positions[2] + 1));
+    assert_eq!(shorts(&drain(&mut latest)), ["connected 1"]);
+
+    // Away longer than the queue: lagged, then the whole present (as to
+    // one that saw nothing), the status, then live.
+    for n in 5..=20 {
+        send(n);
+    }
+    let _ = drain(&mut first);
+    let mut late = hub.resume(Some(positions[0]));
+    let lag = shorts(&drain(&mut late));
+    assert_eq!(
+        lag,
+        [
+            "lagged 19",
+            "a created resync",
+            "a started resync",
+            "connected 1"
+        ],
+        "missed: the 19 items after the position"
+    );
+    // A position the hub never gave, and none at all: the same, as if
+    // nothing was known (missed unknown: 0).
+    for after in [Some(u64::MAX), Some(positions[2] + 1000), None] {
+        let mut foreign = hub.resume(after);
+        assert_eq!(
+            shorts(&drain(&mut foreign)),
+            [
+                "lagged 0",
+                "a created resync",
+                "a started resync",
+                "connected 1"
+            ],
+            "{after:?}"
+        );
+        send(21);
+        assert_eq!(shorts(&drain(&mut foreign)), ["a stopped live"]);
+        send(22);
+        let _ = drain(&mut foreign);
+    }
+    drop((first, other, back, latest, late));
+}

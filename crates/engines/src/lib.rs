@@ -1,8 +1,10 @@
 //! Start, stop and break the real engines that lookout's end-to-end tests run
-//! against: dockerd, the Podman API service, a single-node Docker Swarm and a
-//! kube-apiserver + etcd testbed, and a private sshd on 127.0.0.1 for the
-//! `ssh://` tests, and a second dockerd on 127.0.0.1 with `--tlsverify` for
-//! the tests of a docker context with TLS material.
+//! against: dockerd, the Podman API service, a single-node Docker Swarm, a
+//! kube-apiserver + etcd testbed, a private sshd on 127.0.0.1 for the
+//! `ssh://` tests, a second dockerd on 127.0.0.1 with `--tlsverify` for the
+//! tests of a docker context with TLS material, another dockerd beside the
+//! main one for the tests of several engines in one stream, and headless
+//! Chromium (the `--serve` page's tests).
 //!
 //! A std-only crate: the end-to-end tests (`lookout-e2e`, as
 //! `lookout_e2e::engines`) and xtask (`cargo xtask engines up|down`, `cargo
@@ -32,6 +34,7 @@
 //! (`$TMPDIR/lookout-engines/NAME.lock`), as dockerd and podman are: two
 //! checkouts testing at once do not kill each other's daemon mid-test.
 
+mod chromium;
 mod docker;
 mod docker2;
 mod docker_tls;
@@ -43,6 +46,7 @@ mod process;
 mod sshd;
 mod swarm;
 
+pub use chromium::{chromium_binary, chromium_command, chromium_up, chromium_verify};
 pub use docker::{
     docker, docker_cli, docker_command, docker_create_test_container, docker_down, docker_kill9,
     docker_signal, docker_start, docker_up, docker_verify, ensure_test_image,

@@ -36,7 +36,7 @@ pub(crate) fn dpkg_installed(pkg: &str) -> bool {
 }
 
 /// Install the Debian packages the engines and tests need (`docker.io`,
-/// `busybox-static`, `podman`, `curl`, `jq`) when one is missing: as root on Debian, `apt-get update` (once per
+/// `busybox-static`, `podman`, `curl`, `jq`, `iproute2`) when one is missing: as root on Debian, `apt-get update` (once per
 /// process) then `apt-get install -y`. Elsewhere, say what to install.
 pub fn ensure_packages() -> Result<(), String> {
     let apt = command_exists("apt-get") && command_exists("dpkg-query");
@@ -61,15 +61,28 @@ pub fn ensure_packages() -> Result<(), String> {
         }
         m
     };
-    if missing.is_empty() {
-        return Ok(());
-    }
+    apt_install(&missing, apt)
+}
+
+/// `apt-get install -y` of the Debian packages `wanted` that are missing
+/// (as root on Debian; elsewhere an error saying what to install).
+pub(crate) fn ensure_debian(wanted: &[&str]) -> Result<(), String> {
+    let apt = command_exists("apt-get") && command_exists("dpkg-query");
+    let missing: Vec<&str> = wanted
+        .iter()
+        .copied()
+        .filter(|p| !apt || !dpkg_installed(p))
+        .collect();
     apt_install(&missing, apt)
 }
 
 /// `apt-get update` (once per process) then `apt-get install -y` of
-/// `missing`, as root where apt is (`apt`); elsewhere, say what to install.
+/// `missing` (nothing when it is empty), as root where apt is (`apt`);
+/// elsewhere, say what to install.
 pub(crate) fn apt_install(missing: &[&str], apt: bool) -> Result<(), String> {
+    if missing.is_empty() {
+        return Ok(());
+    }
     if !apt || !is_root() {
         return Err(format!(
             "engines: missing {missing:?}; install them (Debian: `apt-get install -y {}` as root)",

@@ -80,6 +80,13 @@ struct Common {
     #[arg(long, value_name = "N", default_value_t = 1024, hide = true,
           value_parser = clap::value_parser!(u32).range(1..))]
     serve_queue: u32,
+    /// With --serve: the most client connections open at once (more wait in
+    /// the listen backlog). lookout raises its open-files limit to the hard
+    /// limit at start; each client holds one file descriptor.
+    #[arg(long, value_name = "N", requires = "serve",
+          default_value_t = serve::MAX_CONNECTIONS as u32,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections: u32,
 }
 
 #[derive(Debug, Args)]
@@ -183,7 +190,11 @@ fn main() -> ExitCode {
     // (the hub registers its metrics when it is made).
     let common = cli.engine.common();
     let serve = match common.serve {
-        Some(addr) => match serve::Prepared::new(addr, common.token_file.as_deref()) {
+        Some(addr) => match serve::Prepared::new(
+            addr,
+            common.token_file.as_deref(),
+            common.max_connections as usize,
+        ) {
             Ok(p) => Some(p),
             Err(e) => return usage_error("cannot serve", &e),
         },
@@ -426,7 +437,8 @@ async fn run<D: lookout_core::Dial>(
     let hub = watch.share_with(HubConfig::default().queue(common.serve_queue as usize));
     let addr = prepared.addr();
     let warn_open = !addr.ip().is_loopback() && !prepared.has_token();
-    let server = match serve::Server::start(prepared, &hub, provider, common.readiness) {
+    let queue = common.serve_queue as usize;
+    let server = match serve::Server::start(prepared, &hub, provider, common.readiness, queue) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("lookout: cannot serve on {addr}: {e}");

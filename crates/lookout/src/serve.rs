@@ -16,6 +16,7 @@
 
 mod auth;
 mod events;
+mod frames;
 mod metrics;
 mod routes;
 
@@ -41,8 +42,12 @@ const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 const MAX_HEAD_BYTES: usize = 16 * 1024;
 /// The most header fields a request may have.
 const MAX_HEADERS: usize = 64;
-/// The most connections open at once; more wait in the listen backlog.
+/// The most connections open at once by default (`--max-connections`);
+/// more wait in the listen backlog.
 pub const MAX_CONNECTIONS: usize = 4096;
+/// File descriptors kept for other than client connections (the engine
+/// connection, stdio, the runtime's own, a kubeconfig read).
+const RESERVED_FDS: u64 = 64;
 /// The kernel's send buffer of each client socket (Linux doubles it). Left
 /// to autotuning it grows to `net.ipv4.tcp_wmem`'s maximum (4 MiB by
 /// default) for a client that does not read: kernel memory a stalled client
@@ -83,12 +88,30 @@ pub struct Prepared {
     addr: SocketAddr,
     token: Option<auth::Token>,
     metrics: Metrics,
+    max_connections: usize,
 }
 
 impl Prepared {
-    /// Binds `addr`, reads the token and installs the metrics recorder.
-    pub fn new(addr: SocketAddr, token_file: Option<&Path>) -> Result<Self, SetupError> {
+    /// Binds `addr`, reads the token, installs the metrics recorder and
+    /// raises the open-files limit to what `max_connections` clients need.
+    pub fn new(
+        addr: SocketAddr,
+        token_file: Option<&Path>,
+        max_connections: usize,
+    ) -> Result<Self, SetupError> {
         let token = token_file.map(auth::Token::read).transpose()?;
+        let files = raise_open_files();
+        let wanted = u64::try_from(max_connections)
+            .unwrap_or(u64::MAX)
+            .saturating_add(RESERVED_FDS);
+        if files < wanted {
+            tracing::warn!(
+                files,
+                max_connections,
+                "the open-files limit holds fewer clients than --max-connections: \
+                 accepts beyond it fail (and are retried) until clients go"
+            );
+        }
         let listener =
             StdTcpListener::bind(addr).map_err(|source| SetupError::Bind { addr, source })?;
         let bound = listener
@@ -101,6 +124,7 @@ impl Prepared {
             addr: bound,
             token,
             metrics,
+            max_connections: max_connections.max(1),
         })
     }
 
@@ -129,6 +153,7 @@ impl Server {
         hub: &Hub,
         provider: &'static str,
         readiness: bool,
+        queue: usize,
     ) -> std::io::Result<Self> {
         let listener = TcpListener::from_std(prepared.listener)?;
         let shutdown = CancellationToken::new();
@@ -139,11 +164,13 @@ impl Server {
             hub: hub.clone(),
             store: hub.store(),
             metrics: prepared.metrics,
+            frames: Arc::new(frames::Frames::new(provider, queue)),
             shutdown: shutdown.clone(),
         };
         let router = routes::router(state, prepared.token.map(Arc::new));
         tracker.spawn(accept_loop(
             listener,
+            prepared.max_connections,
             router,
             shutdown.clone(),
             tracker.clone(),
@@ -165,13 +192,35 @@ impl Server {
     }
 }
 
+/// Raises the soft open-files limit (`RLIMIT_NOFILE`) to the hard one: each
+/// client holds one descriptor, and the usual soft limit (1024) is far below
+/// what one process can serve. The limit now in force.
+fn raise_open_files() -> u64 {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut limit = getrlimit(Resource::Nofile);
+    if limit.current != limit.maximum {
+        let raised = rustix::process::Rlimit {
+            current: limit.maximum,
+            maximum: limit.maximum,
+        };
+        match setrlimit(Resource::Nofile, raised) {
+            Ok(()) => limit = getrlimit(Resource::Nofile),
+            Err(e) => tracing::warn!("cannot raise the open-files limit: {e}"),
+        }
+    }
+    tracing::debug!(soft = ?limit.current, hard = ?limit.maximum, "open-files limit");
+    // `None` in rustix: unlimited.
+    limit.current.unwrap_or(u64::MAX)
+}
+
 async fn accept_loop(
     listener: TcpListener,
+    max_connections: usize,
     router: axum::Router,
     shutdown: CancellationToken,
     tracker: TaskTracker,
 ) {
-    let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let permits = Arc::new(Semaphore::new(max_connections));
     let mut http = http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(HEADER_READ_TIMEOUT)

@@ -871,10 +871,12 @@ fn instances_wait_and_bad_requests() {
 
         for (path, want) in [
             ("/nope", 404),
-            ("/", 404),
+            // `/` is the page (issue #23: the_page_is_served_open_and_self_contained),
+            // `?since=` a resume (sse_resume_with_last_event_id); twice is not.
+            ("/?page=2", 400),
             ("/events?initial=maybe", 400),
             ("/events?label=novalue", 400),
-            ("/events?since=1", 400),
+            ("/events?since=1&since=2", 400),
             ("/instances?x=1", 400),
             ("/instances/a?wait=up", 400),
             ("/instances/a?timeout=1s", 400),
@@ -1411,4 +1413,433 @@ fn readiness_instances_wait_and_metrics() {
             "{seen:?}"
         );
     });
+}
+
+// ------------------------------------------------------------------ resume
+
+/// One SSE event as the `eventsource-stream` parser gives it: (event, id,
+/// data as JSON).
+type Sse = (String, String, Value);
+
+/// An SSE `/events` stream parsed by `eventsource-stream`, each event
+/// within WAIT.
+async fn sse_stream(
+    addr: SocketAddr,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> std::pin::Pin<Box<impl tokio_stream::Stream<Item = Sse> + use<>>> {
+    let mut all = vec![("Accept", "text/event-stream")];
+    all.extend_from_slice(headers);
+    let r = open(addr, path, &all).await;
+    assert_eq!(r.status, 200);
+    Box::pin(r.into_stream().eventsource().map(|e| {
+        let e = e.expect("well-formed SSE");
+        let data = serde_json::from_str(&e.data)
+            .unwrap_or_else(|err| panic!("data is not JSON ({err}): {}", e.data));
+        (e.event, e.id, data)
+    }))
+}
+
+async fn next_sse(s: &mut (impl tokio_stream::Stream<Item = Sse> + Unpin)) -> Sse {
+    tokio::time::timeout(WAIT, s.next())
+        .await
+        .expect("an SSE event within WAIT")
+        .expect("the stream goes on")
+}
+
+/// The next `event: instance`, skipping statuses: (instance, kind, origin)
+/// and its id.
+async fn next_instance(
+    s: &mut (impl tokio_stream::Stream<Item = Sse> + Unpin),
+) -> ((String, String, String), String) {
+    for _ in 0..16 {
+        let (event, id, data) = next_sse(s).await;
+        if event == "instance" {
+            return (kind_of(&data), id);
+        }
+    }
+    panic!("no instance event among 16");
+}
+
+fn row(id: &str, kind: &str, origin: &str) -> (String, String, String) {
+    (id.to_owned(), kind.to_owned(), origin.to_owned())
+}
+
+/// SSE resume (issue #23): every hub event has an `id:`; a client that
+/// reconnects with `Last-Event-ID` (or `?since=` for NDJSON) gets exactly
+/// what it missed while the hub holds it, else `lagged` and the whole
+/// present as `resync`, then live; so does one with an id of another
+/// process or a malformed one.
+#[test]
+fn sse_resume_with_last_event_id() {
+    let _lock = require_docker(false);
+    runtime().block_on(async {
+        let name = unique("resume");
+        let label = format!("lookout.serve={name}");
+        let (a, b, c) = (
+            format!("{name}-a"),
+            format!("{name}-b"),
+            format!("{name}-c"),
+        );
+        let _containers = Containers(vec![a.clone(), b.clone(), c.clone()]);
+        // A small queue, so that "away longer" is a few events.
+        let lookout = Lookout::start(&label, &engines::docker_host(), &["--serve-queue", "8"]);
+        let addr = lookout.addr;
+
+        // Away for N = 3 events: exactly those 3 on reconnect.
+        let mut sse = sse_stream(addr, "/events", &[]).await;
+        create(&a, &[&label]);
+        let (created, id) = next_instance(&mut sse).await;
+        assert_eq!(created, row(&a, "created", "live"));
+        assert!(!id.is_empty(), "an event has an id");
+        drop(sse);
+        docker(&["start", &a]);
+        docker(&["stop", "-t", "0", &a]);
+        docker(&["rm", &a]);
+        let (status, body) = wait(addr, &a, "gone", "20s").await;
+        assert_eq!(status, 200, "{body}");
+        let mut sse = sse_stream(addr, "/events", &[("Last-Event-ID", &id)]).await;
+        let mut ids = vec![id.clone()];
+        for kind in ["started", "stopped", "removed"] {
+            let (got, id) = next_instance(&mut sse).await;
+            assert_eq!(got, row(&a, kind, "live"));
+            ids.push(id);
+        }
+        // And then live, with nothing in between.
+        create(&b, &[&label]);
+        let (got, b_id) = next_instance(&mut sse).await;
+        assert_eq!(got, row(&b, "created", "live"));
+        ids.push(b_id.clone());
+        let unique_ids: std::collections::BTreeSet<&String> = ids.iter().collect();
+        assert_eq!(unique_ids.len(), ids.len(), "ids differ: {ids:?}");
+        drop(sse);
+
+        // NDJSON with ?since=: the same resume; its lines carry the id.
+        docker(&["start", &b]);
+        let (status, body) = wait(addr, &b, "running", "20s").await;
+        assert_eq!(status, 200, "{body}");
+        let since: String = form_urlencoded_byte(&b_id);
+        let mut r = open(addr, &format!("/events?since={since}"), &[]).await;
+        let line = tokio::time::timeout(WAIT, r.line())
+            .await
+            .expect("a line within WAIT")
+            .expect("JSON")
+            .expect("the stream goes on");
+        assert_eq!(kind_of(&line), row(&b, "started", "live"));
+        assert!(line["id"].as_str().is_some_and(|i| !i.is_empty()), "{line}");
+        drop(r);
+
+        // Away for longer than the queue (8): 9 events after b's start.
+        // Lagged, then the whole present (b runs, c is stopped), then live.
+        for _ in 0..4 {
+            docker(&["stop", "-t", "0", &b]);
+            docker(&["start", &b]);
+        }
+        create(&c, &[&label]);
+        let (status, body) = wait(addr, &c, "stopped", "20s").await;
+        assert_eq!(status, 200, "{body}");
+        let foreign = "0123456789abcdef-1".to_owned();
+        for last in [b_id.as_str(), foreign.as_str(), "not an id"] {
+            let mut sse = sse_stream(addr, "/events", &[("Last-Event-ID", last)]).await;
+            let (event, _, data) = next_sse(&mut sse).await;
+            assert_eq!(
+                (event.as_str(), &data["status"]),
+                ("status", &"lagged".into()),
+                "{last}: {data}"
+            );
+            let mut present = Vec::new();
+            loop {
+                let (event, _, data) = next_sse(&mut sse).await;
+                if event == "status" {
+                    assert_eq!(data["status"], "connected", "{data}");
+                    break;
+                }
+                present.push(kind_of(&data));
+            }
+            present.sort();
+            assert_eq!(
+                present,
+                [
+                    row(&b, "created", "resync"),
+                    row(&b, "started", "resync"),
+                    row(&c, "created", "resync"),
+                ],
+                "{last}: the whole present"
+            );
+            docker(&["start", &c]);
+            let (got, _) = next_instance(&mut sse).await;
+            assert_eq!(got, row(&c, "started", "live"), "{last}: then live");
+            docker(&["stop", "-t", "0", &c]);
+            let (got, _) = next_instance(&mut sse).await;
+            assert_eq!(got, row(&c, "stopped", "live"), "{last}");
+        }
+    });
+}
+
+/// `s` as a query value (ids are hex, digits and `-`: nothing to escape,
+/// but a test should not rely on it).
+fn form_urlencoded_byte(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b == b'-' {
+                char::from(b).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// The page at `/` (issue #23): served from the binary without a token
+/// (it holds no data), HTML with a real table, and nothing it would fetch
+/// from elsewhere; what it reads still needs the token.
+#[test]
+fn the_page_is_served_open_and_self_contained() {
+    let _lock = require_docker(false);
+    let dir = std::env::temp_dir().join(unique("page"));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let token_file = dir.join("token");
+    std::fs::write(&token_file, "page-T0ken\n").expect("token file");
+    let token_path = token_file.display().to_string();
+    let label = format!("lookout.serve={}", unique("page"));
+    runtime().block_on(async {
+        let lookout = Lookout::start(
+            &label,
+            &engines::docker_host(),
+            &["--token-file", &token_path],
+        );
+        let r = open(lookout.addr, "/", &[("Connection", "close")]).await;
+        assert_eq!(r.status, 200);
+        assert_eq!(r.headers["content-type"], "text/html; charset=utf-8");
+        let csp = r.headers["content-security-policy"].clone();
+        assert!(
+            csp.contains("default-src 'none'") && csp.contains("connect-src 'self'"),
+            "{csp}"
+        );
+        let html = r.text().await;
+        assert!(html.starts_with("<!doctype html>"), "{html:.80}");
+        for part in [
+            "<table id=\"instances\">",
+            "<thead>",
+            "role=\"status\"",
+            "sessionStorage",
+            "Last-Event-ID",
+        ] {
+            assert!(html.contains(part), "{part}");
+        }
+        for external in ["http://", "https://", "src=", "href=", "@import", "url("] {
+            assert!(
+                !html.contains(external),
+                "no external reference: {external}"
+            );
+        }
+        assert_eq!(get(lookout.addr, "/instances", None).await.0, 401);
+        assert_eq!(get(lookout.addr, "/?x=1", None).await.0, 400);
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+// ------------------------------------------------------------------ the page in Chromium
+
+/// Where the screenshots go: the target directory.
+fn target_dir() -> std::path::PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| engines::workspace_root().join("target"), Into::into)
+}
+
+/// The state cell of `id`'s row in the page's table (`null`: no row).
+fn row_state(id: &str) -> String {
+    format!(
+        "(() => {{ const r = document.querySelector('#instances tbody tr[data-instance=\"{id}\"]'); \
+         return r ? r.cells[2].textContent : null; }})()"
+    )
+}
+
+const STATUS: &str = "document.getElementById('status')?.dataset.state ?? null";
+
+/// The page at `/` in Debian's headless Chromium against the real dockerd,
+/// behind `--token-file`: it asks for the token, shows a container's
+/// lifecycle in its table as it happens (read through the `DevTools`
+/// protocol), and after lookout is restarted on the same address it
+/// reconnects by itself (resume from the old process's id: lagged, the
+/// present as resync) and goes on live. Screenshots in the target
+/// directory (`lookout-page*.png`).
+#[test]
+fn page_in_chromium_follows_a_container_and_reconnects() {
+    use lookout_e2e::browser::Browser;
+    let _lock = require_docker(false);
+    let dir = std::env::temp_dir().join(unique("chromium"));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let token_file = dir.join("token");
+    std::fs::write(&token_file, "page-T0ken\n").expect("token file");
+    let token_path = token_file.display().to_string();
+    let name = unique("page");
+    let label = format!("lookout.serve={name}");
+    let (x, y) = (format!("{name}-x"), format!("{name}-y"));
+    let _containers = Containers(vec![x.clone(), y.clone()]);
+    let args = ["--token-file", token_path.as_str()];
+    let lookout = Lookout::start(&label, &engines::docker_host(), &args);
+    let addr = lookout.addr;
+    let browser = Browser::start().unwrap_or_else(|e| panic!("{e}"));
+    let mut page = browser.page().unwrap_or_else(|e| panic!("{e}"));
+    page.navigate(&format!("http://{addr}/"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let within = WAIT;
+    let is = |want: &'static str| move |v: &Value| v == want;
+    page.wait_for(STATUS, within, is("unauthorized"))
+        .unwrap_or_else(|e| panic!("the page asks for the token: {e}"));
+    page.eval(
+        "document.getElementById('token').value = 'page-T0ken'; \
+         document.getElementById('login').requestSubmit(); true",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    page.wait_for(STATUS, within, is("connected"))
+        .unwrap_or_else(|e| panic!("connected with the token: {e}"));
+
+    // A lifecycle, row by row.
+    create(&x, &[&label, "lookout.tier=web"]);
+    page.wait_for(&row_state(&x), within, is("stopped"))
+        .unwrap_or_else(|e| panic!("created: {e}"));
+    docker(&["start", &x]);
+    page.wait_for(&row_state(&x), within, is("running"))
+        .unwrap_or_else(|e| panic!("started: {e}"));
+    let labels = page
+        .eval(&format!(
+            "document.querySelector('#instances tbody tr[data-instance=\"{x}\"]').cells[4].textContent"
+        ))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        labels
+            .as_str()
+            .is_some_and(|l| l.contains("lookout.tier=web")),
+        "{labels}"
+    );
+    // The label filter hides what does not match.
+    let shown = page
+        .eval(
+            "(() => { const f = document.getElementById('filter'); f.value = 'lookout.tier=db'; \
+             f.dispatchEvent(new Event('input')); \
+             const n = document.querySelectorAll('#instances tbody tr').length; \
+             f.value = ''; f.dispatchEvent(new Event('input')); return n; })()",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(shown, 0, "filtered out");
+    page.screenshot(&target_dir().join("lookout-page.png"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    docker(&["stop", "-t", "0", &x]);
+    page.wait_for(&row_state(&x), within, is("stopped"))
+        .unwrap_or_else(|e| panic!("stopped: {e}"));
+    docker(&["rm", &x]);
+    page.wait_for(&row_state(&x), within, Value::is_null)
+        .unwrap_or_else(|e| panic!("removed: {e}"));
+    let logged = page
+        .eval("document.querySelectorAll('#events tbody tr').length")
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(logged.as_u64().is_some_and(|n| n >= 4), "{logged}");
+
+    // lookout restarts on the same address; y is created meanwhile.
+    drop(lookout);
+    page.wait_for(STATUS, within, is("reconnecting"))
+        .unwrap_or_else(|e| panic!("the page sees lookout gone: {e}"));
+    create(&y, &[&label]);
+    let lookout = Lookout::start_on(&label, &addr.to_string(), &args);
+    page.wait_for(&row_state(&y), within, is("stopped"))
+        .unwrap_or_else(|e| panic!("reconnected by itself, y in the present: {e}"));
+    let origin = page
+        .eval("document.querySelector('#events tbody tr').cells[3].textContent")
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(origin, "⟳ resync", "y came with the resync");
+    docker(&["start", &y]);
+    page.wait_for(&row_state(&y), within, is("running"))
+        .unwrap_or_else(|e| panic!("live after the reconnect: {e}"));
+    page.screenshot(&target_dir().join("lookout-page-reconnected.png"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    drop(lookout);
+    drop(browser);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Chromium's own `EventSource` against `/events`: every event has an id;
+/// when the connection is cut (lookout going on), it reconnects by itself
+/// with `Last-Event-ID` and gets exactly what it missed, no duplicate.
+#[test]
+fn chromium_event_source_resumes_exactly() {
+    use lookout_e2e::browser::{Browser, TcpCut};
+    let _lock = require_docker(false);
+    let name = unique("es");
+    let label = format!("lookout.serve={name}");
+    let x = format!("{name}-x");
+    let _containers = Containers(vec![x.clone()]);
+    let lookout = Lookout::start(&label, &engines::docker_host(), &[]);
+    let cut = TcpCut::start(lookout.addr).unwrap_or_else(|e| panic!("{e}"));
+    let browser = Browser::start().unwrap_or_else(|e| panic!("{e}"));
+    let mut page = browser.page().unwrap_or_else(|e| panic!("{e}"));
+    page.navigate(&format!("http://{}/", cut.addr()))
+        .unwrap_or_else(|e| panic!("{e}"));
+    page.wait_for(STATUS, WAIT, |v| v == "connected")
+        .unwrap_or_else(|e| panic!("{e}"));
+    // An EventSource of its own, recording each instance event with the
+    // id the browser saw, and each (re)open.
+    page.eval(
+        "window.got = []; window.opens = 0; \
+         window.es = new EventSource('/events'); \
+         es.onopen = () => { window.opens += 1; }; \
+         es.addEventListener('instance', (m) => { const d = JSON.parse(m.data); \
+           window.got.push([d.instance, d.kind, d.origin, m.lastEventId].join(' ')); }); true",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    page.wait_for("window.opens", WAIT, |v| v == 1)
+        .unwrap_or_else(|e| panic!("{e}"));
+    create(&x, &[&label]);
+    page.wait_for("window.got.length", WAIT, |v| v == 1)
+        .unwrap_or_else(|e| panic!("{e}"));
+    // Cut: the EventSource retries after its delay (3 s by default), while
+    // x starts and stops.
+    cut.cut();
+    docker(&["start", &x]);
+    docker(&["stop", "-t", "0", &x]);
+    let got = page
+        .wait_for("window.got", WAIT, |v| {
+            v.as_array().is_some_and(|a| a.len() >= 3)
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+    let opens = page.eval("window.opens").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(opens, 2, "it reconnected once: {got}");
+    docker(&["rm", &x]);
+    let got = page
+        .wait_for("window.got", WAIT, |v| {
+            v.as_array().is_some_and(|a| a.len() >= 4)
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+    let rows: Vec<Vec<String>> = got
+        .as_array()
+        .expect("an array")
+        .iter()
+        .map(|r| {
+            r.as_str()
+                .unwrap_or_default()
+                .split(' ')
+                .map(str::to_owned)
+                .collect()
+        })
+        .collect();
+    let kinds: Vec<(&str, &str, &str)> = rows
+        .iter()
+        .map(|r| (r[0].as_str(), r[1].as_str(), r[2].as_str()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            (x.as_str(), "created", "live"),
+            (x.as_str(), "started", "live"),
+            (x.as_str(), "stopped", "live"),
+            (x.as_str(), "removed", "live"),
+        ],
+        "exactly the missed events, in order, once: {got}"
+    );
+    let ids: std::collections::BTreeSet<&String> = rows.iter().map(|r| &r[3]).collect();
+    assert_eq!(ids.len(), 4, "an id each: {got}");
+    drop(browser);
+    drop(cut);
+    drop(lookout);
 }

@@ -55,9 +55,17 @@ pub struct Subscription {
 /// What a subscription reads with.
 pub(super) struct Reading {
     pub(super) slot: usize,
-    start: Start,
+    /// How it started (`None`: resumed, [`Hub::resume`](crate::Hub::resume)).
+    start: Option<Start>,
     /// Items taken from the hub, not yet yielded.
     pub(super) local: VecDeque<Item>,
+    /// The hub positions of `local`'s items when they are the hub's own
+    /// (one each); empty when `local` holds items told for this
+    /// subscription alone (`local` is one or the other: it is refilled only
+    /// once empty).
+    positions: VecDeque<u64>,
+    /// The hub position of the item last yielded, when it was the hub's.
+    position: Option<u64>,
     /// The present being told at the start ([`Start::Initial`]), and the
     /// status that follows it.
     telling: Option<(Telling, Option<Status>)>,
@@ -76,13 +84,31 @@ impl fmt::Debug for Subscription {
 
 impl Subscription {
     pub(super) fn new(shared: Arc<Shared>, start: Start) -> Self {
+        Self::with(shared, Some(start), None)
+    }
+
+    /// A subscription that goes on after the hub position `after` (see
+    /// [`Hub::resume`](crate::Hub::resume)).
+    pub(super) fn resume(shared: Arc<Shared>, after: Option<u64>) -> Self {
+        Self::with(shared, None, after)
+    }
+
+    /// Subscribes as `start` says, or, without, resumes after `after`.
+    fn with(shared: Arc<Shared>, start: Option<Start>, after: Option<u64>) -> Self {
         let waiter = Waiter::new(shared);
         let mut local = VecDeque::new();
         let (slot, telling) = {
             let mut inner = waiter.shared().lock();
-            let slot = inner.add_reader(start == Start::Baseline);
-            let status = inner.current_status();
-            let telling = if start == Start::Initial {
+            let slot = match start {
+                Some(start) => inner.add_reader(start == Start::Baseline),
+                None => inner.add_resumed_reader(after),
+            };
+            // A resume that lags at once is told the status after the lag.
+            let lagged = inner.readers[slot]
+                .as_ref()
+                .is_some_and(|r| r.lagged.is_some());
+            let status = inner.current_status().filter(|_| !lagged);
+            let telling = if start == Some(Start::Initial) {
                 let present = inner.present_sorted();
                 Some((Telling::new(present, Origin::Initial), status))
             } else {
@@ -99,6 +125,8 @@ impl Subscription {
                 slot,
                 start,
                 local,
+                positions: VecDeque::new(),
+                position: None,
                 telling,
                 span,
             },
@@ -108,6 +136,18 @@ impl Subscription {
     /// Keeps only the instance events; statuses are logged with `tracing`.
     pub fn events(self) -> crate::Events<Self> {
         crate::Events::new(self)
+    }
+
+    /// The hub's position of the item this subscription yielded last, when
+    /// it was one of the hub's items: every subscription that yields that
+    /// item sees the same position (so whatever is made of the item can be
+    /// made once for them all), positions grow by one per hub item, and
+    /// [`Hub::resume`](crate::Hub::resume) goes on after one. `None` when
+    /// the item was told for this subscription alone (the present at the
+    /// start, the status on joining, a lag's difference), and before the
+    /// first item.
+    pub fn position(&self) -> Option<u64> {
+        self.reading.position
     }
 }
 
@@ -123,6 +163,7 @@ impl Reading {
             self.telling = None;
         }
         let item = self.local.pop_front();
+        self.position = self.positions.pop_front();
         if self.local.is_empty() && self.local.capacity() > 4 * READ_BATCH {
             // What a lag's difference took is given back once it is told.
             self.local.shrink_to(READ_BATCH);
@@ -151,14 +192,18 @@ impl Reading {
             });
             return true;
         }
-        let skip_initial = self.start == Start::Baseline;
+        let skip_initial = self.start == Some(Start::Baseline);
         while reader.cursor < head && self.local.len() < READ_BATCH {
             // The cursor is in the ring: a reader below it has lagged.
             let at = usize::try_from(reader.cursor - inner.tail).unwrap_or(usize::MAX);
+            let position = reader.cursor;
             reader.cursor += 1;
             match &inner.ring[at] {
                 Item::Event(e) if skip_initial && e.origin == Origin::Initial => {}
-                item => self.local.push_back(item.clone()),
+                item => {
+                    self.local.push_back(item.clone());
+                    self.positions.push_back(position);
+                }
             }
         }
         !self.local.is_empty()

@@ -1,4 +1,4 @@
-//! `--token-file`: every request but `/healthz` carries
+//! `--token-file`: every request but `/healthz` and `/` (the static page) carries
 //! `Authorization: Bearer <token>`, compared in constant time.
 
 use std::fmt;
@@ -77,7 +77,8 @@ impl Token {
 }
 
 /// The middleware: 401 unless the request carries the token (`/healthz`
-/// is open, for load balancers and probes).
+/// is open, for load balancers and probes, and so is `/`, the static page,
+/// which holds no data and asks for the token).
 pub async fn require(
     State(token): State<Option<Arc<Token>>>,
     req: Request,
@@ -86,7 +87,10 @@ pub async fn require(
     let Some(token) = token else {
         return next.run(req).await;
     };
-    if req.uri().path() == "/healthz" || token.admits(req.headers().get(header::AUTHORIZATION)) {
+    // `/healthz` for probes; `/` is the static page, which asks for the token.
+    if matches!(req.uri().path(), "/healthz" | "/")
+        || token.admits(req.headers().get(header::AUTHORIZATION))
+    {
         return next.run(req).await;
     }
     let mut response =

@@ -11,6 +11,7 @@
 
 use std::convert::Infallible;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -24,8 +25,8 @@ use tokio::time::{Instant, Sleep};
 use tokio_stream::Stream;
 use tokio_util::sync::WaitForCancellationFutureOwned;
 
-use super::routes::{LabelFilter, Query, State};
-use crate::output::{Format, event_line, status_line};
+use super::frames::{Filter, Frames};
+use super::routes::{Query, State};
 
 /// An SSE comment when nothing was sent for this long (proxies and browsers
 /// close idle streams; it also finds a vanished client).
@@ -35,15 +36,12 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// runtime.
 const SKIP_BUDGET: usize = 256;
 
-const JSON: Format = Format {
-    json: true,
-    color: false,
-};
-
 pub async fn handler(Extract(s): Extract<State>, headers: HeaderMap, uri: Uri) -> Response {
-    let parsed = Query::parse(uri.query(), &["initial", "label"])
-        .and_then(|q| Ok((q.flag("initial")?, q.labels()?)));
-    let (initial, filter) = match parsed {
+    let parsed = Query::parse(uri.query(), &["initial", "label", "since"]).and_then(|q| {
+        let since = q.one("since")?.map(str::to_owned);
+        Ok((q.flag("initial")?, q.labels()?, since))
+    });
+    let (initial, filter, since) = match parsed {
         Ok(p) => p,
         Err(e) => return e.into_response(),
     };
@@ -52,16 +50,22 @@ pub async fn handler(Extract(s): Extract<State>, headers: HeaderMap, uri: Uri) -
         .iter()
         .filter_map(|v| v.to_str().ok())
         .any(|v| v.contains("text/event-stream"));
-    let start = if initial {
-        Start::Initial
-    } else {
-        Start::Baseline
+    // A reconnecting client: `?since=ID`, or what EventSource sends.
+    let resume = since.or_else(|| {
+        headers
+            .get("last-event-id")
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+    });
+    let subscription = match resume {
+        Some(id) => s.hub.resume(s.frames.place(&id)),
+        None if initial => s.hub.subscribe(Start::Initial),
+        None => s.hub.subscribe(Start::Baseline),
     };
     let body = EventBody {
-        subscription: s.hub.subscribe(start),
-        filter,
+        subscription,
+        filter: s.frames.filter(filter),
+        frames: Arc::clone(&s.frames),
         sse,
-        provider: s.provider,
         shutdown: Box::pin(s.shutdown.clone().cancelled_owned()),
         keep_alive: sse.then(|| Box::pin(tokio::time::sleep(KEEP_ALIVE))),
     };
@@ -82,31 +86,21 @@ pub async fn handler(Extract(s): Extract<State>, headers: HeaderMap, uri: Uri) -
 /// The body of one `/events` response.
 struct EventBody {
     subscription: Subscription,
-    filter: LabelFilter,
+    filter: Arc<Filter>,
+    frames: Arc<Frames>,
     sse: bool,
-    provider: &'static str,
     shutdown: Pin<Box<WaitForCancellationFutureOwned>>,
     /// SSE only: when the next keep-alive comment is due.
     keep_alive: Option<Pin<Box<Sleep>>>,
 }
 
 impl EventBody {
-    /// What this client is sent of `item`, if anything.
+    /// What this client is sent of `item`, if anything: a hub item's shared
+    /// bytes, else (told to this client alone) its own.
     fn frame(&self, item: &Item) -> Option<Bytes> {
-        match item {
-            Item::Event(e) if self.filter.matches(&e.labels) => {
-                let line = event_line(self.provider, e, JSON);
-                Some(Bytes::from(if self.sse {
-                    format!("event: instance\ndata: {line}\n\n")
-                } else {
-                    line + "\n"
-                }))
-            }
-            Item::Status(s) if self.sse => Some(Bytes::from(format!(
-                "event: status\ndata: {}\n\n",
-                status_line(self.provider, s, JSON)
-            ))),
-            Item::Event(_) | Item::Status(_) => None,
+        match self.subscription.position() {
+            Some(p) => self.frames.shared(p, item, &self.filter, self.sse),
+            None => self.frames.encode(None, item, &self.filter, self.sse),
         }
     }
 
@@ -191,11 +185,12 @@ mod tests {
     fn body(sse: bool, query: &str, shutdown: &CancellationToken) -> EventBody {
         let hub = Watch::new(TwoListed, WatchConfig::default()).share();
         let q = Query::parse(Some(query), &["initial", "label"]).expect("query");
+        let frames = Arc::new(Frames::new("docker", 1024));
         EventBody {
             subscription: hub.subscribe(Start::Initial),
-            filter: q.labels().expect("labels"),
+            filter: frames.filter(q.labels().expect("labels")),
+            frames,
             sse,
-            provider: "docker",
             shutdown: Box::pin(shutdown.clone().cancelled_owned()),
             keep_alive: sse.then(|| Box::pin(tokio::time::sleep(KEEP_ALIVE))),
         }
@@ -218,8 +213,13 @@ mod tests {
             created.starts_with(r#"{"provider":"docker","instance":"web","kind":"created","origin":"initial","at":""#),
             "{created}"
         );
+        // Subscribed before the hub synced: the snapshot is the hub's
+        // items, each with its id (the position: db is 0, web 1 and 2).
+        let id = body.frames.id(1);
         assert!(
-            created.ends_with("\"labels\":{\"app\":\"web\"}}\n"),
+            created.ends_with(&format!(
+                "\"labels\":{{\"app\":\"web\"}},\"id\":\"{id}\"}}\n"
+            )),
             "{created}"
         );
         let started = next(&mut body).await;
@@ -249,15 +249,20 @@ mod tests {
             .map(|f| f.lines().next().unwrap_or_default())
             .collect();
         assert_eq!(kinds, ["event: instance"; 3], "{frames:?}");
-        assert!(
-            frames
-                .iter()
-                .all(|f| f.starts_with("event: instance\ndata: {") && f.ends_with("}\n\n"))
-        );
+        for (n, f) in frames.iter().enumerate() {
+            let head = format!(
+                "event: instance\nid: {}\ndata: {{",
+                body.frames.id(n as u64)
+            );
+            assert!(f.starts_with(&head) && f.ends_with("}\n\n"), "{f}");
+        }
         let status = next(&mut body).await;
         assert_eq!(
             status,
-            "event: status\ndata: {\"status\":\"connected\",\"instances\":2}\n\n"
+            format!(
+                "event: status\nid: {}\ndata: {{\"status\":\"connected\",\"instances\":2}}\n\n",
+                body.frames.id(3)
+            )
         );
         let before = Instant::now();
         assert_eq!(next(&mut body).await, ": keep-alive\n\n");

@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::auth::{self, Token};
 use super::events;
+use super::frames::Frames;
 use super::metrics::Metrics;
 use crate::output::{Format, ReadinessJson, rfc3339_nanos, status_line};
 
@@ -27,6 +28,8 @@ pub struct State {
     pub hub: Hub,
     pub store: Store,
     pub metrics: Metrics,
+    /// `/events`' encodings of the hub's items, shared by every client.
+    pub frames: Arc<Frames>,
     /// Cancelled at SIGINT/SIGTERM: open streams and waits end.
     pub shutdown: CancellationToken,
 }
@@ -38,6 +41,7 @@ const DEFAULT_WAIT: Duration = Duration::from_secs(30);
 
 pub fn router(state: State, token: Option<Arc<Token>>) -> Router {
     Router::new()
+        .route("/", get(page))
         .route("/events", get(events::handler))
         .route("/instances", get(instances))
         .route("/instances/{*id}", get(instance))
@@ -71,6 +75,33 @@ pub fn error(status: StatusCode, message: impl Into<String>) -> Response {
             error: message.into(),
         },
     )
+}
+
+/// The live page (`/`): static, in the binary; it reads `/instances` and
+/// `/events` itself (with the token it asks for), so it is served without
+/// one.
+const PAGE: &str = include_str!("page.html");
+
+async fn page(uri: Uri) -> Response {
+    if let Err(e) = Query::parse(uri.query(), &[]) {
+        return e.into_response();
+    }
+    (
+        StatusCode::OK,
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-cache"),
+            // Nothing but this origin: no external request can be made.
+            (
+                header::CONTENT_SECURITY_POLICY,
+                "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
+                 connect-src 'self'; form-action 'none'; base-uri 'none'; frame-ancestors 'none'",
+            ),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        ],
+        PAGE,
+    )
+        .into_response()
 }
 
 async fn not_found(uri: Uri) -> Response {
@@ -153,7 +184,7 @@ impl IntoResponse for BadQuery {
 }
 
 /// `?label=K=V`…: all must match.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct LabelFilter(Vec<(String, String)>);
 
 impl LabelFilter {
@@ -161,6 +192,29 @@ impl LabelFilter {
         self.0
             .iter()
             .all(|(k, v)| labels.get(k).is_some_and(|have| have == v))
+    }
+
+    /// No pair: every instance.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The same filter, its pairs sorted and once each.
+    #[must_use]
+    pub fn canonical(mut self) -> Self {
+        self.0.sort();
+        self.0.dedup();
+        self
+    }
+
+    #[cfg(test)]
+    pub fn of(pairs: &[(&str, &str)]) -> Self {
+        Self(
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        )
     }
 }
 

@@ -1,8 +1,8 @@
-//! What the two benches against the real dockerd share (`docker_latency`
-//! and `serve`): driving container lifecycles through bollard, cleaning up,
-//! and percentiles.
+//! What the benches against the real dockerd share (`docker_latency` and
+//! `serve`): driving container lifecycles through bollard, cleaning up, and
+//! percentiles.
 #![allow(
-    dead_code,
+    clippy::missing_panics_doc,
     clippy::cast_possible_truncation,
     clippy::cast_sign_loss,
     clippy::cast_precision_loss
@@ -11,12 +11,12 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use crate::engines;
 use bollard::Docker;
 use bollard::models::{ContainerCreateBody, HostConfig};
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, RemoveContainerOptionsBuilder, StopContainerOptionsBuilder,
 };
-use lookout_e2e::engines;
 
 /// Bound of one engine API call.
 pub const CALL: Duration = Duration::from_secs(60);
@@ -71,6 +71,7 @@ pub async fn lifecycle(docker: &Docker, image: &str, tag: &str, name: &str) {
 }
 
 /// Removes every container of the run on drop (`docker rm -f`).
+#[derive(Debug)]
 pub struct Cleanup(pub String);
 
 impl Drop for Cleanup {

@@ -1,4 +1,4 @@
-//! What watching costs the apiserver (issue #15): lookout vs a raw
+//! What watching costs the apiserver (issue #15; the `k8s_churn` bench): lookout vs a raw
 //! kube-runtime watcher, side by side in this one process, each through a
 //! relay of its own (bytes each way, TLS records included) and a client
 //! that records every request it sends (verb as the apiserver's metrics name
@@ -17,18 +17,29 @@
 //! process of this bench (so neither inherits the other's heap): paged
 //! lists, and streaming lists where the apiserver offers them.
 
+// A bench's helpers (the k8s_churn bench): they panic on what the bench
+// cannot go on without, and print its figures.
+#![allow(
+    clippy::missing_panics_doc,
+    clippy::cast_precision_loss,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    clippy::too_many_lines,
+    clippy::disallowed_methods
+)]
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::engines;
+use crate::k8s_util::{Fixture, Relay, Requests, apiserver, counting_client, kubeconfig_via};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use lookout_core::{EventKind, Item, ReconnectPolicy, Status, WatchConfig};
-use lookout_e2e::engines;
-use lookout_e2e::k8s_util::{Fixture, Relay, Requests, apiserver, counting_client, kubeconfig_via};
 use lookout_k8s::{InitialList, K8sConfig, K8sDial, Kind};
 use serde_json::json;
 use tokio::sync::{oneshot, watch};
@@ -378,9 +389,8 @@ pub fn run(plan: Plan, kubeconfig: &Path) -> (Vec<String>, Met) {
         .expect("a runtime");
     let fx = rt.block_on(Fixture::new(kubeconfig));
     let names: Vec<String> = (0..plan.n).map(|i| format!("d-{i}")).collect();
-    let api: Api<Deployment> = rt.block_on(async {
-        Api::namespaced(lookout_e2e::k8s_util::client(kubeconfig).await, &fx.ns)
-    });
+    let api: Api<Deployment> =
+        rt.block_on(async { Api::namespaced(crate::k8s_util::client(kubeconfig).await, &fx.ns) });
     let t = Instant::now();
     rt.block_on(create_all(&api, &names, &fx.run));
     eprintln!(
@@ -639,13 +649,13 @@ fn status_kib(field: &str) -> u64 {
 
 /// The child: one initial sync in `mode`, then `RSS before peak ms` on stdout.
 pub fn rss_probe(mode: &str, ns: &str) {
-    let kubeconfig = lookout_e2e::k8s_util::require();
+    let kubeconfig = crate::k8s_util::require();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("a runtime");
     rt.block_on(async {
-        let client = lookout_e2e::k8s_util::client(&kubeconfig).await;
+        let client = crate::k8s_util::client(&kubeconfig).await;
         // Connected (TLS and all) before measuring.
         client
             .apiserver_version()
