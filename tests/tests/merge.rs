@@ -283,7 +283,7 @@ async fn lifecycle_while_two_is_down(m: &mut Merged, one: &Containers) -> Vec<Du
 async fn dockerd_podman_and_k8s_in_one_stream() {
     let started = Instant::now();
     scenarios::require(&scenarios::DOCKER);
-    let podman = podman_engine();
+    let podman = &scenarios::PODMAN;
     scenarios::require(podman);
     let kubeconfig = k8s_util::require();
     let _locks =
@@ -350,20 +350,4 @@ async fn dockerd_podman_and_k8s_in_one_stream() {
         started.elapsed(),
         m.summary()
     );
-}
-
-/// Podman, as its own tests drive it.
-fn podman_engine() -> &'static Engine {
-    static PODMAN: Engine = Engine {
-        name: "podman",
-        host: engines::podman_host,
-        up: engines::podman_up,
-        cli: engines::podman,
-        signal: engines::podman_signal,
-        restart_stopping: |_| Err("not restarted here".to_owned()),
-        watch: lookout_podman::watch,
-        run_check: None,
-        keeps_history: true,
-    };
-    &PODMAN
 }

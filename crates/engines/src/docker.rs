@@ -200,22 +200,49 @@ pub fn docker_start() -> Result<(), String> {
 /// finds them: with `live-restore` off it stops them.
 pub fn docker_kill9() -> Result<(), String> {
     let pid = dockerd_pid().ok_or_else(|| "docker: no dockerd process to kill".to_owned())?;
+    kill9_dockerd("docker", pid)?;
+    remove_stale_docker_pidfiles()?;
+    Ok(())
+}
+
+/// SIGKILL the dockerd `pid` and wait until it and the containerd it
+/// started have exited (`who` names it in errors).
+pub(crate) fn kill9_dockerd(who: &str, pid: u32) -> Result<(), String> {
     let containerds = children_named(pid, "containerd");
-    signal(pid, "KILL").map_err(|e| format!("docker: {e}"))?;
+    signal(pid, "KILL").map_err(|e| format!("{who}: {e}"))?;
     if !wait_dead(pid, EXIT_WAIT) {
         return Err(format!(
-            "docker: dockerd (pid {pid}) still alive {EXIT_WAIT:?} after SIGKILL"
+            "{who}: dockerd (pid {pid}) still alive {EXIT_WAIT:?} after SIGKILL"
         ));
     }
     for c in containerds {
         // dockerd's own containerd dies with it (parent-death signal).
         if !wait_dead(c, EXIT_WAIT) {
             return Err(format!(
-                "docker: containerd (pid {c}) still alive {EXIT_WAIT:?} after dockerd was killed"
+                "{who}: containerd (pid {c}) still alive {EXIT_WAIT:?} after dockerd was killed"
             ));
         }
     }
-    remove_stale_docker_pidfiles()?;
+    Ok(())
+}
+
+/// Stop the dockerd `pid` (SIGTERM: it stops its containers; SIGKILL after
+/// 60 s), and wait for the containerd it started (`who` names it in errors).
+pub(crate) fn stop_dockerd(who: &str, pid: u32) -> Result<(), String> {
+    if proc_state(pid) == Some('T') {
+        let _ = signal(pid, "CONT");
+    }
+    let containerds = children_named(pid, "containerd");
+    signal(pid, "TERM").map_err(|e| format!("{who}: {e}"))?;
+    if !wait_dead(pid, Duration::from_secs(60)) {
+        signal(pid, "KILL").map_err(|e| format!("{who}: {e}"))?;
+        if !wait_dead(pid, EXIT_WAIT) {
+            return Err(format!("{who}: dockerd (pid {pid}) survives SIGKILL"));
+        }
+    }
+    for c in containerds {
+        let _ = wait_dead(c, EXIT_WAIT);
+    }
     Ok(())
 }
 
@@ -230,20 +257,7 @@ pub fn docker_down() -> Result<(), String> {
     let Some(pid) = dockerd_pid() else {
         return Ok(());
     };
-    if proc_state(pid) == Some('T') {
-        let _ = signal(pid, "CONT");
-    }
-    let containerds = children_named(pid, "containerd");
-    signal(pid, "TERM").map_err(|e| format!("docker: {e}"))?;
-    if !wait_dead(pid, Duration::from_secs(60)) {
-        signal(pid, "KILL").map_err(|e| format!("docker: {e}"))?;
-        if !wait_dead(pid, EXIT_WAIT) {
-            return Err(format!("docker: dockerd (pid {pid}) survives SIGKILL"));
-        }
-    }
-    for c in containerds {
-        let _ = wait_dead(c, EXIT_WAIT);
-    }
+    stop_dockerd("docker", pid)?;
     remove_stale_docker_pidfiles()
 }
 

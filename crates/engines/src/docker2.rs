@@ -18,12 +18,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use crate::docker::{docker_cli, docker_command, dockerd_binary, verify_container};
-use crate::ping::{ping, wait_ping};
-use crate::process::{
-    alive, children_named, proc_comm, proc_state, read_pid, run, signal, spawn_daemon, wait_dead,
+use crate::docker::{
+    docker_cli, docker_command, dockerd_binary, kill9_dockerd, stop_dockerd, verify_container,
 };
-use crate::{CLI_TIMEOUT, EXIT_WAIT, PING_TIMEOUT, engines_file, env_nonempty, test_image};
+use crate::ping::{ping, wait_ping};
+use crate::process::{alive, proc_comm, proc_state, read_pid, run, signal, spawn_daemon};
+use crate::{CLI_TIMEOUT, PING_TIMEOUT, engines_file, env_nonempty, test_image};
 
 /// Environment variable: the second dockerd's endpoint.
 pub const ENV_DOCKER2_HOST: &str = "LOOKOUT_DOCKER2_HOST";
@@ -225,20 +225,7 @@ pub fn docker2_verify() -> Result<(), String> {
 /// exited; their pid files are removed.
 pub fn docker2_kill9() -> Result<(), String> {
     let pid = docker2_pid().ok_or_else(|| "docker2: no second dockerd to kill".to_owned())?;
-    let containerds = children_named(pid, "containerd");
-    signal(pid, "KILL").map_err(|e| format!("docker2: {e}"))?;
-    if !wait_dead(pid, EXIT_WAIT) {
-        return Err(format!(
-            "docker2: dockerd (pid {pid}) still alive {EXIT_WAIT:?} after SIGKILL"
-        ));
-    }
-    for c in containerds {
-        if !wait_dead(c, EXIT_WAIT) {
-            return Err(format!(
-                "docker2: containerd (pid {c}) still alive {EXIT_WAIT:?} after its dockerd was killed"
-            ));
-        }
-    }
+    kill9_dockerd("docker2", pid)?;
     remove_stale_pidfiles();
     Ok(())
 }
@@ -246,23 +233,8 @@ pub fn docker2_kill9() -> Result<(), String> {
 /// Stop the second dockerd (SIGTERM: it stops its containers; SIGKILL after
 /// 60 s).
 pub fn docker2_down() -> Result<(), String> {
-    let Some(pid) = docker2_pid() else {
-        remove_stale_pidfiles();
-        return Ok(());
-    };
-    if proc_state(pid) == Some('T') {
-        let _ = signal(pid, "CONT");
-    }
-    let containerds = children_named(pid, "containerd");
-    signal(pid, "TERM").map_err(|e| format!("docker2: {e}"))?;
-    if !wait_dead(pid, Duration::from_secs(60)) {
-        signal(pid, "KILL").map_err(|e| format!("docker2: {e}"))?;
-        if !wait_dead(pid, EXIT_WAIT) {
-            return Err(format!("docker2: dockerd (pid {pid}) survives SIGKILL"));
-        }
-    }
-    for c in containerds {
-        let _ = wait_dead(c, EXIT_WAIT);
+    if let Some(pid) = docker2_pid() {
+        stop_dockerd("docker2", pid)?;
     }
     remove_stale_pidfiles();
     Ok(())
