@@ -301,7 +301,7 @@ impl Step {
                 ENV = engines::ENV_ENGINES
             ),
             Action::Deny => "cargo deny check bans licenses sources".to_owned(),
-            Action::Engines => "docker, podman, swarm, k8s".to_owned(),
+            Action::Engines => crate::engines_cmd::ALL.join(", "),
         }
     }
 }
