@@ -221,20 +221,14 @@ async fn a_stopped_instance_is_never_ready() {
 
 #[tokio::test(start_paused = true)]
 async fn a_stop_or_a_removal_ends_readiness_without_unready() {
-    let dial = Scripted::default();
-    let s1 = dial.session();
+    let (dial, s1, mut w) = connected(vec![
+        listed_with("a", true, Some("a1"), health(Healthy)),
+        listed_with("b", true, Some("b1"), health(Healthy)),
+        listed_with("c", true, Some("c1"), health(Healthy)),
+        listed_with("d", true, Some("d1"), health(Healthy)),
+    ])
+    .await;
     let s2 = dial.session();
-    snapshot_of(
-        &s1,
-        vec![
-            listed_with("a", true, Some("a1"), health(Healthy)),
-            listed_with("b", true, Some("b1"), health(Healthy)),
-            listed_with("c", true, Some("c1"), health(Healthy)),
-            listed_with("d", true, Some("d1"), health(Healthy)),
-        ],
-    );
-    let mut w = Watch::new(dial.clone(), quick());
-    assert_eq!(shorts(&drain(&mut w).await), ["connected 4"]);
     let _ = s1.send(change_with("a", Stopped, 1, Some("a1"), health(Unhealthy)));
     let _ = s1.send(change_with("b", Removed, 2, Some("b1"), None));
     let got = drain(&mut w).await;
@@ -318,15 +312,9 @@ async fn a_pause_makes_unready_and_an_unpause_ready_again() {
 
 #[tokio::test(start_paused = true)]
 async fn a_new_incarnation_under_the_same_id_starts_over() {
-    let dial = Scripted::default();
-    let s1 = dial.session();
+    let (dial, s1, mut w) =
+        connected(vec![listed_with("a", true, Some("a1"), health(Healthy))]).await;
     let s2 = dial.session();
-    snapshot_of(
-        &s1,
-        vec![listed_with("a", true, Some("a1"), health(Healthy))],
-    );
-    let mut w = Watch::new(dial.clone(), quick());
-    assert_eq!(shorts(&drain(&mut w).await), ["connected 1"]);
     // `a` was removed (the removal was missed) and created again.
     let _ = s1.send(change_with("a", Created, 1, Some("a2"), health(Starting)));
     let got = drain(&mut w).await;
@@ -395,20 +383,14 @@ async fn a_new_incarnation_under_the_same_id_starts_over() {
 
 #[tokio::test(start_paused = true)]
 async fn a_readiness_change_missed_while_disconnected_is_told_once_by_the_snapshot() {
-    let dial = Scripted::default();
-    let s1 = dial.session();
+    let (dial, s1, mut w) = connected(vec![
+        listed_with("a", true, Some("a1"), health(Healthy)),
+        listed_with("b", true, Some("b1"), health(Unhealthy)),
+        listed_with("c", true, Some("c1"), health(Healthy)),
+        listed_with("d", true, Some("d1"), health(Healthy)),
+    ])
+    .await;
     let s2 = dial.session();
-    snapshot_of(
-        &s1,
-        vec![
-            listed_with("a", true, Some("a1"), health(Healthy)),
-            listed_with("b", true, Some("b1"), health(Unhealthy)),
-            listed_with("c", true, Some("c1"), health(Healthy)),
-            listed_with("d", true, Some("d1"), health(Healthy)),
-        ],
-    );
-    let mut w = Watch::new(dial.clone(), quick());
-    assert_eq!(shorts(&drain(&mut w).await), ["connected 4"]);
     let _ = s1.send(Ok(Observation::Progress(Some(5))));
     drop(s1);
     assert_eq!(shorts(&drain(&mut w).await), ["disconnected 1"]);
@@ -448,19 +430,13 @@ async fn a_readiness_change_missed_while_disconnected_is_told_once_by_the_snapsh
 
 #[tokio::test(start_paused = true)]
 async fn a_replay_before_an_agreeing_snapshot_tells_nothing_twice() {
-    let dial = Scripted::default();
-    let s1 = dial.session();
+    let (dial, s1, mut w) = connected(vec![
+        listed_with("a", true, Some("a1"), health(Healthy)),
+        listed_with("b", true, Some("b1"), health(Starting)),
+    ])
+    .await;
     let s2 = dial.session();
     let s3 = dial.session();
-    snapshot_of(
-        &s1,
-        vec![
-            listed_with("a", true, Some("a1"), health(Healthy)),
-            listed_with("b", true, Some("b1"), health(Starting)),
-        ],
-    );
-    let mut w = Watch::new(dial.clone(), quick());
-    assert_eq!(shorts(&drain(&mut w).await), ["connected 2"]);
     let _ = s1.send(Ok(Observation::Progress(Some(5))));
     drop(s1);
     assert_eq!(shorts(&drain(&mut w).await), ["disconnected 1"]);
