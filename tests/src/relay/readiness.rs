@@ -157,6 +157,43 @@ async fn told(engine: &Engine, log: &EventLog, name: &str, action: &str, before:
 
 /// Starts `name` and waits, without polling any watch, until its check
 /// passed (its command makes `/ok`; Podman's check is run after).
+/// What the live scenarios here start with. Fields drop in order: the
+/// watch, the engine's event log, the containers, then the engine's lock.
+struct Scene {
+    started: Instant,
+    w: Watcher,
+    /// A checked container, started and ready.
+    a: String,
+    log: EventLog,
+    c: Containers,
+    _lock: engines::EngineLock,
+}
+
+/// The engine up and locked (`exclusive` for a scenario that breaks it),
+/// the containers of `test`, the engine's event log, a watch of them at
+/// `host` (the engine's, or a relay's) that has connected, and `a` started
+/// and told ready.
+async fn scene(engine: &'static Engine, test: &str, exclusive: bool, host: String) -> Scene {
+    let started = Instant::now();
+    require(engine);
+    let lock = engines::lock_engine(engine.name, exclusive).expect("engine lock");
+    let c = Containers::new(engine, test);
+    let log = engine_log(engine, &c);
+    let mut w = watcher(engine, host, &c, test_config());
+    w.connected().await;
+    let a = create_checked(engine, &c, "a");
+    start_healthy(engine, &c, &log, &a).await;
+    w.events_until(&a, Ready).await;
+    Scene {
+        started,
+        w,
+        a,
+        log,
+        c,
+        _lock: lock,
+    }
+}
+
 async fn start_healthy(engine: &Engine, c: &Containers, log: &EventLog, name: &str) {
     let action = health_action(true);
     let before = logged(log, name, action);
@@ -196,17 +233,14 @@ fn live(kinds: &[EventKind]) -> Vec<(EventKind, Origin)> {
 /// detail in each event; one without: `created, started, ready, stopped,
 /// removed`.
 pub async fn lifecycle(engine: &'static Engine) {
-    let started = Instant::now();
-    require(engine);
-    let _lock = engines::lock_engine(engine.name, false).expect("engine lock");
-    let c = Containers::new(engine, "rlife");
-    let log = engine_log(engine, &c);
-    let mut w = watcher(engine, (engine.host)(), &c, test_config());
-    w.connected().await;
-
-    let a = create_checked(engine, &c, "a");
-    start_healthy(engine, &c, &log, &a).await;
-    w.events_until(&a, Ready).await;
+    let Scene {
+        started,
+        _lock,
+        c,
+        log,
+        mut w,
+        a,
+    } = scene(engine, "rlife", false, (engine.host)()).await;
     flip(engine, &c, &log, &a, false).await;
     w.events_until(&a, Unready).await;
     flip(engine, &c, &log, &a, true).await;
@@ -267,16 +301,14 @@ const FLIPS: usize = 10;
 /// unhealthy): the repeats never show; then it flips `FLIPS` times, each
 /// told.
 pub async fn health_log(engine: &'static Engine) {
-    let started = Instant::now();
-    require(engine);
-    let _lock = engines::lock_engine(engine.name, false).expect("engine lock");
-    let c = Containers::new(engine, "rlog");
-    let log = engine_log(engine, &c);
-    let mut w = watcher(engine, (engine.host)(), &c, test_config());
-    w.connected().await;
-    let a = create_checked(engine, &c, "a");
-    start_healthy(engine, &c, &log, &a).await;
-    w.events_until(&a, Ready).await;
+    let Scene {
+        started,
+        _lock,
+        c,
+        log,
+        mut w,
+        a,
+    } = scene(engine, "rlog", false, (engine.host)()).await;
     if let Some(run) = engine.run_check {
         for ok in [true, false] {
             if !ok {
@@ -372,16 +404,14 @@ pub async fn health_log(engine: &'static Engine) {
 /// and says `healthy` at the next good probe; Podman's status stays as it
 /// was); without a check, at once.
 pub async fn pause(engine: &'static Engine) {
-    let started = Instant::now();
-    require(engine);
-    let _lock = engines::lock_engine(engine.name, false).expect("engine lock");
-    let c = Containers::new(engine, "rpause");
-    let log = engine_log(engine, &c);
-    let mut w = watcher(engine, (engine.host)(), &c, test_config());
-    w.connected().await;
-    let a = create_checked(engine, &c, "a");
-    start_healthy(engine, &c, &log, &a).await;
-    w.events_until(&a, Ready).await;
+    let Scene {
+        started,
+        _lock,
+        c,
+        log: _log,
+        mut w,
+        a,
+    } = scene(engine, "rpause", false, (engine.host)()).await;
     let b = c.create("b", true);
     c.cli(&["start", &b]);
     w.events_until(&b, Ready).await;
@@ -456,17 +486,15 @@ fn phased(w: &Watcher, id: &str) -> Vec<(usize, bool, EventKind, Origin)> {
 ///    cut: nothing (its check still fails: it stays unready); healthy
 ///    after: `ready`, live.
 pub async fn cut(engine: &'static Engine) {
-    let started = Instant::now();
-    require(engine);
-    let _lock = engines::lock_engine(engine.name, false).expect("engine lock");
-    let c = Containers::new(engine, "rcut");
-    let log = engine_log(engine, &c);
     let relay = Relay::start(&(engine.host)());
-    let mut w = watcher(engine, relay.host(), &c, test_config());
-    w.connected().await;
-    let a = create_checked(engine, &c, "a");
-    start_healthy(engine, &c, &log, &a).await;
-    w.events_until(&a, Ready).await;
+    let Scene {
+        started,
+        _lock,
+        c,
+        log,
+        mut w,
+        a,
+    } = scene(engine, "rcut", false, relay.host()).await;
     for ok in [false, true] {
         relay.cut_and_wait(ITEM).await;
         flip(engine, &c, &log, &a, ok).await;
@@ -516,16 +544,14 @@ pub async fn cut(engine: &'static Engine) {
 /// did, now healthy); Podman's log still holds them, so they are replayed
 /// (`stopped, started, ready`, live).
 pub async fn daemon_restart(engine: &'static Engine) {
-    let started = Instant::now();
-    require(engine);
-    let _lock = engines::lock_engine(engine.name, true).expect("engine lock");
-    let c = Containers::new(engine, "rrestart");
-    let log = engine_log(engine, &c);
-    let mut w = watcher(engine, (engine.host)(), &c, test_config());
-    w.connected().await;
-    let a = create_checked(engine, &c, "a");
-    start_healthy(engine, &c, &log, &a).await;
-    w.events_until(&a, Ready).await;
+    let Scene {
+        started,
+        _lock,
+        c,
+        log,
+        mut w,
+        a,
+    } = scene(engine, "rrestart", true, (engine.host)()).await;
     flip(engine, &c, &log, &a, false).await;
     w.events_until(&a, Unready).await;
     let down = SystemTime::now();
