@@ -10,6 +10,7 @@
 //! test's runtime counts only the watch's tasks (none: the library never
 //! spawns). Dropping the [`Relay`] stops it and removes its socket.
 
+use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -447,6 +448,47 @@ pub fn not_under_version<'a>(targets: &'a [String], version: &str) -> Vec<&'a St
         .iter()
         .filter(|t| t.as_str() != "/_ping" && !t.starts_with(&prefix))
         .collect()
+}
+
+/// One request to the engine's API on its unix socket (HTTP/1.0: the
+/// engine closes the connection after its answer): the status and the body.
+/// For what the CLIs cannot say (an exec-form healthcheck) and what they
+/// do not show (`ServiceStatus`).
+///
+/// # Errors
+/// When the host is not `unix://`, or the engine cannot be reached or
+/// answers no HTTP status.
+pub fn engine_api(
+    host: &str,
+    method: &str,
+    path: &str,
+    body: &str,
+) -> Result<(u16, String), String> {
+    let socket = host
+        .strip_prefix("unix://")
+        .ok_or_else(|| format!("{host}: not a unix:// host"))?;
+    let mut s = std::os::unix::net::UnixStream::connect(socket)
+        .map_err(|e| format!("{host}: connect: {e}"))?;
+    s.set_read_timeout(Some(scenarios::ITEM))
+        .map_err(|e| e.to_string())?;
+    let request = format!(
+        "{method} {path} HTTP/1.0\r\nHost: localhost\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(request.as_bytes())
+        .map_err(|e| format!("{host}: write: {e}"))?;
+    let mut response = Vec::new();
+    s.read_to_end(&mut response)
+        .map_err(|e| format!("{host}: read: {e}"))?;
+    let text = String::from_utf8_lossy(&response);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| format!("{host}: no status in {head:?}"))?;
+    Ok((status, body.to_owned()))
 }
 
 /// `/_ping`, or a path under `/v1.NN/`.

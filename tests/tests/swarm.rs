@@ -10,19 +10,17 @@
 //! that run (`ServiceStatus`, polled).
 
 use std::fmt::Write as _;
-use std::io::{Read as _, Write as _};
-use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use lookout_core::{EventKind, InstanceEvent, Item, Labels, Origin, Readiness, WatchConfig};
 use lookout_e2e::engines::{self, EngineLock};
-use lookout_e2e::relay::Relay;
 use lookout_e2e::relay::audit::{self, State, Timed};
 use lookout_e2e::relay::scenarios::{
     self, dropped_and_closed, streaming_on_one_connection, tasks, test_config,
 };
+use lookout_e2e::relay::{self, Relay};
 use lookout_swarm::{SwarmConfig, SwarmDial};
 use serde_json::{Value, json};
 
@@ -139,34 +137,8 @@ impl Drop for Services {
 /// the CLI cannot say (an exec-form healthcheck: `--health-cmd` is a shell
 /// form, and the test image has no shell) and for `ServiceStatus`.
 fn api(method: &str, path: &str, body: Option<&str>) -> (u16, String) {
-    let host = engines::docker_host();
-    let socket = host
-        .strip_prefix("unix://")
-        .unwrap_or_else(|| panic!("swarm: the API helper speaks unix:// only, not {host}"));
-    let mut s = UnixStream::connect(socket).unwrap_or_else(|e| panic!("swarm: {host}: {e}"));
-    s.set_read_timeout(Some(ITEM)).expect("read timeout");
-    s.set_write_timeout(Some(ITEM)).expect("write timeout");
-    let body = body.unwrap_or("");
-    write!(
-        s,
-        "{method} {path} HTTP/1.0\r\nHost: docker\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap_or_else(|e| panic!("swarm: {method} {path}: {e}"));
-    let mut response = Vec::new();
-    s.read_to_end(&mut response)
-        .unwrap_or_else(|e| panic!("swarm: {method} {path}: {e}"));
-    let text = String::from_utf8_lossy(&response);
-    let (head, body) = text
-        .split_once("\r\n\r\n")
-        .unwrap_or_else(|| panic!("swarm: {method} {path}: no answer head: {text:?}"));
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("swarm: {method} {path}: no status: {head:?}"));
-    (status, body.to_owned())
+    relay::engine_api(&engines::docker_host(), method, path, body.unwrap_or(""))
+        .unwrap_or_else(|e| panic!("swarm: {method} {path}: {e}"))
 }
 
 /// Percent-encodes a query value.

@@ -9,8 +9,6 @@
 //! Every function here fails the test by panicking, as assertions do.
 #![allow(clippy::missing_panics_doc)]
 
-use std::io::{Read, Write};
-use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant, SystemTime};
 
 use EventKind::{Created, Ready, Removed, Started, Stopped, Unready};
@@ -21,9 +19,9 @@ use lookout_core::{
 use lookout_moby::Config;
 use serde_json::json;
 
-use super::Relay;
 use super::audit::EventLog;
 use super::scenarios::{Containers, Engine, ITEM, Watcher, report_as, require, test_config};
+use super::{Relay, engine_api as api};
 use crate::engines;
 
 /// A watch of `c`'s containers on `host`, with readiness.
@@ -37,34 +35,6 @@ fn watcher(engine: &Engine, host: String, c: &Containers, config: WatchConfig) -
     Watcher::from_watch(
         (engine.watch)(config).unwrap_or_else(|e| panic!("{}: a valid host: {e}", engine.name)),
     )
-}
-
-/// One request to the engine's API on its unix socket (HTTP/1.0: the
-/// engine closes the connection after its answer): the status and the body.
-fn api(host: &str, method: &str, path: &str, body: &str) -> Result<(u16, String), String> {
-    let socket = host
-        .strip_prefix("unix://")
-        .ok_or_else(|| format!("{host}: not a unix:// host"))?;
-    let mut s = UnixStream::connect(socket).map_err(|e| format!("{host}: connect: {e}"))?;
-    s.set_read_timeout(Some(ITEM)).map_err(|e| e.to_string())?;
-    let request = format!(
-        "{method} {path} HTTP/1.0\r\nHost: localhost\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(request.as_bytes())
-        .map_err(|e| format!("{host}: write: {e}"))?;
-    let mut response = Vec::new();
-    s.read_to_end(&mut response)
-        .map_err(|e| format!("{host}: read: {e}"))?;
-    let text = String::from_utf8_lossy(&response);
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| format!("{host}: no status in {head:?}"))?;
-    Ok((status, body.to_owned()))
 }
 
 /// Creates `<tag>-<suffix>`, watched, with a healthcheck that passes while
