@@ -229,10 +229,14 @@ fn usage_error(what: &str, e: &(dyn std::error::Error + 'static)) -> ExitCode {
     ExitCode::from(2)
 }
 
+/// Where an engine is (its address) and where that came from (`context
+/// NAME`, `DOCKER_HOST`, `default`…).
+type Located = (String, String);
+
 /// Where the engine of this run is (its address) and where that came from
 /// (`context NAME`, `DOCKER_HOST`, `default`…): resolved once, at start,
 /// and said with every `connected` status on stderr.
-static ENDPOINT: std::sync::OnceLock<(String, String)> = std::sync::OnceLock::new();
+static ENDPOINT: std::sync::OnceLock<Located> = std::sync::OnceLock::new();
 
 /// The watch of an engine speaking the Docker API, at the endpoint its CLI
 /// would use (resolved once, here).
@@ -286,6 +290,30 @@ async fn compat_merged<O: lookout_moby::Objects>(
     named: &[sources::Named],
     serve: Option<serve::Prepared>,
 ) -> ExitCode {
+    let mut watches = Vec::with_capacity(named.len());
+    for source in named {
+        let name = source.name();
+        let endpoint = match resolve(objects, Some(source)) {
+            Ok(e) => e,
+            Err(e) => return usage_error(&format!("cannot find the engine `{name}`"), &e),
+        };
+        let at = (endpoint.host.to_string(), endpoint.source.to_string());
+        match lookout_moby::watch_at(objects, endpoint, compat_config(a)) {
+            Ok(w) => watches.push((name.to_owned(), w, Some(at))),
+            Err(e) => return usage_error(&format!("invalid configuration of `{name}`"), &e),
+        }
+    }
+    merged(provider, watches, &a.common, serve).await
+}
+
+/// Several sources in one stream on stdout: each `(name, watch, where its
+/// engine is and where that came from, when known at start)`, merged.
+async fn merged<D: lookout_core::Dial>(
+    provider: &'static str,
+    watches: Vec<(String, Watch<D>, Option<Located>)>,
+    common: &Common,
+    serve: Option<serve::Prepared>,
+) -> ExitCode {
     if serve.is_some() {
         eprintln!(
             "lookout: --serve watches one engine; several (--host NAME=URI, --context, \
@@ -294,27 +322,15 @@ async fn compat_merged<O: lookout_moby::Objects>(
         return ExitCode::from(2);
     }
     let mut merge = Merge::new();
-    let mut labelled = Vec::with_capacity(named.len());
-    for source in named {
-        let name = source.name();
-        let endpoint = match resolve(objects, Some(source)) {
-            Ok(e) => e,
-            Err(e) => return usage_error(&format!("cannot find the engine `{name}`"), &e),
-        };
-        labelled.push((
-            name.to_owned(),
-            Some((endpoint.host.to_string(), endpoint.source.to_string())),
-        ));
-        let watch = match lookout_moby::watch_at(objects, endpoint, compat_config(a)) {
-            Ok(w) => w,
-            Err(e) => return usage_error(&format!("invalid configuration of `{name}`"), &e),
-        };
-        merge = match merge.source(name, watch) {
+    let mut labelled = Vec::with_capacity(watches.len());
+    for (name, watch, at) in watches {
+        merge = match merge.source(name.as_str(), watch) {
             Ok(m) => m,
             Err(e) => return usage_error("invalid sources", &e),
         };
+        labelled.push((name, at));
     }
-    let (events_fmt, status_fmt) = formats(&a.common);
+    let (events_fmt, status_fmt) = formats(common);
     let stream = merge.map(|s| (Some(s.source.index()), s.item));
     consume(provider, stream, &labelled, events_fmt, status_fmt).await
 }
@@ -391,30 +407,15 @@ async fn k8s(a: K8sArgs, serve: Option<serve::Prepared>) -> ExitCode {
             Err(e) => usage_error("invalid configuration", &e),
         };
     }
-    if serve.is_some() {
-        eprintln!(
-            "lookout: --serve watches one cluster; several (--context) are merged on \
-             stdout only, for now"
-        );
-        return ExitCode::from(2);
-    }
-    let mut merge = Merge::new();
-    let mut labelled = Vec::with_capacity(a.contexts.len());
+    let mut watches = Vec::with_capacity(a.contexts.len());
     for context in &a.contexts {
-        let watch = match lookout_k8s::watch(config(Some(context))) {
-            Ok(w) => w,
+        match lookout_k8s::watch(config(Some(context))) {
+            // Where the cluster is, the kubeconfig says at each dial.
+            Ok(w) => watches.push((context.clone(), w, None)),
             Err(e) => return usage_error(&format!("invalid configuration of `{context}`"), &e),
-        };
-        merge = match merge.source(context.as_str(), watch) {
-            Ok(m) => m,
-            Err(e) => return usage_error("invalid sources", &e),
-        };
-        // Where the cluster is, the kubeconfig says at each dial.
-        labelled.push((context.clone(), None));
+        }
     }
-    let (events_fmt, status_fmt) = formats(&a.common);
-    let stream = merge.map(|s| (Some(s.source.index()), s.item));
-    consume("k8s", stream, &labelled, events_fmt, status_fmt).await
+    merged("k8s", watches, &a.common, serve).await
 }
 
 async fn run<D: lookout_core::Dial>(
@@ -479,7 +480,7 @@ async fn run<D: lookout_core::Dial>(
 /// A `connected` status line with where the engine is and where that came
 /// from: `… (unix:///var/run/docker.sock, from default)`, or in JSON the
 /// fields `endpoint` and `from`.
-fn with_endpoint(line: String, (host, from): &(String, String), f: Format) -> String {
+fn with_endpoint(line: String, (host, from): &Located, f: Format) -> String {
     if !f.json {
         return format!("{line} ({host}, from {from})");
     }
@@ -511,7 +512,7 @@ fn blocking_write<T>(write: impl FnOnce() -> T) -> T {
 async fn consume(
     provider: &str,
     mut stream: impl Stream<Item = (Option<usize>, Item)> + Unpin,
-    sources: &[(String, Option<(String, String)>)],
+    sources: &[(String, Option<Located>)],
     events_fmt: Format,
     status_fmt: Format,
 ) -> ExitCode {
