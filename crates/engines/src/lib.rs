@@ -34,6 +34,7 @@
 //! (`$TMPDIR/lookout-engines/NAME.lock`), as dockerd and podman are: two
 //! checkouts testing at once do not kill each other's daemon mid-test.
 
+mod beside;
 mod chromium;
 mod docker;
 mod docker2;
