@@ -88,15 +88,24 @@ fn ssh_children() -> Vec<u32> {
 /// Waits (bounded, the runtime running meanwhile so that it reaps its
 /// children) until no ssh child of this process is left.
 async fn no_ssh_left(within: Duration, what: &str) {
+    ssh_children_become(0, within, what).await;
+}
+
+/// Waits (at most `within`) until this process has exactly `n` ssh
+/// children: a connection dropped a moment ago (a dial's list, once the
+/// snapshot is read) has its ssh killed, and reaped by the runtime, soon
+/// after, not at once. Returns them.
+async fn ssh_children_become(n: usize, within: Duration, what: &str) -> Vec<u32> {
     let deadline = Instant::now() + within;
     loop {
         let left = ssh_children();
-        if left.is_empty() {
-            return;
+        if left.len() == n {
+            return left;
         }
         assert!(
             Instant::now() < deadline,
-            "{what}: ssh processes left after {within:?}: {left:?}"
+            "{what}: {} ssh processes, not {n}, after {within:?}: {left:?}",
+            left.len()
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -226,7 +235,7 @@ async fn no_ssh_process_is_left_after_a_drop_or_a_failed_dial() {
         ssh_config(),
     );
     w.connected().await;
-    let streaming = ssh_children();
+    let streaming = ssh_children_become(1, Duration::from_secs(5), "streaming holds one ssh").await;
     assert_eq!(streaming.len(), 1, "streaming holds one ssh: {streaming:?}");
     drop(w);
     no_ssh_left(Duration::from_secs(5), "after the drop").await;
