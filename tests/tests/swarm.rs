@@ -1049,12 +1049,13 @@ async fn dropping_the_stream_stops_the_poll() {
 /// `/events` stream stays open): the next poll fails, the watch disconnects
 /// on it and redials like after any session failure; once the engine is
 /// back, it connects again, nothing is told twice, and the polls go on (a
-/// scale is `unready`, then `ready`).
+/// scale is `unready`, then `ready`: the new replica's check passes after
+/// 2 s, so the poll soon after the scale cannot miss its `unready`).
 #[tokio::test]
 async fn a_failing_poll_disconnects_and_recovers() {
     let relay = Relay::start(&engines::docker_host());
     let (started, _locks, s, mut w, _) = start_ready("pfail", &relay).await;
-    let plain = s.create("plain", true, &["--replicas", "1"]);
+    let plain = s.create_spec("plain", &replicated(1), &SLOW_START, Some(late_check()));
     w.events_until(&plain, Ready).await;
     relay.refuse(true);
     let error = w.disconnected(ITEM).await;
@@ -1064,8 +1065,26 @@ async fn a_failing_poll_disconnects_and_recovers() {
     );
     relay.refuse(false);
     assert_eq!(w.connected().await, 1);
+    let reconnected = SystemTime::now();
     Services::scale(&plain, 2);
-    w.events_until(&plain, Unready).await;
+    let scaled = SystemTime::now();
+    // The new replica cannot be ready before its check passes (2 s): the
+    // poll soon after the scale sees 1 of 2. Should nothing come, say what
+    // the poll did since the reconnect and what the tasks were.
+    let deadline = Instant::now() + ITEM;
+    loop {
+        if let Some(Item::Event(e)) = w.try_next(Duration::from_millis(100)).await
+            && e.id.as_str() == plain
+            && e.kind == Unready
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{}",
+            stalled(&relay, &plain, reconnected, scaled, &w)
+        );
+    }
     w.events_until(&plain, Ready).await;
     docker(&["service", "rm", &plain]);
     w.events_until(&plain, Removed).await;
@@ -1082,6 +1101,36 @@ async fn a_failing_poll_disconnects_and_recovers() {
     );
     eprintln!("[swarm] pfail: disconnected on {error}");
     scenarios::report_as("swarm", "pfail", started, &w);
+}
+
+/// Why no `unready` came after a scale: the polls (ms after the scale)
+/// since the reconnect, the service's tasks, and what the watch yielded.
+fn stalled(
+    relay: &Relay,
+    name: &str,
+    reconnected: SystemTime,
+    scaled: SystemTime,
+    w: &Watcher,
+) -> String {
+    let polls: Vec<i128> = polls(relay, reconnected)
+        .into_iter()
+        .map(|p| match p.duration_since(scaled) {
+            Ok(after) => i128::try_from(after.as_millis()).unwrap_or(i128::MAX),
+            Err(before) => -i128::try_from(before.duration().as_millis()).unwrap_or(i128::MAX),
+        })
+        .collect();
+    let tasks = docker(&[
+        "service",
+        "ps",
+        "--format",
+        "{{.Name}} {{.CurrentState}}",
+        name,
+    ]);
+    format!(
+        "no unready after the scale: polls since the reconnect (ms after the scale) {polls:?}; \
+         tasks: {tasks}; yielded: {}",
+        w.summary()
+    )
 }
 
 /// What the poll costs. Nothing changes: one poll every `readiness_poll`
