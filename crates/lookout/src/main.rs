@@ -16,10 +16,11 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::pin::pin;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use lookout_core::{HubConfig, Item, Labels, Merge, Start, Watch, WatchConfig};
+use lookout_core::{Hub, HubConfig, Item, Labels, Merge, Start, Watch, WatchConfig};
 use tokio_stream::{Stream, StreamExt};
 
 use crate::output::{Format, event_line_of, status_line_of, write_line};
@@ -314,12 +315,17 @@ async fn merged<D: lookout_core::Dial>(
     common: &Common,
     serve: Option<serve::Prepared>,
 ) -> ExitCode {
-    if serve.is_some() {
-        eprintln!(
-            "lookout: --serve watches one engine; several (--host NAME=URI, --context, \
-             --connection) are merged on stdout only, for now"
-        );
-        return ExitCode::from(2);
+    if let Some(prepared) = serve {
+        // A hub each (its metrics say its host), served together.
+        let hub_config = || HubConfig::default().queue(common.serve_queue as usize);
+        let mut hubs = Vec::with_capacity(watches.len());
+        let mut labelled = Vec::with_capacity(watches.len());
+        for (name, watch, at) in watches {
+            let hub = watch.share_with(hub_config().metric_label("host", name.clone()));
+            hubs.push((Some(Arc::<str>::from(name.as_str())), hub));
+            labelled.push((name, at));
+        }
+        return serve_hubs(provider, hubs, &labelled, common, prepared).await;
     }
     let mut merge = Merge::new();
     let mut labelled = Vec::with_capacity(watches.len());
@@ -436,10 +442,24 @@ async fn run<D: lookout_core::Dial>(
         .await;
     };
     let hub = watch.share_with(HubConfig::default().queue(common.serve_queue as usize));
+    serve_hubs(provider, vec![(None, hub)], &[], common, prepared).await
+}
+
+/// Serves `hubs` (one `(None, hub)`, or each engine's `(Some(name), hub)`,
+/// in the order of `sources`) and prints what they yield on stdout, as
+/// without `--serve`, until SIGTERM or Ctrl-C.
+async fn serve_hubs(
+    provider: &'static str,
+    hubs: Vec<(Option<Arc<str>>, Hub)>,
+    sources: &[(String, Option<Located>)],
+    common: &Common,
+    prepared: serve::Prepared,
+) -> ExitCode {
+    let (events_fmt, status_fmt) = formats(common);
     let addr = prepared.addr();
     let warn_open = !addr.ip().is_loopback() && !prepared.has_token();
     let queue = common.serve_queue as usize;
-    let server = match serve::Server::start(prepared, &hub, provider, common.readiness, queue) {
+    let server = match serve::Server::start(prepared, &hubs, provider, common.readiness, queue) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("lookout: cannot serve on {addr}: {e}");
@@ -459,21 +479,40 @@ async fn run<D: lookout_core::Dial>(
         };
         let _ = write_line(&mut io::stderr().lock(), &line);
     }
-    // The store behind /instances and /healthz is fresh while something
-    // polls the hub, client or not. (The binary may spawn; the library
+    // The stores behind /instances and /healthz are fresh while something
+    // polls each hub, client or not. (The binary may spawn; the library
     // crates never do.)
     #[allow(clippy::disallowed_methods)]
-    let driver = tokio::spawn(hub.run());
-    // Stdout is one more subscription: the same lines as without --serve.
+    let drivers: Vec<_> = hubs
+        .iter()
+        .map(|(_, hub)| tokio::spawn(hub.run()))
+        .collect();
+    // Stdout is one more subscription (of each hub): the same lines as
+    // without --serve.
     let start = if common.initial {
         Start::Initial
     } else {
         Start::Baseline
     };
-    let stdout = hub.subscribe(start).map(|i| (None, i));
-    let code = consume(provider, stdout, &[], events_fmt, status_fmt).await;
+    let code = if let [(None, hub)] = hubs.as_slice() {
+        let stdout = hub.subscribe(start).map(|i| (None, i));
+        consume(provider, stdout, &[], events_fmt, status_fmt).await
+    } else {
+        let mut merge = Merge::new();
+        for (name, hub) in &hubs {
+            let name = name.clone().unwrap_or_else(|| Arc::from(""));
+            merge = match merge.source(name, hub.subscribe(start)) {
+                Ok(m) => m,
+                Err(e) => return usage_error("invalid sources", &e),
+            };
+        }
+        let stdout = merge.map(|s| (Some(s.source.index()), s.item));
+        consume(provider, stdout, sources, events_fmt, status_fmt).await
+    };
     server.shutdown().await;
-    driver.abort();
+    for driver in drivers {
+        driver.abort();
+    }
     code
 }
 

@@ -126,6 +126,7 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 }
 
 /// One event as a line (without the newline).
+#[cfg(test)]
 pub fn event_line(provider: &str, e: &InstanceEvent, f: Format) -> String {
     event_line_of(None, provider, e, f)
 }
@@ -181,6 +182,7 @@ pub fn event_line_of(host: Option<&str>, provider: &str, e: &InstanceEvent, f: F
 }
 
 /// One status as a line (without the newline).
+#[cfg(test)]
 pub fn status_line(provider: &str, s: &Status, f: Format) -> String {
     status_line_of(None, provider, s, f)
 }

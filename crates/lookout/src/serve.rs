@@ -1,5 +1,7 @@
 //! `--serve ADDR`: the hub's events, instances, health and metrics over
-//! HTTP/1.1, to any number of clients, over the one engine connection.
+//! HTTP/1.1, to any number of clients, over the one engine connection (of
+//! several engines, a hub and a connection each, every answer saying its
+//! host).
 //!
 //! One concern per module: [`auth`] (the bearer token), [`routes`] (the
 //! router and the request/response shapes), [`events`] (the `/events` body:
@@ -147,10 +149,11 @@ pub struct Server {
 }
 
 impl Server {
-    /// Serves `hub` on the prepared socket until [`Server::shutdown`].
+    /// Serves `hubs` on the prepared socket until [`Server::shutdown`]: one
+    /// `(None, hub)`, or several engines, each `(Some(name), hub)`.
     pub fn start(
         prepared: Prepared,
-        hub: &Hub,
+        hubs: &[(Option<Arc<str>>, Hub)],
         provider: &'static str,
         readiness: bool,
         queue: usize,
@@ -158,13 +161,21 @@ impl Server {
         let listener = TcpListener::from_std(prepared.listener)?;
         let shutdown = CancellationToken::new();
         let tracker = TaskTracker::new();
+        let epoch = frames::Frames::epoch();
+        let sources: Vec<routes::Source> = hubs
+            .iter()
+            .map(|(host, hub)| routes::Source {
+                host: host.clone(),
+                hub: hub.clone(),
+                store: hub.store(),
+                frames: Arc::new(frames::Frames::new(provider, host.clone(), queue, epoch)),
+            })
+            .collect();
         let state = routes::State {
             provider,
             readiness,
-            hub: hub.clone(),
-            store: hub.store(),
+            sources: sources.into(),
             metrics: prepared.metrics,
-            frames: Arc::new(frames::Frames::new(provider, queue)),
             shutdown: shutdown.clone(),
         };
         let router = routes::router(state, prepared.token.map(Arc::new));

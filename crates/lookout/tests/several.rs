@@ -14,56 +14,7 @@ use lookout_e2e::engines;
 use serde_json::Value;
 
 mod common;
-use common::{Process, WAIT};
-
-/// Makes sure both dockerds answer (CI brings them up).
-fn require() -> (engines::EngineLock, engines::EngineLock) {
-    let one = common::require_docker(false);
-    engines::docker2_up().unwrap_or_else(|e| panic!("docker2: {e}"));
-    let two = engines::lock_engine("docker2", false).expect("docker2 lock");
-    (one, two)
-}
-
-/// A container of the test on `cli`'s engine, removed on drop.
-struct On {
-    cli: fn(&[&str]) -> Result<String, String>,
-    name: String,
-}
-
-impl On {
-    fn create(cli: fn(&[&str]) -> Result<String, String>, name: &str, label: &str) -> Self {
-        let image = engines::test_image();
-        cli(&[
-            "create",
-            "--name",
-            name,
-            "--label",
-            label,
-            "--network",
-            "none",
-            &image,
-            "sleep",
-            "3600",
-        ])
-        .unwrap_or_else(|e| panic!("create {name}: {e}"));
-        Self {
-            cli,
-            name: name.to_owned(),
-        }
-    }
-
-    fn run(&self, args: &[&str]) {
-        let mut all = args.to_vec();
-        all.push(&self.name);
-        (self.cli)(&all).unwrap_or_else(|e| panic!("{args:?} {}: {e}", self.name));
-    }
-}
-
-impl Drop for On {
-    fn drop(&mut self) {
-        let _ = (self.cli)(&["rm", "-f", &self.name]);
-    }
-}
+use common::{On, Process, WAIT};
 
 /// The events of `lookout` until `done`, bounded.
 fn events_until(lookout: &Process, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
@@ -78,7 +29,7 @@ fn events_until(lookout: &Process, done: impl Fn(&[Value]) -> bool) -> Vec<Value
 
 #[test]
 fn two_dockerds_in_one_run_each_event_says_its_host() {
-    let _locks = require();
+    let _locks = common::require_two_dockerds();
     let name = common::unique("several", "web");
     let label = format!("lookout.several={name}");
     let one = format!("one={}", engines::docker_host());
@@ -136,7 +87,7 @@ fn two_dockerds_in_one_run_each_event_says_its_host() {
 
 #[test]
 fn text_lines_say_host_slash_instance() {
-    let _locks = require();
+    let _locks = common::require_two_dockerds();
     let name = common::unique("several", "text");
     let label = format!("lookout.several={name}");
     let one = format!("one={}", engines::docker_host());
@@ -188,7 +139,7 @@ fn a_source_name_given_twice_exits_2() {
 
 #[test]
 fn one_named_host_is_one_source_without_host_fields() {
-    let _locks = require();
+    let _locks = common::require_two_dockerds();
     let one = format!("one={}", engines::docker_host());
     let mut lookout = Process::spawn(
         &[

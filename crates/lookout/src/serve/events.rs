@@ -8,6 +8,12 @@
 //! only its own subscription unpolled (the hub lags it and resyncs it when
 //! it reads again), and a client that goes away drops the body, hence the
 //! subscription. The server's shutdown token ends the body.
+//!
+//! Of a server of several engines, the body holds one subscription per
+//! engine picked (`?host=`, repeatable; all by default), polled in turn so
+//! that none waits behind a busy one; each line and frame says its host.
+//! There a resuming client (`Last-Event-ID`, `?since=`) gets each engine's
+//! present as a resync: positions of several hubs fit no one id.
 
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -37,11 +43,11 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 const SKIP_BUDGET: usize = 256;
 
 pub async fn handler(Extract(s): Extract<State>, headers: HeaderMap, uri: Uri) -> Response {
-    let parsed = Query::parse(uri.query(), &["initial", "label", "since"]).and_then(|q| {
+    let parsed = Query::parse(uri.query(), &["initial", "label", "since", "host"]).and_then(|q| {
         let since = q.one("since")?.map(str::to_owned);
-        Ok((q.flag("initial")?, q.labels()?, since))
+        Ok((q.flag("initial")?, q.labels()?, since, s.select(&q)?))
     });
-    let (initial, filter, since) = match parsed {
+    let (initial, filter, since, sources) = match parsed {
         Ok(p) => p,
         Err(e) => return e.into_response(),
     };
@@ -56,15 +62,23 @@ pub async fn handler(Extract(s): Extract<State>, headers: HeaderMap, uri: Uri) -
             .get("last-event-id")
             .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
     });
-    let subscription = match resume {
-        Some(id) => s.hub.resume(s.frames.place(&id)),
-        None if initial => s.hub.subscribe(Start::Initial),
-        None => s.hub.subscribe(Start::Baseline),
-    };
+    let several = s.several();
+    let subs = sources
+        .iter()
+        .map(|src| Sub {
+            subscription: match &resume {
+                Some(_) if several => src.hub.resume(None),
+                Some(id) => src.hub.resume(src.frames.place(id)),
+                None if initial => src.hub.subscribe(Start::Initial),
+                None => src.hub.subscribe(Start::Baseline),
+            },
+            filter: src.frames.filter(filter.clone()),
+            frames: Arc::clone(&src.frames),
+        })
+        .collect();
     let body = EventBody {
-        subscription,
-        filter: s.frames.filter(filter),
-        frames: Arc::clone(&s.frames),
+        subs,
+        next: 0,
         sse,
         shutdown: Box::pin(s.shutdown.clone().cancelled_owned()),
         keep_alive: sse.then(|| Box::pin(tokio::time::sleep(KEEP_ALIVE))),
@@ -83,11 +97,30 @@ pub async fn handler(Extract(s): Extract<State>, headers: HeaderMap, uri: Uri) -
     response
 }
 
-/// The body of one `/events` response.
-struct EventBody {
+/// One engine's part of an `/events` body.
+struct Sub {
     subscription: Subscription,
     filter: Arc<Filter>,
     frames: Arc<Frames>,
+}
+
+impl Sub {
+    /// What this client is sent of `item`, if anything: a hub item's shared
+    /// bytes, else (told to this client alone) its own.
+    fn frame(&self, item: &Item, sse: bool) -> Option<Bytes> {
+        match self.subscription.position() {
+            Some(p) => self.frames.shared(p, item, &self.filter, sse),
+            None => self.frames.encode(None, item, &self.filter, sse),
+        }
+    }
+}
+
+/// The body of one `/events` response.
+struct EventBody {
+    /// One per engine picked, in the server's order.
+    subs: Vec<Sub>,
+    /// Whose turn is first at the next poll: after the one that yielded.
+    next: usize,
     sse: bool,
     shutdown: Pin<Box<WaitForCancellationFutureOwned>>,
     /// SSE only: when the next keep-alive comment is due.
@@ -95,15 +128,6 @@ struct EventBody {
 }
 
 impl EventBody {
-    /// What this client is sent of `item`, if anything: a hub item's shared
-    /// bytes, else (told to this client alone) its own.
-    fn frame(&self, item: &Item) -> Option<Bytes> {
-        match self.subscription.position() {
-            Some(p) => self.frames.shared(p, item, &self.filter, self.sse),
-            None => self.frames.encode(None, item, &self.filter, self.sse),
-        }
-    }
-
     fn sent(&mut self) {
         if let Some(k) = &mut self.keep_alive {
             k.as_mut().reset(Instant::now() + KEEP_ALIVE);
@@ -119,25 +143,44 @@ impl Stream for EventBody {
         if this.shutdown.as_mut().poll(cx).is_ready() {
             return Poll::Ready(None);
         }
-        for _ in 0..SKIP_BUDGET {
-            match Pin::new(&mut this.subscription).poll_next(cx) {
-                Poll::Ready(Some(item)) => {
-                    if let Some(frame) = this.frame(&item) {
-                        this.sent();
-                        return Poll::Ready(Some(Ok(frame)));
+        let n = this.subs.len();
+        let mut budget = SKIP_BUDGET;
+        loop {
+            // A turn: each subscription once, from `next` on.
+            let mut pending = 0;
+            for k in 0..n {
+                let i = (this.next + k) % n;
+                let sub = &mut this.subs[i];
+                match Pin::new(&mut sub.subscription).poll_next(cx) {
+                    Poll::Ready(Some(item)) => {
+                        if let Some(frame) = sub.frame(&item, this.sse) {
+                            this.next = (i + 1) % n;
+                            this.sent();
+                            return Poll::Ready(Some(Ok(frame)));
+                        }
+                        budget -= 1;
+                        if budget == 0 {
+                            this.next = (i + 1) % n;
+                            break;
+                        }
                     }
+                    // A subscription never ends; should one, so does the response.
+                    Poll::Ready(None) => return Poll::Ready(None),
+                    Poll::Pending => pending += 1,
                 }
-                // A subscription never ends; should it, so does the response.
-                Poll::Ready(None) => return Poll::Ready(None),
-                Poll::Pending => {
-                    if let Some(k) = &mut this.keep_alive
-                        && k.as_mut().poll(cx).is_ready()
-                    {
-                        this.sent();
-                        return Poll::Ready(Some(Ok(Bytes::from_static(b": keep-alive\n\n"))));
-                    }
-                    return Poll::Pending;
+            }
+            if budget == 0 {
+                break;
+            }
+            if pending == n {
+                // Every one registered this task's waker: nothing to send.
+                if let Some(k) = &mut this.keep_alive
+                    && k.as_mut().poll(cx).is_ready()
+                {
+                    this.sent();
+                    return Poll::Ready(Some(Ok(Bytes::from_static(b": keep-alive\n\n"))));
                 }
+                return Poll::Pending;
             }
         }
         // Many items, none for this client: let the others run.
@@ -149,6 +192,7 @@ impl Stream for EventBody {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::serve::routes;
     use lookout_core::{Dial, DialFuture, Listed, Observation, Watch, WatchConfig};
     use tokio_stream::StreamExt;
     use tokio_util::sync::CancellationToken;
@@ -185,11 +229,14 @@ mod tests {
     fn body(sse: bool, query: &str, shutdown: &CancellationToken) -> EventBody {
         let hub = Watch::new(TwoListed, WatchConfig::default()).share();
         let q = Query::parse(Some(query), &["initial", "label"]).expect("query");
-        let frames = Arc::new(Frames::new("docker", 1024));
+        let frames = Arc::new(Frames::new("docker", None, 1024, 0xab));
         EventBody {
-            subscription: hub.subscribe(Start::Initial),
-            filter: frames.filter(q.labels().expect("labels")),
-            frames,
+            subs: vec![Sub {
+                subscription: hub.subscribe(Start::Initial),
+                filter: frames.filter(q.labels().expect("labels")),
+                frames,
+            }],
+            next: 0,
             sse,
             shutdown: Box::pin(shutdown.clone().cancelled_owned()),
             keep_alive: sse.then(|| Box::pin(tokio::time::sleep(KEEP_ALIVE))),
@@ -215,7 +262,7 @@ mod tests {
         );
         // Subscribed before the hub synced: the snapshot is the hub's
         // items, each with its id (the position: db is 0, web 1 and 2).
-        let id = body.frames.id(1);
+        let id = body.subs[0].frames.id(1);
         assert!(
             created.ends_with(&format!(
                 "\"labels\":{{\"app\":\"web\"}},\"id\":\"{id}\"}}\n"
@@ -252,7 +299,7 @@ mod tests {
         for (n, f) in frames.iter().enumerate() {
             let head = format!(
                 "event: instance\nid: {}\ndata: {{",
-                body.frames.id(n as u64)
+                body.subs[0].frames.id(n as u64)
             );
             assert!(f.starts_with(&head) && f.ends_with("}\n\n"), "{f}");
         }
@@ -261,12 +308,66 @@ mod tests {
             status,
             format!(
                 "event: status\nid: {}\ndata: {{\"status\":\"connected\",\"instances\":2}}\n\n",
-                body.frames.id(3)
+                body.subs[0].frames.id(3)
             )
         );
         let before = Instant::now();
         assert_eq!(next(&mut body).await, ": keep-alive\n\n");
         assert_eq!(before.elapsed(), KEEP_ALIVE);
+        shutdown.cancel();
+        assert!(body.next().await.is_none(), "the body ends on shutdown");
+    }
+
+    /// Of several engines: one subscription each, taken in turn; every line
+    /// says its host; a busy engine does not hold up the other.
+    #[tokio::test(start_paused = true)]
+    async fn several_engines_in_turn_each_line_says_its_host() {
+        let shutdown = CancellationToken::new();
+        let epoch = 0xcd;
+        let subs = ["a", "b"]
+            .into_iter()
+            .map(|host| {
+                let hub = Watch::new(TwoListed, WatchConfig::default()).share();
+                let frames = Arc::new(Frames::new("docker", Some(host.into()), 1024, epoch));
+                Sub {
+                    subscription: hub.subscribe(Start::Initial),
+                    filter: frames.filter(routes::LabelFilter::default()),
+                    frames,
+                }
+            })
+            .collect();
+        let mut body = EventBody {
+            subs,
+            next: 0,
+            sse: false,
+            shutdown: Box::pin(shutdown.clone().cancelled_owned()),
+            keep_alive: None,
+        };
+        let mut lines = Vec::new();
+        for _ in 0..6 {
+            let line = next(&mut body).await;
+            let v: serde_json::Value = serde_json::from_str(&line).expect("JSON");
+            assert!(v.get("id").is_none(), "no positional id of several: {line}");
+            lines.push((
+                v["host"].as_str().unwrap_or("?").to_owned(),
+                v["instance"].as_str().unwrap_or("?").to_owned(),
+                v["kind"].as_str().unwrap_or("?").to_owned(),
+            ));
+        }
+        let hosts: Vec<&str> = lines.iter().map(|l| l.0.as_str()).collect();
+        assert_eq!(hosts, ["a", "b", "a", "b", "a", "b"], "in turn: {lines:?}");
+        for host in ["a", "b"] {
+            let of: Vec<(&str, &str)> = lines
+                .iter()
+                .filter(|l| l.0 == host)
+                .map(|l| (l.1.as_str(), l.2.as_str()))
+                .collect();
+            assert_eq!(
+                of,
+                [("db", "created"), ("web", "created"), ("web", "started")],
+                "{host}"
+            );
+        }
         shutdown.cancel();
         assert!(body.next().await.is_none(), "the body ends on shutdown");
     }

@@ -13,6 +13,12 @@
 //! this process's random epoch: `EPOCH-POSITION`, which `Last-Event-ID` or
 //! `?since=` hand back to resume ([`Frames::place`]). An id of another
 //! process (a restarted lookout) carries another epoch: it cannot be placed.
+//!
+//! A server of several engines has one `Frames` per engine (each hub has
+//! positions of its own), every line and frame saying its `"host"`. Their
+//! positions cannot be told apart in one id, so there the SSE `id:` is the
+//! epoch alone (a reconnecting client gets each engine's present as a
+//! resync) and NDJSON lines have no `"id"`.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, RandomState};
@@ -22,7 +28,7 @@ use bytes::Bytes;
 use lookout_core::{InstanceEvent, Item, Labels, Status};
 
 use super::routes::LabelFilter;
-use crate::output::{Format, event_line, status_line};
+use crate::output::{Format, event_line_of, status_line_of};
 
 const JSON: Format = Format {
     json: true,
@@ -66,6 +72,8 @@ struct Ring {
 /// The shared encodings of the latest hub items.
 pub struct Frames {
     provider: &'static str,
+    /// The engine's name, when the server serves several.
+    host: Option<Arc<str>>,
     epoch: u64,
     /// How many positions back are kept (the hub's queue and a read batch:
     /// a client further behind has lagged).
@@ -84,16 +92,18 @@ impl std::fmt::Debug for Frames {
 }
 
 impl Frames {
-    /// Frames for a hub of `queue` items; a fresh random epoch.
-    pub fn new(provider: &'static str, queue: usize) -> Self {
+    /// A fresh random epoch: one per server (shared by its engines' frames).
+    pub fn epoch() -> u64 {
         // std's RandomState is seeded from the OS's randomness, per process.
-        let epoch = RandomState::new().hash_one(std::process::id());
-        Self::with_epoch(provider, queue, epoch)
+        RandomState::new().hash_one(std::process::id())
     }
 
-    fn with_epoch(provider: &'static str, queue: usize, epoch: u64) -> Self {
+    /// Frames for a hub of `queue` items, of the engine `host` when the
+    /// server serves several (else `None`).
+    pub fn new(provider: &'static str, host: Option<Arc<str>>, queue: usize, epoch: u64) -> Self {
         Self {
             provider,
+            host,
             epoch,
             capacity: queue.saturating_add(128),
             ring: Mutex::new(Ring::default()),
@@ -101,9 +111,13 @@ impl Frames {
         }
     }
 
-    /// The id of a position: `EPOCH-POSITION`.
+    /// The id of a position: `EPOCH-POSITION`; of several engines' frames,
+    /// `EPOCH` alone.
     pub fn id(&self, position: u64) -> String {
-        format!("{:016x}-{position}", self.epoch)
+        match self.host {
+            None => format!("{:016x}-{position}", self.epoch),
+            Some(_) => format!("{:016x}", self.epoch),
+        }
     }
 
     /// The position of an id this process gave; `None` for any other (of
@@ -212,8 +226,15 @@ impl Frames {
     /// as the last key of the line (when it has one) and as the frame's
     /// `id:`.
     fn event(&self, position: Option<u64>, e: &InstanceEvent) -> (Bytes, Bytes) {
-        let line = event_line(self.provider, e, JSON);
+        let line = event_line_of(self.host.as_deref(), self.provider, e, JSON);
         match position {
+            Some(p) if self.host.is_some() => (
+                Bytes::from(format!("{line}\n")),
+                Bytes::from(format!(
+                    "event: instance\nid: {}\ndata: {line}\n\n",
+                    self.id(p)
+                )),
+            ),
             Some(p) => {
                 let id = self.id(p);
                 let open = line.strip_suffix('}').unwrap_or(&line);
@@ -230,7 +251,7 @@ impl Frames {
     }
 
     fn status(&self, position: Option<u64>, s: &Status) -> Bytes {
-        let line = status_line(self.provider, s, JSON);
+        let line = status_line_of(self.host.as_deref(), self.provider, s, JSON);
         Bytes::from(match position {
             Some(p) => format!("event: status\nid: {}\ndata: {line}\n\n", self.id(p)),
             None => format!("event: status\ndata: {line}\n\n"),
@@ -294,7 +315,7 @@ mod tests {
 
     #[test]
     fn one_encoding_per_item_shared_by_every_client_and_filter() {
-        let frames = Frames::with_epoch("docker", 4, 0xab);
+        let frames = Frames::new("docker", None, 4, 0xab);
         let all = frames.filter(LabelFilter::default());
         let web = frames.filter(LabelFilter::of(&[("app", "web")]));
         let same = frames.filter(LabelFilter::of(&[("app", "web"), ("app", "web")]));
@@ -324,10 +345,10 @@ mod tests {
 
     #[test]
     fn ids_place_only_this_processs_positions() {
-        let frames = Frames::with_epoch("docker", 4, 0xab);
+        let frames = Frames::new("docker", None, 4, 0xab);
         assert_eq!(frames.place(&frames.id(42)), Some(42));
         assert_eq!(frames.place("00000000000000ab-0"), Some(0));
-        let other = Frames::with_epoch("docker", 4, 0xac);
+        let other = Frames::new("docker", None, 4, 0xac);
         for bad in [
             other.id(42).as_str(),
             "",
@@ -345,7 +366,7 @@ mod tests {
 
     #[test]
     fn the_ring_keeps_the_latest_positions() {
-        let frames = Frames::with_epoch("docker", 2, 1);
+        let frames = Frames::new("docker", None, 2, 1);
         let all = frames.filter(LabelFilter::default());
         let item = event("w", &[]);
         let first = frames.shared(0, &item, &all, false).expect("line");

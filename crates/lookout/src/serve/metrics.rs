@@ -1,10 +1,11 @@
 //! `/metrics`: the hub's metrics (emitted through the `metrics` facade) in
 //! the Prometheus text format, plus `lookout_last_event_age_seconds`,
-//! computed at scrape time.
+//! computed at scrape time. A server of several engines has a hub each,
+//! whose metrics carry `host="NAME"`.
 
 use std::time::SystemTime;
 
-use lookout_core::Store;
+use super::routes::Source;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
 
 /// The installed recorder's handle.
@@ -24,15 +25,23 @@ impl Metrics {
         Ok(Self { handle })
     }
 
-    /// The text exposition, with the age of the last event as of now.
-    pub fn render(&self, store: &Store) -> String {
-        // Absent until the first event: an age of nothing is no number.
-        if let Some(at) = store.last_event_at() {
-            let age = SystemTime::now()
-                .duration_since(at)
-                .unwrap_or_default()
-                .as_secs_f64();
-            ::metrics::gauge!("lookout_last_event_age_seconds").set(age);
+    /// The text exposition, with the age of each engine's last event as of
+    /// now.
+    pub fn render(&self, sources: &[Source]) -> String {
+        let now = SystemTime::now();
+        for source in sources {
+            // Absent until the first event: an age of nothing is no number.
+            let Some(at) = source.store.last_event_at() else {
+                continue;
+            };
+            let age = now.duration_since(at).unwrap_or_default().as_secs_f64();
+            match source.host() {
+                None => ::metrics::gauge!("lookout_last_event_age_seconds").set(age),
+                Some(host) => {
+                    ::metrics::gauge!("lookout_last_event_age_seconds", "host" => host.to_owned())
+                        .set(age);
+                }
+            }
         }
         self.handle.render()
     }

@@ -1,5 +1,10 @@
 //! The router: `/events`, `/instances`, `/instances/{id}`, `/healthz`,
 //! `/metrics`; their query strings and JSON shapes.
+//!
+//! A server of several engines (`--host NAME=URI`, `--context NAME`…) has a
+//! hub each: every instance and event then says its `"host"`, and `?host=`
+//! (repeatable) picks engines. Of one engine, nothing says a host and
+//! `?host=` is refused: the answers are those of a lookout without several.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,7 +22,7 @@ use super::auth::{self, Token};
 use super::events;
 use super::frames::Frames;
 use super::metrics::Metrics;
-use crate::output::{Format, ReadinessJson, rfc3339_nanos, status_line};
+use crate::output::{Format, ReadinessJson, rfc3339_nanos, status_line_of};
 
 /// What every handler shares.
 #[derive(Clone, Debug)]
@@ -25,13 +30,69 @@ pub struct State {
     pub provider: &'static str,
     /// Readiness is watched (`--readiness`).
     pub readiness: bool,
-    pub hub: Hub,
-    pub store: Store,
+    /// The engines served, in the order given (one: a run without several).
+    pub sources: Arc<[Source]>,
     pub metrics: Metrics,
-    /// `/events`' encodings of the hub's items, shared by every client.
-    pub frames: Arc<Frames>,
     /// Cancelled at SIGINT/SIGTERM: open streams and waits end.
     pub shutdown: CancellationToken,
+}
+
+/// One engine the server serves.
+#[derive(Clone, Debug)]
+pub struct Source {
+    /// Its name when the server serves several (`None`: the one engine).
+    pub host: Option<Arc<str>>,
+    pub hub: Hub,
+    pub store: Store,
+    /// `/events`' encodings of the hub's items, shared by every client.
+    pub frames: Arc<Frames>,
+}
+
+impl Source {
+    pub fn host(&self) -> Option<&str> {
+        self.host.as_deref()
+    }
+}
+
+impl State {
+    /// Whether the server serves several engines.
+    pub fn several(&self) -> bool {
+        self.sources.len() > 1
+    }
+
+    /// The engines `?host=` picks (every one without it). Of one engine,
+    /// `host` is refused; an unknown name is refused naming the known ones.
+    pub fn select(&self, q: &Query) -> Result<Vec<&Source>, BadQuery> {
+        let wanted = q.all("host");
+        if wanted.is_empty() {
+            return Ok(self.sources.iter().collect());
+        }
+        if !self.several() {
+            return Err(bad_request(
+                "`host` picks among several engines; this lookout serves one \
+                 (several: --host NAME=URI, --context NAME, repeated)",
+            ));
+        }
+        let mut picked: Vec<&Source> = Vec::with_capacity(wanted.len());
+        for name in wanted {
+            match self.sources.iter().find(|s| s.host() == Some(name)) {
+                Some(s) if !picked.iter().any(|p| std::ptr::eq(*p, s)) => picked.push(s),
+                Some(_) => {}
+                None => {
+                    return Err(bad_request(format!(
+                        "no host `{name}` (this lookout serves: {})",
+                        self.hosts().join(", ")
+                    )));
+                }
+            }
+        }
+        Ok(picked)
+    }
+
+    /// The names of the engines, when several.
+    fn hosts(&self) -> Vec<&str> {
+        self.sources.iter().filter_map(Source::host).collect()
+    }
 }
 
 /// The longest `?timeout=` of `/instances/{id}?wait=…`.
@@ -129,6 +190,15 @@ impl Query {
         Ok(Self(pairs))
     }
 
+    /// Every value of `key`, in order.
+    pub fn all(&self, key: &str) -> Vec<&str> {
+        self.0
+            .iter()
+            .filter(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+            .collect()
+    }
+
     /// The one value of `key`; twice is an error.
     pub fn one(&self, key: &str) -> Result<Option<&str>, BadQuery> {
         let mut values = self
@@ -222,6 +292,9 @@ impl LabelFilter {
 #[derive(Serialize)]
 struct JsonInstance<'a> {
     provider: &'a str,
+    /// Of a server of several engines only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    host: Option<&'a str>,
     instance: &'a str,
     state: &'a str,
     /// With `--readiness` only.
@@ -236,9 +309,10 @@ struct JsonInstance<'a> {
 }
 
 impl<'a> JsonInstance<'a> {
-    fn of(s: &'a State, i: &'a Instance) -> Self {
+    fn of(s: &'a State, host: Option<&'a str>, i: &'a Instance) -> Self {
         Self {
             provider: s.provider,
+            host,
             instance: i.id.as_str(),
             state: if i.running { "running" } else { "stopped" },
             ready: s.readiness.then_some(i.ready),
@@ -249,9 +323,10 @@ impl<'a> JsonInstance<'a> {
     }
 
     /// What `?wait=gone` answers once it is gone.
-    fn gone(provider: &'a str, id: &'a str) -> Self {
+    fn gone(provider: &'a str, host: Option<&'a str>, id: &'a str) -> Self {
         Self {
             provider,
+            host,
             instance: id,
             state: "gone",
             ready: None,
@@ -262,26 +337,52 @@ impl<'a> JsonInstance<'a> {
     }
 }
 
-fn not_synced() -> Response {
-    error(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "not synced with the engine yet",
-    )
+/// 503 while one of `sources` has not synced: which, when several.
+fn not_synced(sources: &[&Source]) -> Option<Response> {
+    let unsynced: Vec<&Source> = sources
+        .iter()
+        .copied()
+        .filter(|s| !s.store.is_synced())
+        .collect();
+    if unsynced.is_empty() {
+        return None;
+    }
+    let hosts: Vec<&str> = unsynced.iter().filter_map(|s| s.host()).collect();
+    Some(if hosts.is_empty() {
+        error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not synced with the engine yet",
+        )
+    } else {
+        error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not synced with {} yet", hosts.join(", ")),
+        )
+    })
 }
 
 async fn instances(Extract(s): Extract<State>, uri: Uri) -> Response {
-    let filter = match Query::parse(uri.query(), &["label"]).and_then(|q| q.labels()) {
-        Ok(f) => f,
+    let picked = Query::parse(uri.query(), &["label", "host"])
+        .and_then(|q| Ok((q.labels()?, s.select(&q)?)));
+    let (filter, sources) = match picked {
+        Ok(p) => p,
         Err(e) => return e.into_response(),
     };
-    if !s.store.is_synced() {
-        return not_synced();
+    if let Some(unavailable) = not_synced(&sources) {
+        return unavailable;
     }
-    let all = s.store.instances();
+    let all: Vec<(Option<&str>, Vec<Instance>)> = sources
+        .iter()
+        .map(|src| (src.host(), src.store.instances()))
+        .collect();
     let list: Vec<JsonInstance<'_>> = all
         .iter()
-        .filter(|i| filter.matches(&i.labels))
-        .map(|i| JsonInstance::of(&s, i))
+        .flat_map(|(host, instances)| {
+            instances
+                .iter()
+                .filter(|i| filter.matches(&i.labels))
+                .map(|i| JsonInstance::of(&s, *host, i))
+        })
         .collect();
     json(StatusCode::OK, &list)
 }
@@ -334,8 +435,7 @@ fn parse_duration(s: &str) -> Option<Duration> {
     }
 }
 
-fn wait_query(query: Option<&str>, readiness: bool) -> Result<Option<(Wait, Duration)>, BadQuery> {
-    let q = Query::parse(query, &["wait", "timeout"])?;
+fn wait_query(q: &Query, readiness: bool) -> Result<Option<(Wait, Duration)>, BadQuery> {
     let wait = match q.one("wait")? {
         None => None,
         Some("running") => Some(Wait::Running),
@@ -374,24 +474,56 @@ fn wait_query(query: Option<&str>, readiness: bool) -> Result<Option<(Wait, Dura
 }
 
 async fn instance(Extract(s): Extract<State>, Path(id): Path<String>, uri: Uri) -> Response {
-    let wait = match wait_query(uri.query(), s.readiness) {
-        Ok(w) => w,
+    let picked = Query::parse(uri.query(), &["wait", "timeout", "host"])
+        .and_then(|q| Ok((wait_query(&q, s.readiness)?, s.select(&q)?)));
+    let (wait, sources) = match picked {
+        Ok(p) => p,
         Err(e) => return e.into_response(),
     };
     let Some((wait, timeout)) = wait else {
-        if !s.store.is_synced() {
-            return not_synced();
+        if let Some(unavailable) = not_synced(&sources) {
+            return unavailable;
         }
-        return match s.store.get(&id) {
-            Some(i) => json(StatusCode::OK, &JsonInstance::of(&s, &i)),
-            None => error(StatusCode::NOT_FOUND, format!("no instance `{id}`")),
+        let found: Vec<(Option<&str>, Instance)> = sources
+            .iter()
+            .filter_map(|src| Some((src.host(), src.store.get(&id)?)))
+            .collect();
+        return match found.as_slice() {
+            [(host, i)] => json(StatusCode::OK, &JsonInstance::of(&s, *host, i)),
+            [] => error(StatusCode::NOT_FOUND, format!("no instance `{id}`")),
+            several => ambiguous(&id, several.iter().filter_map(|(h, _)| *h)),
         };
     };
-    let until = s.store.until(id.as_str(), move |i| wait.holds(i));
+    // A wait watches one engine: the one picked, else the one that has it.
+    let source = match sources.as_slice() {
+        [one] => *one,
+        several => {
+            let holders: Vec<&Source> = several
+                .iter()
+                .copied()
+                .filter(|src| src.store.get(&id).is_some())
+                .collect();
+            match holders.as_slice() {
+                [one] => *one,
+                [] => {
+                    return error(
+                        StatusCode::BAD_REQUEST,
+                        format!(
+                            "no engine has `{id}` now: `wait` on several engines needs \
+                             `host` (one of: {})",
+                            s.hosts().join(", ")
+                        ),
+                    );
+                }
+                many => return ambiguous(&id, many.iter().filter_map(|src| src.host())),
+            }
+        }
+    };
+    let until = source.store.until(id.as_str(), move |i| wait.holds(i));
     tokio::select! {
         found = tokio::time::timeout(timeout, until) => match found {
-            Ok(Some(i)) => json(StatusCode::OK, &JsonInstance::of(&s, &i)),
-            Ok(None) => json(StatusCode::OK, &JsonInstance::gone(s.provider, &id)),
+            Ok(Some(i)) => json(StatusCode::OK, &JsonInstance::of(&s, source.host(), &i)),
+            Ok(None) => json(StatusCode::OK, &JsonInstance::gone(s.provider, source.host(), &id)),
             Err(_) => error(
                 StatusCode::REQUEST_TIMEOUT,
                 format!("`{id}` is not {} after {timeout:?}", wait.as_str()),
@@ -401,23 +533,80 @@ async fn instance(Extract(s): Extract<State>, Path(id): Path<String>, uri: Uri) 
     }
 }
 
+/// 404 naming the hosts: `id` names an instance on several engines, and
+/// none is it until `?host=` picks one.
+fn ambiguous<'a>(id: &str, hosts: impl Iterator<Item = &'a str>) -> Response {
+    #[derive(Serialize)]
+    struct Ambiguous<'a> {
+        error: String,
+        hosts: Vec<&'a str>,
+    }
+    json(
+        StatusCode::NOT_FOUND,
+        &Ambiguous {
+            error: format!("`{id}` is on several engines: pick one with `host`"),
+            hosts: hosts.collect(),
+        },
+    )
+}
+
+/// Of one engine: 200 and its `connected` status once synced, else 503 and
+/// its status (`connecting` before any). Of several: 200 when every one is
+/// connected and synced, `{"status":"connected"|"unavailable",
+/// "unavailable":[HOST…],"sources":[each one's status, with its host]}`.
 async fn healthz(Extract(s): Extract<State>) -> Response {
     let json_fmt = Format {
         json: true,
         color: false,
     };
-    let (code, body) = match s.store.status() {
-        Some(status @ Status::Connected { .. }) if s.store.is_synced() => {
-            (StatusCode::OK, status_line(s.provider, &status, json_fmt))
+    let health = |src: &Source| -> (bool, String) {
+        match src.store.status() {
+            Some(status @ Status::Connected { .. }) if src.store.is_synced() => (
+                true,
+                status_line_of(src.host(), s.provider, &status, json_fmt),
+            ),
+            Some(status @ Status::Disconnected { .. }) => (
+                false,
+                status_line_of(src.host(), s.provider, &status, json_fmt),
+            ),
+            _ => (
+                false,
+                match src.host() {
+                    None => r#"{"status":"connecting"}"#.to_owned(),
+                    Some(host) => {
+                        serde_json::json!({"host": host, "status": "connecting"}).to_string()
+                    }
+                },
+            ),
         }
-        Some(status @ Status::Disconnected { .. }) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            status_line(s.provider, &status, json_fmt),
-        ),
-        _ => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            r#"{"status":"connecting"}"#.to_owned(),
-        ),
+    };
+    let (ok, body) = if let [one] = &*s.sources {
+        health(one)
+    } else {
+        let mut unavailable = Vec::new();
+        let mut each = Vec::with_capacity(s.sources.len());
+        for src in s.sources.iter() {
+            let (ok, line) = health(src);
+            if !ok {
+                unavailable.extend(src.host());
+            }
+            each.push(
+                serde_json::from_str::<serde_json::Value>(&line)
+                    .unwrap_or(serde_json::Value::String(line)),
+            );
+        }
+        let ok = unavailable.is_empty();
+        let body = serde_json::json!({
+            "status": if ok { "connected" } else { "unavailable" },
+            "unavailable": unavailable,
+            "sources": each,
+        });
+        (ok, body.to_string())
+    };
+    let code = if ok {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
     };
     let mut headers = HeaderMap::new();
     headers.insert(
@@ -437,7 +626,7 @@ async fn metrics(Extract(s): Extract<State>, uri: Uri) -> Response {
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        s.metrics.render(&s.store),
+        s.metrics.render(&s.sources),
     )
         .into_response()
 }
@@ -464,6 +653,13 @@ mod tests {
         ] {
             assert_eq!(parse_duration(bad), None, "{bad}");
         }
+    }
+
+    fn wait_query(
+        query: Option<&str>,
+        readiness: bool,
+    ) -> Result<Option<(Wait, Duration)>, BadQuery> {
+        super::wait_query(&Query::parse(query, &["wait", "timeout"])?, readiness)
     }
 
     #[test]

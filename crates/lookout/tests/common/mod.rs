@@ -221,3 +221,52 @@ pub fn usage_error(args: &[&str]) -> String {
     assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
     stderr
 }
+
+/// Makes sure both dockerds answer (CI brings them up).
+pub fn require_two_dockerds() -> (engines::EngineLock, engines::EngineLock) {
+    let one = require_docker(false);
+    engines::docker2_up().unwrap_or_else(|e| panic!("docker2: {e}"));
+    let two = engines::lock_engine("docker2", false).expect("docker2 lock");
+    (one, two)
+}
+
+/// A container of the test on `cli`'s engine, removed on drop.
+pub struct On {
+    cli: fn(&[&str]) -> Result<String, String>,
+    name: String,
+}
+
+impl On {
+    pub fn create(cli: fn(&[&str]) -> Result<String, String>, name: &str, label: &str) -> Self {
+        let image = engines::test_image();
+        cli(&[
+            "create",
+            "--name",
+            name,
+            "--label",
+            label,
+            "--network",
+            "none",
+            &image,
+            "sleep",
+            "3600",
+        ])
+        .unwrap_or_else(|e| panic!("create {name}: {e}"));
+        Self {
+            cli,
+            name: name.to_owned(),
+        }
+    }
+
+    pub fn run(&self, args: &[&str]) {
+        let mut all = args.to_vec();
+        all.push(&self.name);
+        (self.cli)(&all).unwrap_or_else(|e| panic!("{args:?} {}: {e}", self.name));
+    }
+}
+
+impl Drop for On {
+    fn drop(&mut self) {
+        let _ = (self.cli)(&["rm", "-f", &self.name]);
+    }
+}
