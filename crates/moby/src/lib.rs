@@ -367,8 +367,8 @@ impl<O: Objects> CompatDial<O> {
                 provider = objects.provider(),
                 host = %endpoint.host,
                 why = %why,
-                "the engine's TLS certificate is not verified ({why}): anyone on the path \
-                 can pose as the engine"
+                "the engine's TLS certificate is not verified: anyone on the path can pose \
+                 as the engine"
             );
         }
         Ok(Self {
