@@ -8,12 +8,14 @@ use crate::engines;
 /// the image from docker; swarm runs on docker; sshd, the `ssh://` tests'
 /// private sshd on 127.0.0.1, is checked with both; docker-tls, another
 /// dockerd on 127.0.0.1 with `--tlsverify`, for the TLS docker context tests;
-/// chromium, headless, for the `--serve` page's tests).
-pub const ALL: [&str; 8] = [
+/// podman-rootless, a non-root user's own Podman service, loads the image from
+/// docker too; chromium, headless, for the `--serve` page's tests).
+pub const ALL: [&str; 9] = [
     "docker",
     "docker2",
     "docker-tls",
     "podman",
+    "podman-rootless",
     "sshd",
     "swarm",
     "k8s",
@@ -54,8 +56,8 @@ fn select(names: &[String]) -> Result<Vec<&'static str>, String> {
     for n in names {
         let known = ALL.iter().find(|a| **a == n.as_str()).ok_or_else(|| {
             format!(
-                "unknown engine {n:?} (docker, docker2, docker-tls, podman, sshd, swarm, k8s, \
-                 chromium, all)"
+                "unknown engine {n:?} (docker, docker2, docker-tls, podman, podman-rootless, \
+                 sshd, swarm, k8s, chromium, all)"
             )
         })?;
         if !out.contains(known) {
@@ -89,6 +91,9 @@ pub fn up(engines: &[&str]) -> Result<(), String> {
                 .and_then(|()| engines::docker2_up())
                 .and_then(|()| engines::docker2_verify()),
             "podman" => engines::podman_up().and_then(|()| engines::podman_verify()),
+            "podman-rootless" => {
+                engines::podman_rootless_up().and_then(|()| engines::podman_rootless_verify())
+            }
             "sshd" => engines::sshd_up().and_then(|()| engines::sshd_verify()),
             "docker-tls" => engines::docker_tls_up(),
             "swarm" => engines::swarm_up().and_then(|()| engines::swarm_verify()),
@@ -117,6 +122,7 @@ fn down(selected: &[&str]) -> Result<(), String> {
             "chromium" => Ok(()),
             "swarm" => engines::swarm_down(),
             "podman" => engines::podman_down(),
+            "podman-rootless" => engines::podman_rootless_down(),
             "docker2" => engines::docker2_down(),
             "sshd" => engines::sshd_down(),
             "docker-tls" => engines::docker_tls_down(),
@@ -155,6 +161,10 @@ fn status() {
         engines::podman_host(),
         answer(&engines::podman_host())
     );
+    match engines::podman_rootless_host() {
+        Ok(host) => println!("podman-rootless {host} {}", answer(&host)),
+        Err(e) => println!("podman-rootless down ({e})"),
+    }
     println!(
         "docker-tls {} {}",
         engines::docker_tls_host(),

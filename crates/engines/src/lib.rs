@@ -3,8 +3,9 @@
 //! kube-apiserver + etcd testbed, a private sshd on 127.0.0.1 for the
 //! `ssh://` tests, a second dockerd on 127.0.0.1 with `--tlsverify` for the
 //! tests of a docker context with TLS material, another dockerd beside the
-//! main one for the tests of several engines in one stream, and headless
-//! Chromium (the `--serve` page's tests).
+//! main one for the tests of several engines in one stream, a non-root
+//! user's own rootless Podman service (the rootless socket rule's tests), and
+//! headless Chromium (the `--serve` page's tests).
 //!
 //! A std-only crate: the end-to-end tests (`lookout-e2e`, as
 //! `lookout_e2e::engines`) and xtask (`cargo xtask engines up|down`, `cargo
@@ -26,7 +27,10 @@
 //!
 //! The test sshd is machine-wide, under `/var/lib/lookout-sshd` (keys,
 //! `sshd_config`, `sshd.pid`, `sshd.log`), with its `Host lookout-sshd` entry
-//! in `/etc/ssh/ssh_config.d/lookout-sshd.conf`.
+//! in `/etc/ssh/ssh_config.d/lookout-sshd.conf`. So is rootless Podman: the
+//! user `lookoutrl`, its `/run/user/UID`, and the engine's state under
+//! `/var/lib/lookout-podman-rootless` (what it added, the service's pid file
+//! and log).
 //!
 //! A test that breaks an engine (kill, stop, restart) should hold
 //! `lock_engine(engine, true)` while it does; tests that merely use it may hold
@@ -43,6 +47,7 @@ mod k8s;
 mod packages;
 mod ping;
 mod podman;
+mod podman_rootless;
 mod process;
 mod sshd;
 mod swarm;
@@ -69,6 +74,12 @@ pub use ping::ping;
 pub use podman::{
     podman, podman_command, podman_down, podman_kill9, podman_signal, podman_start, podman_up,
     podman_verify,
+};
+pub use podman_rootless::{
+    PODMAN_ROOTLESS_HOME, PODMAN_ROOTLESS_STATE, PODMAN_ROOTLESS_USER, podman_rootless,
+    podman_rootless_as_user, podman_rootless_command, podman_rootless_down, podman_rootless_host,
+    podman_rootless_runtime_dir, podman_rootless_socket, podman_rootless_start,
+    podman_rootless_stop, podman_rootless_uid, podman_rootless_up, podman_rootless_verify,
 };
 pub use process::{Output, run, run_output, tail_file};
 pub use sshd::{

@@ -7,7 +7,10 @@
 //! it and the path tried, as the CLI fails; a `currentContext` changed
 //! while watching does not move the running watch; a TCP context with TLS
 //! material in the store reaches the real `dockerd --tlsverify` (`cargo xtask
-//! engines up docker-tls`), with that material only.
+//! engines up docker-tls`), with that material only; a context with
+//! `SkipTLSVerify`, and `DOCKER_TLS` without `DOCKER_TLS_VERIFY`, reach it
+//! with a client certificate and no CA, the server's certificate unverified
+//! and said so, as the docker CLI does.
 //!
 //! Needs dockerd: `cargo xtask engines up docker` (CI sets `LOOKOUT_ENGINES=1`).
 
@@ -26,11 +29,12 @@ use common::{Containers, Process, TempDir, WAIT};
 
 /// The variables that select a docker endpoint: removed from every command
 /// here, then set as each case says.
-const SELECTORS: [&str; 5] = [
+const SELECTORS: [&str; 6] = [
     "DOCKER_HOST",
     "DOCKER_CONTEXT",
     "DOCKER_CONFIG",
     "DOCKER_TLS_VERIFY",
+    "DOCKER_TLS",
     "DOCKER_CERT_PATH",
 ];
 
@@ -71,6 +75,10 @@ impl ConfigDir {
 
     /// `lookout ARGS` with this configuration directory and `env`.
     fn lookout(&self, args: &[&str], env: &[(&str, &str)]) -> Process {
+        Process::start(self.lookout_command(args, env))
+    }
+
+    fn lookout_command(&self, args: &[&str], env: &[(&str, &str)]) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_lookout"));
         for var in SELECTORS {
             cmd.env_remove(var);
@@ -78,7 +86,29 @@ impl ConfigDir {
         cmd.env("DOCKER_CONFIG", self.path())
             .envs(env.iter().copied())
             .args(args);
-        Process::start(cmd)
+        cmd
+    }
+
+    /// `lookout ARGS` with its warnings on stderr (`RUST_LOG=warn`, no
+    /// colours) among its JSON status lines.
+    fn lookout_logging(&self, args: &[&str], env: &[(&str, &str)]) -> Process {
+        let mut cmd = self.lookout_command(args, env);
+        let mut child = cmd
+            .env("RUST_LOG", "warn")
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn lookout");
+        let out = common::lines(child.stdout.take().expect("stdout"));
+        let err = common::lines(child.stderr.take().expect("stderr"));
+        Process {
+            child,
+            out: Some(out),
+            err,
+            stderr_seen: Vec::new(),
+        }
     }
 }
 
@@ -373,6 +403,135 @@ fn a_tls_context_reaches_dockerd_tlsverify_with_the_stores_material() {
     );
     eprintln!(
         "[contexts] plain context on the TLS port: lookout: {error}; docker: {}",
+        out.stderr.trim()
+    );
+}
+
+/// Reads `p`'s stderr (bounded) until a JSON status `connected` or
+/// `disconnected`: that status, and the log lines before it.
+fn status_after_logs(p: &Process) -> (serde_json::Value, Vec<String>) {
+    let deadline = Instant::now() + WAIT;
+    let mut logs = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = p
+            .err
+            .recv_timeout(left)
+            .unwrap_or_else(|_| panic!("no status within {WAIT:?}; stderr: {logs:?}"));
+        match serde_json::from_str::<serde_json::Value>(&line) {
+            Ok(v) if v["status"] == "connected" || v["status"] == "disconnected" => {
+                return (v, logs);
+            }
+            _ => logs.push(line),
+        }
+    }
+}
+
+/// A context with `SkipTLSVerify` (`docker context create … --docker
+/// host=tcp://…,cert=…,key=…,skip-tls-verify=true`: a client certificate,
+/// no CA), and `DOCKER_TLS=1` without `DOCKER_TLS_VERIFY` (a
+/// `DOCKER_CERT_PATH` whose `ca.pem`, which the CLI insists on reading, is
+/// no CA of the server: the client's own certificate), reach the `dockerd
+/// --tlsverify` on 127.0.0.1 as the docker CLI does: TLS, the server's
+/// certificate not verified, lookout warning once that it is not, and why.
+/// With `DOCKER_TLS_VERIFY` too, the same directory is refused, as by the
+/// CLI: its `ca.pem` did not issue the server's certificate.
+#[test]
+fn skip_tls_verify_and_docker_tls_reach_dockerd_tlsverify_unverified() {
+    let _lock = engines::lock_engine("docker-tls", false).expect("lock");
+    engines::docker_tls_up().unwrap_or_else(|e| panic!("{e}"));
+    let dir = ConfigDir::new("skip");
+    let certs = engines::docker_tls_certs();
+    // The client's certificate and key, and a "CA" that is none of the server's.
+    let wrong_ca = TempDir::new("contexts", "wrong-ca");
+    for (from, to) in [
+        ("cert.pem", "cert.pem"),
+        ("key.pem", "key.pem"),
+        ("cert.pem", "ca.pem"),
+    ] {
+        std::fs::copy(certs.join(from), wrong_ca.0.join(to)).expect("a copy");
+    }
+    let pem = |f: &str| wrong_ca.0.join(f).display().to_string();
+    let skip = format!(
+        "host={},cert={},key={},skip-tls-verify=true",
+        engines::docker_tls_host(),
+        pem("cert.pem"),
+        pem("key.pem")
+    );
+    dir.docker_ok(
+        &["context", "create", "lookout-skip", "--docker", &skip],
+        &[],
+    );
+    let https = format!("https://127.0.0.1:{}", engines::DOCKER_TLS_PORT);
+    let host = engines::docker_tls_host();
+    let cert_path = wrong_ca.0.display().to_string();
+    let tls_env = [
+        ("DOCKER_HOST", host.as_str()),
+        ("DOCKER_TLS", "1"),
+        ("DOCKER_CERT_PATH", cert_path.as_str()),
+    ];
+    let cases: [(&str, &[&str], Env<'_>, &str, &str); 2] = [
+        (
+            "SkipTLSVerify",
+            &["--context", "lookout-skip"],
+            &[],
+            "context lookout-skip",
+            "context lookout-skip has SkipTLSVerify",
+        ),
+        (
+            "DOCKER_TLS",
+            &[],
+            &tls_env,
+            "DOCKER_HOST",
+            "DOCKER_TLS without DOCKER_TLS_VERIFY",
+        ),
+    ];
+    for (case, args, env, from, why) in cases {
+        // The reference.
+        let mut ps = args.to_vec();
+        ps.push("ps");
+        dir.docker_ok(&ps, env);
+        let mut lookout_args = vec!["docker", "--json"];
+        lookout_args.extend_from_slice(args);
+        let mut lookout = dir.lookout_logging(&lookout_args, env);
+        let (status, logs) = status_after_logs(&lookout);
+        assert_eq!(status["status"], "connected", "{case}: {status}; {logs:?}");
+        assert_eq!(status["endpoint"], https.as_str(), "{case}: {status}");
+        assert_eq!(status["from"], from, "{case}: {status}");
+        let warned: Vec<&String> = logs
+            .iter()
+            .filter(|l| l.contains("WARN") && l.contains("not verified"))
+            .collect();
+        assert_eq!(warned.len(), 1, "{case}: one warning: {logs:?}");
+        assert!(warned[0].contains(why), "{case}: says why: {}", warned[0]);
+        lookout.signal("TERM");
+        assert_eq!(lookout.exit_within(WAIT).code(), Some(0), "{case}");
+        eprintln!(
+            "[contexts] {case}: docker ps and lookout reach {https} unverified: {}",
+            warned[0]
+        );
+    }
+    // Verified, the directory's CA is no good, to the CLI either.
+    let verify_env = [
+        ("DOCKER_HOST", host.as_str()),
+        ("DOCKER_TLS_VERIFY", "1"),
+        ("DOCKER_CERT_PATH", cert_path.as_str()),
+    ];
+    let out = dir.docker(&["ps"], &verify_env);
+    assert!(
+        !out.status.success(),
+        "the CLI verifying with the wrong CA: {}",
+        out.stdout
+    );
+    let mut lookout = dir.lookout(&["docker", "--json"], &verify_env);
+    let d = lookout.stderr("disconnected", |v| v["status"] == "disconnected");
+    let error = d["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("invalid peer certificate"),
+        "the server's certificate is verified, and refused: {d}"
+    );
+    eprintln!(
+        "[contexts] DOCKER_TLS_VERIFY with the wrong CA: lookout: {error}; docker: {}",
         out.stderr.trim()
     );
 }

@@ -7,8 +7,8 @@
 //! another; an unknown one exits 2 naming it, as Podman 5 fails.
 //!
 //! Rootless Podman (a non-root user's own `podman system service` on
-//! `/run/user/UID/…`) is not run here: the machine is a container without
-//! subordinate id ranges for a second user; the rootless socket rules are
+//! `/run/user/UID/…`, lookout run as that user) is `podman_rootless.rs`,
+//! against the engine `podman-rootless`; the rootless socket rules are also
 //! tested hermetically in lookout-moby (`endpoint` tests).
 //!
 //! Needs Podman: `cargo xtask engines up podman` (CI sets `LOOKOUT_ENGINES=1`).

@@ -86,8 +86,12 @@ impl fmt::Display for Source {
 /// else `default`: `unix:///var/run/docker.sock`. A named context is read from
 /// the store the CLI writes, `contexts/meta/<sha256 of the name>/meta.json`
 /// (`Endpoints.docker.Host`); its TLS material only from
-/// `contexts/tls/<same>/docker/{ca,cert,key}.pem`. The default context's TLS:
-/// `DOCKER_TLS_VERIFY`, files in `DOCKER_CERT_PATH`, else the config directory.
+/// `contexts/tls/<same>/docker/{ca,cert,key}.pem`; with
+/// `Endpoints.docker.SkipTLSVerify` it speaks TLS without verifying the
+/// engine's certificate. The default context's TLS: `DOCKER_TLS_VERIFY`
+/// (verified), else `DOCKER_TLS` (not verified), files in `DOCKER_CERT_PATH`,
+/// else the config directory. An unverified certificate is said once per
+/// watch (a `tracing` warning naming the context or variable).
 ///
 /// Resolved once, when the watch is made: a redial never lands on another
 /// engine (Docker Desktop rewrites `currentContext` when it starts and
@@ -135,14 +139,19 @@ fn config_dir(env: &dyn Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
         .or_else(|| env("HOME").map(|h| Path::new(&h).join(".docker")))
 }
 
-/// The default context's TLS: `DOCKER_TLS_VERIFY`; the files in
+/// The default context's TLS, as the docker CLI's `--tls` and `--tlsverify`
+/// default to: `DOCKER_TLS_VERIFY` speaks TLS and verifies the engine;
+/// `DOCKER_TLS` without it speaks TLS without verifying; the files in
 /// `DOCKER_CERT_PATH`, else the configuration directory.
 fn default_tls(env: &dyn Fn(&str) -> Option<OsString>) -> TlsEnv {
+    let verify = env("DOCKER_TLS_VERIFY").is_some();
+    let tls = verify || env("DOCKER_TLS").is_some();
     TlsEnv {
-        verify: env("DOCKER_TLS_VERIFY").is_some(),
+        tls,
         cert_path: env("DOCKER_CERT_PATH")
             .map(PathBuf::from)
             .or_else(|| config_dir(env)),
+        skip_verify: (tls && !verify).then(|| "DOCKER_TLS without DOCKER_TLS_VERIFY".to_owned()),
     }
 }
 
@@ -181,7 +190,7 @@ fn resolve_any(
     let tls = default_tls(env);
     if let Some(host) = host {
         return Ok(Endpoint {
-            host: Host::parse(host, "config", tls.verify)?,
+            host: Host::parse(host, "config", tls.tls)?,
             source: Source::Config,
             tls,
             hint: None,
@@ -332,7 +341,7 @@ fn from_host_var(
     };
     let tls = default_tls(env);
     Ok(Some(Endpoint {
-        host: Host::parse(&value.to_string_lossy(), discovery.host_var, tls.verify)?,
+        host: Host::parse(&value.to_string_lossy(), discovery.host_var, tls.tls)?,
         source: Source::Env(discovery.host_var),
         tls,
         hint: None,
@@ -478,17 +487,14 @@ fn named(
         .as_deref()
         .filter(|h| !h.is_empty())
         .ok_or_else(|| context_error("its docker endpoint has no Host".to_owned()))?;
-    if docker.skip_tls_verify {
-        return Err(context_error(
-            "SkipTLSVerify is set: lookout always verifies the engine's certificate".to_owned(),
-        ));
-    }
     // Its TLS material is the store's only; a TCP host speaks TLS when
-    // there is some (as the docker CLI does).
+    // there is some, or `SkipTLSVerify` is set: then without verifying the
+    // engine's certificate (as the docker CLI does: `context/docker/load.go`).
     let tls_dir = dir.join("contexts/tls").join(&id).join("docker");
-    let has_tls = ["ca.pem", "cert.pem", "key.pem"]
-        .iter()
-        .any(|f| tls_dir.join(f).exists());
+    let has_tls = docker.skip_tls_verify
+        || ["ca.pem", "cert.pem", "key.pem"]
+            .iter()
+            .any(|f| tls_dir.join(f).exists());
     let source_name = format!("context {name}");
     Ok(Endpoint {
         host: Host::parse(host, &source_name, has_tls)?,
@@ -497,8 +503,11 @@ fn named(
             selected_by,
         },
         tls: TlsEnv {
-            verify: has_tls,
+            tls: has_tls,
             cert_path: Some(tls_dir),
+            skip_verify: docker
+                .skip_tls_verify
+                .then(|| format!("context {name} has SkipTLSVerify")),
         },
         hint: None,
     })
@@ -748,6 +757,86 @@ mod tests {
         )
         .expect("given");
         assert_eq!(default.tls_dir(), Some(store.0.as_path()));
+    }
+
+    #[test]
+    fn skip_tls_verify_and_docker_tls_speak_tls_unverified() {
+        let store = Store::new("skip");
+        store.context("skip", "tcp://127.0.0.1:2376");
+        let meta = store.0.join("contexts/meta").join(store_id("skip"));
+        let json = serde_json::json!({
+            "Name": "skip",
+            "Metadata": {},
+            "Endpoints": {"docker": {"Host": "tcp://127.0.0.1:2376", "SkipTLSVerify": true}},
+        });
+        std::fs::write(meta.join("meta.json"), json.to_string()).expect("meta.json");
+        let cfg = store.dir();
+        // No material in the store: TLS all the same, not verified.
+        let skip = resolve(&[("DOCKER_CONFIG", cfg.as_str())], None, Some("skip")).expect("skip");
+        assert!(
+            matches!(skip.host, Host::Tcp { tls: true, .. }),
+            "{:?}",
+            skip.host
+        );
+        assert_eq!(
+            skip.tls.skip_verify.as_deref(),
+            Some("context skip has SkipTLSVerify")
+        );
+        assert_eq!(
+            skip.tls_dir(),
+            Some(
+                store
+                    .0
+                    .join("contexts/tls")
+                    .join(store_id("skip"))
+                    .join("docker")
+                    .as_path()
+            )
+        );
+        // DOCKER_TLS alone: TLS, not verified; with DOCKER_TLS_VERIFY: verified.
+        let tls = resolve(
+            &[("DOCKER_TLS", "1"), ("DOCKER_CERT_PATH", "/certs")],
+            Some("tcp://h:1"),
+            None,
+        )
+        .expect("given");
+        assert!(
+            matches!(tls.host, Host::Tcp { tls: true, .. }),
+            "{:?}",
+            tls.host
+        );
+        assert_eq!(
+            tls.tls.skip_verify.as_deref(),
+            Some("DOCKER_TLS without DOCKER_TLS_VERIFY")
+        );
+        assert_eq!(tls.tls_dir(), Some(Path::new("/certs")));
+        let from_var = resolve(
+            &[("DOCKER_TLS", "1"), ("DOCKER_HOST", "tcp://h")],
+            None,
+            None,
+        )
+        .expect("DOCKER_HOST");
+        assert_eq!(
+            from_var.host,
+            Host::Tcp {
+                host: "h".into(),
+                port: 2376,
+                tls: true
+            }
+        );
+        assert!(from_var.tls.skip_verify.is_some());
+        let both = resolve(
+            &[("DOCKER_TLS", "1"), ("DOCKER_TLS_VERIFY", "1")],
+            Some("tcp://h:1"),
+            None,
+        )
+        .expect("given");
+        assert!(matches!(both.host, Host::Tcp { tls: true, .. }));
+        assert_eq!(both.tls.skip_verify, None);
+        // Neither: plain TCP, and the context without SkipTLSVerify verifies.
+        let plain = resolve(&[], Some("tcp://h:1"), None).expect("given");
+        assert!(matches!(plain.host, Host::Tcp { tls: false, .. }));
+        assert_eq!(plain.tls.skip_verify, None);
     }
 
     #[test]

@@ -79,7 +79,7 @@ pub enum Host {
         host: String,
         /// Port.
         port: u16,
-        /// Whether to speak TLS (`https://`, or `tcp://` with `DOCKER_TLS_VERIFY`).
+        /// Whether to speak TLS (`https://`, or `tcp://` with `DOCKER_TLS_VERIFY` or `DOCKER_TLS`).
         tls: bool,
     },
     /// Through the system `ssh`: each connection one `ssh … system
@@ -114,7 +114,7 @@ impl Host {
     /// Parses `unix:///path`, `tcp://host:port`, `http://host[:port]`,
     /// `https://host[:port]` or `ssh://[user@]host[:port][/path]` (whose
     /// remote CLI is `docker`; see [`SshTarget::cli`]). A `tcp://` host speaks TLS when `tcp_tls` is set
-    /// (the caller reads `DOCKER_TLS_VERIFY`); without a port, `tcp://` and
+    /// (the caller reads `DOCKER_TLS_VERIFY` and `DOCKER_TLS`); without a port, `tcp://` and
     /// `http://` use 2375, TLS uses 2376 (Docker's conventions).
     pub fn parse(s: &str, source_name: &str, tcp_tls: bool) -> Result<Self, ConfigError> {
         let invalid = |reason| ConfigError::InvalidHost {
@@ -230,12 +230,17 @@ impl Discovery {
 /// connection).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct TlsEnv {
-    /// `tcp://` speaks TLS: `DOCKER_TLS_VERIFY` is set (non-empty), or a
-    /// named context has TLS material.
-    pub(crate) verify: bool,
+    /// `tcp://` speaks TLS: `DOCKER_TLS_VERIFY` or `DOCKER_TLS` is set
+    /// (non-empty), or a named context has TLS material or `SkipTLSVerify`.
+    pub(crate) tls: bool,
     /// Where `ca.pem`, `cert.pem` and `key.pem` are: `DOCKER_CERT_PATH`, else
     /// the docker configuration directory; a named context's store.
     pub(crate) cert_path: Option<PathBuf>,
+    /// Set when the engine's certificate is not verified, as the docker CLI
+    /// does not verify it: why (`DOCKER_TLS without DOCKER_TLS_VERIFY`,
+    /// `context NAME has SkipTLSVerify`). `ca.pem` is then not read; the
+    /// handshake's signatures are still checked.
+    pub(crate) skip_verify: Option<String>,
 }
 
 #[cfg(test)]

@@ -146,10 +146,13 @@ pub struct Config {
     /// `None`: as the engine's CLI finds it ([`Endpoint`]: Docker's
     /// `DOCKER_HOST`, `DOCKER_CONTEXT`, `currentContext`, its default socket;
     /// Podman's `CONTAINER_HOST`, its sockets), resolved once, when the watch
-    /// is made. TLS (`https://`, or `tcp://` with `DOCKER_TLS_VERIFY` set)
-    /// reads `ca.pem`, `cert.pem` and `key.pem` from `DOCKER_CERT_PATH`
-    /// (default: `DOCKER_CONFIG`, else `~/.docker`; a named context's: its
-    /// store) on every connection and always verifies the server.
+    /// is made. TLS (`https://`, or `tcp://` with `DOCKER_TLS_VERIFY` or
+    /// `DOCKER_TLS` set) reads `ca.pem`, `cert.pem` and `key.pem` from
+    /// `DOCKER_CERT_PATH` (default: `DOCKER_CONFIG`, else `~/.docker`; a named
+    /// context's: its store) on every connection and verifies the server,
+    /// except as the docker CLI does not: `DOCKER_TLS` without
+    /// `DOCKER_TLS_VERIFY`, or a context with `SkipTLSVerify` (no `ca.pem`
+    /// read; a warning once per watch).
     pub host: Option<String>,
     /// A docker context to watch ([`Endpoint`]), whatever `DOCKER_HOST`,
     /// `DOCKER_CONTEXT` and `currentContext` say: the docker CLI's
@@ -359,6 +362,15 @@ impl<O: Objects> CompatDial<O> {
             from = %endpoint.source,
             "engine endpoint"
         );
+        if let Some(why) = &endpoint.tls.skip_verify {
+            tracing::warn!(
+                provider = objects.provider(),
+                host = %endpoint.host,
+                why = %why,
+                "the engine's TLS certificate is not verified: anyone on the path can pose \
+                 as the engine"
+            );
+        }
         Ok(Self {
             objects,
             endpoint,

@@ -1,13 +1,26 @@
 //! TLS as Docker's CLI sets it up: `ca.pem`, `cert.pem` and `key.pem` in
-//! `DOCKER_CERT_PATH` (default `~/.docker`). The server is always verified
-//! against `ca.pem`; there is no insecure mode.
+//! `DOCKER_CERT_PATH` (default `~/.docker`), or a context's store. The
+//! server is verified against `ca.pem`, except where the docker CLI does not
+//! verify it (`DOCKER_TLS` without `DOCKER_TLS_VERIFY`, a context's
+//! `SkipTLSVerify`): then any certificate is taken, no `ca.pem` is read, and
+//! the handshake's signatures are still checked (the server holds the key of
+//! the certificate it shows).
 
 use std::path::Path;
 use std::sync::Arc;
 
 use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer};
-use tokio_rustls::rustls::{ClientConfig, RootCertStore, crypto};
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use tokio_rustls::rustls::client::danger::{
+    HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier,
+};
+use tokio_rustls::rustls::crypto::{
+    CryptoProvider, verify_tls12_signature, verify_tls13_signature,
+};
+use tokio_rustls::rustls::{
+    ClientConfig, DigitallySignedStruct, Error as RustlsError, RootCertStore, SignatureScheme,
+    crypto,
+};
 
 use super::error::CompatError;
 use super::host::TlsEnv;
@@ -16,11 +29,59 @@ fn tls_error(path: &Path, what: &str, e: impl std::fmt::Display) -> CompatError 
     CompatError::Tls(format!("{what} {}: {e}", path.display()))
 }
 
-/// Builds the client configuration from the files (read anew on every dial).
-pub(crate) fn client_config(env: &TlsEnv) -> Result<Arc<ClientConfig>, CompatError> {
-    let dir = env.cert_path.as_deref().ok_or_else(|| {
-        CompatError::Tls("no DOCKER_CERT_PATH and no HOME to find ca.pem in".to_owned())
-    })?;
+/// Takes the server's certificate unverified (no chain, name or expiry
+/// check), as the docker CLI's `InsecureSkipVerify`; the handshake's
+/// signatures are verified with the provider's algorithms.
+#[derive(Debug)]
+struct NoCertificateCheck(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for NoCertificateCheck {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, RustlsError> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, RustlsError> {
+        verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, RustlsError> {
+        verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// The roots of `ca.pem` in `dir`.
+fn roots(dir: &Path) -> Result<RootCertStore, CompatError> {
     let ca = dir.join("ca.pem");
     let mut roots = RootCertStore::empty();
     for cert in CertificateDer::pem_file_iter(&ca).map_err(|e| tls_error(&ca, "reading", e))? {
@@ -29,11 +90,25 @@ pub(crate) fn client_config(env: &TlsEnv) -> Result<Arc<ClientConfig>, CompatErr
             .add(cert)
             .map_err(|e| tls_error(&ca, "using the CA of", e))?;
     }
+    Ok(roots)
+}
+
+/// Builds the client configuration from the files (read anew on every dial).
+pub(crate) fn client_config(env: &TlsEnv) -> Result<Arc<ClientConfig>, CompatError> {
+    let dir = env.cert_path.as_deref().ok_or_else(|| {
+        CompatError::Tls("no DOCKER_CERT_PATH and no HOME to find ca.pem in".to_owned())
+    })?;
     let provider = Arc::new(crypto::ring::default_provider());
-    let builder = ClientConfig::builder_with_provider(provider)
+    let versions = ClientConfig::builder_with_provider(Arc::clone(&provider))
         .with_safe_default_protocol_versions()
-        .map_err(|e| CompatError::Tls(e.to_string()))?
-        .with_root_certificates(roots);
+        .map_err(|e| CompatError::Tls(e.to_string()))?;
+    let builder = if env.skip_verify.is_some() {
+        versions
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(NoCertificateCheck(provider)))
+    } else {
+        versions.with_root_certificates(roots(dir)?)
+    };
     let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
     let config = if cert.exists() && key.exists() {
         let chain = CertificateDer::pem_file_iter(&cert)
@@ -119,8 +194,9 @@ mod tests {
         let client = async {
             let host = Host::parse(&format!("tcp://localhost:{port}"), "test", true)?;
             let env = TlsEnv {
-                verify: true,
+                tls: true,
                 cert_path: Some(certs()),
+                skip_verify: None,
             };
             http::get(&crate::api::Api::new(host, env), "/_ping")
                 .await?
@@ -162,8 +238,9 @@ mod tests {
         let client = async {
             let host = Host::parse(&format!("https://localhost:{port}"), "test", false)?;
             let env = TlsEnv {
-                verify: false,
+                tls: false,
                 cert_path: Some(certs()),
+                skip_verify: None,
             };
             http::get(&crate::api::Api::new(host, env), "/_ping")
                 .await
@@ -177,11 +254,177 @@ mod tests {
         );
     }
 
+    /// A directory with the client's `cert.pem` and `key.pem` and no
+    /// `ca.pem`, removed on drop.
+    struct NoCa(PathBuf);
+
+    impl NoCa {
+        fn new(test: &str) -> Self {
+            let dir =
+                std::env::temp_dir().join(format!("lookout-tls-{test}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).expect("a temp dir");
+            for f in ["cert.pem", "key.pem"] {
+                std::fs::copy(certs().join(f), dir.join(f)).expect("a copy");
+            }
+            Self(dir)
+        }
+
+        fn env(&self) -> TlsEnv {
+            TlsEnv {
+                tls: true,
+                cert_path: Some(self.0.clone()),
+                skip_verify: Some("test".to_owned()),
+            }
+        }
+    }
+
+    impl Drop for NoCa {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// `GET /_ping` over TLS to a server with `config` on 127.0.0.1,
+    /// answering `200 OK` when its handshake succeeds: the client's result.
+    async fn ping_once(config: ServerConfig, env: TlsEnv) -> Result<bytes::Bytes, CompatError> {
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a port");
+        let port = listener.local_addr().expect("the port").port();
+        let server = async {
+            let (tcp, _) = listener.accept().await.expect("a connection");
+            let Ok(mut tls) = acceptor.accept(tcp).await else {
+                return;
+            };
+            let mut request = Vec::new();
+            while !request.ends_with(b"\r\n\r\n") {
+                let mut byte = [0u8; 1];
+                if tls.read_exact(&mut byte).await.is_err() {
+                    return;
+                }
+                request.push(byte[0]);
+            }
+            let _ = tls
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nOK")
+                .await;
+            let _ = tls.shutdown().await;
+        };
+        let client = async {
+            let host = Host::parse(&format!("tcp://localhost:{port}"), "test", true)?;
+            http::get(&crate::api::Api::new(host, env), "/_ping")
+                .await?
+                .ok("/_ping")
+                .await?
+                .body("/_ping", 64)
+                .await
+        };
+        let ((), result) = tokio::join!(server, client);
+        result
+    }
+
+    /// A server that shows the client's own certificate (issued for client
+    /// authentication, not for `localhost`) and requires a client
+    /// certificate from the test CA, as `dockerd --tlsverify` does.
+    fn server_with_the_clients_certificate() -> ServerConfig {
+        let dir = certs();
+        let provider = Arc::new(crypto::ring::default_provider());
+        let mut roots = RootCertStore::empty();
+        for cert in CertificateDer::pem_file_iter(dir.join("ca.pem")).expect("ca.pem") {
+            roots.add(cert.expect("a CA certificate")).expect("the CA");
+        }
+        let verifier =
+            WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+                .build()
+                .expect("a client verifier");
+        let chain = CertificateDer::pem_file_iter(dir.join("cert.pem"))
+            .expect("cert.pem")
+            .collect::<Result<Vec<_>, _>>()
+            .expect("a certificate");
+        let key = PrivateKeyDer::from_pem_file(dir.join("key.pem")).expect("key.pem");
+        ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("TLS versions")
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(chain, key)
+            .expect("a key")
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn unverified_takes_any_certificate_and_reads_no_ca() {
+        let no_ca = NoCa::new("any");
+        let body = ping_once(server_with_the_clients_certificate(), no_ca.env())
+            .await
+            .expect("a TLS exchange without verifying the server");
+        assert_eq!(body.as_ref(), b"OK");
+        // Verified, the same server is refused (and ca.pem is needed).
+        let verified = TlsEnv {
+            skip_verify: None,
+            ..no_ca.env()
+        };
+        let err = ping_once(server_with_the_clients_certificate(), verified)
+            .await
+            .expect_err("no ca.pem to verify with");
+        assert!(err.to_string().contains("ca.pem"), "{err}");
+    }
+
+    /// Shows one certificate and signs with one key, whichever they are.
+    #[derive(Debug)]
+    struct FixedKey(Arc<tokio_rustls::rustls::sign::CertifiedKey>);
+
+    impl tokio_rustls::rustls::server::ResolvesServerCert for FixedKey {
+        fn resolve(
+            &self,
+            _hello: tokio_rustls::rustls::server::ClientHello<'_>,
+        ) -> Option<Arc<tokio_rustls::rustls::sign::CertifiedKey>> {
+            Some(Arc::clone(&self.0))
+        }
+    }
+
+    /// A server showing `server-cert.pem` and signing its handshake with
+    /// the key in `key_file`.
+    fn server_signing_with(key_file: &str) -> ServerConfig {
+        let dir = certs();
+        let provider = Arc::new(crypto::ring::default_provider());
+        let chain = CertificateDer::pem_file_iter(dir.join("server-cert.pem"))
+            .expect("server-cert.pem")
+            .collect::<Result<Vec<_>, _>>()
+            .expect("the server's certificate");
+        let key = PrivateKeyDer::from_pem_file(dir.join(key_file)).expect("a key");
+        let signer = provider
+            .key_provider
+            .load_private_key(key)
+            .expect("a signing key");
+        let certified = tokio_rustls::rustls::sign::CertifiedKey::new(chain, signer);
+        ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("TLS versions")
+            .with_no_client_auth()
+            .with_cert_resolver(Arc::new(FixedKey(Arc::new(certified))))
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn unverified_still_checks_the_handshake_signature() {
+        let no_ca = NoCa::new("signature");
+        // The certificate's own key: taken.
+        let body = ping_once(server_signing_with("server-key.pem"), no_ca.env())
+            .await
+            .expect("the certificate's key signs");
+        assert_eq!(body.as_ref(), b"OK");
+        // The client's key, not the certificate's: refused.
+        let err = ping_once(server_signing_with("key.pem"), no_ca.env())
+            .await
+            .expect_err("a signature by another key than the certificate's");
+        assert!(err.to_string().contains("BadSignature"), "{err}");
+    }
+
     #[test]
     fn missing_ca_is_a_dial_error_naming_the_file() {
         let env = TlsEnv {
-            verify: true,
+            tls: true,
             cert_path: Some("/nonexistent/lookout-certs".into()),
+            skip_verify: None,
         };
         let err = client_config(&env).expect_err("no ca.pem");
         assert!(
