@@ -263,11 +263,32 @@ async fn compat<O: lookout_moby::Objects>(
         Ok(e) => e,
         Err(e) => return usage_error("cannot find the engine", &e),
     };
+    warn_unverified(None, &endpoint, a.common.json);
     let _ = ENDPOINT.set((endpoint.host.to_string(), endpoint.source.to_string()));
     match lookout_moby::watch_at(objects, endpoint, compat_config(a)) {
         Ok(w) => run(provider, w, &a.common, serve).await,
         Err(e) => usage_error("invalid configuration", &e),
     }
+}
+
+/// Says on stderr, whatever `RUST_LOG` says, when the engine's TLS
+/// certificate is not verified (as the docker CLI does not verify it).
+fn warn_unverified(source: Option<&str>, endpoint: &lookout_moby::Endpoint, json: bool) {
+    let Some(why) = endpoint.unverified() else {
+        return;
+    };
+    let of = source.map(|s| format!(" ({s})")).unwrap_or_default();
+    let warning = format!(
+        "the TLS certificate of {}{of} is not verified ({why}): anyone on the path can \
+         pose as the engine",
+        endpoint.host
+    );
+    let line = if json {
+        serde_json::json!({ "warning": warning }).to_string()
+    } else {
+        format!("lookout: warning: {warning}")
+    };
+    let _ = write_line(&mut io::stderr().lock(), &line);
 }
 
 /// The endpoint of one source (none: as the engine's CLI finds it).
@@ -298,6 +319,7 @@ async fn compat_merged<O: lookout_moby::Objects>(
             Ok(e) => e,
             Err(e) => return usage_error(&format!("cannot find the engine `{name}`"), &e),
         };
+        warn_unverified(Some(name), &endpoint, a.common.json);
         let at = (endpoint.host.to_string(), endpoint.source.to_string());
         match lookout_moby::watch_at(objects, endpoint, compat_config(a)) {
             Ok(w) => watches.push((name.to_owned(), w, Some(at))),

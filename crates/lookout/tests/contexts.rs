@@ -427,13 +427,39 @@ fn status_after_logs(p: &Process) -> (serde_json::Value, Vec<String>) {
     }
 }
 
+/// The one "not verified" warning (saying `why`) in lookout's log lines,
+/// and the one `{"warning"}` line lookout says whatever `RUST_LOG`; the
+/// log's.
+fn warned_once(case: &str, logs: &[String], why: &str) -> String {
+    let warned: Vec<&String> = logs
+        .iter()
+        .filter(|l| l.contains("WARN") && l.contains("not verified"))
+        .collect();
+    assert_eq!(warned.len(), 1, "{case}: one warning: {logs:?}");
+    assert!(warned[0].contains(why), "{case}: says why: {}", warned[0]);
+    // And whatever RUST_LOG says, a warning line of lookout's own.
+    let said: Vec<serde_json::Value> = logs
+        .iter()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["warning"].is_string())
+        .collect();
+    assert_eq!(said.len(), 1, "{case}: one warning line: {logs:?}");
+    let warning = said[0]["warning"].as_str().unwrap_or_default();
+    assert!(
+        warning.contains(why) && warning.contains("not verified"),
+        "{case}: {warning}"
+    );
+    warned[0].clone()
+}
+
 /// A context with `SkipTLSVerify` (`docker context create … --docker
 /// host=tcp://…,cert=…,key=…,skip-tls-verify=true`: a client certificate,
 /// no CA), and `DOCKER_TLS=1` without `DOCKER_TLS_VERIFY` (a
 /// `DOCKER_CERT_PATH` whose `ca.pem`, which the CLI insists on reading, is
 /// no CA of the server: the client's own certificate), reach the `dockerd
 /// --tlsverify` on 127.0.0.1 as the docker CLI does: TLS, the server's
-/// certificate not verified, lookout warning once that it is not, and why.
+/// certificate not verified, lookout warning once that it is not, and why
+/// (in its log, and on stderr as a `{"warning"}` line whatever `RUST_LOG`).
 /// With `DOCKER_TLS_VERIFY` too, the same directory is refused, as by the
 /// CLI: its `ca.pem` did not issue the server's certificate.
 #[test]
@@ -498,18 +524,10 @@ fn skip_tls_verify_and_docker_tls_reach_dockerd_tlsverify_unverified() {
         assert_eq!(status["status"], "connected", "{case}: {status}; {logs:?}");
         assert_eq!(status["endpoint"], https.as_str(), "{case}: {status}");
         assert_eq!(status["from"], from, "{case}: {status}");
-        let warned: Vec<&String> = logs
-            .iter()
-            .filter(|l| l.contains("WARN") && l.contains("not verified"))
-            .collect();
-        assert_eq!(warned.len(), 1, "{case}: one warning: {logs:?}");
-        assert!(warned[0].contains(why), "{case}: says why: {}", warned[0]);
+        let warned = warned_once(case, &logs, why);
         lookout.signal("TERM");
         assert_eq!(lookout.exit_within(WAIT).code(), Some(0), "{case}");
-        eprintln!(
-            "[contexts] {case}: docker ps and lookout reach {https} unverified: {}",
-            warned[0]
-        );
+        eprintln!("[contexts] {case}: docker ps and lookout reach {https} unverified: {warned}");
     }
     // Verified, the directory's CA is no good, to the CLI either.
     let verify_env = [

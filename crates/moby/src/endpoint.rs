@@ -109,6 +109,13 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
+    /// Why the engine's TLS certificate is not verified (a context's
+    /// `SkipTLSVerify`, `DOCKER_TLS` without `DOCKER_TLS_VERIFY`), when it
+    /// is not: anyone on the path can pose as the engine.
+    pub fn unverified(&self) -> Option<&str> {
+        self.tls.skip_verify.as_deref()
+    }
+
     /// Where the TLS material (`ca.pem`, `cert.pem`, `key.pem`) is read
     /// from, on every TLS connection.
     pub fn tls_dir(&self) -> Option<&Path> {
