@@ -142,7 +142,7 @@ async fn lifecycle(kind: Kind) {
         .iter()
         .find(|e| e.id.as_str() == web && e.kind == Removed)
         .expect("removed");
-    assert_eq!(removed.labels.get("tier").map(String::as_str), Some("back"));
+    assert_eq!(removed.labels.get("tier"), Some("back"));
     assert_eq!(rec.disconnected(), 0, "{rec:?}");
     report(&format!("{kind} lifecycle"), t);
 }

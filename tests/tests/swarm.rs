@@ -423,7 +423,7 @@ async fn lifecycle_is_reported_once_in_order_with_labels() {
             (Removed, Live),
         ],
     );
-    assert_eq!(engine_labels.get("tier").map(String::as_str), Some("web"));
+    assert_eq!(engine_labels.get("tier"), Some("web"));
     for item in &w.seen {
         if let Item::Event(e) = item {
             assert_eq!(*e.labels, engine_labels, "labels of {} {}", e.id, e.kind);

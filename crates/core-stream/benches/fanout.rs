@@ -134,13 +134,54 @@ fn config() -> WatchConfig {
 /// The instances and the changes every consumer must see, in order.
 struct Workload {
     ids: Vec<InstanceId>,
+    /// Each instance's labels (none, or ten as compose sets them).
+    labels: Vec<lookout_core::Labels>,
     at: SystemTime,
 }
 
 impl Workload {
     fn new(instances: usize) -> Self {
+        Self::with_labels(instances, false)
+    }
+
+    /// With `compose`, each instance carries the ten labels compose puts on
+    /// a container (20 a project: 5 services of 4 replicas).
+    fn with_labels(instances: usize, compose: bool) -> Self {
+        let labels = (0..instances)
+            .map(|n| {
+                if !compose {
+                    return lookout_core::Labels::default();
+                }
+                let (project, service) = (n / 20, n / 4 % 5);
+                let c = "com.docker.compose";
+                [
+                    (format!("{c}.project"), format!("shop-{project}")),
+                    (format!("{c}.service"), format!("svc{service}")),
+                    (format!("{c}.container-number"), format!("{}", n % 4 + 1)),
+                    (
+                        format!("{c}.config-hash"),
+                        format!("{:064x}", project * 5 + service),
+                    ),
+                    (format!("{c}.image"), format!("sha256:{service:064x}")),
+                    (format!("{c}.oneoff"), "False".to_owned()),
+                    (
+                        format!("{c}.project.config_files"),
+                        format!("/srv/shop-{project}/compose.yaml"),
+                    ),
+                    (
+                        format!("{c}.project.working_dir"),
+                        format!("/srv/shop-{project}"),
+                    ),
+                    (format!("{c}.version"), "2.29.7".to_owned()),
+                    (format!("{c}.depends_on"), String::new()),
+                ]
+                .into_iter()
+                .collect()
+            })
+            .collect();
         Self {
             ids: (0..instances).map(|i| format!("inst-{i}").into()).collect(),
+            labels,
             at: SystemTime::now(),
         }
     }
@@ -148,12 +189,12 @@ impl Workload {
     /// The first snapshot: every instance, stopped.
     fn snapshot(&self) -> Vec<Obs> {
         let mut v = vec![Ok(Observation::ResyncBegin)];
-        v.extend(self.ids.iter().map(|id| {
+        v.extend(self.ids.iter().zip(&self.labels).map(|(id, labels)| {
             Ok(Observation::Listed(Listed {
                 id: id.clone(),
                 running: false,
                 uid: None,
-                labels: lookout_core::Labels::default(),
+                labels: labels.clone(),
                 readiness: None,
             }))
         }));
@@ -351,12 +392,12 @@ fn mark_connected(item: &Item, connected: &mut bool) {
 /// polled. `between(pushed)` runs after each burst's drain.
 async fn run_hub(
     subs: usize,
-    stalled: usize,
+    (stalled, compose): (usize, bool),
     instances: usize,
     changes: usize,
     between: impl FnMut(usize),
 ) -> Timed {
-    let w = Workload::new(instances);
+    let w = Workload::with_labels(instances, compose);
     let feed = Feed::default();
     feed.push(w.snapshot());
     let hub = Watch::new(Scripted(Some(feed.clone())), config()).share();
@@ -542,7 +583,7 @@ struct Stall {
 fn stall_run(
     rt: &tokio::runtime::Runtime,
     subs: usize,
-    stalled: usize,
+    stalled: (usize, bool),
     instances: usize,
     changes: usize,
 ) -> Stall {
@@ -606,7 +647,9 @@ fn main() {
         for (s, &(n, changes)) in sizes.iter().enumerate() {
             for (c, &consumer) in consumers.iter().enumerate() {
                 let t = match consumer {
-                    Consumer::Hub => rt.block_on(run_hub(n, 0, instances, changes, |_| {})),
+                    Consumer::Hub => {
+                        rt.block_on(run_hub(n, (0, false), instances, changes, |_| {}))
+                    }
                     Consumer::Watches => rt.block_on(run_watches(n, instances, changes)),
                     Consumer::Broadcast => rt.block_on(run_broadcast(n, instances, changes)),
                 };
@@ -658,14 +701,21 @@ fn main() {
          ids, the upstream Watch, the hub and its subscriptions"
     );
     println!(
-        "| never polled | polled | lagged in the first snapshot (events told) | ns/event/polled subscription (wall / on CPU) | most items a polled one was behind after a burst | heap after the first burst | after 10% | after the last | most |"
+        "| never polled | labels | polled | lagged in the first snapshot (events told) | ns/event/polled subscription (wall / on CPU) | most items a polled one was behind after a burst | heap after the first burst | after 10% | after the last | most |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
-    for never in [0, stalled] {
-        let r = stall_run(&rt, stall_subs, never, stall_instances, stall_changes);
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    for (never, compose) in [(0, false), (stalled, false), (stalled, true)] {
+        let r = stall_run(
+            &rt,
+            stall_subs,
+            (never, compose),
+            stall_instances,
+            stall_changes,
+        );
         let (wall, cpu) = r.timed.ns_per_delivery();
         println!(
-            "| {never} | {} | {} ({}) | {wall:.1} / {cpu:.1} | {} | {} | {} | {} | {} |",
+            "| {never} | {} | {} | {} ({}) | {wall:.1} / {cpu:.1} | {} | {} | {} | {} | {} |",
+            if compose { "10 compose-style" } else { "none" },
             stall_subs - never,
             r.timed.connect_lagged,
             r.timed.connect_told,

@@ -33,24 +33,78 @@ static ALLOC: dhat::Alloc = dhat::Alloc;
 
 type Obs = Result<Observation<u64>, BoxError>;
 
-fn labels(n: usize, with_labels: bool) -> Labels {
-    if with_labels {
-        Labels::from([
-            ("app".to_owned(), format!("app-{}", n % 100)),
-            ("tier".to_owned(), "web".to_owned()),
-        ])
-    } else {
-        Labels::new()
+/// What each instance carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    None,
+    /// `app=app-{n % 100}`, `tier=web`.
+    Two,
+    /// The ten labels compose puts on a container: 20 containers a project
+    /// (5 services of 4 replicas), so project, service, image, config hash
+    /// and paths repeat as in real projects, and the container number
+    /// differs within a service.
+    Compose,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Two => "2 each",
+            Self::Compose => "10 compose-style",
+        }
     }
 }
 
-fn listed(n: usize, running: bool, with_labels: bool) -> Obs {
+/// The labels of instance `n`; `salt` in one value of each set, so that no
+/// case shares a set or string with another (the interner is the process's).
+fn labels(n: usize, kind: Kind, salt: usize) -> Labels {
+    match kind {
+        Kind::None => Labels::new(),
+        Kind::Two => Labels::from([
+            ("app".to_owned(), format!("app-{}", n % 100)),
+            ("tier".to_owned(), format!("web{salt}")),
+        ]),
+        Kind::Compose => {
+            let (project, service) = (n / 20, n / 4 % 5);
+            let c = "com.docker.compose";
+            [
+                (format!("{c}.project"), format!("shop{salt}-{project}")),
+                (format!("{c}.service"), format!("svc{service}")),
+                (format!("{c}.container-number"), format!("{}", n % 4 + 1)),
+                (
+                    format!("{c}.config-hash"),
+                    format!("{:064x}", project * 5 + service),
+                ),
+                (
+                    format!("{c}.image"),
+                    format!("sha256:{:064x}", salt * 5 + service),
+                ),
+                (format!("{c}.oneoff"), "False".to_owned()),
+                (
+                    format!("{c}.project.config_files"),
+                    format!("/srv/shop{salt}-{project}/compose.yaml"),
+                ),
+                (
+                    format!("{c}.project.working_dir"),
+                    format!("/srv/shop{salt}-{project}"),
+                ),
+                (format!("{c}.version"), "2.29.7".to_owned()),
+                (format!("{c}.depends_on"), String::new()),
+            ]
+            .into_iter()
+            .collect()
+        }
+    }
+}
+
+fn listed(n: usize, running: bool, with_labels: Kind, salt: usize) -> Obs {
     Ok(Observation::Listed(Listed {
         id: format!("container-{n:08}").into(),
         running,
         // A container id: 64 hex digits.
         uid: Some(format!("{n:064x}").into()),
-        labels: labels(n, with_labels),
+        labels: labels(n, with_labels, salt),
         readiness: None,
     }))
 }
@@ -61,8 +115,9 @@ fn listed(n: usize, running: bool, with_labels: bool) -> Obs {
 fn snapshot(
     n: usize,
     second: bool,
-    with_labels: bool,
+    with_labels: Kind,
     reordered: bool,
+    salt: usize,
 ) -> impl Iterator<Item = Obs> + Send + Unpin + 'static {
     let begin = std::iter::once(Ok(Observation::ResyncBegin));
     let done = std::iter::once(Ok(Observation::ResyncDone));
@@ -71,18 +126,18 @@ fn snapshot(
     let items = (0..len).filter_map(move |i| {
         let i = if reordered { i * 7919 % len } else { i };
         if !second {
-            return (i < n).then(|| listed(i, true, with_labels));
+            return (i < n).then(|| listed(i, true, with_labels, salt));
         }
         if i >= n {
             // 0.5% new
-            return Some(listed(i, true, with_labels));
+            return Some(listed(i, true, with_labels, salt));
         }
         match i % 200 {
             // 0.5% gone
             0 => None,
             // 1% flipped
-            1 | 2 => Some(listed(i, false, with_labels)),
-            _ => Some(listed(i, true, with_labels)),
+            1 | 2 => Some(listed(i, false, with_labels, salt)),
+            _ => Some(listed(i, true, with_labels, salt)),
         }
     });
     begin.chain(items).chain(done)
@@ -90,7 +145,8 @@ fn snapshot(
 
 struct Synthetic {
     n: usize,
-    with_labels: bool,
+    with_labels: Kind,
+    salt: usize,
     reordered: bool,
     dials: usize,
     /// The second snapshot, built before the watch consumes it (timing runs),
@@ -102,18 +158,19 @@ impl Dial for Synthetic {
     type Cursor = u64;
     fn dial(&mut self, _resume: Option<&u64>) -> DialFuture<u64> {
         self.dials += 1;
-        let (n, with_labels, reordered) = (self.n, self.with_labels, self.reordered);
+        let (n, with_labels, reordered, salt) =
+            (self.n, self.with_labels, self.reordered, self.salt);
         let first = self.dials == 1;
         let second = self.second.take();
         Box::pin(async move {
             if !first {
                 std::future::pending::<()>().await;
             }
-            let first = snapshot(n, false, with_labels, false);
+            let first = snapshot(n, false, with_labels, false, salt);
             let session: lookout_core::Session<u64> = match second {
                 Some(v) => Box::pin(Ready(first.chain(v)).chain(tokio_stream::pending())),
                 None => Box::pin(
-                    Ready(first.chain(snapshot(n, true, with_labels, reordered)))
+                    Ready(first.chain(snapshot(n, true, with_labels, reordered, salt)))
                         .chain(tokio_stream::pending()),
                 ),
             };
@@ -124,6 +181,10 @@ impl Dial for Synthetic {
 
 struct Run {
     bytes_per_instance: f64,
+    /// Making the second listing's items (ids, labels) beforehand, and
+    /// again once the watch knows them.
+    build: Duration,
+    build_warm: Duration,
     diff: Duration,
     /// The thread's on-CPU time during `diff`.
     diff_cpu: Duration,
@@ -145,8 +206,16 @@ fn thread_cpu() -> Duration {
 /// With `memory`, the heap is measured (dhat running) and the second snapshot
 /// generated lazily; without, the second snapshot is built beforehand and only
 /// its consumption is timed.
-async fn run(n: usize, with_labels: bool, reordered: bool, memory: bool) -> Run {
-    let second = (!memory).then(|| snapshot(n, true, with_labels, reordered).collect::<Vec<_>>());
+async fn run(n: usize, with_labels: Kind, reordered: bool, memory: bool) -> Run {
+    // Building the second listing (its labels made as a decoder makes
+    // them) is timed apart from the diff.
+    // A salt of its own: no set or string of another run is reused.
+    static SALT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let salt = SALT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let making = Instant::now();
+    let second =
+        (!memory).then(|| snapshot(n, true, with_labels, reordered, salt).collect::<Vec<_>>());
+    let build = making.elapsed();
     let heap = || {
         if memory {
             dhat::HeapStats::get().curr_bytes
@@ -159,6 +228,7 @@ async fn run(n: usize, with_labels: bool, reordered: bool, memory: bool) -> Run 
         Synthetic {
             n,
             with_labels,
+            salt,
             reordered,
             dials: 0,
             second,
@@ -187,8 +257,16 @@ async fn run(n: usize, with_labels: bool, reordered: bool, memory: bool) -> Run 
         }
     }
     let (diff, diff_cpu) = (start.elapsed(), thread_cpu().saturating_sub(start_cpu));
+    // The listing made again while the watch holds what it knows: as a
+    // decoder makes it at a resync (the sets exist already).
+    let making = Instant::now();
+    let again = snapshot(n, true, with_labels, reordered, salt).collect::<Vec<_>>();
+    let build_warm = making.elapsed();
+    drop((again, watch));
     Run {
         bytes_per_instance: held as f64 / n as f64,
+        build,
+        build_warm,
         diff,
         diff_cpu,
         transitions,
@@ -224,16 +302,17 @@ fn main() {
     println!("resync at scale: second snapshot with 1% flipped, 0.5% gone, 0.5% new");
     println!("load before (1/5/15 min): {}", load());
     println!(
-        "| instances | labels | second listing | diff time | on CPU | transitions | bytes per tracked instance |"
+        "| instances | labels | second listing | diff time | on CPU | transitions | bytes per tracked instance | making the listing: first / again |"
     );
-    println!("|---|---|---|---|---|---|---|");
-    // (instances, with labels, reordered)
-    let mut cases: Vec<(usize, bool, bool)> = sizes
+    println!("|---|---|---|---|---|---|---|---|");
+    // (instances, labels, reordered)
+    let mut cases: Vec<(usize, Kind, bool)> = sizes
         .iter()
-        .flat_map(|&n| [(n, false, false), (n, true, false)])
+        .flat_map(|&n| [(n, Kind::None, false), (n, Kind::Two, false)])
         .collect();
     if let Some(&n) = sizes.last() {
-        cases.push((n, false, true));
+        cases.push((n, Kind::Compose, false));
+        cases.push((n, Kind::None, true));
     }
     let mut rows = Vec::new();
     // Timing first, with the allocation profiler off.
@@ -250,8 +329,8 @@ fn main() {
     for (n, with_labels, reordered, timed) in rows {
         let r = rt.block_on(run(n, with_labels, reordered, true));
         println!(
-            "| {n} | {} | {} | {:.1} ms | {:.1} ms | {} | {:.0} |",
-            if with_labels { "2 each" } else { "none" },
+            "| {n} | {} | {} | {:.1} ms | {:.1} ms | {} | {:.0} | {:.1} / {:.1} ms |",
+            with_labels.name(),
             if reordered {
                 "other order"
             } else {
@@ -260,7 +339,9 @@ fn main() {
             timed.diff.as_secs_f64() * 1e3,
             timed.diff_cpu.as_secs_f64() * 1e3,
             timed.transitions,
-            r.bytes_per_instance
+            r.bytes_per_instance,
+            timed.build.as_secs_f64() * 1e3,
+            timed.build_warm.as_secs_f64() * 1e3
         );
     }
     println!(

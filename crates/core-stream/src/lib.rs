@@ -70,6 +70,7 @@ mod dial;
 mod error;
 mod events;
 mod hub;
+mod labels;
 mod liveness;
 mod merge;
 mod model;
@@ -82,9 +83,9 @@ pub use dial::{BoxError, Dial, DialFuture, ProbeFuture, Session};
 pub use error::Error;
 pub use events::Events;
 pub use hub::{Hub, HubConfig, Instance, Run, Start, Store, Subscription, Synced, Until};
+pub use labels::{Iter as LabelsIter, Labels};
 pub use merge::{DuplicateSource, Merge, SourceId, SourceState, Sourced};
 pub use model::{
-    Change, EventKind, Health, InstanceEvent, InstanceId, Labels, Listed, Observation, Origin,
-    Readiness,
+    Change, EventKind, Health, InstanceEvent, InstanceId, Listed, Observation, Origin, Readiness,
 };
 pub use watch::{Item, Status, Watch};

@@ -2,14 +2,11 @@
 //! session observes.
 
 use std::borrow::Borrow;
-use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-/// Labels of an instance (Docker/Podman container labels, Swarm service labels,
-/// Kubernetes object labels), ordered by key.
-pub type Labels = BTreeMap<String, String>;
+pub(crate) use crate::labels::Labels;
 
 /// The provider-defined, stable key of an instance.
 ///

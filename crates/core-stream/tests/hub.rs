@@ -138,7 +138,7 @@ async fn a_lagging_subscription_gets_the_net_difference_then_live() {
             id: id.into(),
             running,
             uid: Some(format!("{id}-1").into()),
-            labels: BTreeMap::new(),
+            labels: lookout_core::Labels::new(),
             readiness: None,
         })))
         .expect("open");

@@ -670,7 +670,7 @@ mod prop {
                 id: id.as_str().into(),
                 running: i.running,
                 uid: Some(i.uid.to_string().into()),
-                labels: BTreeMap::new(),
+                labels: lookout_core::Labels::new(),
                 readiness: None,
             })));
         }

@@ -1337,7 +1337,7 @@ mod prop {
                     id: id.as_str().into(),
                     running: i.running,
                     uid: Some(format!("u{}", i.uid).into()),
-                    labels: BTreeMap::new(),
+                    labels: lookout_core::Labels::new(),
                     readiness: Some(i.readiness),
                 }))
             })

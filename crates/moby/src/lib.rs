@@ -214,7 +214,12 @@ impl Config {
     /// Adds a label that containers (services) must carry.
     #[must_use]
     pub fn label(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
-        self.labels.insert(key.into(), value.into());
+        let (key, value) = (key.into(), value.into());
+        self.labels = self
+            .labels
+            .iter()
+            .chain([(key.as_str(), value.as_str())])
+            .collect();
         self
     }
 

@@ -32,7 +32,7 @@
 //! |---|---|
 //! | a `Deployment` / `StatefulSet` | an instance, id `deployment/NAMESPACE/NAME` / `statefulset/NAMESPACE/NAME` |
 //! | `metadata.uid` | [`Listed::uid`](lookout_core::Listed::uid): a new uid under the same name is `Removed` then `Created` |
-//! | `metadata.labels` | the instance's labels: moved (not copied) from the parsed object into each change; the core keeps one `Arc` per instance, which every event of it shares while they are unchanged |
+//! | `metadata.labels` | the instance's labels: decoded straight into the interned set (`lookout_core::Labels`: equal sets are one allocation, their strings shared), which the session, the core and every event of the instance share |
 //! | `spec.replicas` | running when it is not 0 (unset counts as 1, as Kubernetes defaults it) |
 //! | `metadata.generation`, `status.observedGeneration`, `status.availableReplicas` / `status.readyReplicas` | with [`K8sConfig::readiness`], each instance's [`Readiness`](lookout_core::Readiness) (see [Readiness](#readiness)) |
 //! | a kind's list (paged `LIST`s, or a streaming list: [`InitialList`]) | one snapshot (`ResyncBegin`, `Listed`…, `ResyncDone`) holding **every** watched kind |
@@ -180,7 +180,6 @@ mod client;
 mod cursor;
 mod feed;
 mod object;
-mod packed;
 mod session;
 
 use std::path::PathBuf;

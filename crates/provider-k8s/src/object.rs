@@ -10,12 +10,11 @@
 //! object, so what parses without readiness parses with it.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 use std::fmt;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::{ApiResource, DynamicResourceScope, Resource};
-use lookout_core::{InstanceId, Readiness};
+use lookout_core::{InstanceId, Labels, Readiness};
 use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
@@ -40,8 +39,10 @@ pub(crate) struct Workload {
 /// only the fields lookout uses, and the generation, read leniently.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Metadata {
-    /// `name`, `namespace`, `uid`, `resourceVersion`, `labels`.
+    /// `name`, `namespace`, `uid`, `resourceVersion`.
     pub(crate) meta: ObjectMeta,
+    /// `labels`, decoded straight into the interned set.
+    pub(crate) labels: Labels,
     /// `metadata.generation`.
     pub(crate) generation: Int,
 }
@@ -237,7 +238,7 @@ struct Meta {
     namespace: Option<String>,
     uid: Option<String>,
     resource_version: Option<String>,
-    labels: Option<BTreeMap<String, String>>,
+    labels: Option<Labels>,
     #[serde(default)]
     generation: Int,
 }
@@ -252,9 +253,9 @@ fn light_meta<'de, D: Deserializer<'de>>(d: D) -> Result<Metadata, D::Error> {
             namespace: m.namespace,
             uid: m.uid,
             resource_version: m.resource_version,
-            labels: m.labels,
             ..ObjectMeta::default()
         },
+        labels: m.labels.unwrap_or_default(),
         generation: m.generation,
     })
 }

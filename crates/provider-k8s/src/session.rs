@@ -18,17 +18,16 @@ use tokio_stream::{Stream, StreamMap};
 
 use crate::feed::{Feed, FeedEvent, feed};
 use crate::object::{Workload, count, readiness};
-use crate::packed::Packed;
 use crate::{K8sCursor, Kind, ProbeLease, Settings};
 
 /// One object as the session keeps it: what a snapshot lists (the id and
-/// uid shared with the core's, the labels packed, the readiness when it is
+/// uid and the labels shared with the core's, the readiness when it is
 /// watched).
 #[derive(Clone, Debug)]
 pub(crate) struct Entry {
     running: bool,
     uid: Option<Arc<str>>,
-    labels: Packed,
+    labels: Labels,
     readiness: Option<Readiness>,
 }
 
@@ -261,7 +260,7 @@ impl Merge {
                         EventKind::Stopped
                     },
                     uid: entry.uid.clone(),
-                    // Moved from the parsed object, not copied; the core
+                    // The interned set (the same as the store's): the core
                     // keeps its own `Arc` when they are unchanged.
                     labels: Some(Arc::new(labels)),
                     at: SystemTime::now(),
@@ -330,7 +329,7 @@ impl Merge {
                         id: id.clone(),
                         running: e.running,
                         uid: e.uid.clone(),
-                        labels: e.labels.unpack(),
+                        labels: e.labels.clone(),
                         readiness: e.readiness,
                     }));
                 }
@@ -376,7 +375,7 @@ fn entry(l: Listed) -> (InstanceId, Entry, Labels) {
     let entry = Entry {
         running: l.running,
         uid: l.uid,
-        labels: Packed::pack(&l.labels),
+        labels: l.labels.clone(),
         readiness: l.readiness,
     };
     (l.id, entry, l.labels)
@@ -479,7 +478,7 @@ pub(crate) fn listed(kind: Kind, mut obj: Workload, with_readiness: bool) -> Opt
         id,
         running: replicas != 0,
         uid,
-        labels: obj.metadata.meta.labels.take().unwrap_or_default(),
+        labels: std::mem::take(&mut obj.metadata.labels),
         readiness,
     })
 }

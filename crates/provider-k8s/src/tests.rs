@@ -47,7 +47,7 @@ fn ids_name_kind_namespace_and_name() {
     let l = session::listed(Kind::StatefulSet, obj.clone(), false).expect("readable");
     assert_eq!(l.id.as_str(), "statefulset/shop/db");
     assert_eq!(l.uid.as_deref(), Some("u-1"));
-    assert_eq!(l.labels.get("app").map(String::as_str), Some("web"));
+    assert_eq!(l.labels.get("app"), Some("web"));
     let l = session::listed(Kind::Deployment, obj, false).expect("readable");
     assert_eq!(l.id.as_str(), "deployment/shop/db");
     assert!(session::listed(Kind::Deployment, object(None, Some("db"), &spec), false).is_none());

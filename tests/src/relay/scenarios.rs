@@ -273,9 +273,10 @@ impl Containers {
 
     /// The labels a watched (labelled) container carries.
     pub fn labels(&self) -> Labels {
-        let mut l = self.filter();
-        l.insert("lookout.cleanup".to_owned(), self.tag.clone());
-        l
+        Labels::from([
+            ("lookout.test".to_owned(), self.tag.clone()),
+            ("lookout.cleanup".to_owned(), self.tag.clone()),
+        ])
     }
 
     /// Creates `<tag>-<suffix>`: with the watch's label when `watched`, else

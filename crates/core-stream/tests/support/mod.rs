@@ -2,7 +2,7 @@
 //! drives through channels, and a count of every resource handed out.
 #![allow(dead_code, clippy::unnecessary_wraps)]
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -163,7 +163,7 @@ pub fn listed(id: &str, running: bool) -> Obs {
         id: id.into(),
         running,
         uid: None,
-        labels: BTreeMap::new(),
+        labels: lookout_core::Labels::new(),
         readiness: None,
     }))
 }
@@ -191,7 +191,7 @@ pub fn listed_with(
         id: id.into(),
         running,
         uid: uid.map(Into::into),
-        labels: BTreeMap::new(),
+        labels: lookout_core::Labels::new(),
         readiness,
     }))
 }

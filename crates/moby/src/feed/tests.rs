@@ -184,7 +184,7 @@ fn fields_are_read_as_a_lookup_in_the_document() {
                 c.cursor.map_or(0, Cursor::unix_nanos),
                 c.labels
                     .as_deref()
-                    .map(|l| l.keys().cloned().collect::<Vec<_>>())
+                    .map(|l| l.keys().map(str::to_owned).collect::<Vec<_>>())
             ),
             other => format!("{other:?}"),
         })

@@ -1,0 +1,483 @@
+//! Labels: an instance's key/value set, immutable, sorted by key, packed
+//! and shared.
+//!
+//! Labels are most of what a watch holds and diffs, and most of their keys
+//! and values repeat across instances (one compose project, one image, one
+//! chart). So a [`Labels`] is two reference-counted lists: the sorted keys,
+//! shared by every set with the same keys (the containers of one compose
+//! project, the objects of one chart carry the same keys), and the values
+//! in the same order; every string is shared; and the sets themselves are
+//! shared: every set is made through one process-wide interner, so equal
+//! sets are the same allocation and compare by pointer, and a set built
+//! again from an engine's answer (a resync lists every instance again)
+//! costs hash lookups, not copies.
+//!
+//! Costs: a set of `n` labels takes `16 + 16·n` bytes for its values, once
+//! per distinct set, and its key list the same once per distinct list of
+//! keys; each distinct key or value takes `16 +` its length once, however
+//! many sets hold it; the interner's tables about 50 bytes per distinct
+//! set. A [`Labels`] is 32 bytes, none of them on the heap when empty;
+//! cloning it is two reference counts, comparing two equal ones two pointer
+//! comparisons. Making one ([`FromIterator`], [`From`], serde's
+//! `Deserialize` with the `serde` feature) hashes each string and the set
+//! under the interner's lock, held for that alone (uncontended in practice:
+//! a watch makes its sets on the task that polls it). The interner forgets
+//! what no set holds any more when it has doubled since it last looked (an
+//! amortised sweep), so its memory is bounded by the distinct strings and
+//! sets alive, not by how many were ever seen.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt;
+use std::hash::{BuildHasher, Hash, Hasher};
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// A string of a set, shared.
+type Str = Arc<str>;
+
+/// The labels of an instance (Docker/Podman container labels, Swarm service
+/// labels, Kubernetes object labels), ordered by key; see the [module
+/// docs](self) for what they cost.
+///
+/// ```
+/// use lookout_core::Labels;
+/// let labels: Labels = [("tier", "web"), ("app", "shop")].into_iter().collect();
+/// assert_eq!(labels.get("app"), Some("shop"));
+/// assert_eq!(labels.iter().collect::<Vec<_>>(), [("app", "shop"), ("tier", "web")]);
+/// // The same set, made again: the same allocation.
+/// let again = Labels::from([("app".to_owned(), "shop".to_owned()), ("tier".to_owned(), "web".to_owned())]);
+/// assert!(labels.ptr_eq(&again));
+/// ```
+#[derive(Clone, Default)]
+pub struct Labels(Option<Set>);
+
+/// A non-empty set: its keys, sorted (a list shared by every set with the
+/// same keys: the instances of one kind carry the same keys), and its
+/// values in the same order.
+#[derive(Clone)]
+struct Set {
+    keys: Arc<[Str]>,
+    values: Arc<[Str]>,
+}
+
+impl Labels {
+    /// No labels (no allocation).
+    pub const fn new() -> Self {
+        Self(None)
+    }
+
+    fn keys_values(&self) -> (&[Str], &[Str]) {
+        match &self.0 {
+            Some(set) => (&set.keys, &set.values),
+            None => (&[], &[]),
+        }
+    }
+
+    /// The value of `key`.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        let (keys, values) = self.keys_values();
+        let at = keys.binary_search_by(|k| (**k).cmp(key)).ok()?;
+        values.get(at).map(|v| &**v)
+    }
+
+    /// Whether `key` is one of them.
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.get(key).is_some()
+    }
+
+    /// The labels in key order.
+    pub fn iter(&self) -> Iter<'_> {
+        let (keys, values) = self.keys_values();
+        Iter {
+            keys: keys.iter(),
+            values: values.iter(),
+        }
+    }
+
+    /// The keys in order.
+    pub fn keys(&self) -> impl DoubleEndedIterator<Item = &str> + ExactSizeIterator {
+        self.keys_values().0.iter().map(|k| &**k)
+    }
+
+    pub fn len(&self) -> usize {
+        self.keys_values().0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_none()
+    }
+
+    /// Whether both are the very same set (then they are equal; equal sets
+    /// made through [`FromIterator`]/[`From`] are the same set).
+    pub fn ptr_eq(&self, other: &Self) -> bool {
+        match (&self.0, &other.0) {
+            (None, None) => true,
+            (Some(a), Some(b)) => {
+                Arc::ptr_eq(&a.values, &b.values) && Arc::ptr_eq(&a.keys, &b.keys)
+            }
+            _ => false,
+        }
+    }
+
+    /// The labels as a map.
+    pub fn to_map(&self) -> BTreeMap<String, String> {
+        self.iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect()
+    }
+
+    /// Heap bytes of this set's own values list (its key list and strings
+    /// are shared), for a memory report.
+    pub fn set_bytes(&self) -> usize {
+        self.0
+            .as_ref()
+            .map_or(0, |s| 16 + std::mem::size_of_val::<[Str]>(&s.values))
+    }
+}
+
+impl PartialEq for Labels {
+    fn eq(&self, other: &Self) -> bool {
+        // Interned: equal sets are one allocation (then this is all it takes).
+        self.ptr_eq(other) || self.keys_values() == other.keys_values()
+    }
+}
+
+impl Eq for Labels {}
+
+impl Hash for Labels {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        let (keys, values) = self.keys_values();
+        keys.hash(state);
+        values.hash(state);
+    }
+}
+
+impl PartialOrd for Labels {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Labels {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.iter().cmp(other.iter())
+    }
+}
+
+impl fmt::Debug for Labels {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
+
+/// The labels in key order: `(key, value)`.
+#[derive(Clone, Debug)]
+pub struct Iter<'a> {
+    keys: std::slice::Iter<'a, Str>,
+    values: std::slice::Iter<'a, Str>,
+}
+
+impl<'a> Iterator for Iter<'a> {
+    type Item = (&'a str, &'a str);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        Some((&**self.keys.next()?, &**self.values.next()?))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.keys.size_hint()
+    }
+}
+
+impl DoubleEndedIterator for Iter<'_> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        Some((&**self.keys.next_back()?, &**self.values.next_back()?))
+    }
+}
+
+impl ExactSizeIterator for Iter<'_> {}
+
+impl<'a> IntoIterator for &'a Labels {
+    type Item = (&'a str, &'a str);
+    type IntoIter = Iter<'a>;
+
+    fn into_iter(self) -> Iter<'a> {
+        self.iter()
+    }
+}
+
+/// The set of these pairs, sorted by key; of a key given twice, the last
+/// value (as a map's `insert` keeps it).
+impl<K: AsRef<str>, V: AsRef<str>> FromIterator<(K, V)> for Labels {
+    fn from_iter<I: IntoIterator<Item = (K, V)>>(pairs: I) -> Self {
+        let pairs = pairs.into_iter();
+        let mut interner = INTERNER.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut set: Vec<(Str, Str)> = Vec::with_capacity(pairs.size_hint().0);
+        for (k, v) in pairs {
+            let (k, v) = (k.as_ref(), v.as_ref());
+            match set.binary_search_by(|(have, _)| (**have).cmp(k)) {
+                Ok(at) => set[at].1 = interner.string(v),
+                Err(at) => {
+                    let pair = (interner.string(k), interner.string(v));
+                    set.insert(at, pair);
+                }
+            }
+        }
+        let (keys, values): (Vec<Str>, Vec<Str>) = set.into_iter().unzip();
+        interner.set(keys, values)
+    }
+}
+
+impl<const N: usize> From<[(String, String); N]> for Labels {
+    fn from(pairs: [(String, String); N]) -> Self {
+        pairs.into_iter().collect()
+    }
+}
+
+impl From<BTreeMap<String, String>> for Labels {
+    fn from(map: BTreeMap<String, String>) -> Self {
+        map.iter().collect()
+    }
+}
+
+impl From<&Labels> for BTreeMap<String, String> {
+    fn from(labels: &Labels) -> Self {
+        labels.to_map()
+    }
+}
+
+#[cfg(feature = "serde")]
+impl serde::Serialize for Labels {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.iter())
+    }
+}
+
+/// From a map of strings (as engines send labels), straight into the set:
+/// a string the input holds unescaped is not copied before it is interned.
+#[cfg(feature = "serde")]
+impl<'de> serde::Deserialize<'de> for Labels {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use std::borrow::Cow;
+
+        /// A string, borrowed from the input when it can be.
+        struct Str<'a>(Cow<'a, str>);
+
+        impl<'de> serde::Deserialize<'de> for Str<'de> {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                struct V;
+                impl<'de> serde::de::Visitor<'de> for V {
+                    type Value = Str<'de>;
+                    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                        f.write_str("a string")
+                    }
+                    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Str<'de>, E> {
+                        Ok(Str(Cow::Borrowed(v)))
+                    }
+                    fn visit_str<E>(self, v: &str) -> Result<Str<'de>, E> {
+                        Ok(Str(Cow::Owned(v.to_owned())))
+                    }
+                    fn visit_string<E>(self, v: String) -> Result<Str<'de>, E> {
+                        Ok(Str(Cow::Owned(v)))
+                    }
+                }
+                d.deserialize_str(V)
+            }
+        }
+
+        struct Map;
+        impl<'de> serde::de::Visitor<'de> for Map {
+            type Value = Labels;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map of strings")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Labels, A::Error> {
+                let mut pairs: Vec<(Str<'de>, Str<'de>)> =
+                    Vec::with_capacity(map.size_hint().unwrap_or(0).min(256));
+                while let Some(pair) = map.next_entry::<Str<'de>, Str<'de>>()? {
+                    pairs.push(pair);
+                }
+                Ok(pairs.iter().map(|(k, v)| (&*k.0, &*v.0)).collect())
+            }
+        }
+        deserializer.deserialize_map(Map)
+    }
+}
+
+/// The process's labels interner (see the [module docs](self)).
+static INTERNER: Mutex<Interner> = Mutex::new(Interner::new());
+
+/// The interner's hasher: foldhash, as the tracker's (labels are set by
+/// the engine's own users), randomly seeded once per process.
+type Hasher_ = foldhash::fast::RandomState;
+
+/// The least the interner holds before it looks for what no set holds.
+const MIN_SWEEP: usize = 1024;
+
+/// Interned strings, key lists and sets, swept when they have doubled since
+/// the last sweep.
+struct Interner {
+    /// Made at the first use (a seed is no constant).
+    hasher: Option<Hasher_>,
+    strings: Option<HashSet<Str, Hasher_>>,
+    key_lists: hashbrown::HashTable<Arc<[Str]>>,
+    sets: hashbrown::HashTable<Set>,
+    /// What was left after the last sweep (at least [`MIN_SWEEP`]).
+    live: usize,
+}
+
+impl Interner {
+    const fn new() -> Self {
+        Self {
+            hasher: None,
+            strings: None,
+            key_lists: hashbrown::HashTable::new(),
+            sets: hashbrown::HashTable::new(),
+            live: MIN_SWEEP,
+        }
+    }
+
+    fn hasher(&mut self) -> Hasher_ {
+        self.hasher.get_or_insert_with(Hasher_::default).clone()
+    }
+
+    fn string(&mut self, s: &str) -> Str {
+        let hasher = self.hasher();
+        let strings = self
+            .strings
+            .get_or_insert_with(|| HashSet::with_hasher(hasher));
+        if let Some(have) = strings.get(s) {
+            return Arc::clone(have);
+        }
+        let new: Str = Arc::from(s);
+        strings.insert(Arc::clone(&new));
+        new
+    }
+
+    fn set(&mut self, keys: Vec<Str>, values: Vec<Str>) -> Labels {
+        if keys.is_empty() {
+            return Labels::new();
+        }
+        let hasher = self.hasher();
+        let content = |keys: &[Str], values: &[Str]| {
+            let mut h = hasher.build_hasher();
+            keys.hash(&mut h);
+            values.hash(&mut h);
+            h.finish()
+        };
+        let hash = content(&keys, &values);
+        let slices_hash = |s: &Set| content(&s.keys, &s.values);
+        if let Some(have) = self
+            .sets
+            .find(hash, |s| *s.keys == *keys && *s.values == *values)
+        {
+            return Labels(Some(have.clone()));
+        }
+        let list_hash = |l: &[Str]| hasher.hash_one(l);
+        let keys_hash = list_hash(&keys);
+        let keys = if let Some(list) = self.key_lists.find(keys_hash, |l| **l == *keys) {
+            Arc::clone(list)
+        } else {
+            let list: Arc<[Str]> = Arc::from(keys);
+            self.key_lists
+                .insert_unique(keys_hash, Arc::clone(&list), |l| list_hash(l));
+            list
+        };
+        let set = Set {
+            keys,
+            values: Arc::from(values),
+        };
+        self.sets.insert_unique(hash, set.clone(), slices_hash);
+        self.maybe_sweep();
+        Labels(Some(set))
+    }
+
+    fn held(&self) -> usize {
+        self.strings.as_ref().map_or(0, HashSet::len) + self.key_lists.len() + self.sets.len()
+    }
+
+    /// Forgets the sets, key lists and strings only the interner holds,
+    /// once it holds twice what the last sweep left.
+    fn maybe_sweep(&mut self) {
+        if self.held() <= 2 * self.live {
+            return;
+        }
+        self.sets.retain(|s| Arc::strong_count(&s.values) > 1);
+        // After the sets: what a forgotten set held is now the interner's alone.
+        self.key_lists.retain(|l| Arc::strong_count(l) > 1);
+        if let Some(strings) = &mut self.strings {
+            strings.retain(|s| Arc::strong_count(s) > 1);
+        }
+        self.live = self.held().max(MIN_SWEEP);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(pairs: &[(&str, &str)]) -> Labels {
+        pairs.iter().copied().collect()
+    }
+
+    #[test]
+    fn sorted_by_key_the_last_value_of_a_key_given_twice() {
+        let l = set(&[("b", "2"), ("a", "1"), ("b", "3"), ("", "e")]);
+        assert_eq!(
+            l.iter().collect::<Vec<_>>(),
+            [("", "e"), ("a", "1"), ("b", "3")]
+        );
+        assert_eq!(l.len(), 3);
+        assert_eq!(l.get("b"), Some("3"));
+        assert_eq!(l.get("c"), None);
+        assert!(l.contains_key(""));
+        assert_eq!(l.keys().rev().collect::<Vec<_>>(), ["b", "a", ""]);
+        let map = l.to_map();
+        assert_eq!(Labels::from(map.clone()), l);
+        assert_eq!(BTreeMap::from(&l), map);
+        assert_eq!(format!("{l:?}"), r#"{"": "e", "a": "1", "b": "3"}"#);
+    }
+
+    #[test]
+    fn equal_sets_are_one_allocation_and_strings_are_shared() {
+        let a = set(&[("app", "shop"), ("tier", "web")]);
+        let b = set(&[("tier", "web"), ("app", "shop")]);
+        assert!(a.ptr_eq(&b));
+        assert_eq!(a, b);
+        let c = set(&[("app", "shop"), ("tier", "db")]);
+        assert_ne!(a, c);
+        // One key list, and `shop` the same string in both sets.
+        let (sa, sc) = (a.0.as_ref().expect("a set"), c.0.as_ref().expect("a set"));
+        assert!(Arc::ptr_eq(&sa.keys, &sc.keys));
+        assert!(Arc::ptr_eq(&sa.values[0], &sc.values[0]));
+        assert!(Labels::new().ptr_eq(&set(&[])));
+        assert_eq!(Labels::new().set_bytes(), 0);
+        assert_eq!(a.set_bytes(), 16 + 2 * 16);
+        assert!(a < c || c < a);
+    }
+
+    #[test]
+    fn the_interner_forgets_what_no_set_holds() {
+        // Sets only this test makes, dropped at once: the interner may hold
+        // them until its next sweep, never more than twice what lives.
+        let kept: Vec<Labels> = (0..100)
+            .map(|i| set(&[("lookout.test.kept", &format!("k{i}"))]))
+            .collect();
+        for i in 0..20 * MIN_SWEEP {
+            drop(set(&[("lookout.test.gone", &format!("g{i}"))]));
+        }
+        let interner = INTERNER.lock().unwrap_or_else(PoisonError::into_inner);
+        let held = interner.held();
+        assert!(
+            held <= 2 * interner.live && interner.live < 8 * MIN_SWEEP,
+            "holds {held}, live {}",
+            interner.live
+        );
+        let strings = interner.strings.as_ref().expect("strings");
+        assert!(strings.contains("k99"), "a string a live set holds stays");
+        drop(interner);
+        assert_eq!(kept[99].get("lookout.test.kept"), Some("k99"));
+    }
+}
