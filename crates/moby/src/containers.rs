@@ -13,8 +13,8 @@ use super::history::History;
 use super::host::Discovery;
 use super::mapping::Mapping;
 use super::objects::{
-    Checks, Decision, Event, KnownObjects, Objects, ReadinessFrom, Scope, labels_of, preview,
-    string_value,
+    Checks, Decision, Event, KnownObjects, Objects, ReadinessFrom, Scope, label_value, labels_of,
+    preview,
 };
 
 /// The actions that tell a container's readiness, besides its start and stop.
@@ -317,7 +317,7 @@ impl KnownObjects for KnownContainers {
                         .attributes()
                         .iter()
                         .filter(|(k, _)| !self.mapping.non_label_attributes.contains(&k.as_str()))
-                        .map(|(k, v)| (k.clone(), string_value(v)))
+                        .map(|(k, v)| (k.as_str(), label_value(v)))
                         .collect(),
                 );
                 let known = Container {

@@ -326,6 +326,15 @@ impl Attributes {
     }
 }
 
+/// [`string_value`] borrowed when it is a string (as a label value, to be
+/// interned).
+pub fn label_value(v: &Value) -> std::borrow::Cow<'_, str> {
+    match v {
+        Value::String(s) => std::borrow::Cow::Borrowed(s.as_str()),
+        other => std::borrow::Cow::Owned(other.to_string()),
+    }
+}
+
 /// A JSON value as a label value: a string as it is, anything else as its
 /// JSON text.
 pub fn string_value(v: &Value) -> String {
@@ -336,13 +345,14 @@ pub fn string_value(v: &Value) -> String {
 }
 
 /// The labels in a JSON object (`Labels`, `Spec.Labels`); none for `null`
-/// or a missing one.
+/// or a missing one. Straight into the interned set: no string is copied
+/// but those it has not seen yet.
 pub fn labels_of(object: Option<&Value>) -> Labels {
     object
         .and_then(Value::as_object)
         .map(|l| {
             l.iter()
-                .map(|(k, v)| (k.clone(), string_value(v)))
+                .map(|(k, v)| (k.as_str(), label_value(v)))
                 .collect()
         })
         .unwrap_or_default()
