@@ -18,7 +18,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use lookout_core::{Item, Watch, WatchConfig};
+use lookout_core::{Item, Merge, Observation, Watch, WatchConfig};
 use tokio_stream::StreamExt;
 
 mod support;
@@ -54,7 +54,16 @@ fn workload(which: &str, changes: usize) -> usize {
     };
     rt.block_on(async move {
         let mut seen = 0;
-        if which.starts_with("watch") {
+        if which.starts_with("merge") {
+            let mut all = snapshot;
+            all.extend(live);
+            let busy = Watch::new(Synthetic(Some(all)), WatchConfig::default());
+            let mut m = Merge::new().source("busy", busy).expect("a name");
+            for i in 1..MERGED {
+                m = m.source(format!("quiet-{i}"), quiet()).expect("a name");
+            }
+            seen = drain(m, changes).await;
+        } else if which.starts_with("watch") {
             let mut all = snapshot;
             all.extend(live);
             let mut watch = Watch::new(Synthetic(Some(all)), WatchConfig::default());
@@ -74,6 +83,34 @@ fn workload(which: &str, changes: usize) -> usize {
         }
         seen
     })
+}
+
+/// How many sources the merge workloads merge: the busy watch and quiet ones.
+const MERGED: usize = 100;
+
+/// A watch that lists nothing and then says nothing.
+fn quiet() -> Watch<Synthetic> {
+    Watch::new(
+        Synthetic(Some(vec![
+            Ok(Observation::ResyncBegin),
+            Ok(Observation::ResyncDone),
+        ])),
+        WatchConfig::default(),
+    )
+}
+
+/// The events of `merge` until `changes` of them.
+async fn drain(mut merge: Merge, changes: usize) -> usize {
+    let mut seen = 0;
+    while seen < changes {
+        if let Some(s) = merge.next().await
+            && let Item::Event(e) = &s.item
+        {
+            std::hint::black_box(e);
+            seen += 1;
+        }
+    }
+    seen
 }
 
 /// The instructions callgrind counted for one run of `which` with `changes`.
@@ -114,6 +151,7 @@ fn main() {
         assert_eq!(workload("raw", 2_000), 2_000);
         assert_eq!(workload("watch-ready", 2_000), 2_000);
         assert_eq!(workload("raw-ready", 2_000), 2_000);
+        assert_eq!(workload("merge", 2_000), 2_000);
         return;
     }
     if Command::new("valgrind").arg("--version").output().is_err() {
@@ -129,6 +167,7 @@ fn main() {
     };
     let (watch, raw) = (per_event("watch"), per_event("raw"));
     let (watch_ready, raw_ready) = (per_event("watch-ready"), per_event("raw-ready"));
+    let merge = per_event("merge");
     let _ = std::fs::remove_dir_all(&dir);
     println!(
         "core instructions per event (callgrind; (I(2N) − I(N)) / N, N = {N}, {INSTANCES} instances)"
@@ -142,6 +181,11 @@ fn main() {
         "| readiness watched (health changes): bare {raw_ready:.1}, Watch {watch_ready:.1}, \
          overhead | {:.1} |",
         watch_ready - raw_ready
+    );
+    println!(
+        "| a Merge of that Watch and {} quiet ones | {merge:.1} ({:+.1} over the Watch alone) |",
+        MERGED - 1,
+        merge - watch
     );
     assert!(
         watch - raw <= BUDGET,
