@@ -27,7 +27,7 @@
 
 use std::fmt;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, Wake, Waker};
 
@@ -115,6 +115,11 @@ struct Source {
 /// task that polls the merge, set only when the merge is about to wait.
 struct Ready {
     bits: Box<[AtomicU64]>,
+    /// Set after a mark (so set whenever a bit may be): while it is clear
+    /// the busy path polls the hot source again without scanning the bits.
+    /// Cleared by the merge before a scan, set again when the scan leaves
+    /// bits behind.
+    some: AtomicBool,
     parent: Mutex<Option<Waker>>,
 }
 
@@ -135,12 +140,31 @@ impl Ready {
             .collect();
         Self {
             bits,
+            some: AtomicBool::new(true),
             parent: Mutex::new(None),
         }
     }
 
     fn mark(&self, i: usize) {
         self.bits[i / 64].fetch_or(1 << (i % 64), Ordering::AcqRel);
+        self.some.store(true, Ordering::Release);
+    }
+
+    /// Whether a source may be marked (false: none is, but one whose mark
+    /// is being set right now; its flag follows its bit).
+    fn maybe_any(&self) -> bool {
+        self.some.load(Ordering::Acquire)
+    }
+
+    /// [`take_from`](Self::take_from), the flag cleared first and set again
+    /// when marks are left.
+    fn scan_from(&self, start: usize) -> Option<usize> {
+        self.some.store(false, Ordering::Release);
+        let taken = self.take_from(start);
+        if taken.is_some() && self.any() {
+            self.some.store(true, Ordering::Release);
+        }
+        taken
     }
 
     /// Clears the mark of `i` if it is set (one load when it is not).
@@ -411,7 +435,12 @@ impl Stream for Merge {
             }
             // The hot source's turn comes after every marked one from
             // `next` on (`next` is just after it): a marked one first.
-            let marked = this.ready.take_from(this.next);
+            let marked = if this.hot.is_some() && !this.ready.maybe_any() {
+                // The busy path: nothing marked, the hot one again.
+                None
+            } else {
+                this.ready.scan_from(this.next)
+            };
             let Some(i) = marked.or_else(|| {
                 let hot = this.hot.take()?;
                 this.ready.clear(hot);

@@ -144,6 +144,54 @@ async fn a_firehose_does_not_hold_up_a_quiet_source() {
     quiet(&mut m, Duration::from_secs(1)).await;
 }
 
+/// A quiet source's change that comes while a firehose is being read (the
+/// merge on its busy path, polling the hot source without looking at the
+/// marks) is still next but one; and again after it, each time.
+#[tokio::test(start_paused = true)]
+async fn a_change_that_comes_mid_firehose_waits_one_turn() {
+    let (a, b) = (Scripted::default(), Scripted::default());
+    let (ta, tb) = (a.session(), b.session());
+    snapshot(&ta, &[("x", false)]);
+    snapshot(&tb, &[("y", false)]);
+    let mut m = Merge::new()
+        .source("fire", watch(&a))
+        .and_then(|m| m.source("calm", watch(&b)))
+        .expect("two names");
+    lines(&mut m, 2).await;
+    for n in 0..1000 {
+        let kind = if n % 2 == 0 {
+            EventKind::Started
+        } else {
+            EventKind::Stopped
+        };
+        let _ = ta.send(change("x", kind, n + 1));
+    }
+    let mut fire = 0;
+    for round in 0..3 {
+        // Well into the firehose: the busy path.
+        for l in lines(&mut m, 50).await {
+            assert!(l.starts_with("fire: x "), "round {round}: {l}");
+            fire += 1;
+        }
+        let kind = if round % 2 == 0 {
+            EventKind::Started
+        } else {
+            EventKind::Stopped
+        };
+        let _ = tb.send(change("y", kind, round + 1));
+        let got = lines(&mut m, 2).await;
+        assert!(
+            got.iter().any(|l| l.starts_with("calm: y ")),
+            "round {round}: the calm change waited more than one turn: {got:?}"
+        );
+        fire += got.iter().filter(|l| l.starts_with("fire")).count();
+    }
+    // Nothing of the firehose lost.
+    let rest = lines(&mut m, 1000 - fire).await;
+    assert!(rest.iter().all(|l| l.starts_with("fire: x ")), "{rest:?}");
+    quiet(&mut m, Duration::from_secs(1)).await;
+}
+
 /// One source fails and redials under its own backoff; the other's events
 /// keep coming meanwhile (no wait on the failed one's backoff), the health
 /// names the failed one, and its relist's resync is its own.
