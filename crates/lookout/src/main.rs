@@ -1,5 +1,6 @@
 //! `lookout`: one `docker events` / `kubectl get -w` for Docker, Podman, Swarm
-//! and Kubernetes that survives engine restarts.
+//! and Kubernetes that survives engine restarts; and what publishers wrote to
+//! etcd, read back the same way.
 //!
 //! Events go to stdout (one line each, flushed), connection status to stderr.
 //! See `lookout --help`.
@@ -44,6 +45,10 @@ enum Engine {
     Swarm(EngineArgs),
     /// Deployments and StatefulSets of a Kubernetes cluster.
     K8s(K8sArgs),
+    /// Instances that publishers wrote to an etcd cluster (one key each
+    /// under PREFIX/i/SOURCE/), each event saying its source
+    /// (`SOURCE/instance`, JSON `host`).
+    Etcd(EtcdArgs),
 }
 
 #[derive(Debug, Args)]
@@ -149,6 +154,27 @@ struct K8sArgs {
     common: Common,
 }
 
+#[derive(Debug, Args)]
+struct EtcdArgs {
+    /// The cluster's members: http://HOST:PORT or HOST:PORT, comma-separated
+    /// (tried in order; a member that fails is left for the next).
+    #[arg(
+        long,
+        value_name = "URLS",
+        env = "ETCDCTL_ENDPOINTS",
+        default_value = "http://127.0.0.1:2379"
+    )]
+    endpoints: String,
+    /// The key prefix the publishers write under.
+    #[arg(long, value_name = "P", default_value = lookout_etcd::model::DEFAULT_PREFIX)]
+    prefix: String,
+    /// Only this source (repeatable; default: every source under the prefix).
+    #[arg(long = "source", value_name = "S")]
+    sources: Vec<String>,
+    #[command(flatten)]
+    common: Common,
+}
+
 fn parse_label(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
@@ -175,6 +201,7 @@ impl Engine {
         match self {
             Self::Docker(a) | Self::Podman(a) | Self::Swarm(a) => &a.common,
             Self::K8s(a) => &a.common,
+            Self::Etcd(a) => &a.common,
         }
     }
 }
@@ -398,6 +425,25 @@ async fn dispatch(engine: Engine, serve: Option<serve::Prepared>) -> ExitCode {
         Engine::Podman(a) => compat("podman", &lookout_podman::MAPPING, &a, serve).await,
         Engine::Swarm(a) => compat("swarm", &lookout_swarm::SERVICES, &a, serve).await,
         Engine::K8s(a) => k8s(a, serve).await,
+        Engine::Etcd(a) => etcd(a, serve).await,
+    }
+}
+
+/// `lookout etcd`: one watch of the prefix (of every source, or of those
+/// named), each event's source printed as its host.
+async fn etcd(a: EtcdArgs, serve: Option<serve::Prepared>) -> ExitCode {
+    let mut config = match lookout_etcd::EtcdConfig::new(&a.endpoints) {
+        Ok(c) => c,
+        Err(e) => return usage_error("invalid configuration", &e),
+    };
+    config.prefix.clone_from(&a.prefix);
+    config.sources.clone_from(&a.sources);
+    config.readiness = a.common.readiness;
+    config.watch = lookout_etcd::EtcdConfig::default_watch().initial(a.common.initial);
+    let _ = ENDPOINT.set((a.endpoints.clone(), "--endpoints".to_owned()));
+    match lookout_etcd::watch(config) {
+        Ok(w) => run("etcd", w, &a.common, serve).await,
+        Err(e) => usage_error("invalid configuration", &e),
     }
 }
 
@@ -593,7 +639,10 @@ async fn consume(
             item = stream.next() => match item {
                 Some((source, Item::Event(e))) => {
                     let host = source.and_then(|i| sources.get(i)).map(|s| s.0.as_str());
-                    let line = event_line_of(host, provider, &e, events_fmt);
+                    let line = match (host, output::source_in_id(provider, &e)) {
+                        (None, Some((host, e))) => event_line_of(Some(host), provider, &e, events_fmt),
+                        _ => event_line_of(host, provider, &e, events_fmt),
+                    };
                     match blocking_write(|| write_line(&mut io::stdout().lock(), &line)) {
                         Ok(()) => {}
                         // The reader went away (`lookout … | head`): exit quietly.
