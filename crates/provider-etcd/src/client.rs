@@ -211,7 +211,13 @@ impl Client {
     }
 
     /// One request to endpoint `i`: connect, send, await the response head.
-    async fn send(&self, i: usize, path: &str, body: RequestBody) -> Result<Exchange, EtcdError> {
+    async fn send(
+        &self,
+        i: usize,
+        method: http::Method,
+        path: &str,
+        body: RequestBody,
+    ) -> Result<Exchange, EtcdError> {
         let endpoint = &self.endpoints[i];
         let attempt = async {
             let tcp = TcpStream::connect((endpoint.host.as_str(), endpoint.port))
@@ -232,7 +238,9 @@ impl Client {
             let (mut sender, mut conn) = http1::handshake(TokioIo::new(tcp))
                 .await
                 .map_err(http_error)?;
-            let request = Request::post(path)
+            let request = Request::builder()
+                .method(method)
+                .uri(path)
                 .header(header::HOST, endpoint.authority())
                 .header(header::CONTENT_TYPE, "application/json")
                 .header(
@@ -321,11 +329,15 @@ impl Client {
         &self,
         i: usize,
         path: &str,
-        body: &Bytes,
+        body: Option<&Bytes>,
     ) -> Result<T, EtcdError> {
         let endpoint = self.endpoints[i].to_string();
         let read = async {
-            let mut ex = self.send(i, path, Full::new(body.clone())).await?;
+            let (method, body) = match body {
+                Some(b) => (http::Method::POST, b.clone()),
+                None => (http::Method::GET, Bytes::new()),
+            };
+            let mut ex = self.send(i, method, path, Full::new(body)).await?;
             let mut all = BytesMut::new();
             while let Some(chunk) = ex.chunk().await {
                 let chunk = chunk.map_err(|source| EtcdError::Http {
@@ -380,7 +392,8 @@ impl Client {
         body: &serde_json::Value,
     ) -> Result<T, EtcdError> {
         let body = Bytes::from(body.to_string());
-        self.failover(path, |i| self.unary_at(i, path, &body)).await
+        self.failover(path, |i| self.unary_at(i, path, Some(&body)))
+            .await
     }
 
     /// `range`: the keys in `[key, range_end)` (`range_end` empty: `key`
@@ -465,11 +478,11 @@ impl Client {
             .await
     }
 
-    /// `GET /health` of the preferred member only (no failover): `Ok` when
+    /// `GET /health` (a GET: POST is refused) of the preferred member only (no failover): `Ok` when
     /// it says `"health":"true"`, which needs a leader.
     pub async fn health(&self) -> Result<(), EtcdError> {
         let i = self.preferred.load(Ordering::Relaxed) % self.endpoints.len();
-        let h: Health = self.unary_at(i, "/health", &Bytes::new()).await?;
+        let h: Health = self.unary_at(i, "/health", None).await?;
         if h.health == "true" {
             Ok(())
         } else {
@@ -489,7 +502,9 @@ impl Client {
         self.failover(path, |i| {
             let first = first.clone();
             async move {
-                let ex = self.send(i, path, Full::new(first)).await?;
+                let ex = self
+                    .send(i, http::Method::POST, path, Full::new(first))
+                    .await?;
                 let endpoint = self.endpoints[i].to_string();
                 if !ex.status.is_success() {
                     return Err(EtcdError::Status {

@@ -20,6 +20,16 @@ use lookout_engines as engines;
 use lookout_etcd::EtcdConfig;
 use lookout_etcd::model::State;
 
+/// Probes after 1 s of silence, answered within 1 s.
+fn quick_probe(mut c: EtcdConfig) -> EtcdConfig {
+    c.request_timeout = Duration::from_secs(1);
+    c.watch = c
+        .watch
+        .probe_after(Duration::from_secs(1))
+        .probe_timeout(Duration::from_secs(1));
+    c
+}
+
 fn config(endpoints: &str, prefix: &str, initial: bool) -> EtcdConfig {
     let mut c = EtcdConfig::new(endpoints).expect("endpoints");
     prefix.clone_into(&mut c.prefix);
@@ -372,5 +382,125 @@ async fn kill_9_of_the_leader_during_a_burst_loses_and_repeats_nothing() {
          statuses {statuses:?}, in {:.1?}",
         expected.values().map(Vec::len).sum::<usize>(),
         started.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_watch_connection_that_dies_silently_is_noticed_and_resumed() {
+    let _lock = require_etcd(false);
+    let prefix = unique_prefix("frozen-conn");
+    let client = cluster();
+    put(&client, &prefix, "a", State::Running, false).await;
+    let relay = Relay::start(member_addr(3));
+    let mut watch =
+        lookout_etcd::watch(quick_probe(config(&relay.url(), &prefix, false))).expect("config");
+    assert_eq!(reconnect_items(&mut watch).await, ["connected 1"]);
+    relay.freeze();
+    let frozen = Instant::now();
+    put(&client, &prefix, "b", State::Running, false).await;
+    let items = until_connected(&mut watch, 20).await;
+    let noticed = frozen.elapsed();
+    let Some(Item::Status(Status::Disconnected { error, .. })) = items.first() else {
+        panic!("disconnected first: {items:?}")
+    };
+    assert!(error.to_string().contains("behind"), "{error}");
+    assert_eq!(
+        briefs(&items[1..])
+            .into_iter()
+            .filter(|b| b != "disconnected")
+            .collect::<Vec<_>>(),
+        ["src/b created live", "src/b started live", "connected 2"]
+    );
+    eprintln!("a silently dead watch connection: resumed {noticed:.1?} after it froze");
+}
+
+/// SIGCONT to a member when the test ends, whatever happened.
+struct Continue(usize);
+
+impl Drop for Continue {
+    fn drop(&mut self) {
+        if let Err(e) = engines::etcd_signal(self.0, "CONT") {
+            eprintln!("etcd: could not resume member {}: {e}", self.0);
+        }
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_frozen_member_is_noticed_and_left_for_the_next() {
+    let _lock = require_etcd(true);
+    let prefix = unique_prefix("frozen-member");
+    // Freeze a follower: the cluster keeps its leader and takes writes.
+    let leader = engines::etcd_leader().expect("a leader");
+    let frozen = leader % engines::ETCD_MEMBERS + 1;
+    let others: Vec<String> = (1..=engines::ETCD_MEMBERS)
+        .filter(|m| *m != frozen)
+        .map(engines::etcd_member_url)
+        .collect();
+    let writer = lookout_etcd::Client::new(
+        lookout_etcd::Endpoint::parse_list(&others.join(",")).expect("endpoints"),
+        Duration::from_secs(5),
+    )
+    .expect("a client");
+    put(&writer, &prefix, "a", State::Running, false).await;
+    let endpoints = [engines::etcd_member_url(frozen)]
+        .into_iter()
+        .chain(others)
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut watch =
+        lookout_etcd::watch(quick_probe(config(&endpoints, &prefix, false))).expect("config");
+    assert_eq!(reconnect_items(&mut watch).await, ["connected 1"]);
+
+    engines::etcd_signal(frozen, "STOP").expect("SIGSTOP");
+    let _continue = Continue(frozen);
+    let stopped = Instant::now();
+    put(&writer, &prefix, "b", State::Running, false).await;
+    put(&writer, &prefix, "a", State::Stopped, false).await;
+    let items = until_connected(&mut watch, 20).await;
+    let noticed = stopped.elapsed();
+    assert!(
+        matches!(
+            items.first(),
+            Some(Item::Status(Status::Disconnected { .. }))
+        ),
+        "{items:?}"
+    );
+    assert_eq!(
+        briefs(&items)
+            .into_iter()
+            .filter(|b| b != "disconnected")
+            .collect::<Vec<_>>(),
+        [
+            "src/b created live",
+            "src/b started live",
+            "src/a stopped live",
+            "connected 2"
+        ]
+    );
+    eprintln!("a frozen member (e{frozen}): resumed on the next {noticed:.1?} after SIGSTOP");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_idle_watch_passes_its_probes() {
+    let _lock = require_etcd(false);
+    let prefix = unique_prefix("idle");
+    let client = cluster();
+    put(&client, &prefix, "a", State::Running, false).await;
+    let relay = Relay::start(member_addr(1));
+    let mut watch =
+        lookout_etcd::watch(quick_probe(config(&relay.url(), &prefix, false))).expect("config");
+    assert_eq!(reconnect_items(&mut watch).await, ["connected 1"]);
+    let accepted = relay.accepted();
+    // Three probe periods of silence: probed (/health, the newest put), kept.
+    let quiet = tokio::time::timeout(
+        Duration::from_millis(3500),
+        tokio_stream::StreamExt::next(&mut watch),
+    )
+    .await;
+    assert!(quiet.is_err(), "an idle watch yields nothing: {quiet:?}");
+    let probes = relay.accepted() - accepted;
+    assert!(
+        (4..=8).contains(&probes),
+        "about three probes of two requests each, no redial: {probes} connections"
     );
 }

@@ -4,7 +4,7 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
-use std::io;
+use std::io::{Read as _, Write as _};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -146,6 +146,8 @@ pub struct Relay {
 }
 
 struct Shared {
+    /// Connections numbered below this are frozen: what they carry is dropped.
+    frozen_below: AtomicUsize,
     refuse: AtomicBool,
     stop: AtomicBool,
     conns: Mutex<Vec<TcpStream>>,
@@ -158,6 +160,7 @@ impl Relay {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind the relay");
         let addr = listener.local_addr().expect("its address");
         let shared = Arc::new(Shared {
+            frozen_below: AtomicUsize::new(0),
             refuse: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             conns: Mutex::new(Vec::new()),
@@ -176,7 +179,7 @@ impl Relay {
                     let _ = client.shutdown(Shutdown::Both);
                     continue;
                 }
-                s.accepted.fetch_add(1, Ordering::SeqCst);
+                let serial = s.accepted.fetch_add(1, Ordering::SeqCst);
                 let Ok(server) = TcpStream::connect(target) else {
                     continue;
                 };
@@ -187,8 +190,8 @@ impl Relay {
                     }
                 }
                 drop(conns);
-                pipe(&client, &server);
-                pipe(&server, &client);
+                pipe(&client, &server, serial, Arc::clone(&s));
+                pipe(&server, &client, serial, Arc::clone(&s));
             }
         });
         Self {
@@ -213,6 +216,14 @@ impl Relay {
         self.shared.refuse.store(on, Ordering::SeqCst);
     }
 
+    /// Freezes the connections open now: they stay open and carry nothing
+    /// more (a connection that died without a sign); new ones are relayed.
+    pub fn freeze(&self) {
+        self.shared
+            .frozen_below
+            .store(self.accepted(), Ordering::SeqCst);
+    }
+
     /// Closes every relayed connection.
     pub fn cut(&self) {
         let mut conns = self
@@ -226,13 +237,25 @@ impl Relay {
     }
 }
 
-fn pipe(from: &TcpStream, to: &TcpStream) {
+fn pipe(from: &TcpStream, to: &TcpStream, serial: usize, shared: Arc<Shared>) {
     let (Ok(mut from), Ok(mut to)) = (from.try_clone(), to.try_clone()) else {
         return;
     };
     #[allow(clippy::disallowed_methods)]
     thread::spawn(move || {
-        let _ = io::copy(&mut from, &mut to);
+        let mut buf = [0u8; 16 * 1024];
+        loop {
+            match from.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                // A frozen connection: alive, silent.
+                Ok(_) if serial < shared.frozen_below.load(Ordering::SeqCst) => {}
+                Ok(n) => {
+                    if to.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                }
+            }
+        }
         let _ = to.shutdown(Shutdown::Both);
         let _ = from.shutdown(Shutdown::Both);
     });
