@@ -18,6 +18,7 @@ pub type Labels = BTreeMap<String, String>;
 /// | Docker, Podman | container name without the leading `/` |
 /// | Swarm | service name |
 /// | Kubernetes | `deployment/NAMESPACE/NAME` or `statefulset/NAMESPACE/NAME` |
+/// | etcd (what publishers wrote) | `SOURCE/INSTANCE` |
 ///
 /// Cloning is cheap (a reference count).
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -62,7 +62,8 @@ struct Common {
     /// Also report when each running instance becomes ready to serve, or
     /// stops being ready (events `ready` / `unready`): Docker and Podman by
     /// healthcheck (none, or healthy, and not paused), Swarm by running
-    /// tasks (polled), Kubernetes by available (ready) replicas.
+    /// tasks (polled), Kubernetes by available (ready) replicas, etcd as
+    /// the publisher's records say.
     #[arg(long)]
     readiness: bool,
     /// Also serve HTTP/1.1 on ADDR: `--help` says what.
