@@ -2,7 +2,9 @@
 //! etcd`): records written through the gateway in the model's format become
 //! `created`/`started`/`stopped`/`removed` lines with the publisher's origin
 //! and the source as `host`; `--source` filters; a restarted lookout lists
-//! the present.
+//! the present. The round trip: dockerd → `lookout docker --publish` →
+//! `lookout etcd --json` says what `lookout docker --json` says; a
+//! restarted publisher writes only what changed meanwhile, as `resync`.
 
 // Test code reads the child's pipes on threads; only library crates may not spawn.
 #![allow(clippy::disallowed_methods)]
@@ -12,7 +14,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::{Process, unique};
+use common::{Containers, Process, unique};
 use lookout_e2e::engines;
 use lookout_etcd::model::{Record, RecordEvent, State, instance_key};
 use serde_json::Value;
@@ -27,6 +29,18 @@ fn require_etcd() -> engines::EngineLock {
         );
     }
     lock
+}
+
+/// A client of the cluster, and a runtime to drive it.
+fn client() -> (lookout_etcd::Client, tokio::runtime::Runtime) {
+    let endpoints =
+        lookout_etcd::Endpoint::parse_list(&engines::etcd_endpoints()).expect("endpoints");
+    let client = lookout_etcd::Client::new(endpoints, Duration::from_secs(5)).expect("a client");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    (client, rt)
 }
 
 /// Puts the record of `source`/`instance` under `prefix`, as a publisher
@@ -59,13 +73,7 @@ fn put(
     };
     let value = serde_json::to_vec(&record).expect("encodes");
     let key = instance_key(prefix, source, instance);
-    let endpoints =
-        lookout_etcd::Endpoint::parse_list(&engines::etcd_endpoints()).expect("endpoints");
-    let client = lookout_etcd::Client::new(endpoints, Duration::from_secs(5)).expect("a client");
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime");
+    let (client, rt) = client();
     rt.block_on(client.put(key.as_bytes(), &value, 0))
         .unwrap_or_else(|e| panic!("put {key}: {e}"));
 }
@@ -73,7 +81,7 @@ fn put(
 /// `host instance kind origin` of an event line, checking what every line says.
 fn brief(v: &Value) -> String {
     assert_eq!(v["provider"], "etcd", "{v}");
-    assert!(v["labels"]["app"].is_string(), "labels: {v}");
+    assert!(v["labels"].is_object(), "labels: {v}");
     format!(
         "{} {} {} {}",
         v["host"].as_str().unwrap_or("-"),
@@ -175,4 +183,94 @@ fn source_filters_and_a_restarted_lookout_lists_the_present() {
     // Then live, nothing else before.
     put(&prefix, "h1", "a", State::Running, "live", None);
     assert_eq!(brief(&p.event()), "h1 a started live");
+}
+
+/// A key's mod revision (0: none).
+fn mod_revision(key: &str) -> i64 {
+    let (client, rt) = client();
+    rt.block_on(client.range(key.as_bytes(), &[], 0, 0))
+        .unwrap_or_else(|e| panic!("range {key}: {e}"))
+        .kvs
+        .first()
+        .map_or(0, |kv| kv.mod_revision)
+}
+
+/// The event line without what differs by design between the engine's and
+/// etcd's: `provider` and `host`.
+fn comparable(v: &Value) -> Value {
+    let mut v = v.clone();
+    if let Some(o) = v.as_object_mut() {
+        o.remove("provider");
+        o.remove("host");
+    }
+    v
+}
+
+#[test]
+fn published_docker_events_read_back_from_etcd_are_the_same() {
+    let _docker = common::require_docker(false);
+    let _lock = require_etcd();
+    let prefix = unique("etcd", "publish");
+    let label = format!("lookout.etcd={prefix}");
+    let endpoints = engines::etcd_endpoints();
+    let target = format!("etcd://{}/{prefix}", endpoints.replace("http://", ""));
+    let publisher = |extra: &[&str]| {
+        let mut args = vec!["docker", "--json", "--label", &label, "--publish", &target];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--source", "rt"]);
+        Process::spawn(&args, &[])
+    };
+    let mut docker = publisher(&[]);
+    docker.connected();
+    let mut etcd = lookout(&prefix, &[]);
+    etcd.connected();
+
+    let a = format!("{prefix}-a");
+    let c = format!("{prefix}-c");
+    let _containers = Containers(vec![a.clone(), c.clone(), format!("{prefix}-b")]);
+    engines::docker_create_test_container(&a, &["--label", &label]).expect("create a");
+    engines::docker(&["start", &a]).expect("start a");
+    engines::docker(&["stop", "-t", "0", &a]).expect("stop a");
+    engines::docker(&["rm", &a]).expect("rm a");
+    engines::docker_create_test_container(&c, &["--label", &label]).expect("create c");
+    engines::docker(&["start", &c]).expect("start c");
+    let from_docker: Vec<Value> = (0..6).map(|_| docker.event()).collect();
+    let from_etcd: Vec<Value> = (0..6).map(|_| etcd.event()).collect();
+    for (d, e) in from_docker.iter().zip(&from_etcd) {
+        assert_eq!(e["host"], "rt", "{e}");
+        assert_eq!(comparable(d), comparable(e), "docker: {d}\netcd: {e}");
+    }
+    assert_eq!(
+        from_etcd.iter().map(brief).collect::<Vec<_>>(),
+        [
+            format!("rt {a} created live"),
+            format!("rt {a} started live"),
+            format!("rt {a} stopped live"),
+            format!("rt {a} removed live"),
+            format!("rt {c} created live"),
+            format!("rt {c} started live"),
+        ]
+    );
+
+    // The publisher goes; b comes meanwhile; c does not change.
+    docker.signal("TERM");
+    assert!(docker.exit_within(Duration::from_secs(10)).success());
+    drop(docker);
+    let c_key = instance_key(&prefix, "rt", &c);
+    let c_written = mod_revision(&c_key);
+    let b = format!("{prefix}-b");
+    engines::docker_create_test_container(&b, &["--label", &label]).expect("create b");
+    engines::docker(&["start", &b]).expect("start b");
+    let mut docker = publisher(&[]);
+    docker.connected();
+    // Only the difference, as resync (b), then live again.
+    assert_eq!(brief(&etcd.event()), format!("rt {b} created resync"));
+    assert_eq!(brief(&etcd.event()), format!("rt {b} started resync"));
+    engines::docker(&["stop", "-t", "0", &c]).expect("stop c");
+    assert_eq!(brief(&etcd.event()), format!("rt {c} stopped live"));
+    assert!(
+        mod_revision(&c_key) > c_written,
+        "c written once more, for its stop"
+    );
+    drop(docker);
 }

@@ -286,6 +286,22 @@ impl Client {
             })?
     }
 
+    /// `work` within the request timeout.
+    async fn bounded<T>(
+        &self,
+        endpoint: &str,
+        path: &str,
+        work: impl Future<Output = Result<T, EtcdError>>,
+    ) -> Result<T, EtcdError> {
+        tokio::time::timeout(self.timeout, work)
+            .await
+            .map_err(|_| EtcdError::Timeout {
+                endpoint: endpoint.to_owned(),
+                path: path.to_owned(),
+                timeout: self.timeout,
+            })?
+    }
+
     /// Tries each endpoint from the preferred one with `attempt`, until one
     /// answers or fails with an error another member would not fix.
     async fn failover<T, F, Fut>(&self, path: &str, mut attempt: F) -> Result<T, EtcdError>
@@ -356,13 +372,7 @@ impl Client {
             }
             Ok((ex.status, all))
         };
-        let (status, all) = tokio::time::timeout(self.timeout, read)
-            .await
-            .map_err(|_| EtcdError::Timeout {
-                endpoint: endpoint.clone(),
-                path: path.to_owned(),
-                timeout: self.timeout,
-            })??;
+        let (status, all) = self.bounded(&endpoint, path, read).await?;
         if !status.is_success() {
             let e: GatewayError = serde_json::from_slice(&all).unwrap_or_else(|_| GatewayError {
                 code: 0,
@@ -491,6 +501,67 @@ impl Client {
                 reason: h.reason,
             })
         }
+    }
+
+    /// Renews lease `id` once (`POST /v3/lease/keepalive`, a stream of which
+    /// the first answer is read); its remaining TTL in seconds (0: the lease
+    /// is gone).
+    pub async fn lease_keepalive(&self, id: i64) -> Result<i64, EtcdError> {
+        #[derive(serde::Deserialize)]
+        struct KeepAlive {
+            #[serde(default)]
+            result: Option<LeaseGrant>,
+            #[serde(default)]
+            error: Option<GatewayError>,
+        }
+        let path = "/v3/lease/keepalive";
+        let body = Bytes::from(json!({ "ID": id.to_string() }).to_string());
+        self.failover(path, |i| {
+            let body = body.clone();
+            async move {
+                let endpoint = self.endpoints[i].to_string();
+                let read = async {
+                    let mut ex = self
+                        .send(i, http::Method::POST, path, Full::new(body))
+                        .await?;
+                    let mut all = BytesMut::new();
+                    while !all.contains(&b'\n') {
+                        match ex.chunk().await {
+                            Some(Ok(chunk)) if all.len() < 64 * 1024 => {
+                                all.extend_from_slice(&chunk);
+                            }
+                            Some(Ok(_)) | None => break,
+                            Some(Err(source)) => {
+                                return Err(EtcdError::Http {
+                                    endpoint: endpoint.clone(),
+                                    path: path.to_owned(),
+                                    source,
+                                });
+                            }
+                        }
+                    }
+                    Ok(all)
+                };
+                let all = self.bounded(&endpoint, path, read).await?;
+                let line = all[..].split(|b| *b == b'\n').next().unwrap_or_default();
+                let k: KeepAlive =
+                    serde_json::from_slice(line).map_err(|source| EtcdError::Decode {
+                        endpoint: endpoint.clone(),
+                        path: path.to_owned(),
+                        source,
+                    })?;
+                match (k.result, k.error) {
+                    (_, Some(e)) => Err(EtcdError::WatchError {
+                        endpoint,
+                        code: e.code,
+                        message: e.message,
+                    }),
+                    (Some(r), None) => Ok(r.ttl),
+                    (None, None) => Ok(0),
+                }
+            }
+        })
+        .await
     }
 
     /// Opens a watch (`POST /v3/watch` with `create`), failing over; resolves

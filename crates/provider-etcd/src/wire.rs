@@ -7,8 +7,13 @@ use serde::de::{self, Deserializer};
 use serde::{Deserialize, Serialize};
 
 /// Base64 of a key or value, as the gateway wants it.
-pub(crate) fn b64(bytes: &[u8]) -> String {
+pub fn b64(bytes: &[u8]) -> String {
     STANDARD.encode(bytes)
+}
+
+/// A key or value the gateway wrote in base64.
+pub fn unb64(text: &str) -> Option<Vec<u8>> {
+    STANDARD.decode(text.as_bytes()).ok()
 }
 
 /// The end of the range of every key starting with `prefix`: the prefix with
