@@ -187,12 +187,17 @@ fn source_filters_and_a_restarted_lookout_lists_the_present() {
 
 /// A key's mod revision (0: none).
 fn mod_revision(key: &str) -> i64 {
+    key_revisions(key).0
+}
+
+/// A key's mod revision and version (0: none).
+fn key_revisions(key: &str) -> (i64, i64) {
     let (client, rt) = client();
     rt.block_on(client.range(key.as_bytes(), &[], 0, 0))
         .unwrap_or_else(|e| panic!("range {key}: {e}"))
         .kvs
         .first()
-        .map_or(0, |kv| kv.mod_revision)
+        .map_or((0, 0), |kv| (kv.mod_revision, kv.version))
 }
 
 /// The event line without what differs by design between the engine's and
@@ -252,12 +257,16 @@ fn published_docker_events_read_back_from_etcd_are_the_same() {
         ]
     );
 
+    // The publisher's status, on its lease while it runs; gone at its exit.
+    let status = lookout_etcd::model::status_key(&prefix, "rt");
+    assert!(mod_revision(&status) > 0, "{status} while publishing");
     // The publisher goes; b comes meanwhile; c does not change.
     docker.signal("TERM");
     assert!(docker.exit_within(Duration::from_secs(10)).success());
     drop(docker);
+    assert_eq!(mod_revision(&status), 0, "{status} deleted at exit");
     let c_key = instance_key(&prefix, "rt", &c);
-    let c_written = mod_revision(&c_key);
+    let (c_written, c_version) = key_revisions(&c_key);
     let b = format!("{prefix}-b");
     engines::docker_create_test_container(&b, &["--label", &label]).expect("create b");
     engines::docker(&["start", &b]).expect("start b");
@@ -266,11 +275,19 @@ fn published_docker_events_read_back_from_etcd_are_the_same() {
     // Only the difference, as resync (b), then live again.
     assert_eq!(brief(&etcd.event()), format!("rt {b} created resync"));
     assert_eq!(brief(&etcd.event()), format!("rt {b} started resync"));
+    assert_eq!(
+        mod_revision(&c_key),
+        c_written,
+        "unchanged c not written again"
+    );
     engines::docker(&["stop", "-t", "0", &c]).expect("stop c");
     assert_eq!(brief(&etcd.event()), format!("rt {c} stopped live"));
-    assert!(
-        mod_revision(&c_key) > c_written,
-        "c written once more, for its stop"
+    let (c_now, c_versions) = key_revisions(&c_key);
+    assert!(c_now > c_written, "c written for its stop");
+    assert_eq!(
+        c_versions,
+        c_version + 1,
+        "c written once since the restart (its stop), not at the restart"
     );
     drop(docker);
 }

@@ -71,6 +71,9 @@ pub struct KeyValue {
     /// The revision of the key's last modification.
     #[serde(default, deserialize_with = "int64")]
     pub mod_revision: i64,
+    /// How many times the key was written since its creation.
+    #[serde(default, deserialize_with = "int64")]
+    pub version: i64,
     /// The key's lease id (0: none).
     #[serde(default, deserialize_with = "int64")]
     pub lease: i64,
