@@ -48,8 +48,8 @@ pub enum State {
 pub struct RecordEvent {
     /// `created`, `started`, `stopped`, `removed`, `ready`, `unready`.
     pub kind: String,
-    /// `initial`, `live` or `resync`: a transition the publisher found by a
-    /// resync stays `resync` for its readers.
+    /// `live` or `resync` (`initial` is read as `resync`): a transition the
+    /// publisher found by a resync stays `resync` for its readers.
     pub origin: String,
     /// When it happened (RFC 3339; for a resync: when it was found).
     pub at: String,
@@ -85,9 +85,10 @@ impl Record {
         serde_json::from_slice(value)
     }
 
-    /// Whether the publisher found this transition by a resync.
+    /// Whether the publisher found this transition by a snapshot (`resync`,
+    /// or `initial`: to its readers, both are what a resync found).
     pub fn is_resync(&self) -> bool {
-        self.event.origin == "resync"
+        matches!(self.event.origin.as_str(), "resync" | "initial")
     }
 
     /// When the transition happened, when `event.at` is RFC 3339.
