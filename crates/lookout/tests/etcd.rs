@@ -43,6 +43,20 @@ fn client() -> (lookout_etcd::Client, tokio::runtime::Runtime) {
     (client, rt)
 }
 
+/// Deletes every key under a test's prefix when the test ends.
+struct Cleanup(String);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let key = format!("{}/", self.0).into_bytes();
+        let end = lookout_etcd::wire::prefix_range_end(&key);
+        let (client, rt) = client();
+        if let Err(e) = rt.block_on(client.delete_range(&key, &end)) {
+            eprintln!("etcd: could not delete the keys under {}: {e}", self.0);
+        }
+    }
+}
+
 /// Puts the record of `source`/`instance` under `prefix`, as a publisher
 /// would write it.
 fn put(
@@ -109,6 +123,7 @@ fn lookout(prefix: &str, extra: &[&str]) -> Process {
 fn records_become_lines_with_the_publishers_origin_and_the_source_as_host() {
     let _lock = require_etcd();
     let prefix = unique("etcd", "lines");
+    let _cleanup = Cleanup(prefix.clone());
     put(&prefix, "h1", "web", State::Running, "live", Some(true));
     let mut p = lookout(&prefix, &["--initial", "--readiness"]);
     let connected = p.connected();
@@ -153,6 +168,7 @@ fn records_become_lines_with_the_publishers_origin_and_the_source_as_host() {
 fn source_filters_and_a_restarted_lookout_lists_the_present() {
     let _lock = require_etcd();
     let prefix = unique("etcd", "source");
+    let _cleanup = Cleanup(prefix.clone());
     put(&prefix, "h1", "a", State::Running, "live", None);
     put(&prefix, "h2", "b", State::Running, "live", None);
     let mut p = lookout(&prefix, &["--source", "h1"]);
@@ -216,6 +232,7 @@ fn published_docker_events_read_back_from_etcd_are_the_same() {
     let _docker = common::require_docker(false);
     let _lock = require_etcd();
     let prefix = unique("etcd", "publish");
+    let _cleanup = Cleanup(prefix.clone());
     let label = format!("lookout.etcd={prefix}");
     let endpoints = engines::etcd_endpoints();
     let target = format!("etcd://{}/{prefix}", endpoints.replace("http://", ""));

@@ -459,9 +459,16 @@ impl Client {
 
     /// `deleterange` of `key` alone.
     pub async fn delete(&self, key: &[u8]) -> Result<Header, EtcdError> {
-        let d: HeaderOnly = self
-            .unary("/v3/kv/deleterange", &json!({ "key": b64(key) }))
-            .await?;
+        self.delete_range(key, &[]).await
+    }
+
+    /// `deleterange` of `[key, range_end)` (`range_end` empty: `key` alone).
+    pub async fn delete_range(&self, key: &[u8], range_end: &[u8]) -> Result<Header, EtcdError> {
+        let mut body = json!({ "key": b64(key) });
+        if !range_end.is_empty() {
+            body["range_end"] = b64(range_end).into();
+        }
+        let d: HeaderOnly = self.unary("/v3/kv/deleterange", &body).await?;
         Ok(d.header)
     }
 

@@ -71,6 +71,7 @@ async fn disconnect(relay: &Relay, watch: &mut (impl tokio_stream::Stream<Item =
 async fn a_cut_connection_resumes_and_replays_what_it_missed_before_connected() {
     let _lock = require_etcd(false);
     let prefix = unique_prefix("resume");
+    let _cleanup = common::Cleanup(prefix.clone());
     let client = cluster();
     put(&client, &prefix, "a", State::Running, false).await;
     let relay = Relay::start(member_addr(1));
@@ -125,6 +126,7 @@ async fn a_compaction_past_the_cursor_relists_and_tells_only_the_difference() {
     // would relist).
     let _lock = require_etcd(true);
     let prefix = unique_prefix("compact");
+    let _cleanup = common::Cleanup(prefix.clone());
     let client = cluster();
     put(&client, &prefix, "a", State::Running, false).await;
     put(&client, &prefix, "b", State::Running, false).await;
@@ -158,6 +160,7 @@ async fn a_compaction_past_the_cursor_relists_and_tells_only_the_difference() {
 async fn publisher_resync_records_stay_resync_and_sources_filter() {
     let _lock = require_etcd(false);
     let prefix = unique_prefix("origin");
+    let _cleanup = common::Cleanup(prefix.clone());
     let client = cluster();
     let mut c = config(&engines::etcd_endpoints(), &prefix, false);
     c.sources = vec!["src".to_owned()];
@@ -285,6 +288,7 @@ impl Drop for RestartKilled {
 async fn kill_9_of_the_leader_during_a_burst_loses_and_repeats_nothing() {
     let _lock = require_etcd(true);
     let prefix = unique_prefix("leader");
+    let _cleanup = common::Cleanup(prefix.clone());
     // The consumer watches on the leader first: its kill cuts the watch.
     let leader = engines::etcd_leader().expect("a leader");
     let endpoints: Vec<String> = (0..engines::ETCD_MEMBERS)
@@ -389,6 +393,7 @@ async fn kill_9_of_the_leader_during_a_burst_loses_and_repeats_nothing() {
 async fn a_watch_connection_that_dies_silently_is_noticed_and_resumed() {
     let _lock = require_etcd(false);
     let prefix = unique_prefix("frozen-conn");
+    let _cleanup = common::Cleanup(prefix.clone());
     let client = cluster();
     put(&client, &prefix, "a", State::Running, false).await;
     let relay = Relay::start(member_addr(3));
@@ -429,6 +434,7 @@ impl Drop for Continue {
 async fn a_frozen_member_is_noticed_and_left_for_the_next() {
     let _lock = require_etcd(true);
     let prefix = unique_prefix("frozen-member");
+    let _cleanup = common::Cleanup(prefix.clone());
     // Freeze a follower: the cluster keeps its leader and takes writes.
     let leader = engines::etcd_leader().expect("a leader");
     let frozen = leader % engines::ETCD_MEMBERS + 1;
@@ -484,6 +490,7 @@ async fn a_frozen_member_is_noticed_and_left_for_the_next() {
 async fn an_idle_watch_passes_its_probes() {
     let _lock = require_etcd(false);
     let prefix = unique_prefix("idle");
+    let _cleanup = common::Cleanup(prefix.clone());
     let client = cluster();
     put(&client, &prefix, "a", State::Running, false).await;
     let relay = Relay::start(member_addr(1));

@@ -42,6 +42,29 @@ pub fn unique_prefix(what: &str) -> String {
     )
 }
 
+/// Deletes every key under a test's prefix when the test ends (on a thread
+/// of its own: a test's runtime may be the current thread's).
+pub struct Cleanup(pub String);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let key = format!("{}/", self.0).into_bytes();
+        let end = lookout_etcd::wire::prefix_range_end(&key);
+        #[allow(clippy::disallowed_methods)]
+        let done = thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime");
+            rt.block_on(cluster().delete_range(&key, &end)).map(drop)
+        })
+        .join();
+        if !matches!(done, Ok(Ok(()))) {
+            eprintln!("etcd: could not delete the keys under {}: {done:?}", self.0);
+        }
+    }
+}
+
 /// A client of the whole cluster.
 pub fn cluster() -> Client {
     let endpoints = Endpoint::parse_list(&engines::etcd_endpoints()).expect("endpoints");
