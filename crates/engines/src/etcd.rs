@@ -3,7 +3,8 @@
 //! [`k8s_build`](crate::k8s_build)): member `eN` (N = 1, 2, 3) serves clients
 //! on `127.0.0.1:1237N` and its peers on `127.0.0.1:1238N`; its data, log and
 //! pid file are `target/engines/etcd/eN{,.log,.pid}`. Start, stop, kill,
-//! freeze a member, find the leader, compact.
+//! freeze a member, find the leader, compact. Watches get a progress
+//! notification every [`PROGRESS_NOTIFY`] (etcd's default: 10 min).
 //!
 //! HTTP goes over `std::net` (`Connection: close`, every I/O step bounded):
 //! `GET /health`, and the JSON gateway's `POST /v3/maintenance/status`,
@@ -26,6 +27,8 @@ pub const ETCD_MEMBERS: usize = 3;
 const CLIENT_PORT_BASE: u16 = 12370;
 const PEER_PORT_BASE: u16 = 12380;
 const TOKEN: &str = "lookout-etcd-engine";
+/// How often a member sends a watch its progress notification.
+pub const PROGRESS_NOTIFY: &str = "2s";
 const UP_TIMEOUT: Duration = Duration::from_secs(90);
 const IO_TIMEOUT: Duration = Duration::from_secs(3);
 const POLL: Duration = Duration::from_millis(100);
@@ -104,6 +107,9 @@ fn member_args(member: usize, dir: &std::path::Path) -> Vec<String> {
         "--initial-cluster-state=new".to_owned(),
         // Loopback test data: no fsync (as the k8s testbed's etcd).
         "--unsafe-no-fsync=true".to_owned(),
+        // Watch progress notifications every 2 s (etcd's default: 10 min),
+        // so that the tests see them.
+        format!("--watch-progress-notify-interval={PROGRESS_NOTIFY}"),
     ]
 }
 

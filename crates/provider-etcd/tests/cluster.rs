@@ -511,3 +511,96 @@ async fn an_idle_watch_passes_its_probes() {
         "about three probes of two requests each, no redial: {probes} connections"
     );
 }
+
+/// The `start_revision` of the last watch request the relay carried.
+fn last_watch_start(relay: &Relay) -> Option<i64> {
+    let carried = relay.carried();
+    let request = carried
+        .iter()
+        .filter(|(_, up, text)| *up && text.starts_with("POST /v3/watch"))
+        .max_by_key(|(serial, ..)| *serial)?;
+    let at = request.2.find("\"start_revision\":\"")? + "\"start_revision\":\"".len();
+    let digits: String = request.2[at..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn progress_notifications_move_the_cursor() {
+    let _lock = require_etcd(false);
+    let prefix = unique_prefix("progress");
+    let _cleanup = common::Cleanup(prefix.clone());
+    let client = cluster();
+    put(&client, &prefix, "a", State::Running, false).await;
+    let relay = Relay::start(member_addr(2));
+    let mut watch = lookout_etcd::watch(config(&relay.url(), &prefix, false)).expect("config");
+    assert_eq!(reconnect_items(&mut watch).await, ["connected 1"]);
+    let first = last_watch_start(&relay).expect("a watch request");
+    // Keys elsewhere move the store's revision; the watch hears only
+    // etcd's progress notifications (every 2 s on the test cluster).
+    let elsewhere = format!("{prefix}-elsewhere/k");
+    let mut moved = 0;
+    for _ in 0..3 {
+        moved = client
+            .put(elsewhere.as_bytes(), b"x", 0)
+            .await
+            .expect("put")
+            .revision;
+    }
+    // Wait for a notification at or past it (bounded: 3 notifications).
+    // A progress notification: a result with neither events nor `created`.
+    let carried_it = || {
+        relay
+            .carried()
+            .iter()
+            .filter(|(_, up, _)| !*up)
+            .any(|(_, _, text)| {
+                text.lines()
+                    .filter(|l| {
+                        l.starts_with("{\"result\"")
+                            && !l.contains("events")
+                            && !l.contains("created")
+                    })
+                    .filter_map(|l| {
+                        let at = l.find("\"revision\":\"")? + "\"revision\":\"".len();
+                        l[at..]
+                            .chars()
+                            .take_while(char::is_ascii_digit)
+                            .collect::<String>()
+                            .parse::<i64>()
+                            .ok()
+                    })
+                    .any(|r| r >= moved)
+            })
+    };
+    let deadline = Instant::now() + Duration::from_secs(7);
+    while !carried_it() {
+        assert!(
+            Instant::now() < deadline,
+            "no progress notification at {moved}"
+        );
+        // Polling the relay's log: the watch yields nothing to wait on.
+        let quiet = tokio::time::timeout(
+            Duration::from_millis(100),
+            tokio_stream::StreamExt::next(&mut watch),
+        )
+        .await;
+        assert!(quiet.is_err(), "nothing to tell: {quiet:?}");
+    }
+    // Let the session read it, then cut: the redial resumes after it.
+    let quiet = tokio::time::timeout(
+        Duration::from_millis(100),
+        tokio_stream::StreamExt::next(&mut watch),
+    )
+    .await;
+    assert!(quiet.is_err(), "nothing to tell: {quiet:?}");
+    relay.cut();
+    assert_eq!(reconnect_items(&mut watch).await, ["connected 1"]);
+    let resumed = last_watch_start(&relay).expect("a second watch request");
+    assert!(
+        resumed > moved && first <= moved,
+        "the first watch from {first}, the resumed one from {resumed}: after the progress at {moved}"
+    );
+}

@@ -175,6 +175,9 @@ struct Shared {
     stop: AtomicBool,
     conns: Mutex<Vec<TcpStream>>,
     accepted: AtomicUsize,
+    /// What each connection carried (its first 64 KiB each way): (serial,
+    /// to the server, bytes).
+    carried: Mutex<Vec<(usize, bool, Vec<u8>)>>,
 }
 
 impl Relay {
@@ -188,6 +191,7 @@ impl Relay {
             stop: AtomicBool::new(false),
             conns: Mutex::new(Vec::new()),
             accepted: AtomicUsize::new(0),
+            carried: Mutex::new(Vec::new()),
         });
         let s = Arc::clone(&shared);
         // A test's relay runs on threads of its own (the library spawns nothing).
@@ -213,8 +217,8 @@ impl Relay {
                     }
                 }
                 drop(conns);
-                pipe(&client, &server, serial, Arc::clone(&s));
-                pipe(&server, &client, serial, Arc::clone(&s));
+                pipe(&client, &server, (serial, true), Arc::clone(&s));
+                pipe(&server, &client, (serial, false), Arc::clone(&s));
             }
         });
         Self {
@@ -247,6 +251,17 @@ impl Relay {
             .store(self.accepted(), Ordering::SeqCst);
     }
 
+    /// What the connections carried, as text: `(serial, to the server, text)`.
+    pub fn carried(&self) -> Vec<(usize, bool, String)> {
+        self.shared
+            .carried
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|(s, up, b)| (*s, *up, String::from_utf8_lossy(b).into_owned()))
+            .collect()
+    }
+
     /// Closes every relayed connection.
     pub fn cut(&self) {
         let mut conns = self
@@ -260,7 +275,7 @@ impl Relay {
     }
 }
 
-fn pipe(from: &TcpStream, to: &TcpStream, serial: usize, shared: Arc<Shared>) {
+fn pipe(from: &TcpStream, to: &TcpStream, (serial, up): (usize, bool), shared: Arc<Shared>) {
     let (Ok(mut from), Ok(mut to)) = (from.try_clone(), to.try_clone()) else {
         return;
     };
@@ -273,6 +288,21 @@ fn pipe(from: &TcpStream, to: &TcpStream, serial: usize, shared: Arc<Shared>) {
                 // A frozen connection: alive, silent.
                 Ok(_) if serial < shared.frozen_below.load(Ordering::SeqCst) => {}
                 Ok(n) => {
+                    let mut carried = shared
+                        .carried
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner);
+                    let index = carried
+                        .iter()
+                        .position(|(s, u, _)| *s == serial && *u == up)
+                        .unwrap_or_else(|| {
+                            carried.push((serial, up, Vec::new()));
+                            carried.len() - 1
+                        });
+                    let log = &mut carried[index].2;
+                    let room = (64 * 1024usize).saturating_sub(log.len()).min(n);
+                    log.extend_from_slice(&buf[..room]);
+                    drop(carried);
                     if to.write_all(&buf[..n]).is_err() {
                         break;
                     }
