@@ -7,7 +7,8 @@
 //! 3. `cargo deny check bans licenses sources` (installs cargo-deny if missing;
 //!    advisories are not checked: their database cannot be fetched here)
 //! 4. `engines up all`: dockerd (and the two beside it), podman, a non-root
-//!    user's rootless podman, the test sshd, swarm, k8s, and headless Chromium
+//!    user's rootless podman, the test sshd, swarm, k8s, a 3-member etcd
+//!    cluster, and headless Chromium
 //!    (the `--serve` page's tests); any failure fails CI
 //! 5. `cargo test --workspace --locked` with the engines' environment
 //! 6. `cargo build --workspace --bins --locked`: the `lookout` binary the

@@ -9,8 +9,9 @@ use crate::engines;
 /// private sshd on 127.0.0.1, is checked with both; docker-tls, another
 /// dockerd on 127.0.0.1 with `--tlsverify`, for the TLS docker context tests;
 /// podman-rootless, a non-root user's own Podman service, loads the image from
-/// docker too; chromium, headless, for the `--serve` page's tests).
-pub const ALL: [&str; 9] = [
+/// docker too; etcd, a 3-member cluster on loopback from the k8s testbed's
+/// etcd binary; chromium, headless, for the `--serve` page's tests).
+pub const ALL: [&str; 10] = [
     "docker",
     "docker2",
     "docker-tls",
@@ -19,6 +20,7 @@ pub const ALL: [&str; 9] = [
     "sshd",
     "swarm",
     "k8s",
+    "etcd",
     "chromium",
 ];
 
@@ -57,7 +59,7 @@ fn select(names: &[String]) -> Result<Vec<&'static str>, String> {
         let known = ALL.iter().find(|a| **a == n.as_str()).ok_or_else(|| {
             format!(
                 "unknown engine {n:?} (docker, docker2, docker-tls, podman, podman-rootless, \
-                 sshd, swarm, k8s, chromium, all)"
+                 sshd, swarm, k8s, etcd, chromium, all)"
             )
         })?;
         if !out.contains(known) {
@@ -98,6 +100,7 @@ pub fn up(engines: &[&str]) -> Result<(), String> {
             "docker-tls" => engines::docker_tls_up(),
             "swarm" => engines::swarm_up().and_then(|()| engines::swarm_verify()),
             "k8s" => engines::k8s_up().and_then(|()| engines::k8s_status().map(drop)),
+            "etcd" => engines::etcd_up().and_then(|()| engines::etcd_leader().map(drop)),
             "chromium" => engines::chromium_up(),
             other => Err(format!("unknown engine {other:?}")),
         };
@@ -118,6 +121,7 @@ fn down(selected: &[&str]) -> Result<(), String> {
         let t = Instant::now();
         let result = match *name {
             "k8s" => engines::k8s_down(),
+            "etcd" => engines::etcd_down(),
             // Nothing runs between tests: each starts (and ends) its own.
             "chromium" => Ok(()),
             "swarm" => engines::swarm_down(),
@@ -180,6 +184,9 @@ fn status() {
     println!("swarm   {swarm}");
     let k8s = engines::k8s_status().unwrap_or_else(|e| e);
     println!("k8s     {}", k8s.lines().next().unwrap_or(""));
+    for line in engines::etcd_status().lines() {
+        println!("etcd    {line}");
+    }
 }
 
 fn print_env() {

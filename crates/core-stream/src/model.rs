@@ -15,6 +15,7 @@ pub(crate) use crate::labels::Labels;
 /// | Docker, Podman | container name without the leading `/` |
 /// | Swarm | service name |
 /// | Kubernetes | `deployment/NAMESPACE/NAME` or `statefulset/NAMESPACE/NAME` |
+/// | etcd (what publishers wrote) | `SOURCE/INSTANCE` |
 ///
 /// Cloning is cheap (a reference count).
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -150,6 +151,7 @@ impl fmt::Display for Health {
 /// | Swarm | [`Replicas`](Self::Replicas): desired tasks, running tasks | desired > 0 ∧ running ≥ desired |
 /// | Kubernetes `Deployment` | `Replicas`: `spec.replicas`, `status.availableReplicas` | desired > 0 ∧ observed ∧ available ≥ desired |
 /// | Kubernetes `StatefulSet` | `Replicas`: `spec.replicas`, `status.readyReplicas` | desired > 0 ∧ observed ∧ ready ≥ desired |
+/// | etcd (what a publisher wrote) | [`Told`](Self::Told): the record's `ready` | ready |
 ///
 /// (Kubernetes: `observed` ⇔ `status.observedGeneration` ≥
 /// `metadata.generation`, and > 0 for a `StatefulSet`. This is serving
@@ -175,6 +177,12 @@ pub enum Readiness {
         /// Whether the controller has seen the current spec (Kubernetes'
         /// `observedGeneration`; always true for Swarm).
         observed: bool,
+    },
+    /// Readiness as another lookout told it, without the engine's detail
+    /// (the etcd provider: a publisher's record).
+    Told {
+        /// Whether it can serve.
+        ready: bool,
     },
 }
 
@@ -204,6 +212,7 @@ impl Readiness {
                 ready,
                 observed,
             } => desired > 0 && observed && ready >= desired,
+            Self::Told { ready } => ready,
         }
     }
 }

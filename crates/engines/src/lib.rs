@@ -1,6 +1,7 @@
 //! Start, stop and break the real engines that lookout's end-to-end tests run
 //! against: dockerd, the Podman API service, a single-node Docker Swarm, a
-//! kube-apiserver + etcd testbed, a private sshd on 127.0.0.1 for the
+//! kube-apiserver + etcd testbed, a 3-member etcd cluster on loopback (the
+//! etcd provider's tests), a private sshd on 127.0.0.1 for the
 //! `ssh://` tests, a second dockerd on 127.0.0.1 with `--tlsverify` for the
 //! tests of a docker context with TLS material, another dockerd beside the
 //! main one for the tests of several engines in one stream, a non-root
@@ -24,6 +25,7 @@
 //! | `podman.log`, `podman.pid`, `containers.conf` | the Podman API service (`CONTAINERS_CONF`) |
 //! | `apt.log`, `image-build.log`, `k8s-build.log` | package installs, the test image build, the k8s testbed build |
 //! | `k8s/` | the k8s testbed: `kubeconfig`, `env`, `apiserver.log`, `etcd.log`, pid files |
+//! | `etcd/` | the etcd cluster: members `e1`..`e3` (data directories), `eN.log`, `eN.pid` |
 //!
 //! The test sshd is machine-wide, under `/var/lib/lookout-sshd` (keys,
 //! `sshd_config`, `sshd.pid`, `sshd.log`), with its `Host lookout-sshd` entry
@@ -43,6 +45,7 @@ mod chromium;
 mod docker;
 mod docker2;
 mod docker_tls;
+mod etcd;
 mod k8s;
 mod packages;
 mod ping;
@@ -64,6 +67,11 @@ pub use docker_tls::{
 pub use docker2::{
     DEFAULT_DOCKER2_HOST, ENV_DOCKER2_HOST, docker2, docker2_command, docker2_down, docker2_host,
     docker2_kill9, docker2_start, docker2_up, docker2_verify,
+};
+pub use etcd::{
+    ENV_ETCD_ENDPOINTS, ETCD_MEMBERS, PROGRESS_NOTIFY, etcd_compact, etcd_dir, etcd_down,
+    etcd_endpoints, etcd_healthy, etcd_kill9, etcd_leader, etcd_member_pid, etcd_member_url,
+    etcd_revision, etcd_signal, etcd_start, etcd_status, etcd_stop, etcd_up,
 };
 pub use k8s::{
     k8s_build, k8s_compact, k8s_dir, k8s_down, k8s_kill_apiserver, k8s_kubeconfig,
@@ -186,7 +194,7 @@ pub fn engines_enabled() -> bool {
 
 /// The environment of a test run against the engines: `LOOKOUT_DOCKER_HOST`,
 /// `LOOKOUT_PODMAN_HOST`, `LOOKOUT_TEST_IMAGE`, `LOOKOUT_KUBECONFIG` and
-/// `KUBECONFIG`, `LOOKOUT_ENGINES=1`, and the variables of the k8s testbed's
+/// `KUBECONFIG`, `LOOKOUT_ETCD_ENDPOINTS`, `LOOKOUT_ENGINES=1`, and the variables of the k8s testbed's
 /// `env` file (`LOOKOUT_K8S_SERVER`, `LOOKOUT_APISERVER_PID_FILE`, …) when it
 /// is up.
 pub fn env_vars() -> Vec<(String, String)> {
@@ -211,6 +219,7 @@ pub fn env_vars() -> Vec<(String, String)> {
         (ENV_TEST_IMAGE, test_image()),
         (ENV_KUBECONFIG, kubeconfig.clone()),
         ("KUBECONFIG", kubeconfig),
+        (ENV_ETCD_ENDPOINTS, etcd_endpoints()),
         (ENV_ENGINES, "1".to_owned()),
     ];
     for (k, v) in ours {
@@ -311,6 +320,7 @@ mod tests {
             ENV_TEST_IMAGE,
             ENV_KUBECONFIG,
             "KUBECONFIG",
+            ENV_ETCD_ENDPOINTS,
             ENV_ENGINES,
         ] {
             assert!(

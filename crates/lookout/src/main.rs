@@ -1,5 +1,6 @@
 //! `lookout`: one `docker events` / `kubectl get -w` for Docker, Podman, Swarm
-//! and Kubernetes that survives engine restarts.
+//! and Kubernetes that survives engine restarts; and what publishers wrote to
+//! etcd, read back the same way.
 //!
 //! Events go to stdout (one line each, flushed), connection status to stderr.
 //! See `lookout --help`.
@@ -8,6 +9,7 @@
 #![allow(clippy::doc_markdown)]
 
 mod output;
+mod publish;
 mod serve;
 mod sources;
 
@@ -44,6 +46,10 @@ enum Engine {
     Swarm(EngineArgs),
     /// Deployments and StatefulSets of a Kubernetes cluster.
     K8s(K8sArgs),
+    /// Instances that publishers wrote to an etcd cluster (one key each
+    /// under PREFIX/i/SOURCE/), each event saying its source
+    /// (`SOURCE/instance`, JSON `host`).
+    Etcd(EtcdArgs),
 }
 
 #[derive(Debug, Args)]
@@ -57,7 +63,8 @@ struct Common {
     /// Also report when each running instance becomes ready to serve, or
     /// stops being ready (events `ready` / `unready`): Docker and Podman by
     /// healthcheck (none, or healthy, and not paused), Swarm by running
-    /// tasks (polled), Kubernetes by available (ready) replicas.
+    /// tasks (polled), Kubernetes by available (ready) replicas, etcd as
+    /// the publisher's records say.
     #[arg(long)]
     readiness: bool,
     /// Also serve HTTP/1.1 on ADDR: `--help` says what.
@@ -91,6 +98,18 @@ struct Common {
 }
 
 #[derive(Debug, Args)]
+struct PublishArgs {
+    /// Also write each transition to etcd, one key per instance under
+    /// PREFIX/i/SOURCE/ (default prefix lookout), for `lookout etcd` to read.
+    #[arg(long, value_name = "etcd://HOST:PORT[,HOST:PORT...][/PREFIX]",
+          value_parser = publish::parse_target)]
+    publish: Option<publish::Target>,
+    /// With --publish: the source its keys are under (default: this host's name).
+    #[arg(long, value_name = "NAME", requires = "publish")]
+    source: Option<String>,
+}
+
+#[derive(Debug, Args)]
 struct EngineArgs {
     /// Engine address: `unix:///path`, `tcp://host:port`, `https://…`, or
     /// `ssh://[user@]host[:port][/socket]` (the system ssh, as `docker -H
@@ -116,6 +135,8 @@ struct EngineArgs {
     /// Only instances with this label (repeatable; all must match).
     #[arg(long = "label", value_name = "KEY=VALUE", value_parser = parse_label)]
     labels: Vec<(String, String)>,
+    #[command(flatten)]
+    publish: PublishArgs,
     #[command(flatten)]
     common: Common,
 }
@@ -146,6 +167,29 @@ struct K8sArgs {
     #[arg(long = "context", value_name = "NAME")]
     contexts: Vec<String>,
     #[command(flatten)]
+    publish: PublishArgs,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Debug, Args)]
+struct EtcdArgs {
+    /// The cluster's members: http://HOST:PORT or HOST:PORT, comma-separated
+    /// (tried in order; a member that fails is left for the next).
+    #[arg(
+        long,
+        value_name = "URLS",
+        env = "ETCDCTL_ENDPOINTS",
+        default_value = "http://127.0.0.1:2379"
+    )]
+    endpoints: String,
+    /// The key prefix the publishers write under.
+    #[arg(long, value_name = "P", default_value = lookout_etcd::model::DEFAULT_PREFIX)]
+    prefix: String,
+    /// Only this source (repeatable; default: every source under the prefix).
+    #[arg(long = "source", value_name = "S")]
+    sources: Vec<String>,
+    #[command(flatten)]
     common: Common,
 }
 
@@ -162,12 +206,14 @@ fn compat_config(a: &EngineArgs) -> lookout_moby::Config {
     // The host and the context are the endpoint's (see `compat`).
     lookout_moby::Config::default()
         .labels(labels)
-        .watch_config(watch_config(&a.common))
+        .watch_config(watch_config(&a.common, a.publish.publish.is_some()))
         .readiness(a.common.readiness)
 }
 
-fn watch_config(common: &Common) -> WatchConfig {
-    WatchConfig::default().initial(common.initial)
+/// The first snapshot is told when asked, and always to a publisher (its
+/// baseline's comparison).
+fn watch_config(common: &Common, publish: bool) -> WatchConfig {
+    WatchConfig::default().initial(common.initial || publish)
 }
 
 impl Engine {
@@ -175,6 +221,7 @@ impl Engine {
         match self {
             Self::Docker(a) | Self::Podman(a) | Self::Swarm(a) => &a.common,
             Self::K8s(a) => &a.common,
+            Self::Etcd(a) => &a.common,
         }
     }
 }
@@ -257,6 +304,10 @@ async fn compat<O: lookout_moby::Objects>(
         }
     };
     if named.len() > 1 {
+        if a.publish.publish.is_some() {
+            eprintln!("lookout: --publish takes one engine (a source each: one run each)");
+            return ExitCode::from(2);
+        }
         return compat_merged(provider, objects, a, &named, serve).await;
     }
     let endpoint = match resolve(objects, named.first()) {
@@ -266,7 +317,7 @@ async fn compat<O: lookout_moby::Objects>(
     warn_unverified(None, &endpoint, a.common.json);
     let _ = ENDPOINT.set((endpoint.host.to_string(), endpoint.source.to_string()));
     match lookout_moby::watch_at(objects, endpoint, compat_config(a)) {
-        Ok(w) => run(provider, w, &a.common, serve).await,
+        Ok(w) => run(provider, w, &a.common, serve, Some(&a.publish)).await,
         Err(e) => usage_error("invalid configuration", &e),
     }
 }
@@ -398,6 +449,25 @@ async fn dispatch(engine: Engine, serve: Option<serve::Prepared>) -> ExitCode {
         Engine::Podman(a) => compat("podman", &lookout_podman::MAPPING, &a, serve).await,
         Engine::Swarm(a) => compat("swarm", &lookout_swarm::SERVICES, &a, serve).await,
         Engine::K8s(a) => k8s(a, serve).await,
+        Engine::Etcd(a) => etcd(a, serve).await,
+    }
+}
+
+/// `lookout etcd`: one watch of the prefix (of every source, or of those
+/// named), each event's source printed as its host.
+async fn etcd(a: EtcdArgs, serve: Option<serve::Prepared>) -> ExitCode {
+    let mut config = match lookout_etcd::EtcdConfig::new(&a.endpoints) {
+        Ok(c) => c,
+        Err(e) => return usage_error("invalid configuration", &e),
+    };
+    config.prefix.clone_from(&a.prefix);
+    config.sources.clone_from(&a.sources);
+    config.readiness = a.common.readiness;
+    config.watch = lookout_etcd::EtcdConfig::default_watch().initial(a.common.initial);
+    let _ = ENDPOINT.set((a.endpoints.clone(), "--endpoints".to_owned()));
+    match lookout_etcd::watch(config) {
+        Ok(w) => run("etcd", w, &a.common, serve, None).await,
+        Err(e) => usage_error("invalid configuration", &e),
     }
 }
 
@@ -426,14 +496,19 @@ async fn k8s(a: K8sArgs, serve: Option<serve::Prepared>) -> ExitCode {
         label_selector: a.label_selector.clone(),
         // No periodic or lag relist: the watch protocol resumes
         // from its resourceVersion and says when it cannot (410).
-        watch: lookout_k8s::K8sConfig::default_watch().initial(a.common.initial),
+        watch: lookout_k8s::K8sConfig::default_watch()
+            .initial(a.common.initial || a.publish.publish.is_some()),
         readiness: a.common.readiness,
     };
     if a.contexts.len() <= 1 {
         return match lookout_k8s::watch(config(a.contexts.first())) {
-            Ok(w) => run("k8s", w, &a.common, serve).await,
+            Ok(w) => run("k8s", w, &a.common, serve, Some(&a.publish)).await,
             Err(e) => usage_error("invalid configuration", &e),
         };
+    }
+    if a.publish.publish.is_some() {
+        eprintln!("lookout: --publish takes one cluster (a source each: one run each)");
+        return ExitCode::from(2);
     }
     let mut watches = Vec::with_capacity(a.contexts.len());
     for context in &a.contexts {
@@ -451,8 +526,36 @@ async fn run<D: lookout_core::Dial>(
     watch: Watch<D>,
     common: &Common,
     serve: Option<serve::Prepared>,
+    publish: Option<&PublishArgs>,
 ) -> ExitCode {
     let (events_fmt, status_fmt) = formats(common);
+    if let Some(PublishArgs {
+        publish: Some(target),
+        source,
+    }) = publish
+    {
+        if serve.is_some() {
+            eprintln!("lookout: --publish and --serve do not go together yet");
+            return ExitCode::from(2);
+        }
+        let source = source.clone().unwrap_or_else(publish::host_name);
+        let mut publisher = match publish::Publisher::new(target, source, provider) {
+            Ok(p) => p,
+            Err(e) => return usage_error("cannot publish", &e),
+        };
+        if let Err(e) = publisher.baseline().await {
+            eprintln!(
+                "lookout: publish: cannot read this source's keys ({}); each is read when written",
+                output::error_chain(&e)
+            );
+        }
+        let out = Out {
+            events: events_fmt,
+            status: status_fmt,
+            initial: common.initial,
+        };
+        return consume_publishing(provider, watch.map(|i| (None, i)), out, publisher).await;
+    }
     let Some(prepared) = serve else {
         return consume(
             provider,
@@ -566,6 +669,87 @@ fn blocking_write<T>(write: impl FnOnce() -> T) -> T {
     }
 }
 
+/// SIGTERM, listened for.
+fn sigterm() -> Result<tokio::signal::unix::Signal, ExitCode> {
+    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).map_err(|e| {
+        eprintln!("lookout: cannot listen for SIGTERM: {e}");
+        ExitCode::FAILURE
+    })
+}
+
+/// Writes an event line to stdout: `Err` with the exit code when the run
+/// must end (a reader gone: quietly).
+fn print_event(line: &str) -> Result<(), ExitCode> {
+    match blocking_write(|| write_line(&mut io::stdout().lock(), line)) {
+        Ok(()) => Ok(()),
+        // The reader went away (`lookout … | head`): exit quietly.
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Err(ExitCode::SUCCESS),
+        Err(e) => {
+            eprintln!("lookout: cannot write to stdout: {e}");
+            Err(ExitCode::FAILURE)
+        }
+    }
+}
+
+/// How a publishing run prints.
+#[derive(Clone, Copy)]
+struct Out {
+    events: Format,
+    status: Format,
+    /// Print the first snapshot (the publisher always gets it).
+    initial: bool,
+}
+
+/// Prints what `stream` yields, as [`consume`] does, and publishes it,
+/// until SIGTERM or Ctrl-C.
+async fn consume_publishing(
+    provider: &str,
+    mut stream: impl Stream<Item = (Option<usize>, Item)> + Unpin,
+    out: Out,
+    mut publisher: publish::Publisher,
+) -> ExitCode {
+    let mut sigterm = match sigterm() {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let mut ctrl_c = pin!(tokio::signal::ctrl_c());
+    let mut tick = tokio::time::interval(publish::TICK);
+    loop {
+        tokio::select! {
+            _ = &mut ctrl_c => return publisher.stop().await,
+            _ = sigterm.recv() => return publisher.stop().await,
+            _ = tick.tick() => publisher.tick().await,
+            item = stream.next() => match item {
+                Some((_, Item::Event(e))) => {
+                    publisher.event(&e).await;
+                    if e.origin == lookout_core::Origin::Initial && !out.initial {
+                        continue;
+                    }
+                    let line = event_line_of(None, provider, &e, out.events);
+                    if let Err(code) = print_event(&line) {
+                        return code;
+                    }
+                }
+                Some((_, Item::Status(s))) => {
+                    publisher.status(&s).await;
+                    let line = status_line_of(None, provider, &s, out.status);
+                    let line = match (&s, ENDPOINT.get()) {
+                        (lookout_core::Status::Connected { .. }, Some(at)) => {
+                            with_endpoint(line, at, out.status)
+                        }
+                        _ => line,
+                    };
+                    let _ = write_line(&mut io::stderr().lock(), &line);
+                }
+                None => {
+                    eprintln!("lookout: the event stream ended unexpectedly");
+                    return ExitCode::FAILURE;
+                }
+            },
+        }
+    }
+}
+
 /// Prints what `stream` yields until SIGTERM or Ctrl-C. Each item comes
 /// with its source's index in `sources` (its name, and where its engine is
 /// and where that came from, when known at start); `None` for the one
@@ -577,13 +761,9 @@ async fn consume(
     events_fmt: Format,
     status_fmt: Format,
 ) -> ExitCode {
-    let mut sigterm = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-    {
+    let mut sigterm = match sigterm() {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("lookout: cannot listen for SIGTERM: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     let mut ctrl_c = pin!(tokio::signal::ctrl_c());
     loop {
@@ -593,15 +773,12 @@ async fn consume(
             item = stream.next() => match item {
                 Some((source, Item::Event(e))) => {
                     let host = source.and_then(|i| sources.get(i)).map(|s| s.0.as_str());
-                    let line = event_line_of(host, provider, &e, events_fmt);
-                    match blocking_write(|| write_line(&mut io::stdout().lock(), &line)) {
-                        Ok(()) => {}
-                        // The reader went away (`lookout … | head`): exit quietly.
-                        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return ExitCode::SUCCESS,
-                        Err(e) => {
-                            eprintln!("lookout: cannot write to stdout: {e}");
-                            return ExitCode::FAILURE;
-                        }
+                    let line = match (host, output::source_in_id(provider, &e)) {
+                        (None, Some((host, e))) => event_line_of(Some(host), provider, &e, events_fmt),
+                        _ => event_line_of(host, provider, &e, events_fmt),
+                    };
+                    if let Err(code) = print_event(&line) {
+                        return code;
                     }
                 }
                 Some((source, Item::Status(s))) => {

@@ -30,7 +30,8 @@ struct JsonEvent<'a> {
 
 /// The provider's readiness detail, as JSON fields of an event or an
 /// instance: `health` and `paused` for a container, `desired`,
-/// `ready_replicas` and `observed` for a replicated workload.
+/// `ready_replicas` and `observed` for a replicated workload, `ready` as
+/// a publisher told it (etcd).
 #[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq)]
 #[serde(untagged)]
 pub enum ReadinessJson {
@@ -42,6 +43,9 @@ pub enum ReadinessJson {
         desired: u32,
         ready_replicas: u32,
         observed: bool,
+    },
+    Told {
+        ready: bool,
     },
 }
 
@@ -61,6 +65,7 @@ impl ReadinessJson {
                 ready_replicas: ready,
                 observed,
             },
+            Readiness::Told { ready } => Self::Told { ready },
             // A detail this binary does not know of yet.
             _ => return None,
         })
@@ -129,6 +134,18 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 #[cfg(test)]
 pub fn event_line(provider: &str, e: &InstanceEvent, f: Format) -> String {
     event_line_of(None, provider, e, f)
+}
+
+/// An etcd event's source and the event under its instance id: the
+/// provider's id is `SOURCE/INSTANCE` (`None` for other providers).
+pub fn source_in_id<'e>(provider: &str, e: &'e InstanceEvent) -> Option<(&'e str, InstanceEvent)> {
+    if provider != "etcd" {
+        return None;
+    }
+    let (source, instance) = e.id.as_str().split_once('/')?;
+    let mut inner = e.clone();
+    inner.id = lookout_core::InstanceId::from(instance);
+    Some((source, inner))
 }
 
 /// One event of the source `host` (when a run watches several engines) as a

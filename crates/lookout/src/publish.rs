@@ -1,0 +1,512 @@
+//! `--publish etcd://HOST:PORT[,HOST:PORT…][/PREFIX]`: each transition the
+//! run tells, written to etcd in `lookout_etcd::model`'s format, for `lookout
+//! etcd` to read back.
+//!
+//! One compare-and-set txn per transition, on the key's mod revision as last
+//! written or read; its failure branch reads the key, so a retried write
+//! whose first answer was lost is recognised (the key holds exactly what was
+//! to be written). What is wanted and what etcd holds are kept per instance:
+//! a write that fails is tried again at the next tick. At start the run's own
+//! keys are read as the baseline; once the first snapshot is complete, only
+//! what differs is written, as `resync` (tombstones for the instances that
+//! went meanwhile). A removal is a tombstone on a 24 h lease; `PREFIX/s/SOURCE`
+//! says the engine is connected, on a 10 s lease kept alive, and is deleted
+//! while it is not.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant, SystemTime};
+
+use lookout_core::{EventKind, InstanceEvent, Origin, Status};
+use lookout_etcd::model::{self, Record, RecordEvent, State};
+use lookout_etcd::{Client, Endpoint, EtcdError};
+use serde_json::json;
+
+use crate::output::rfc3339_nanos;
+
+/// A tombstone's lease.
+const TOMBSTONE_TTL: i64 = 24 * 3600;
+/// A new tombstone lease once the one in use is this old (so a tombstone
+/// lives 23 to 24 h).
+const TOMBSTONE_LEASE_REUSE: Duration = Duration::from_secs(3600);
+/// The status key's lease.
+pub const STATUS_TTL: i64 = 10;
+/// How often the status lease is renewed and failed writes retried.
+pub const TICK: Duration = Duration::from_secs(3);
+
+/// Where to publish: the endpoints and the prefix of `etcd://…`.
+#[derive(Clone, Debug)]
+pub struct Target {
+    pub endpoints: Vec<Endpoint>,
+    pub prefix: String,
+}
+
+/// Parses `etcd://HOST:PORT[,HOST:PORT…][/PREFIX]`.
+pub fn parse_target(s: &str) -> Result<Target, String> {
+    let rest = s
+        .strip_prefix("etcd://")
+        .ok_or_else(|| format!("`{s}`: expected etcd://HOST:PORT[,HOST:PORT...][/PREFIX]"))?;
+    let (hosts, prefix) = match rest.split_once('/') {
+        Some((h, p)) if !p.trim_matches('/').is_empty() => (h, p.trim_matches('/')),
+        Some((h, _)) => (h, model::DEFAULT_PREFIX),
+        None => (rest, model::DEFAULT_PREFIX),
+    };
+    let endpoints = Endpoint::parse_list(hosts).map_err(|e| format!("`{s}`: {e}"))?;
+    Ok(Target {
+        endpoints,
+        prefix: prefix.to_owned(),
+    })
+}
+
+/// What is wanted of one instance, and what etcd holds.
+#[derive(Debug, Default)]
+struct Slot {
+    /// The record to write, when it differs from `held`.
+    want: Option<Record>,
+    /// The record etcd holds (as last written or read) and its mod revision
+    /// (0: no key).
+    held: Option<Record>,
+    revision: i64,
+}
+
+/// The publisher of one run's transitions.
+#[derive(Debug)]
+pub struct Publisher {
+    client: Client,
+    prefix: String,
+    source: String,
+    provider: &'static str,
+    writer: String,
+    slots: BTreeMap<String, Slot>,
+    /// Until the first snapshot is complete: the instances it told.
+    first: Option<BTreeMap<String, Record>>,
+    tombstone_lease: Option<(i64, Instant)>,
+    status_lease: Option<i64>,
+    connected: bool,
+}
+
+/// Whether two records tell the same state (not the same transition).
+fn same_state(a: &Record, b: &Record) -> bool {
+    a.state == b.state && a.ready == b.ready && a.uid == b.uid && a.labels == b.labels
+}
+
+impl Publisher {
+    /// A publisher of `source`'s instances to `target`; reads nothing yet.
+    pub fn new(
+        target: &Target,
+        source: String,
+        provider: &'static str,
+    ) -> Result<Self, lookout_etcd::ConfigError> {
+        model::check_source(&source)?;
+        let prefix = model::check_prefix(&target.prefix)?.to_owned();
+        Ok(Self {
+            client: Client::new(target.endpoints.clone(), Duration::from_secs(5))?,
+            prefix,
+            writer: format!(
+                "lookout/{} {source} pid {}",
+                env!("CARGO_PKG_VERSION"),
+                std::process::id()
+            ),
+            source,
+            provider,
+            slots: BTreeMap::new(),
+            first: Some(BTreeMap::new()),
+            tombstone_lease: None,
+            status_lease: None,
+            connected: false,
+        })
+    }
+
+    /// Reads this source's keys: the baseline the first snapshot is
+    /// compared with.
+    pub async fn baseline(&mut self) -> Result<usize, EtcdError> {
+        let key = model::source_prefix(&self.prefix, &self.source);
+        let end = lookout_etcd::wire::prefix_range_end(key.as_bytes());
+        let mut from = key.clone().into_bytes();
+        let mut revision = 0;
+        loop {
+            let page = self.client.range(&from, &end, revision, 1000).await?;
+            revision = page.header.revision;
+            for kv in &page.kvs {
+                let Some((_, instance)) = model::parse_instance_key(&self.prefix, &kv.key) else {
+                    continue;
+                };
+                let slot = self.slots.entry(instance.to_owned()).or_default();
+                slot.held = Record::from_json(&kv.value).ok();
+                slot.revision = kv.mod_revision;
+            }
+            match page.kvs.last() {
+                Some(last) if page.more => {
+                    from.clone_from(&last.key);
+                    from.push(0);
+                }
+                _ => return Ok(self.slots.len()),
+            }
+        }
+    }
+
+    fn record(&self, e: &InstanceEvent, origin: &str) -> Record {
+        let state = match e.kind {
+            EventKind::Removed => State::Removed,
+            EventKind::Started | EventKind::Ready | EventKind::Unready => State::Running,
+            _ => State::Stopped,
+        };
+        Record {
+            provider: self.provider.to_owned(),
+            state,
+            ready: e
+                .readiness
+                .filter(|_| state == State::Running)
+                .map(|r| r.is_ready()),
+            uid: e.uid.as_deref().map(str::to_owned),
+            labels: lookout_core::Labels::clone(&e.labels),
+            event: RecordEvent {
+                kind: e.kind.as_str().to_owned(),
+                origin: origin.to_owned(),
+                at: rfc3339_nanos(e.at),
+            },
+            writer: self.writer.clone(),
+        }
+    }
+
+    /// One event of the run: written at once (after the first snapshot).
+    pub async fn event(&mut self, e: &InstanceEvent) {
+        // What the publisher learnt from a snapshot is a resync to its readers.
+        let origin = match e.origin {
+            Origin::Live => "live",
+            Origin::Initial | Origin::Resync => "resync",
+        };
+        let record = self.record(e, origin);
+        if let Some(first) = &mut self.first {
+            first.insert(e.id.as_str().to_owned(), record);
+            return;
+        }
+        let id = e.id.as_str().to_owned();
+        self.slots.entry(id.clone()).or_default().want = Some(record);
+        self.flush(&id).await;
+    }
+
+    /// A status of the run: the first `connected` completes the first
+    /// snapshot (what differs from the baseline is written); the status key
+    /// follows the connection.
+    pub async fn status(&mut self, s: &Status) {
+        match s {
+            Status::Connected { .. } => {
+                if let Some(first) = self.first.take() {
+                    self.first_snapshot(first).await;
+                }
+                self.connected = true;
+                self.write_status().await;
+            }
+            Status::Disconnected { .. } => {
+                self.connected = false;
+                let key = model::status_key(&self.prefix, &self.source);
+                if let Err(e) = self.client.delete(key.as_bytes()).await {
+                    warn(&format!("cannot delete {key}: {e}"));
+                }
+            }
+            Status::Lagged { .. } => {}
+        }
+    }
+
+    async fn first_snapshot(&mut self, present: BTreeMap<String, Record>) {
+        let at = rfc3339_nanos(SystemTime::now());
+        // Instances of the baseline that are gone: a tombstone each.
+        let gone: Vec<String> = self
+            .slots
+            .iter()
+            .filter(|(id, slot)| {
+                !present.contains_key(*id)
+                    && slot
+                        .held
+                        .as_ref()
+                        .is_some_and(|r| r.state != State::Removed)
+            })
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in gone {
+            let Some(slot) = self.slots.get_mut(&id) else {
+                continue;
+            };
+            let Some(held) = &slot.held else { continue };
+            let mut tomb = held.clone();
+            tomb.state = State::Removed;
+            tomb.ready = None;
+            tomb.event = RecordEvent {
+                kind: "removed".into(),
+                origin: "resync".into(),
+                at: at.clone(),
+            };
+            tomb.writer.clone_from(&self.writer);
+            slot.want = Some(tomb);
+        }
+        for (id, record) in present {
+            self.slots.entry(id).or_default().want = Some(record);
+        }
+        let ids: Vec<String> = self.slots.keys().cloned().collect();
+        for id in ids {
+            self.flush(&id).await;
+        }
+    }
+
+    /// Writes what is wanted of `id` when it differs from what etcd holds:
+    /// one txn, comparing the key's mod revision; on failure the key as it
+    /// is now (ours, if a lost answer hid our own write), and once more.
+    async fn flush(&mut self, id: &str) {
+        let Some(slot) = self.slots.get(id) else {
+            return;
+        };
+        let Some(want) = &slot.want else { return };
+        if slot.held.as_ref().is_some_and(|h| same_state(h, want)) {
+            if let Some(slot) = self.slots.get_mut(id) {
+                slot.want = None;
+            }
+            return;
+        }
+        let want = want.clone();
+        let lease = if want.state == State::Removed {
+            match self.tombstone_lease().await {
+                Ok(l) => l,
+                Err(e) => {
+                    warn(&format!("cannot grant a tombstone lease: {e}"));
+                    return;
+                }
+            }
+        } else {
+            0
+        };
+        let key = model::instance_key(&self.prefix, &self.source, id);
+        let value = match serde_json::to_vec(&want) {
+            Ok(v) => v,
+            Err(e) => {
+                warn(&format!("cannot encode the record of {key}: {e}"));
+                return;
+            }
+        };
+        for _ in 0..3 {
+            let revision = self.slots.get(id).map_or(0, |s| s.revision);
+            match self.cas(&key, &value, lease, revision).await {
+                Ok(Written::Done(revision)) => {
+                    if let Some(slot) = self.slots.get_mut(id) {
+                        slot.held = Some(want);
+                        slot.want = None;
+                        slot.revision = revision;
+                    }
+                    return;
+                }
+                Ok(Written::Changed { revision, held }) => {
+                    // Not what we last knew: take it as known, write again.
+                    if let Some(slot) = self.slots.get_mut(id) {
+                        slot.revision = revision;
+                        slot.held = held;
+                    }
+                }
+                Err(e) => {
+                    // Left wanted: the next tick tries again.
+                    warn(&format!("cannot write {key}: {e}"));
+                    return;
+                }
+            }
+        }
+    }
+
+    async fn cas(
+        &self,
+        key: &str,
+        value: &[u8],
+        lease: i64,
+        revision: i64,
+    ) -> Result<Written, EtcdError> {
+        let k = lookout_etcd::wire::b64(key.as_bytes());
+        let mut put = json!({ "key": k, "value": lookout_etcd::wire::b64(value) });
+        if lease != 0 {
+            put["lease"] = lease.to_string().into();
+        }
+        let txn = json!({
+            "compare": [{ "key": k, "target": "MOD", "result": "EQUAL", "mod_revision": revision.to_string() }],
+            "success": [{ "request_put": put }],
+            "failure": [{ "request_range": { "key": k } }],
+        });
+        let answer = self.client.txn(&txn).await?;
+        let header_revision = answer["header"]["revision"]
+            .as_str()
+            .and_then(|r| r.parse().ok())
+            .unwrap_or(0);
+        if answer["succeeded"].as_bool() == Some(true) {
+            return Ok(Written::Done(header_revision));
+        }
+        let kv = &answer["responses"][0]["response_range"]["kvs"][0];
+        let current_revision = kv["mod_revision"]
+            .as_str()
+            .and_then(|r| r.parse().ok())
+            .unwrap_or(0);
+        let current = kv["value"].as_str().and_then(lookout_etcd::wire::unb64);
+        if current.as_deref() == Some(value) {
+            // Our own write, whose answer was lost.
+            return Ok(Written::Done(current_revision));
+        }
+        Ok(Written::Changed {
+            revision: current_revision,
+            held: current.and_then(|v| Record::from_json(&v).ok()),
+        })
+    }
+
+    async fn tombstone_lease(&mut self) -> Result<i64, EtcdError> {
+        if let Some((id, granted)) = self.tombstone_lease
+            && granted.elapsed() < TOMBSTONE_LEASE_REUSE
+        {
+            return Ok(id);
+        }
+        let lease = self.client.lease_grant(TOMBSTONE_TTL).await?;
+        self.tombstone_lease = Some((lease.id, Instant::now()));
+        Ok(lease.id)
+    }
+
+    async fn write_status(&mut self) {
+        let key = model::status_key(&self.prefix, &self.source);
+        let lease = match self.client.lease_grant(STATUS_TTL).await {
+            Ok(l) => l.id,
+            Err(e) => {
+                warn(&format!("cannot grant the status lease: {e}"));
+                return;
+            }
+        };
+        let value = json!({
+            "connected": true,
+            "provider": self.provider,
+            "writer": self.writer,
+            "at": rfc3339_nanos(SystemTime::now()),
+        })
+        .to_string();
+        match self
+            .client
+            .put(key.as_bytes(), value.as_bytes(), lease)
+            .await
+        {
+            Ok(_) => self.status_lease = Some(lease),
+            Err(e) => warn(&format!("cannot write {key}: {e}")),
+        }
+    }
+
+    /// At exit: the status key deleted (within 2 s), so that readers know
+    /// the source is no longer published before its lease would tell.
+    pub async fn stop(&mut self) -> std::process::ExitCode {
+        let key = model::status_key(&self.prefix, &self.source);
+        let _ =
+            tokio::time::timeout(Duration::from_secs(2), self.client.delete(key.as_bytes())).await;
+        std::process::ExitCode::SUCCESS
+    }
+
+    /// Every [`TICK`]: renews the status lease (writes the status again if
+    /// it expired) and retries the writes that failed.
+    pub async fn tick(&mut self) {
+        if self.connected {
+            let alive = match self.status_lease {
+                Some(l) => self
+                    .client
+                    .lease_keepalive(l)
+                    .await
+                    .is_ok_and(|ttl| ttl > 0),
+                None => false,
+            };
+            if !alive {
+                self.write_status().await;
+            }
+        }
+        let dirty: Vec<String> = self
+            .slots
+            .iter()
+            .filter(|(_, s)| s.want.is_some())
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in dirty {
+            self.flush(&id).await;
+        }
+    }
+}
+
+/// What a compare-and-set found.
+#[derive(Debug)]
+enum Written {
+    /// Written (or found written by us): the key's mod revision.
+    Done(i64),
+    /// The key is not as we knew it: its mod revision and record.
+    Changed { revision: i64, held: Option<Record> },
+}
+
+fn warn(what: &str) {
+    tracing::warn!("publish: {what}");
+    eprintln!("lookout: publish: {what}");
+}
+
+/// This machine's name (`/proc/sys/kernel/hostname`, else `HOSTNAME`, else
+/// `localhost`): the default source.
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok().filter(|s| !s.is_empty()))
+        .unwrap_or_else(|| "localhost".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets() {
+        let t = parse_target("etcd://127.0.0.1:12371,127.0.0.1:12372/team/a").expect("parses");
+        assert_eq!(t.endpoints.len(), 2);
+        assert_eq!(t.prefix, "team/a");
+        let t = parse_target("etcd://etcd:2379").expect("parses");
+        assert_eq!(t.prefix, model::DEFAULT_PREFIX);
+        assert_eq!(t.endpoints[0].to_string(), "http://etcd:2379");
+        assert!(parse_target("http://x:1").is_err());
+        assert!(parse_target("etcd:///p").is_err());
+    }
+
+    /// Against the real cluster (`cargo xtask engines up etcd`).
+    #[test]
+    fn a_retried_write_whose_answer_was_lost_is_recognised() {
+        use lookout_e2e::engines;
+        let _lock = engines::lock_engine("etcd", false).unwrap_or_else(|e| panic!("{e}"));
+        engines::etcd_up().unwrap_or_else(|e| panic!("etcd is not usable: {e}"));
+        let prefix = format!("lookout-test/publish-cas-{}", std::process::id());
+        let target = parse_target(&format!(
+            "etcd://{}/{prefix}",
+            engines::etcd_endpoints().replace("http://", "")
+        ))
+        .expect("a target");
+        let publisher = Publisher::new(&target, "s".into(), "docker").expect("a publisher");
+        let key = model::instance_key(&prefix, "s", "web");
+        let value = br#"{"provider":"docker","state":"running","event":{"kind":"started","origin":"live","at":"x"}}"#;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        rt.block_on(async {
+            let Ok(Written::Done(first)) = publisher.cas(&key, value, 0, 0).await else {
+                panic!("the first write succeeds")
+            };
+            // The same txn again, as after an answer lost on the way: the
+            // compare fails, the failure branch shows our own value.
+            match publisher.cas(&key, value, 0, 0).await {
+                Ok(Written::Done(again)) => assert_eq!(again, first),
+                other => panic!("recognised as ours: {other:?}"),
+            }
+            // Another value on the stale revision: the key as it is.
+            match publisher.cas(&key, b"{}", 0, 0).await {
+                Ok(Written::Changed { revision, held }) => {
+                    assert_eq!(revision, first);
+                    assert_eq!(held.map(|r| r.state), Some(State::Running));
+                }
+                other => panic!("a change: {other:?}"),
+            }
+            publisher
+                .client
+                .delete(key.as_bytes())
+                .await
+                .expect("clean up");
+        });
+    }
+}

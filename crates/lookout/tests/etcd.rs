@@ -1,0 +1,310 @@
+//! `lookout etcd` against the real 3-member cluster (`cargo xtask engines up
+//! etcd`): records written through the gateway in the model's format become
+//! `created`/`started`/`stopped`/`removed` lines with the publisher's origin
+//! and the source as `host`; `--source` filters; a restarted lookout lists
+//! the present. The round trip: dockerd → `lookout docker --publish` →
+//! `lookout etcd --json` says what `lookout docker --json` says; a
+//! restarted publisher writes only what changed meanwhile, as `resync`.
+
+// Test code reads the child's pipes on threads; only library crates may not spawn.
+#![allow(clippy::disallowed_methods)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use common::{Containers, Process, unique};
+use lookout_e2e::engines;
+use lookout_etcd::model::{Record, RecordEvent, State, instance_key};
+use serde_json::Value;
+
+/// The etcd cluster, up, and its lock (shared: these tests break nothing).
+fn require_etcd() -> engines::EngineLock {
+    let lock = engines::lock_engine("etcd", false).unwrap_or_else(|e| panic!("{e}"));
+    if let Err(e) = engines::etcd_up() {
+        panic!(
+            "etcd is not usable ({e}).\nRun `cargo xtask engines up etcd` first \
+             (or run the tests under `cargo xtask ci`)."
+        );
+    }
+    lock
+}
+
+/// A client of the cluster, and a runtime to drive it.
+fn client() -> (lookout_etcd::Client, tokio::runtime::Runtime) {
+    let endpoints =
+        lookout_etcd::Endpoint::parse_list(&engines::etcd_endpoints()).expect("endpoints");
+    let client = lookout_etcd::Client::new(endpoints, Duration::from_secs(5)).expect("a client");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    (client, rt)
+}
+
+/// Deletes every key under a test's prefix when the test ends.
+struct Cleanup(String);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let key = format!("{}/", self.0).into_bytes();
+        let end = lookout_etcd::wire::prefix_range_end(&key);
+        let (client, rt) = client();
+        if let Err(e) = rt.block_on(client.delete_range(&key, &end)) {
+            eprintln!("etcd: could not delete the keys under {}: {e}", self.0);
+        }
+    }
+}
+
+/// Puts the record of `source`/`instance` under `prefix`, as a publisher
+/// would write it.
+fn put(
+    prefix: &str,
+    source: &str,
+    instance: &str,
+    state: State,
+    origin: &str,
+    ready: Option<bool>,
+) {
+    let kind = match state {
+        State::Running => "started",
+        State::Stopped => "stopped",
+        State::Removed => "removed",
+    };
+    let record = Record {
+        provider: "docker".into(),
+        state,
+        ready,
+        uid: Some(format!("uid-{instance}")),
+        labels: BTreeMap::from([("app".to_owned(), instance.to_owned())]),
+        event: RecordEvent {
+            kind: kind.into(),
+            origin: origin.into(),
+            at: "2026-12-03T10:00:00.25Z".into(),
+        },
+        writer: "lookout-cli tests".into(),
+    };
+    let value = serde_json::to_vec(&record).expect("encodes");
+    let key = instance_key(prefix, source, instance);
+    let (client, rt) = client();
+    rt.block_on(client.put(key.as_bytes(), &value, 0))
+        .unwrap_or_else(|e| panic!("put {key}: {e}"));
+}
+
+/// `host instance kind origin` of an event line, checking what every line says.
+fn brief(v: &Value) -> String {
+    assert_eq!(v["provider"], "etcd", "{v}");
+    assert!(v["labels"].is_object(), "labels: {v}");
+    format!(
+        "{} {} {} {}",
+        v["host"].as_str().unwrap_or("-"),
+        v["instance"].as_str().unwrap_or("-"),
+        v["kind"].as_str().unwrap_or("-"),
+        v["origin"].as_str().unwrap_or("-"),
+    )
+}
+
+fn lookout(prefix: &str, extra: &[&str]) -> Process {
+    let endpoints = engines::etcd_endpoints();
+    let mut args = vec![
+        "etcd",
+        "--endpoints",
+        &endpoints,
+        "--prefix",
+        prefix,
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    Process::spawn(&args, &[])
+}
+
+#[test]
+fn records_become_lines_with_the_publishers_origin_and_the_source_as_host() {
+    let _lock = require_etcd();
+    let prefix = unique("etcd", "lines");
+    let _cleanup = Cleanup(prefix.clone());
+    put(&prefix, "h1", "web", State::Running, "live", Some(true));
+    let mut p = lookout(&prefix, &["--initial", "--readiness"]);
+    let connected = p.connected();
+    assert_eq!(connected["instances"], 1, "{connected}");
+    assert_eq!(connected["from"], "--endpoints", "{connected}");
+    let initial: Vec<Value> = (0..3).map(|_| p.event()).collect();
+    assert_eq!(
+        initial.iter().map(brief).collect::<Vec<_>>(),
+        [
+            "h1 web created initial",
+            "h1 web started initial",
+            "h1 web ready initial"
+        ]
+    );
+    assert_eq!(
+        initial[2]["ready"], true,
+        "readiness as told: {}",
+        initial[2]
+    );
+
+    put(&prefix, "h2", "db", State::Stopped, "live", None);
+    put(&prefix, "h1", "web", State::Stopped, "live", Some(false));
+    put(&prefix, "h2", "db", State::Running, "resync", None);
+    put(&prefix, "h1", "web", State::Removed, "live", None);
+    let lines: Vec<Value> = (0..4).map(|_| p.event()).collect();
+    assert_eq!(
+        lines.iter().map(brief).collect::<Vec<_>>(),
+        [
+            "h2 db created live",
+            "h1 web stopped live",
+            "h2 db started resync",
+            "h1 web removed live",
+        ]
+    );
+    assert_eq!(
+        lines[1]["at"], "2026-12-03T10:00:00.250000000Z",
+        "a live line carries the publisher's time"
+    );
+}
+
+#[test]
+fn source_filters_and_a_restarted_lookout_lists_the_present() {
+    let _lock = require_etcd();
+    let prefix = unique("etcd", "source");
+    let _cleanup = Cleanup(prefix.clone());
+    put(&prefix, "h1", "a", State::Running, "live", None);
+    put(&prefix, "h2", "b", State::Running, "live", None);
+    let mut p = lookout(&prefix, &["--source", "h1"]);
+    assert_eq!(p.connected()["instances"], 1);
+    put(&prefix, "h2", "b", State::Stopped, "live", None);
+    put(&prefix, "h1", "a", State::Stopped, "live", None);
+    assert_eq!(brief(&p.event()), "h1 a stopped live", "h2 is not watched");
+    p.signal("TERM");
+    assert!(p.exit_within(Duration::from_secs(10)).success());
+    drop(p);
+
+    // A new lookout has no cursor: it lists, and tells the present only
+    // with --initial.
+    put(&prefix, "h1", "c", State::Running, "live", None);
+    let mut p = lookout(&prefix, &["--initial"]);
+    assert_eq!(p.connected()["instances"], 3);
+    let mut present: Vec<String> = (0..4).map(|_| brief(&p.event())).collect();
+    present.sort();
+    assert_eq!(
+        present,
+        [
+            "h1 a created initial",
+            "h1 c created initial",
+            "h1 c started initial",
+            "h2 b created initial",
+        ]
+    );
+    // Then live, nothing else before.
+    put(&prefix, "h1", "a", State::Running, "live", None);
+    assert_eq!(brief(&p.event()), "h1 a started live");
+}
+
+/// A key's mod revision (0: none).
+fn mod_revision(key: &str) -> i64 {
+    key_revisions(key).0
+}
+
+/// A key's mod revision and version (0: none).
+fn key_revisions(key: &str) -> (i64, i64) {
+    let (client, rt) = client();
+    rt.block_on(client.range(key.as_bytes(), &[], 0, 0))
+        .unwrap_or_else(|e| panic!("range {key}: {e}"))
+        .kvs
+        .first()
+        .map_or((0, 0), |kv| (kv.mod_revision, kv.version))
+}
+
+/// The event line without what differs by design between the engine's and
+/// etcd's: `provider` and `host`.
+fn comparable(v: &Value) -> Value {
+    let mut v = v.clone();
+    if let Some(o) = v.as_object_mut() {
+        o.remove("provider");
+        o.remove("host");
+    }
+    v
+}
+
+#[test]
+fn published_docker_events_read_back_from_etcd_are_the_same() {
+    let _docker = common::require_docker(false);
+    let _lock = require_etcd();
+    let prefix = unique("etcd", "publish");
+    let _cleanup = Cleanup(prefix.clone());
+    let label = format!("lookout.etcd={prefix}");
+    let endpoints = engines::etcd_endpoints();
+    let target = format!("etcd://{}/{prefix}", endpoints.replace("http://", ""));
+    let publisher = |extra: &[&str]| {
+        let mut args = vec!["docker", "--json", "--label", &label, "--publish", &target];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--source", "rt"]);
+        Process::spawn(&args, &[])
+    };
+    let mut docker = publisher(&[]);
+    docker.connected();
+    let mut etcd = lookout(&prefix, &[]);
+    etcd.connected();
+
+    let a = format!("{prefix}-a");
+    let c = format!("{prefix}-c");
+    let _containers = Containers(vec![a.clone(), c.clone(), format!("{prefix}-b")]);
+    engines::docker_create_test_container(&a, &["--label", &label]).expect("create a");
+    engines::docker(&["start", &a]).expect("start a");
+    engines::docker(&["stop", "-t", "0", &a]).expect("stop a");
+    engines::docker(&["rm", &a]).expect("rm a");
+    engines::docker_create_test_container(&c, &["--label", &label]).expect("create c");
+    engines::docker(&["start", &c]).expect("start c");
+    let from_docker: Vec<Value> = (0..6).map(|_| docker.event()).collect();
+    let from_etcd: Vec<Value> = (0..6).map(|_| etcd.event()).collect();
+    for (d, e) in from_docker.iter().zip(&from_etcd) {
+        assert_eq!(e["host"], "rt", "{e}");
+        assert_eq!(comparable(d), comparable(e), "docker: {d}\netcd: {e}");
+    }
+    assert_eq!(
+        from_etcd.iter().map(brief).collect::<Vec<_>>(),
+        [
+            format!("rt {a} created live"),
+            format!("rt {a} started live"),
+            format!("rt {a} stopped live"),
+            format!("rt {a} removed live"),
+            format!("rt {c} created live"),
+            format!("rt {c} started live"),
+        ]
+    );
+
+    // The publisher's status, on its lease while it runs; gone at its exit.
+    let status = lookout_etcd::model::status_key(&prefix, "rt");
+    assert!(mod_revision(&status) > 0, "{status} while publishing");
+    // The publisher goes; b comes meanwhile; c does not change.
+    docker.signal("TERM");
+    assert!(docker.exit_within(Duration::from_secs(10)).success());
+    drop(docker);
+    assert_eq!(mod_revision(&status), 0, "{status} deleted at exit");
+    let c_key = instance_key(&prefix, "rt", &c);
+    let (c_written, c_version) = key_revisions(&c_key);
+    let b = format!("{prefix}-b");
+    engines::docker_create_test_container(&b, &["--label", &label]).expect("create b");
+    engines::docker(&["start", &b]).expect("start b");
+    let mut docker = publisher(&[]);
+    docker.connected();
+    // Only the difference, as resync (b), then live again.
+    assert_eq!(brief(&etcd.event()), format!("rt {b} created resync"));
+    assert_eq!(brief(&etcd.event()), format!("rt {b} started resync"));
+    assert_eq!(
+        mod_revision(&c_key),
+        c_written,
+        "unchanged c not written again"
+    );
+    engines::docker(&["stop", "-t", "0", &c]).expect("stop c");
+    assert_eq!(brief(&etcd.event()), format!("rt {c} stopped live"));
+    let (c_now, c_versions) = key_revisions(&c_key);
+    assert!(c_now > c_written, "c written for its stop");
+    assert_eq!(
+        c_versions,
+        c_version + 1,
+        "c written once since the restart (its stop), not at the restart"
+    );
+    drop(docker);
+}

@@ -1,0 +1,194 @@
+//! What can go wrong: a configuration that can never work ([`ConfigError`]),
+//! and what a request or a watch met ([`EtcdError`], each naming the member
+//! and the path).
+
+use std::time::Duration;
+
+/// A configuration that can never work.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// No endpoint was given.
+    #[error("no etcd endpoint given (http://HOST:PORT or HOST:PORT, comma-separated)")]
+    NoEndpoint,
+    /// An endpoint that cannot be used.
+    #[error("etcd endpoint `{endpoint}`: {why}")]
+    Endpoint {
+        /// As given.
+        endpoint: String,
+        /// Why not.
+        why: String,
+    },
+    /// A prefix or source name that cannot be a key's part.
+    #[error("{what} `{value}`: {why}")]
+    Name {
+        /// `prefix` or `source`.
+        what: &'static str,
+        /// As given.
+        value: String,
+        /// Why not.
+        why: &'static str,
+    },
+}
+
+/// What a request to etcd, or a watch, met.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EtcdError {
+    /// The member could not be reached.
+    #[error("cannot connect to etcd at {endpoint}: {source}")]
+    Connect {
+        /// The member.
+        endpoint: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The member did not answer in time.
+    #[error("{endpoint}{path}: no answer within {timeout:?}")]
+    Timeout {
+        /// The member.
+        endpoint: String,
+        /// The request's path.
+        path: String,
+        /// The bound.
+        timeout: Duration,
+    },
+    /// HTTP failed (the connection broke mid-answer, …).
+    #[error("{endpoint}{path}: HTTP: {source}")]
+    Http {
+        /// The member.
+        endpoint: String,
+        /// The request's path.
+        path: String,
+        /// hyper's error.
+        #[source]
+        source: hyper::Error,
+    },
+    /// The request could not be built.
+    #[error("cannot build the request: {0}")]
+    Request(String),
+    /// The member answered with an error.
+    #[error("{endpoint}{path}: HTTP {status}: {message} (gRPC code {code})")]
+    Status {
+        /// The member.
+        endpoint: String,
+        /// The request's path.
+        path: String,
+        /// The HTTP status.
+        status: u16,
+        /// The gRPC code the gateway gave (11: compacted, 14: unavailable).
+        code: i32,
+        /// etcd's message.
+        message: String,
+    },
+    /// The answer is no JSON of the expected shape.
+    #[error("{endpoint}{path}: cannot decode the answer: {source}")]
+    Decode {
+        /// The member.
+        endpoint: String,
+        /// The request's path.
+        path: String,
+        /// serde's error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The answer (or a watch line) is larger than the bound.
+    #[error("{endpoint}{path}: the answer is larger than {limit} bytes")]
+    TooLarge {
+        /// The member.
+        endpoint: String,
+        /// The request's path.
+        path: String,
+        /// The bound.
+        limit: usize,
+    },
+    /// `/health` says the member cannot serve (no leader, …).
+    #[error("{endpoint} is not healthy: {reason}")]
+    Unhealthy {
+        /// The member.
+        endpoint: String,
+        /// etcd's reason.
+        reason: String,
+    },
+    /// Every endpoint failed.
+    #[error("no etcd endpoint answered ({tried})")]
+    Unreachable {
+        /// The endpoints tried.
+        tried: String,
+        /// The last failure.
+        #[source]
+        last: Box<EtcdError>,
+    },
+    /// The watch stream ended.
+    #[error("{endpoint}: the watch ended")]
+    WatchEnded {
+        /// The member.
+        endpoint: String,
+    },
+    /// etcd canceled the watch for another reason than compaction.
+    #[error("{endpoint}: etcd canceled the watch: {reason}")]
+    Canceled {
+        /// The member.
+        endpoint: String,
+        /// etcd's reason.
+        reason: String,
+    },
+    /// The watch stream carried an error.
+    #[error("{endpoint}: the watch failed: {message} (gRPC code {code})")]
+    WatchError {
+        /// The member.
+        endpoint: String,
+        /// The gRPC code.
+        code: i32,
+        /// etcd's message.
+        message: String,
+    },
+    /// The watch has not told the newest put under its range.
+    #[error(
+        "the watch is behind: it told revision {seen}, a put under its range is at {newest} (waited {waited:?})"
+    )]
+    Behind {
+        /// The newest put's revision.
+        newest: i64,
+        /// What the watch told.
+        seen: i64,
+        /// How long the probe waited.
+        waited: Duration,
+    },
+    /// The watch did not say `created` in time.
+    #[error("{endpoint}: the watch was not created within {timeout:?}")]
+    NotCreated {
+        /// The member.
+        endpoint: String,
+        /// The bound.
+        timeout: Duration,
+    },
+    /// A list could not be completed: etcd compacted its revision while it was read.
+    #[error("the list at revision {revision} was compacted away {times} times in a row")]
+    ListCompacted {
+        /// The revision of the last attempt.
+        revision: i64,
+        /// How many attempts.
+        times: u32,
+    },
+}
+
+impl EtcdError {
+    /// Whether another member may succeed where this one failed.
+    pub(crate) fn fails_over(&self) -> bool {
+        match self {
+            Self::Connect { .. }
+            | Self::Timeout { .. }
+            | Self::Http { .. }
+            | Self::Unhealthy { .. } => true,
+            Self::Status { status, .. } => *status >= 500,
+            _ => false,
+        }
+    }
+
+    /// Whether etcd said the revision asked for was compacted away.
+    pub fn is_compacted(&self) -> bool {
+        matches!(self, Self::Status { code: 11, .. })
+    }
+}

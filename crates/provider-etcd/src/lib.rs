@@ -1,0 +1,233 @@
+//! The etcd provider of lookout: instance state that publishers wrote under
+//! an etcd prefix ([`model`]), read back as one resilient, leak-free stream
+//! of instance events.
+//!
+//! ```no_run
+//! use lookout_etcd::EtcdConfig;
+//! use tokio_stream::StreamExt;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), lookout_etcd::ConfigError> {
+//! let config = EtcdConfig::new("http://127.0.0.1:2379,http://127.0.0.1:22379")?;
+//! // Synchronous: nothing is contacted until the stream is polled. A cluster
+//! // that cannot be reached is a `Disconnected` status, retried forever.
+//! let mut events = lookout_etcd::watch(config)?.events();
+//! while let Some(e) = events.next().await {
+//!     println!("{} {} ({})", e.id, e.kind, e.origin);
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Mapping
+//!
+//! | etcd | lookout |
+//! |---|---|
+//! | a key `PREFIX/i/SOURCE/INSTANCE` (see [`model`]) | an instance, id `SOURCE/INSTANCE` (the command line prints `SOURCE` as the event's `host`) |
+//! | its [`Record`](model::Record)'s `state`: `running` / `stopped` | a change `Started` / `Stopped` (the core adds `Created` for an unknown instance and swallows what changes nothing) |
+//! | `state: removed` (a tombstone), or the key deleted | `Removed` |
+//! | `uid`, `labels` | [`Listed::uid`](lookout_core::Listed::uid) (a new uid under the same id is `Removed` then `Created`), the labels |
+//! | `ready` | with [`EtcdConfig::readiness`], [`Readiness::Told`](lookout_core::Readiness::Told) (`Ready`/`Unready` while running) |
+//! | `event.at` | the event's time (live events; local time when it is no RFC 3339) |
+//! | `event.origin: resync` | reported with [`Origin::Resync`](lookout_core::Origin::Resync): a run of such records is told as a snapshot of every instance, which the core diffs (its `at` is then the local time) |
+//! | the prefix read at revision R | the first snapshot; the watch starts at R + 1 |
+//! | the etcd revision of the newest event or progress notification seen | the cursor a redial resumes from |
+//!
+//! # Guarantees
+//!
+//! Everything [`lookout_core::Watch`] guarantees (see its
+//! [`# Guarantees`](lookout_core::Watch#guarantees)), and:
+//!
+//! - **A redial resumes; it does not relist.** The watch is opened again
+//!   from the revision after the cursor, on the first member that answers
+//!   (the last one that did, then the next of [`EtcdConfig::endpoints`]):
+//!   what changed meanwhile comes as etcd replays it, in order, exactly once,
+//!   [`Origin::Live`](lookout_core::Origin::Live), before `Connected`: the
+//!   session says [`Observation::Resumed`](lookout_core::Observation::Resumed)
+//!   once the event of the newest put under the prefix (asked just before
+//!   the watch) has come, or a progress notification. A deletion made in
+//!   between with no put after it (a tombstone's lease expiring) may come
+//!   just after `Connected`, still in order and once.
+//! - **Compaction relists.** When etcd compacted the resume revision away
+//!   (the watch is canceled with `compact_revision`), the prefix is listed
+//!   again at one revision, inside the session, and the core's diff reports
+//!   what changed meanwhile, once, as `resync`.
+//! - **A member that fails is left**: a connection refused, a request
+//!   unanswered within [`EtcdConfig::request_timeout`] or a 5xx answer moves
+//!   to the next endpoint; a lost watch connection ends the session, and the
+//!   redial fails over the same way.
+//! - **A silent watch is noticed**: after the core's
+//!   [`probe_after`](lookout_core::WatchConfig::probe_after) of silence, the
+//!   probe asks, on connections of its own, the member's `GET /health`
+//!   (a frozen member does not answer; one without a leader says so), then
+//!   the newest put under the watched range: a watch that has not told it
+//!   within half of
+//!   [`probe_timeout`](lookout_core::WatchConfig::probe_timeout) is behind,
+//!   taken for dead (a connection that died without a sign), and the
+//!   session is replaced. The watch also asks for etcd's progress
+//!   notifications, signs of life. (etcd's gateway cannot take a progress
+//!   request on an open watch: over HTTP/1.1 Go's server holds the answer
+//!   until the request's body ends.) A watch that died while only
+//!   deletions happen is not noticed until the next put.
+//! - **No periodic relist** ([`EtcdConfig::default_watch`]): the watch is
+//!   exact, and says when it cannot resume.
+//! - **An unreadable record does not end the session**: it is logged and
+//!   skipped (its revision still moves the cursor).
+//! - **Memory is O(instances)**: every instance under the watched range is
+//!   kept (id, uid, labels, state), across sessions, so that a publisher's
+//!   resync can be told as a snapshot. A list reads 1000 keys per page.
+//! - **Dropping the stream closes every connection**: each request is one
+//!   HTTP/1.1 connection driven by the stream itself. This crate spawns
+//!   nothing and needs no `protoc` (see ARCHITECTURE.md for why not
+//!   `etcd-client`).
+//!
+//! [`Client`] is the JSON-gateway client itself (range, put, delete, txn,
+//! compaction, lease grant, watch): what the publisher shares.
+
+mod client;
+mod error;
+pub mod model;
+mod session;
+pub mod wire;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use lookout_core::{Dial, DialFuture, ProbeFuture, Watch, WatchConfig};
+use tracing::Instrument as _;
+
+pub use client::{Client, Endpoint};
+pub use error::{ConfigError, EtcdError};
+
+/// What to watch, and how.
+#[derive(Clone, Debug)]
+pub struct EtcdConfig {
+    /// The cluster's members, tried in order.
+    pub endpoints: Vec<Endpoint>,
+    /// The key prefix the publishers write under (default [`model::DEFAULT_PREFIX`]).
+    pub prefix: String,
+    /// The sources to read (empty: every source under the prefix).
+    pub sources: Vec<String>,
+    /// Tell readiness (the records' `ready`) and `Ready`/`Unready`.
+    pub readiness: bool,
+    /// The bound of each request (connect and answer) and of a watch's
+    /// creation (default 5 s).
+    pub request_timeout: Duration,
+    /// The core's settings (default [`EtcdConfig::default_watch`]).
+    pub watch: WatchConfig,
+}
+
+impl EtcdConfig {
+    /// A configuration for `endpoints` (`http://HOST:PORT` or `HOST:PORT`,
+    /// comma-separated), the rest by default.
+    pub fn new(endpoints: &str) -> Result<Self, ConfigError> {
+        Ok(Self {
+            endpoints: Endpoint::parse_list(endpoints)?,
+            prefix: model::DEFAULT_PREFIX.to_owned(),
+            sources: Vec::new(),
+            readiness: false,
+            request_timeout: Duration::from_secs(5),
+            watch: Self::default_watch(),
+        })
+    }
+
+    /// The core's defaults without periodic or lag relist: etcd's watch
+    /// resumes from its revision and says when it cannot.
+    pub fn default_watch() -> WatchConfig {
+        WatchConfig::default()
+            .resync_every(None)
+            .resync_after_lag(None)
+    }
+}
+
+/// The [`Dial`] of an etcd prefix: see the [crate docs](crate).
+#[derive(Debug)]
+pub struct EtcdDial {
+    client: Client,
+    settings: Arc<session::Settings>,
+    known: Arc<session::Known>,
+    seen: Arc<session::Seen>,
+}
+
+impl EtcdDial {
+    /// Checks `config` (prefix, sources, endpoints); contacts nothing.
+    pub fn new(config: &EtcdConfig) -> Result<Self, ConfigError> {
+        let prefix = model::check_prefix(&config.prefix)?.to_owned();
+        for s in &config.sources {
+            model::check_source(s)?;
+        }
+        let mut sources = config.sources.clone();
+        sources.sort_unstable();
+        sources.dedup();
+        Ok(Self {
+            client: Client::new(config.endpoints.clone(), config.request_timeout)?,
+            settings: Arc::new(session::Settings {
+                prefix,
+                sources,
+                readiness: config.readiness,
+                catch_up: config.watch.probe_timeout / 2,
+                create_timeout: config.request_timeout,
+            }),
+            known: Arc::new(Mutex::new(BTreeMap::new())),
+            seen: Arc::default(),
+        })
+    }
+}
+
+impl Dial for EtcdDial {
+    type Cursor = i64;
+
+    fn dial(&mut self, resume: Option<&i64>) -> DialFuture<i64> {
+        let client = self.client.clone();
+        let settings = Arc::clone(&self.settings);
+        let known = Arc::clone(&self.known);
+        let seen = Arc::clone(&self.seen);
+        let resume = resume.copied();
+        let span = tracing::debug_span!("dial", provider = "etcd", ?resume);
+        Box::pin(
+            async move {
+                session::open(client, settings, known, seen, resume)
+                    .await
+                    .map_err(Into::into)
+            }
+            .instrument(span),
+        )
+    }
+
+    /// `GET /health` of the member requests go to, then the newest put
+    /// under the watched range: a watch that has not told it within half
+    /// the probe timeout is behind, taken for dead.
+    fn probe(&mut self) -> Option<ProbeFuture> {
+        let client = self.client.clone();
+        let settings = Arc::clone(&self.settings);
+        let seen = Arc::clone(&self.seen);
+        let span = tracing::debug_span!("conn", provider = "etcd", endpoint = %client.preferred(), request = "probe");
+        Some(Box::pin(
+            async move {
+                client.health().await?;
+                let (key, end) = settings.range();
+                let (newest, _) = client.newest_modification(&key, &end).await?;
+                if tokio::time::timeout(settings.catch_up, seen.reach(newest))
+                    .await
+                    .is_err()
+                {
+                    return Err(EtcdError::Behind {
+                        newest,
+                        seen: seen.revision(),
+                        waited: settings.catch_up,
+                    }
+                    .into());
+                }
+                Ok(())
+            }
+            .instrument(span),
+        ))
+    }
+}
+
+/// The watch of `config`'s prefix: synchronous, contacts nothing until polled.
+pub fn watch(config: EtcdConfig) -> Result<Watch<EtcdDial>, ConfigError> {
+    let dial = EtcdDial::new(&config)?;
+    Ok(Watch::new(dial, config.watch))
+}

@@ -1,0 +1,313 @@
+//! The key/value model of instance state in etcd: what a publisher writes
+//! (`lookout … --publish etcd://…`) and this provider reads back. Keys live
+//! under one prefix `PREFIX` (default [`DEFAULT_PREFIX`]):
+//!
+//! | key | value | lease |
+//! |---|---|---|
+//! | `PREFIX/i/SOURCE/INSTANCE` | a [`Record`] (JSON): the instance's state and its last transition | none; a removal's tombstone: a long one (24 h), so that tombstones do not pile up |
+//! | `PREFIX/s/SOURCE` | the publisher's status (JSON, free-form) | a short one the publisher keeps alive: absent means that source is disconnected |
+//!
+//! `SOURCE` names the engine a publisher watches (a host name by default; no
+//! `/`), `INSTANCE` is the provider's instance id (which may hold `/`, as
+//! Kubernetes' `deployment/NAMESPACE/NAME`). One key per instance: a
+//! transition overwrites it, a removal writes a tombstone
+//! ([`State::Removed`]) rather than deleting the key, so that a reader
+//! that resumes its watch learns the removal with its origin and time
+//! (the deletion when the tombstone's lease expires is of an instance
+//! already gone).
+//!
+//! ```json
+//! {"provider":"docker","state":"running","ready":true,"uid":"4f1c…","labels":{"app":"web"},
+//!  "event":{"kind":"started","origin":"live","at":"2026-12-03T10:02:37.123456789Z"},
+//!  "writer":"lookout/0.1.0 host-a 4242"}
+//! ```
+
+use lookout_core::Labels;
+use serde::{Deserialize, Serialize};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::error::ConfigError;
+
+/// The prefix when none is given.
+pub const DEFAULT_PREFIX: &str = "lookout";
+
+/// The state of an instance a record tells.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum State {
+    /// It exists and runs.
+    Running,
+    /// It exists and does not run.
+    Stopped,
+    /// It is gone: a tombstone.
+    Removed,
+}
+
+/// The transition that wrote a record, as the publisher learnt it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordEvent {
+    /// `created`, `started`, `stopped`, `removed`, `ready`, `unready`.
+    pub kind: String,
+    /// `live` or `resync` (`initial` is read as `resync`): a transition the
+    /// publisher found by a resync stays `resync` for its readers.
+    pub origin: String,
+    /// When it happened (RFC 3339; for a resync: when it was found).
+    pub at: String,
+}
+
+/// The value of `PREFIX/i/SOURCE/INSTANCE`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    /// The publisher's provider: `docker`, `podman`, `swarm`, `k8s`.
+    pub provider: String,
+    /// Running, stopped, or removed (a tombstone).
+    pub state: State,
+    /// With readiness watched by the publisher, whether the running instance
+    /// can serve.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready: Option<bool>,
+    /// The engine's identity of the incarnation (container id, object uid).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+    /// Its labels.
+    #[serde(default)]
+    pub labels: Labels,
+    /// The transition that wrote it.
+    pub event: RecordEvent,
+    /// Who wrote it (free-form: program, host, pid).
+    #[serde(default)]
+    pub writer: String,
+}
+
+impl Record {
+    /// Decodes a value.
+    pub fn from_json(value: &[u8]) -> Result<Self, serde_json::Error> {
+        serde_json::from_slice(value)
+    }
+
+    /// Whether the publisher found this transition by a snapshot (`resync`,
+    /// or `initial`: to its readers, both are what a resync found).
+    pub fn is_resync(&self) -> bool {
+        matches!(self.event.origin.as_str(), "resync" | "initial")
+    }
+
+    /// When the transition happened, when `event.at` is RFC 3339.
+    pub fn at(&self) -> Option<SystemTime> {
+        parse_rfc3339(&self.event.at)
+    }
+}
+
+/// Checks a prefix (no trailing `/`, not empty) and returns it without
+/// trailing slashes.
+pub fn check_prefix(prefix: &str) -> Result<&str, ConfigError> {
+    let p = prefix.trim_end_matches('/');
+    if p.is_empty() {
+        return Err(ConfigError::Name {
+            what: "prefix",
+            value: prefix.to_owned(),
+            why: "it is empty",
+        });
+    }
+    Ok(p)
+}
+
+/// Checks a source name: not empty, no `/`.
+pub fn check_source(source: &str) -> Result<(), ConfigError> {
+    let why = if source.is_empty() {
+        "it is empty"
+    } else if source.contains('/') {
+        "it holds a `/`"
+    } else {
+        return Ok(());
+    };
+    Err(ConfigError::Name {
+        what: "source",
+        value: source.to_owned(),
+        why,
+    })
+}
+
+/// `PREFIX/i/`: where every source's instances are.
+pub fn instances_prefix(prefix: &str) -> String {
+    format!("{prefix}/i/")
+}
+
+/// `PREFIX/i/SOURCE/`: where one source's instances are.
+pub fn source_prefix(prefix: &str, source: &str) -> String {
+    format!("{prefix}/i/{source}/")
+}
+
+/// `PREFIX/i/SOURCE/INSTANCE`.
+pub fn instance_key(prefix: &str, source: &str, instance: &str) -> String {
+    format!("{prefix}/i/{source}/{instance}")
+}
+
+/// `PREFIX/s/SOURCE`: the publisher's status.
+pub fn status_key(prefix: &str, source: &str) -> String {
+    format!("{prefix}/s/{source}")
+}
+
+/// The source and instance of an instance key under `prefix`.
+pub fn parse_instance_key<'k>(prefix: &str, key: &'k [u8]) -> Option<(&'k str, &'k str)> {
+    let key = std::str::from_utf8(key).ok()?;
+    let rest = key.strip_prefix(prefix)?.strip_prefix("/i/")?;
+    let (source, instance) = rest.split_once('/')?;
+    (!source.is_empty() && !instance.is_empty()).then_some((source, instance))
+}
+
+/// Parses RFC 3339 (`2026-12-03T10:02:37.123Z`, `…+01:00`; up to
+/// nanoseconds) to a time.
+pub fn parse_rfc3339(text: &str) -> Option<SystemTime> {
+    let bytes = text.as_bytes();
+    if bytes.len() < 20
+        || bytes[4] != b'-'
+        || bytes[7] != b'-'
+        || !matches!(bytes[10], b'T' | b't' | b' ')
+        || bytes[13] != b':'
+        || bytes[16] != b':'
+    {
+        return None;
+    }
+    let num = |range: std::ops::Range<usize>| -> Option<i64> {
+        let digits = text.get(range)?;
+        digits
+            .bytes()
+            .all(|c| c.is_ascii_digit())
+            .then(|| digits.parse().ok())?
+    };
+    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+        || hour > 23
+        || minute > 59
+        || second > 60
+    {
+        return None;
+    }
+    let mut end = 19;
+    let mut nanos: u32 = 0;
+    if bytes.get(end) == Some(&b'.') {
+        end += 1;
+        let start = end;
+        while bytes.get(end).is_some_and(u8::is_ascii_digit) {
+            end += 1;
+        }
+        if end == start {
+            return None;
+        }
+        let mut padded = text[start..end].chars().take(9).collect::<String>();
+        while padded.len() < 9 {
+            padded.push('0');
+        }
+        nanos = padded.parse().ok()?;
+    }
+    let offset = match &text[end..] {
+        "Z" | "z" => 0,
+        tz if tz.len() == 6 && (tz.starts_with('+') || tz.starts_with('-')) => {
+            if bytes[end + 3] != b':' {
+                return None;
+            }
+            let seconds = num(end + 1..end + 3)? * 3600 + num(end + 4..end + 6)? * 60;
+            if tz.starts_with('-') {
+                -seconds
+            } else {
+                seconds
+            }
+        }
+        _ => return None,
+    };
+    let secs =
+        days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second - offset;
+    let whole = Duration::from_secs(secs.unsigned_abs());
+    let nanos = Duration::from_nanos(u64::from(nanos));
+    if secs >= 0 {
+        UNIX_EPOCH.checked_add(whole + nanos)
+    } else {
+        UNIX_EPOCH.checked_sub(whole)?.checked_add(nanos)
+    }
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys() {
+        assert_eq!(instance_key("p", "h", "web"), "p/i/h/web");
+        assert_eq!(
+            parse_instance_key("p", b"p/i/h/deployment/ns/web"),
+            Some(("h", "deployment/ns/web"))
+        );
+        assert_eq!(parse_instance_key("p", b"p/s/h"), None);
+        assert_eq!(parse_instance_key("p", b"p/i/h/"), None);
+        assert_eq!(parse_instance_key("p", b"pp/i/h/x"), None);
+        assert_eq!(parse_instance_key("p", b"p/i/h/\xff"), None);
+        assert_eq!(status_key("p", "h"), "p/s/h");
+        assert_eq!(source_prefix("p", "h"), "p/i/h/");
+        assert_eq!(check_prefix("a/b/").ok(), Some("a/b"));
+        assert!(check_prefix("/").is_err());
+        assert!(check_source("a/b").is_err() && check_source("").is_err());
+        assert!(check_source("host-a").is_ok());
+    }
+
+    #[test]
+    fn records() {
+        let v = br#"{"provider":"docker","state":"running","ready":true,"uid":"u1","labels":{"a":"b"},
+            "event":{"kind":"started","origin":"resync","at":"2026-12-03T10:02:37.5Z"},"writer":"w"}"#;
+        let r = Record::from_json(v).expect("decodes");
+        assert_eq!(r.state, State::Running);
+        assert_eq!(r.ready, Some(true));
+        assert!(r.is_resync());
+        assert_eq!(
+            r.at(),
+            UNIX_EPOCH.checked_add(Duration::from_millis(1_796_292_157_500))
+        );
+        let back = Record::from_json(serde_json::to_string(&r).expect("encodes").as_bytes());
+        assert_eq!(back.ok(), Some(r));
+        // Optional fields may be absent; an unknown state is refused.
+        let min = br#"{"provider":"k8s","state":"removed","event":{"kind":"removed","origin":"live","at":"x"}}"#;
+        let r = Record::from_json(min).expect("decodes");
+        assert_eq!((r.state, r.at(), r.uid), (State::Removed, None, None));
+        assert!(Record::from_json(br#"{"provider":"k8s","state":"paused","event":{"kind":"x","origin":"live","at":"x"}}"#).is_err());
+    }
+
+    #[test]
+    fn rfc3339() {
+        let t = |s| parse_rfc3339(s).and_then(|t| t.duration_since(UNIX_EPOCH).ok());
+        assert_eq!(t("1970-01-01T00:00:00Z"), Some(Duration::ZERO));
+        assert_eq!(
+            t("2026-11-30T03:42:18.979493067Z"),
+            Some(Duration::new(1_796_010_138, 979_493_067))
+        );
+        assert_eq!(
+            t("2026-11-30T04:42:18.1+01:00"),
+            Some(Duration::new(1_796_010_138, 100_000_000))
+        );
+        assert_eq!(
+            t("2000-02-29T12:00:00-00:30"),
+            Some(Duration::new(951_827_400, 0))
+        );
+        for bad in [
+            "",
+            "2026-11-30",
+            "2026-13-01T00:00:00Z",
+            "2026-11-30T00:00:00",
+            "2026-11-30T00:00:00.Z",
+            "2026-11-30T00:00:00+0100",
+        ] {
+            assert_eq!(t(bad), None, "{bad}");
+        }
+    }
+}

@@ -1,0 +1,636 @@
+//! One session: the prefix listed at a revision (first dial, or a
+//! compaction), or a resumed watch whose replay is told before `Resumed`;
+//! then the watch, its events mapped to changes.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime};
+
+use lookout_core::{
+    Change, EventKind, InstanceId, Labels, Listed, Observation, Readiness, Session,
+};
+use tokio::sync::Notify;
+use tracing::Instrument as _;
+
+use crate::client::{Client, Line, WatchStream};
+use crate::error::EtcdError;
+use crate::model::{self, Record, State};
+use crate::wire::{EventType, KeyValue, WatchCreate, WatchResponse, b64, prefix_range_end};
+
+/// Keys per range page.
+const PAGE: i64 = 1000;
+/// How many times a list restarts when its revision is compacted under it.
+const LIST_ATTEMPTS: u32 = 3;
+
+/// What a dial needs to know, shared by its sessions.
+#[derive(Debug)]
+pub(crate) struct Settings {
+    pub(crate) prefix: String,
+    /// Empty: every source.
+    pub(crate) sources: Vec<String>,
+    pub(crate) readiness: bool,
+    /// How long the probe waits for the watch to catch up with a put.
+    pub(crate) catch_up: Duration,
+    /// How long a watch may take to say `created`.
+    pub(crate) create_timeout: Duration,
+}
+
+impl Settings {
+    /// The key range watched: one source's prefix, or every source's.
+    pub(crate) fn range(&self) -> (Vec<u8>, Vec<u8>) {
+        let key = match self.sources.as_slice() {
+            [one] => model::source_prefix(&self.prefix, one),
+            _ => model::instances_prefix(&self.prefix),
+        }
+        .into_bytes();
+        let end = prefix_range_end(&key);
+        (key, end)
+    }
+
+    fn wanted(&self, source: &str) -> bool {
+        self.sources.is_empty() || self.sources.iter().any(|s| s == source)
+    }
+}
+
+/// One instance as etcd holds it now.
+#[derive(Clone, Debug)]
+pub(crate) struct Entry {
+    running: bool,
+    uid: Option<Arc<str>>,
+    labels: Arc<Labels>,
+    readiness: Option<Readiness>,
+}
+
+/// The instances under the prefix at the newest revision read: what a
+/// snapshot tells. Kept across sessions (a publisher's resync, told as a
+/// snapshot, needs every instance).
+pub(crate) type Known = Mutex<BTreeMap<InstanceId, Entry>>;
+
+/// The newest revision the watch has told everything up to (its events,
+/// its progress notifications, where it started): what the probe compares
+/// with the newest put.
+#[derive(Debug, Default)]
+pub(crate) struct Seen {
+    revision: AtomicI64,
+    advanced: Notify,
+}
+
+impl Seen {
+    pub(crate) fn revision(&self) -> i64 {
+        self.revision.load(Ordering::Relaxed)
+    }
+
+    fn advance(&self, revision: i64) {
+        if self.revision.fetch_max(revision, Ordering::Relaxed) < revision {
+            self.advanced.notify_waiters();
+        }
+    }
+
+    fn reset(&self, revision: i64) {
+        self.revision.store(revision, Ordering::Relaxed);
+        self.advanced.notify_waiters();
+    }
+
+    /// Waits until the watch has told `revision`.
+    pub(crate) async fn reach(&self, revision: i64) {
+        loop {
+            // Created before the check: a notification in between is kept.
+            let advanced = self.advanced.notified();
+            if self.revision() >= revision {
+                return;
+            }
+            advanced.await;
+        }
+    }
+}
+
+/// What one key's value says.
+enum Decoded {
+    /// Not an instance of a wanted source, or unreadable (logged).
+    Skip,
+    /// The instance exists.
+    Present(InstanceId, Entry, Option<SystemTime>, bool),
+    /// It is gone (a tombstone, or the key deleted).
+    Gone(InstanceId, Option<Arc<str>>, Option<SystemTime>, bool),
+}
+
+fn decode(settings: &Settings, kind: EventType, kv: &KeyValue, prev: Option<&KeyValue>) -> Decoded {
+    let Some((source, instance)) = model::parse_instance_key(&settings.prefix, &kv.key) else {
+        tracing::debug!(key = %String::from_utf8_lossy(&kv.key), "not an instance key: skipped");
+        return Decoded::Skip;
+    };
+    if !settings.wanted(source) {
+        return Decoded::Skip;
+    }
+    let id = InstanceId::new(format!("{source}/{instance}"));
+    if kind == EventType::Delete {
+        let uid = prev
+            .and_then(|p| Record::from_json(&p.value).ok())
+            .and_then(|r| r.uid)
+            .map(Arc::from);
+        return Decoded::Gone(id, uid, None, false);
+    }
+    let record = match Record::from_json(&kv.value) {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(key = %String::from_utf8_lossy(&kv.key), revision = kv.mod_revision, error = %e, "undecodable instance record: skipped");
+            return Decoded::Skip;
+        }
+    };
+    let at = record.at();
+    let resync = record.is_resync();
+    let uid = record.uid.map(Arc::from);
+    match record.state {
+        State::Removed => Decoded::Gone(id, uid, at, resync),
+        state => {
+            let entry = Entry {
+                running: state == State::Running,
+                uid,
+                labels: Arc::new(record.labels),
+                readiness: if settings.readiness {
+                    record.ready.map(|ready| Readiness::Told { ready })
+                } else {
+                    None
+                },
+            };
+            Decoded::Present(id, entry, at, resync)
+        }
+    }
+}
+
+fn snapshot(map: &BTreeMap<InstanceId, Entry>, out: &mut Vec<Observation<i64>>) {
+    out.reserve(map.len() + 2);
+    out.push(Observation::ResyncBegin);
+    out.extend(map.iter().map(|(id, e)| {
+        Observation::Listed(Listed {
+            id: id.clone(),
+            running: e.running,
+            uid: e.uid.clone(),
+            labels: Labels::clone(&e.labels),
+            readiness: e.readiness,
+        })
+    }));
+    out.push(Observation::ResyncDone);
+}
+
+/// Maps one watch response's events to observations, updating `map`.
+/// A live transition is a change (the last of its revision carries the
+/// revision as cursor); a run of transitions the publisher found by resync
+/// is told as a snapshot of every instance, so that the core reports them
+/// with origin `resync`. Returns whether a snapshot was told.
+fn apply(
+    settings: &Settings,
+    map: &mut BTreeMap<InstanceId, Entry>,
+    events: &[crate::wire::Event],
+    out: &mut Vec<Observation<i64>>,
+) -> bool {
+    let mut pending_resync = false;
+    let mut told_snapshot = false;
+    let mut last_change_rev = None;
+    for (i, ev) in events.iter().enumerate() {
+        let rev = ev.kv.mod_revision;
+        let decoded = decode(settings, ev.kind, &ev.kv, ev.prev_kv.as_ref());
+        let live = match &decoded {
+            Decoded::Skip => false,
+            Decoded::Present(.., resync) | Decoded::Gone(.., resync) => !*resync,
+        };
+        // A live transition after resync ones: those are told first.
+        if live && std::mem::take(&mut pending_resync) {
+            snapshot(map, out);
+            told_snapshot = true;
+        }
+        match decoded {
+            Decoded::Skip => {}
+            Decoded::Present(id, entry, _, true) => {
+                map.insert(id, entry);
+                pending_resync = true;
+            }
+            Decoded::Gone(id, _, _, true) => {
+                map.remove(&id);
+                pending_resync = true;
+            }
+            Decoded::Present(id, entry, at, false) => {
+                out.push(Observation::Change(Change {
+                    id: id.clone(),
+                    kind: if entry.running {
+                        EventKind::Started
+                    } else {
+                        EventKind::Stopped
+                    },
+                    uid: entry.uid.clone(),
+                    labels: Some(Arc::clone(&entry.labels)),
+                    at: at.unwrap_or_else(SystemTime::now),
+                    cursor: None,
+                    readiness: entry.readiness,
+                }));
+                last_change_rev = Some(rev);
+                map.insert(id, entry);
+            }
+            Decoded::Gone(id, uid, at, false) => {
+                map.remove(&id);
+                out.push(Observation::Change(Change {
+                    id,
+                    kind: EventKind::Removed,
+                    uid,
+                    labels: None,
+                    at: at.unwrap_or_else(SystemTime::now),
+                    cursor: None,
+                    readiness: None,
+                }));
+                last_change_rev = Some(rev);
+            }
+        }
+        let boundary = events
+            .get(i + 1)
+            .is_none_or(|next| next.kv.mod_revision != rev);
+        if boundary && !pending_resync {
+            match out.last_mut() {
+                Some(Observation::Change(c)) if last_change_rev == Some(rev) => {
+                    c.cursor = Some(rev);
+                }
+                _ => out.push(Observation::Progress(Some(rev))),
+            }
+        }
+    }
+    if pending_resync {
+        snapshot(map, out);
+        told_snapshot = true;
+        let last = events.last().map(|e| e.kv.mod_revision);
+        out.push(Observation::Progress(last));
+    }
+    told_snapshot
+}
+
+/// Lists the watched range at one revision: that revision and its instances.
+async fn list(
+    client: &Client,
+    settings: &Settings,
+) -> Result<(i64, BTreeMap<InstanceId, Entry>), EtcdError> {
+    let (key, end) = settings.range();
+    let mut attempt = 0;
+    'again: loop {
+        attempt += 1;
+        let mut map = BTreeMap::new();
+        let mut revision = 0;
+        let mut from = key.clone();
+        loop {
+            let page = match client.range(&from, &end, revision, PAGE).await {
+                Ok(p) => p,
+                Err(e) if e.is_compacted() && attempt < LIST_ATTEMPTS => continue 'again,
+                Err(e) if e.is_compacted() => {
+                    return Err(EtcdError::ListCompacted {
+                        revision,
+                        times: attempt,
+                    });
+                }
+                Err(e) => return Err(e),
+            };
+            if revision == 0 {
+                revision = page.header.revision;
+            }
+            for kv in &page.kvs {
+                if let Decoded::Present(id, entry, _, _) =
+                    decode(settings, EventType::Put, kv, None)
+                {
+                    map.insert(id, entry);
+                }
+            }
+            match page.kvs.last() {
+                Some(last) if page.more => {
+                    from.clone_from(&last.key);
+                    from.push(0);
+                }
+                _ => return Ok((revision, map)),
+            }
+        }
+    }
+}
+
+/// Opens the watch of the range from `start` and reads until etcd says
+/// `created` (bounded); the first response after it, if it came with it.
+async fn open_watch(
+    client: &Client,
+    settings: &Settings,
+    start: i64,
+) -> Result<WatchStream, EtcdError> {
+    let (key, end) = settings.range();
+    let create = WatchCreate {
+        key: b64(&key),
+        range_end: b64(&end),
+        start_revision: start.to_string(),
+        prev_kv: true,
+        progress_notify: true,
+    };
+    let mut watch = client.watch(&create).await?;
+    let timeout = settings.create_timeout;
+    let endpoint = watch.endpoint().to_owned();
+    let created = async {
+        loop {
+            match watch.next().await? {
+                Some(Line::Response(WatchResponse { created: true, .. })) => return Ok(()),
+                Some(Line::Response(r)) if r.canceled => {
+                    return Err(canceled(&endpoint, &r));
+                }
+                Some(Line::Response(_)) => {}
+                Some(Line::Undecodable(e)) => {
+                    tracing::warn!(error = %e, "undecodable watch line before `created`");
+                }
+                None => {
+                    return Err(EtcdError::WatchEnded {
+                        endpoint: endpoint.clone(),
+                    });
+                }
+            }
+        }
+    };
+    tokio::time::timeout(timeout, created)
+        .await
+        .map_err(|_| EtcdError::NotCreated {
+            endpoint: watch.endpoint().to_owned(),
+            timeout,
+        })??;
+    Ok(watch)
+}
+
+fn canceled(endpoint: &str, r: &WatchResponse) -> EtcdError {
+    if r.compact_revision > 0 {
+        EtcdError::Status {
+            endpoint: endpoint.to_owned(),
+            path: "/v3/watch".to_owned(),
+            status: 400,
+            code: 11,
+            message: format!("compacted (oldest revision kept: {})", r.compact_revision),
+        }
+    } else {
+        EtcdError::Canceled {
+            endpoint: endpoint.to_owned(),
+            reason: r.cancel_reason.clone(),
+        }
+    }
+}
+
+/// A list, its snapshot told into `out` (and the list's revision as the
+/// cursor), `known` replaced; then the watch from the revision after it.
+async fn relist(
+    client: &Client,
+    settings: &Settings,
+    known: &Known,
+    seen: &Seen,
+    out: &mut Vec<Observation<i64>>,
+) -> Result<WatchStream, EtcdError> {
+    for _ in 0..LIST_ATTEMPTS {
+        let (revision, map) = list(client, settings).await?;
+        tracing::debug!(revision, instances = map.len(), "listed");
+        match open_watch(client, settings, revision + 1).await {
+            Ok(watch) => {
+                snapshot(&map, out);
+                out.push(Observation::Progress(Some(revision)));
+                *known.lock().unwrap_or_else(PoisonError::into_inner) = map;
+                seen.reset(revision);
+                return Ok(watch);
+            }
+            // Compacted between the list and the watch: list again.
+            Err(e) if e.is_compacted() => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Err(EtcdError::ListCompacted {
+        revision: 0,
+        times: LIST_ATTEMPTS,
+    })
+}
+
+/// Opens a session: resumes the watch after `resume` (its replay first,
+/// then `Resumed`), or lists.
+pub(crate) async fn open(
+    client: Client,
+    settings: Arc<Settings>,
+    known: Arc<Known>,
+    seen: Arc<Seen>,
+    resume: Option<i64>,
+) -> Result<Session<i64>, EtcdError> {
+    let mut head = Vec::new();
+    // The replay is complete once an event of this revision has come (the
+    // newest put under the prefix when the watch was opened).
+    let mut replay_until = None;
+    let watch = match resume {
+        Some(revision) => {
+            let (key, end) = settings.range();
+            let (newest, _) = client.newest_modification(&key, &end).await?;
+            match open_watch(&client, &settings, revision + 1).await {
+                Ok(watch) => {
+                    tracing::debug!(revision, newest, "watch resumed");
+                    seen.reset(revision);
+                    if newest <= revision {
+                        head.push(Observation::Resumed);
+                    } else {
+                        replay_until = Some(newest);
+                    }
+                    watch
+                }
+                Err(e) if e.is_compacted() => {
+                    tracing::info!(revision, "resume point compacted: listing");
+                    relist(&client, &settings, &known, &seen, &mut head).await?
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        None => relist(&client, &settings, &known, &seen, &mut head).await?,
+    };
+    let session = async_stream::try_stream! {
+        let mut watch = watch;
+        // One span per watch connection.
+        let mut span = conn_span(watch.endpoint());
+        for o in head {
+            yield o;
+        }
+        let mut out = Vec::new();
+        loop {
+            let line = watch.next().instrument(span.clone()).await?;
+            let response = match line {
+                None => Err(EtcdError::WatchEnded { endpoint: watch.endpoint().to_owned() })?,
+                Some(Line::Undecodable(e)) => {
+                    tracing::warn!(parent: &span, error = %e, "undecodable watch line: skipped");
+                    yield Observation::Progress(None);
+                    continue;
+                }
+                Some(Line::Response(r)) => r,
+            };
+            if response.canceled {
+                let e = canceled(watch.endpoint(), &response);
+                if !e.is_compacted() {
+                    Err(e)?;
+                }
+                tracing::info!(parent: &span, compact_revision = response.compact_revision, "watch compacted: listing");
+                watch = relist(&client, &settings, &known, &seen, &mut out).instrument(span.clone()).await?;
+                span = conn_span(watch.endpoint());
+                replay_until = None;
+                for o in out.drain(..) {
+                    yield o;
+                }
+                continue;
+            }
+            if response.created {
+                continue;
+            }
+            if response.events.is_empty() {
+                // Every event up to this revision has been sent.
+                seen.advance(response.header.revision);
+                yield Observation::Progress(Some(response.header.revision));
+                if replay_until.take().is_some() {
+                    yield Observation::Resumed;
+                }
+                continue;
+            }
+            let last = response.events.last().map_or(0, |e| e.kv.mod_revision);
+            let told_snapshot = {
+                let mut map = known.lock().unwrap_or_else(PoisonError::into_inner);
+                apply(&settings, &mut map, &response.events, &mut out)
+            };
+            seen.advance(last);
+            for o in out.drain(..) {
+                yield o;
+            }
+            if told_snapshot {
+                // The session started with that snapshot.
+                replay_until = None;
+            } else if replay_until.is_some_and(|until| last >= until) {
+                replay_until = None;
+                yield Observation::Resumed;
+            }
+        }
+    };
+    Ok(Box::pin(session))
+}
+
+fn conn_span(endpoint: &str) -> tracing::Span {
+    tracing::debug_span!("conn", provider = "etcd", endpoint, request = "watch")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::Event;
+
+    fn settings(sources: &[&str], readiness: bool) -> Settings {
+        Settings {
+            prefix: "p".into(),
+            sources: sources.iter().map(|s| (*s).to_owned()).collect(),
+            readiness,
+            catch_up: Duration::from_secs(1),
+            create_timeout: Duration::from_secs(1),
+        }
+    }
+
+    fn put(key: &str, rev: i64, state: &str, origin: &str) -> Event {
+        let value = format!(
+            r#"{{"provider":"docker","state":"{state}","ready":true,"uid":"u-{key}","labels":{{"k":"v"}},"event":{{"kind":"x","origin":"{origin}","at":"2026-12-03T10:00:00Z"}},"writer":"t"}}"#
+        );
+        Event {
+            kind: EventType::Put,
+            kv: KeyValue {
+                key: key.as_bytes().to_vec(),
+                value: value.into_bytes(),
+                mod_revision: rev,
+                ..KeyValue::default()
+            },
+            prev_kv: None,
+        }
+    }
+
+    fn kinds(out: &[Observation<i64>]) -> Vec<String> {
+        out.iter()
+            .map(|o| match o {
+                Observation::Change(c) => format!("{} {:?} {:?}", c.id, c.kind, c.cursor),
+                Observation::Listed(l) => format!("listed {} {}", l.id, l.running),
+                Observation::Progress(p) => format!("progress {p:?}"),
+                other => format!("{other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn live_events_are_changes_with_the_cursor_on_the_last_of_a_revision() {
+        let s = settings(&[], true);
+        let mut map = BTreeMap::new();
+        let mut out = Vec::new();
+        let mut deleted = put("p/i/h/b", 6, "removed", "live");
+        deleted.kind = EventType::Delete;
+        let events = [
+            put("p/i/h/a", 5, "running", "live"),
+            put("p/i/g/x", 5, "stopped", "live"),
+            put("p/s/h", 6, "running", "live"),
+            deleted,
+            put("p/i/h/a", 7, "removed", "live"),
+        ];
+        assert!(!apply(&s, &mut map, &events, &mut out));
+        assert_eq!(
+            kinds(&out),
+            [
+                "h/a Started None",
+                "g/x Stopped Some(5)",
+                "h/b Removed Some(6)",
+                "h/a Removed Some(7)",
+            ]
+        );
+        let Observation::Change(first) = &out[0] else {
+            panic!("a change")
+        };
+        assert_eq!(first.readiness, Some(Readiness::Told { ready: true }));
+        assert_eq!(first.uid.as_deref(), Some("u-p/i/h/a"));
+        assert_eq!(
+            map.keys().map(InstanceId::as_str).collect::<Vec<_>>(),
+            ["g/x"]
+        );
+    }
+
+    #[test]
+    fn resync_events_are_one_snapshot_and_sources_filter() {
+        let s = settings(&["h"], false);
+        let mut map = BTreeMap::new();
+        let mut out = Vec::new();
+        let events = [
+            put("p/i/h/a", 5, "running", "live"),
+            put("p/i/h/b", 6, "running", "resync"),
+            put("p/i/h/c", 7, "stopped", "resync"),
+            put("p/i/other/z", 8, "running", "live"),
+            put("p/i/h/a", 9, "stopped", "live"),
+            put("p/i/h/b", 10, "removed", "resync"),
+        ];
+        assert!(apply(&s, &mut map, &events, &mut out));
+        assert_eq!(
+            kinds(&out),
+            [
+                "h/a Started Some(5)",
+                "ResyncBegin",
+                "listed h/a true",
+                "listed h/b true",
+                "listed h/c false",
+                "ResyncDone",
+                "h/a Stopped Some(9)",
+                "ResyncBegin",
+                "listed h/a false",
+                "listed h/c false",
+                "ResyncDone",
+                "progress Some(10)",
+            ]
+        );
+        let Observation::Change(c) = &out[0] else {
+            panic!("a change")
+        };
+        assert_eq!(c.readiness, None, "readiness not watched");
+    }
+
+    #[test]
+    fn an_undecodable_record_is_skipped_with_its_revision() {
+        let s = settings(&[], false);
+        let mut map = BTreeMap::new();
+        let mut out = Vec::new();
+        let mut bad = put("p/i/h/a", 5, "running", "live");
+        bad.kv.value = b"{not json".to_vec();
+        assert!(!apply(&s, &mut map, &[bad], &mut out));
+        assert_eq!(kinds(&out), ["progress Some(5)"]);
+        assert!(map.is_empty());
+    }
+}

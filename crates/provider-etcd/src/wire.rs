@@ -1,0 +1,273 @@
+//! What the etcd v3 JSON gateway speaks: the protobuf messages as JSON, keys
+//! and values in base64, int64 fields as strings (numbers are taken too).
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use serde::de::{self, Deserializer};
+use serde::{Deserialize, Serialize};
+
+/// Base64 of a key or value, as the gateway wants it.
+pub fn b64(bytes: &[u8]) -> String {
+    STANDARD.encode(bytes)
+}
+
+/// A key or value the gateway wrote in base64.
+pub fn unb64(text: &str) -> Option<Vec<u8>> {
+    STANDARD.decode(text.as_bytes()).ok()
+}
+
+/// The end of the range of every key starting with `prefix`: the prefix with
+/// its last byte below 0xff incremented (`"\0"`, every key, when there is
+/// none), as etcd's `WithPrefix`.
+pub fn prefix_range_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    vec![0]
+}
+
+fn int64<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Int {
+        Text(String),
+        Number(i64),
+    }
+    match Int::deserialize(d)? {
+        Int::Number(n) => Ok(n),
+        Int::Text(s) => s.parse().map_err(de::Error::custom),
+    }
+}
+
+fn base64<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+    let s = String::deserialize(d)?;
+    STANDARD.decode(s.as_bytes()).map_err(de::Error::custom)
+}
+
+/// Every response's header: the store's revision when it was served.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+pub struct Header {
+    /// The revision of the store (0 when absent, as protobuf omits it).
+    #[serde(default, deserialize_with = "int64")]
+    pub revision: i64,
+}
+
+/// One key and its value at some revision.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+pub struct KeyValue {
+    /// The key.
+    #[serde(default, deserialize_with = "base64")]
+    pub key: Vec<u8>,
+    /// The value (empty for a deletion).
+    #[serde(default, deserialize_with = "base64")]
+    pub value: Vec<u8>,
+    /// The revision of the key's creation.
+    #[serde(default, deserialize_with = "int64")]
+    pub create_revision: i64,
+    /// The revision of the key's last modification.
+    #[serde(default, deserialize_with = "int64")]
+    pub mod_revision: i64,
+    /// How many times the key was written since its creation.
+    #[serde(default, deserialize_with = "int64")]
+    pub version: i64,
+    /// The key's lease id (0: none).
+    #[serde(default, deserialize_with = "int64")]
+    pub lease: i64,
+}
+
+/// `POST /v3/kv/range`'s answer.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct RangeResponse {
+    /// The revision the range was read at.
+    #[serde(default)]
+    pub header: Header,
+    /// The keys (at most `limit`).
+    #[serde(default)]
+    pub kvs: Vec<KeyValue>,
+    /// More keys than `limit` remain.
+    #[serde(default)]
+    pub more: bool,
+}
+
+/// A watch event's type: protobuf omits the default, `PUT`.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+pub enum EventType {
+    /// A key was put.
+    #[default]
+    #[serde(rename = "PUT")]
+    Put,
+    /// A key was deleted (its lease expired, or a delete).
+    #[serde(rename = "DELETE")]
+    Delete,
+}
+
+/// One watch event.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct Event {
+    /// Put or delete.
+    #[serde(default, rename = "type")]
+    pub kind: EventType,
+    /// The key after the event (a deletion: the key, `mod_revision` the
+    /// deletion's revision, no value).
+    #[serde(default)]
+    pub kv: KeyValue,
+    /// The key before the event, when the watch asked for it and etcd still has it.
+    #[serde(default)]
+    pub prev_kv: Option<KeyValue>,
+}
+
+/// One message of a watch stream.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct WatchResponse {
+    /// The store's revision: for a progress notification (no event), every
+    /// event up to it has been sent.
+    #[serde(default)]
+    pub header: Header,
+    /// The answer to the create request.
+    #[serde(default)]
+    pub created: bool,
+    /// The watch ended: `compact_revision` > 0 when its revision was compacted.
+    #[serde(default)]
+    pub canceled: bool,
+    /// The oldest revision still served, when the watch was canceled for compaction.
+    #[serde(default, deserialize_with = "int64")]
+    pub compact_revision: i64,
+    /// Why etcd canceled the watch.
+    #[serde(default)]
+    pub cancel_reason: String,
+    /// The events, in revision order (empty: a progress notification).
+    #[serde(default)]
+    pub events: Vec<Event>,
+}
+
+/// An error of the gateway: a unary answer `{"code","message"}`, or a watch
+/// line's `{"error":{"grpc_code","http_code","message"}}`.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+pub struct GatewayError {
+    /// The gRPC status code (11: out of range, i.e. compacted; 14: unavailable).
+    #[serde(default, alias = "grpc_code")]
+    pub code: i32,
+    /// etcd's message.
+    #[serde(default)]
+    pub message: String,
+}
+
+/// One line of a watch stream.
+#[derive(Debug, Deserialize)]
+pub(crate) struct WatchLine {
+    #[serde(default)]
+    pub(crate) result: Option<WatchResponse>,
+    #[serde(default)]
+    pub(crate) error: Option<GatewayError>,
+}
+
+/// `POST /v3/lease/grant`'s answer.
+#[derive(Clone, Copy, Debug, Default, Deserialize)]
+pub struct LeaseGrant {
+    /// The lease id.
+    #[serde(default, rename = "ID", deserialize_with = "int64")]
+    pub id: i64,
+    /// Its time to live, in seconds.
+    #[serde(default, rename = "TTL", deserialize_with = "int64")]
+    pub ttl: i64,
+}
+
+/// `create_request` of `POST /v3/watch`.
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct WatchCreate {
+    pub(crate) key: String,
+    pub(crate) range_end: String,
+    pub(crate) start_revision: String,
+    pub(crate) prev_kv: bool,
+    pub(crate) progress_notify: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_a_watch_line() {
+        let line = br#"{"result":{"header":{"cluster_id":"1","revision":"3","raft_term":"2"},"events":[{"kv":{"key":"dC9pL2EveA==","create_revision":"2","mod_revision":"2","version":"1","value":"eyJzdGF0ZSI6InJ1bm5pbmcifQ=="}},{"type":"DELETE","kv":{"key":"dC9pL2EveA==","mod_revision":"3"},"prev_kv":{"key":"dC9pL2EveA==","mod_revision":"2","value":"e30="}}]}}"#;
+        let l: WatchLine = serde_json::from_slice(line).expect("decodes");
+        let r = l.result.expect("a result");
+        assert_eq!(r.header.revision, 3);
+        assert_eq!(r.events.len(), 2);
+        assert_eq!(r.events[0].kind, EventType::Put);
+        assert_eq!(r.events[0].kv.key, b"t/i/a/x");
+        assert_eq!(r.events[0].kv.value, br#"{"state":"running"}"#);
+        assert_eq!(r.events[1].kind, EventType::Delete);
+        assert_eq!(r.events[1].kv.mod_revision, 3);
+        assert_eq!(
+            r.events[1].prev_kv.as_ref().map(|p| p.value.clone()),
+            Some(b"{}".to_vec())
+        );
+    }
+
+    #[test]
+    fn decodes_created_canceled_progress_and_errors() {
+        let created: WatchLine =
+            serde_json::from_str(r#"{"result":{"header":{"revision":"6"},"created":true}}"#)
+                .expect("decodes");
+        assert!(
+            created
+                .result
+                .is_some_and(|r| r.created && r.events.is_empty())
+        );
+        let canceled: WatchLine = serde_json::from_str(
+            r#"{"result":{"header":{},"canceled":true,"compact_revision":"3"}}"#,
+        )
+        .expect("decodes");
+        let c = canceled.result.expect("a result");
+        assert!(c.canceled);
+        assert_eq!((c.compact_revision, c.header.revision), (3, 0));
+        let progress: WatchLine =
+            serde_json::from_str(r#"{"result":{"header":{"revision":"9"},"watch_id":"-1"}}"#)
+                .expect("decodes");
+        assert_eq!(progress.result.map(|r| r.header.revision), Some(9));
+        let error: WatchLine = serde_json::from_str(
+            r#"{"error":{"grpc_code":14,"http_code":503,"message":"no leader"}}"#,
+        )
+        .expect("decodes");
+        assert_eq!(
+            error.error,
+            Some(GatewayError {
+                code: 14,
+                message: "no leader".into()
+            })
+        );
+        let unary: GatewayError = serde_json::from_str(
+            r#"{"code":11,"message":"etcdserver: mvcc: required revision has been compacted"}"#,
+        )
+        .expect("decodes");
+        assert_eq!(unary.code, 11);
+        let lease: LeaseGrant =
+            serde_json::from_str(r#"{"header":{},"ID":"7587","TTL":"60"}"#).expect("decodes");
+        assert_eq!((lease.id, lease.ttl), (7587, 60));
+    }
+
+    #[test]
+    fn bad_values_fail() {
+        assert!(serde_json::from_str::<KeyValue>(r#"{"key":"not base64!"}"#).is_err());
+        assert!(serde_json::from_str::<Header>(r#"{"revision":"x"}"#).is_err());
+        assert_eq!(
+            serde_json::from_str::<Header>(r#"{"revision":12}"#)
+                .map(|h| h.revision)
+                .ok(),
+            Some(12)
+        );
+    }
+
+    #[test]
+    fn prefix_ends() {
+        assert_eq!(prefix_range_end(b"a/i/"), b"a/i0");
+        assert_eq!(prefix_range_end(b"a\xff"), b"b");
+        assert_eq!(prefix_range_end(b"\xff\xff"), vec![0]);
+        assert_eq!(prefix_range_end(b""), vec![0]);
+        assert_eq!(b64(b"t/"), "dC8=");
+    }
+}

@@ -1,0 +1,335 @@
+//! What the cluster tests share: the etcd engine (up, locked), a TCP relay to
+//! cut a watch's connection, records in the model's format, bounded reads of
+//! a watch's items.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::io::{Read as _, Write as _};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+use lookout_core::{EventKind, InstanceEvent, Item, Status};
+use lookout_engines as engines;
+use lookout_etcd::model::{Record, RecordEvent, State};
+use lookout_etcd::{Client, Endpoint};
+use tokio_stream::{Stream, StreamExt};
+
+/// Bound of every wait for an item.
+pub const WAIT: Duration = Duration::from_secs(30);
+
+/// The etcd cluster, up, and its lock (exclusive for a test that breaks it).
+pub fn require_etcd(exclusive: bool) -> engines::EngineLock {
+    let lock = engines::lock_engine("etcd", exclusive).unwrap_or_else(|e| panic!("{e}"));
+    if let Err(e) = engines::etcd_up() {
+        panic!(
+            "etcd is not usable ({e}).\nRun `cargo xtask engines up etcd` first \
+             (or run the tests under `cargo xtask ci`)."
+        );
+    }
+    lock
+}
+
+/// A prefix no other test (or run) uses.
+pub fn unique_prefix(what: &str) -> String {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    format!(
+        "lookout-test/{what}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Deletes every key under a test's prefix when the test ends (on a thread
+/// of its own: a test's runtime may be the current thread's).
+pub struct Cleanup(pub String);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let key = format!("{}/", self.0).into_bytes();
+        let end = lookout_etcd::wire::prefix_range_end(&key);
+        #[allow(clippy::disallowed_methods)]
+        let done = thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime");
+            rt.block_on(cluster().delete_range(&key, &end)).map(drop)
+        })
+        .join();
+        if !matches!(done, Ok(Ok(()))) {
+            eprintln!("etcd: could not delete the keys under {}: {done:?}", self.0);
+        }
+    }
+}
+
+/// A client of the whole cluster.
+pub fn cluster() -> Client {
+    let endpoints = Endpoint::parse_list(&engines::etcd_endpoints()).expect("endpoints");
+    Client::new(endpoints, Duration::from_secs(5)).expect("a client")
+}
+
+/// A record as a publisher writes it.
+pub fn record(state: State, kind: &str, origin: &str) -> Vec<u8> {
+    let r = Record {
+        provider: "docker".into(),
+        state,
+        ready: None,
+        uid: Some("uid-1".into()),
+        labels: BTreeMap::from([("app".to_owned(), "web".to_owned())]),
+        event: RecordEvent {
+            kind: kind.into(),
+            origin: origin.into(),
+            at: "2026-12-03T10:00:00.5Z".into(),
+        },
+        writer: "lookout-etcd tests".into(),
+    };
+    serde_json::to_vec(&r).expect("encodes")
+}
+
+/// Puts `PREFIX/i/SOURCE/INSTANCE` = a record of `state` (origin `live`
+/// unless `resync`); its revision.
+pub async fn put(client: &Client, prefix: &str, instance: &str, state: State, resync: bool) -> i64 {
+    let key = lookout_etcd::model::instance_key(prefix, "src", instance);
+    let kind = match state {
+        State::Running => "started",
+        State::Stopped => "stopped",
+        State::Removed => "removed",
+    };
+    let origin = if resync { "resync" } else { "live" };
+    client
+        .put(key.as_bytes(), &record(state, kind, origin), 0)
+        .await
+        .unwrap_or_else(|e| panic!("put {key}: {e}"))
+        .revision
+}
+
+/// The next item, within [`WAIT`].
+pub async fn next_item(stream: &mut (impl Stream<Item = Item> + Unpin)) -> Item {
+    tokio::time::timeout(WAIT, stream.next())
+        .await
+        .unwrap_or_else(|_| panic!("no item within {WAIT:?}"))
+        .expect("the stream never ends")
+}
+
+/// Items until a `Connected` status (included), within [`WAIT`] each and
+/// at most `most` of them.
+pub async fn until_connected(
+    stream: &mut (impl Stream<Item = Item> + Unpin),
+    most: usize,
+) -> Vec<Item> {
+    let mut items = Vec::new();
+    for _ in 0..most {
+        let item = next_item(stream).await;
+        let done = matches!(item, Item::Status(Status::Connected { .. }));
+        items.push(item);
+        if done {
+            return items;
+        }
+    }
+    panic!("no connected status within {most} items: {items:?}");
+}
+
+/// An event as `instance kind origin`.
+pub fn brief(e: &InstanceEvent) -> String {
+    format!("{} {} {}", e.id, e.kind, e.origin)
+}
+
+/// Items as strings: events `instance kind origin`, statuses by name.
+pub fn briefs(items: &[Item]) -> Vec<String> {
+    items
+        .iter()
+        .map(|i| match i {
+            Item::Event(e) => brief(e),
+            Item::Status(Status::Connected { instances }) => format!("connected {instances}"),
+            Item::Status(Status::Disconnected { .. }) => "disconnected".to_owned(),
+            Item::Status(s) => format!("{s:?}"),
+        })
+        .collect()
+}
+
+/// Whether `kind` fits `running` (the state after it).
+pub fn state_after(kind: EventKind, running: Option<bool>) -> Option<bool> {
+    match kind {
+        EventKind::Created | EventKind::Stopped => Some(false),
+        EventKind::Started => Some(true),
+        EventKind::Removed => None,
+        _ => running,
+    }
+}
+
+/// A TCP relay on 127.0.0.1 in front of one etcd member: cut its
+/// connections, refuse new ones. Threads of its own; dropping it stops it.
+pub struct Relay {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    accept: Option<JoinHandle<()>>,
+}
+
+struct Shared {
+    /// Connections numbered below this are frozen: what they carry is dropped.
+    frozen_below: AtomicUsize,
+    refuse: AtomicBool,
+    stop: AtomicBool,
+    conns: Mutex<Vec<TcpStream>>,
+    accepted: AtomicUsize,
+    /// What each connection carried (its first 64 KiB each way): (serial,
+    /// to the server, bytes).
+    carried: Mutex<Vec<(usize, bool, Vec<u8>)>>,
+}
+
+impl Relay {
+    /// Relays to `target` (`host:port`).
+    pub fn start(target: SocketAddr) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the relay");
+        let addr = listener.local_addr().expect("its address");
+        let shared = Arc::new(Shared {
+            frozen_below: AtomicUsize::new(0),
+            refuse: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            conns: Mutex::new(Vec::new()),
+            accepted: AtomicUsize::new(0),
+            carried: Mutex::new(Vec::new()),
+        });
+        let s = Arc::clone(&shared);
+        // A test's relay runs on threads of its own (the library spawns nothing).
+        #[allow(clippy::disallowed_methods)]
+        let accept = thread::spawn(move || {
+            for client in listener.incoming() {
+                if s.stop.load(Ordering::SeqCst) {
+                    return;
+                }
+                let Ok(client) = client else { continue };
+                if s.refuse.load(Ordering::SeqCst) {
+                    let _ = client.shutdown(Shutdown::Both);
+                    continue;
+                }
+                let serial = s.accepted.fetch_add(1, Ordering::SeqCst);
+                let Ok(server) = TcpStream::connect(target) else {
+                    continue;
+                };
+                let mut conns = s.conns.lock().unwrap_or_else(PoisonError::into_inner);
+                for sock in [&client, &server] {
+                    if let Ok(c) = sock.try_clone() {
+                        conns.push(c);
+                    }
+                }
+                drop(conns);
+                pipe(&client, &server, (serial, true), Arc::clone(&s));
+                pipe(&server, &client, (serial, false), Arc::clone(&s));
+            }
+        });
+        Self {
+            addr,
+            shared,
+            accept: Some(accept),
+        }
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Connections relayed so far.
+    pub fn accepted(&self) -> usize {
+        self.shared.accepted.load(Ordering::SeqCst)
+    }
+
+    /// Closes new connections at once (`true`), or relays them again.
+    pub fn refuse(&self, on: bool) {
+        self.shared.refuse.store(on, Ordering::SeqCst);
+    }
+
+    /// Freezes the connections open now: they stay open and carry nothing
+    /// more (a connection that died without a sign); new ones are relayed.
+    pub fn freeze(&self) {
+        self.shared
+            .frozen_below
+            .store(self.accepted(), Ordering::SeqCst);
+    }
+
+    /// What the connections carried, as text: `(serial, to the server, text)`.
+    pub fn carried(&self) -> Vec<(usize, bool, String)> {
+        self.shared
+            .carried
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|(s, up, b)| (*s, *up, String::from_utf8_lossy(b).into_owned()))
+            .collect()
+    }
+
+    /// Closes every relayed connection.
+    pub fn cut(&self) {
+        let mut conns = self
+            .shared
+            .conns
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        for c in conns.drain(..) {
+            let _ = c.shutdown(Shutdown::Both);
+        }
+    }
+}
+
+fn pipe(from: &TcpStream, to: &TcpStream, (serial, up): (usize, bool), shared: Arc<Shared>) {
+    let (Ok(mut from), Ok(mut to)) = (from.try_clone(), to.try_clone()) else {
+        return;
+    };
+    #[allow(clippy::disallowed_methods)]
+    thread::spawn(move || {
+        let mut buf = [0u8; 16 * 1024];
+        loop {
+            match from.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                // A frozen connection: alive, silent.
+                Ok(_) if serial < shared.frozen_below.load(Ordering::SeqCst) => {}
+                Ok(n) => {
+                    let mut carried = shared
+                        .carried
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner);
+                    let index = carried
+                        .iter()
+                        .position(|(s, u, _)| *s == serial && *u == up)
+                        .unwrap_or_else(|| {
+                            carried.push((serial, up, Vec::new()));
+                            carried.len() - 1
+                        });
+                    let log = &mut carried[index].2;
+                    let room = (64 * 1024usize).saturating_sub(log.len()).min(n);
+                    log.extend_from_slice(&buf[..room]);
+                    drop(carried);
+                    if to.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        let _ = to.shutdown(Shutdown::Both);
+        let _ = from.shutdown(Shutdown::Both);
+    });
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        // Wake the accept loop.
+        let _ = TcpStream::connect(self.addr);
+        if let Some(t) = self.accept.take() {
+            let _ = t.join();
+        }
+        self.cut();
+    }
+}
+
+/// Member `member`'s client address.
+pub fn member_addr(member: usize) -> SocketAddr {
+    let url = engines::etcd_member_url(member);
+    url.trim_start_matches("http://")
+        .parse()
+        .expect("a socket address")
+}
