@@ -11,7 +11,6 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::{Containers, Process, unique};
@@ -77,7 +76,7 @@ fn put(
         state,
         ready,
         uid: Some(format!("uid-{instance}")),
-        labels: BTreeMap::from([("app".to_owned(), instance.to_owned())]),
+        labels: lookout_core::Labels::from([("app".to_owned(), instance.to_owned())]),
         event: RecordEvent {
             kind: kind.into(),
             origin: origin.into(),

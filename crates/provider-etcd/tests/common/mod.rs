@@ -3,7 +3,6 @@
 //! a watch's items.
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
 use std::io::{Read as _, Write as _};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -78,7 +77,7 @@ pub fn record(state: State, kind: &str, origin: &str) -> Vec<u8> {
         state,
         ready: None,
         uid: Some("uid-1".into()),
-        labels: BTreeMap::from([("app".to_owned(), "web".to_owned())]),
+        labels: lookout_core::Labels::from([("app".to_owned(), "web".to_owned())]),
         event: RecordEvent {
             kind: kind.into(),
             origin: origin.into(),
