@@ -1,30 +1,5 @@
-//! Labels: an instance's key/value set, immutable, sorted by key, packed
-//! and shared.
-//!
-//! Labels are most of what a watch holds and diffs, and most of their keys
-//! and values repeat across instances (one compose project, one image, one
-//! chart). So a [`Labels`] is two reference-counted lists: the sorted keys,
-//! shared by every set with the same keys (the containers of one compose
-//! project, the objects of one chart carry the same keys), and the values
-//! in the same order; every string is shared; and the sets themselves are
-//! shared: every set is made through one process-wide interner, so equal
-//! sets are the same allocation and compare by pointer, and a set built
-//! again from an engine's answer (a resync lists every instance again)
-//! costs hash lookups, not copies.
-//!
-//! Costs: a set of `n` labels takes `16 + 16·n` bytes for its values, once
-//! per distinct set, and its key list the same once per distinct list of
-//! keys; each distinct key or value takes `16 +` its length once, however
-//! many sets hold it; the interner's tables about 50 bytes per distinct
-//! set. A [`Labels`] is 32 bytes, none of them on the heap when empty;
-//! cloning it is two reference counts, comparing two equal ones two pointer
-//! comparisons. Making one ([`FromIterator`], [`From`], serde's
-//! `Deserialize` with the `serde` feature) hashes each string and the set
-//! under the interner's lock, held for that alone (uncontended in practice:
-//! a watch makes its sets on the task that polls it). The interner forgets
-//! what no set holds any more when it has doubled since it last looked (an
-//! amortised sweep), so its memory is bounded by the distinct strings and
-//! sets alive, not by how many were ever seen.
+//! [`Labels`]: an instance's key/value set, immutable, sorted by key,
+//! packed and shared (the costs are on the type).
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
@@ -35,8 +10,32 @@ use std::sync::{Arc, Mutex, PoisonError};
 type Str = Arc<str>;
 
 /// The labels of an instance (Docker/Podman container labels, Swarm service
-/// labels, Kubernetes object labels), ordered by key; see the [module
-/// docs](self) for what they cost.
+/// labels, Kubernetes object labels), ordered by key.
+///
+/// Labels are most of what a watch holds and diffs, and most of their keys
+/// and values repeat across instances (one compose project, one image, one
+/// chart). So a [`Labels`] is two reference-counted lists: the sorted keys,
+/// shared by every set with the same keys (the containers of one compose
+/// project, the objects of one chart carry the same keys), and the values
+/// in the same order; every string is shared; and the sets themselves are
+/// shared: every set is made through one process-wide interner, so equal
+/// sets are the same allocation and compare by pointer, and a set built
+/// again from an engine's answer (a resync lists every instance again)
+/// costs hash lookups, not copies.
+///
+/// Costs: a set of `n` labels takes `16 + 16·n` bytes for its values, once
+/// per distinct set, and its key list the same once per distinct list of
+/// keys; each distinct key or value takes `16 +` its length once, however
+/// many sets hold it; the interner's tables about 50 bytes per distinct
+/// set. A [`Labels`] is 32 bytes, none of them on the heap when empty;
+/// cloning it is two reference counts, comparing two equal ones two pointer
+/// comparisons. Making one ([`FromIterator`], [`From`], serde's
+/// `Deserialize` with the `serde` feature) hashes each string and the set
+/// under the interner's lock, held for that alone (uncontended in practice:
+/// a watch makes its sets on the task that polls it). The interner forgets
+/// what no set holds any more when it has doubled since it last looked (an
+/// amortised sweep), so its memory is bounded by the distinct strings and
+/// sets alive, not by how many were ever seen.
 ///
 /// ```
 /// use lookout_core::Labels;
@@ -306,7 +305,7 @@ impl<'de> serde::Deserialize<'de> for Labels {
     }
 }
 
-/// The process's labels interner (see the [module docs](self)).
+/// The process's labels interner (see [`Labels`]).
 static INTERNER: Mutex<Interner> = Mutex::new(Interner::new());
 
 /// The interner's hasher: foldhash, as the tracker's (labels are set by
