@@ -543,11 +543,12 @@ async fn run<D: lookout_core::Dial>(
             Ok(p) => p,
             Err(e) => return usage_error("cannot publish", &e),
         };
+        publish::json_warnings(common.json);
         if let Err(e) = publisher.baseline().await {
-            eprintln!(
-                "lookout: publish: cannot read this source's keys ({}); each is read when written",
+            publish::warn(&format!(
+                "cannot read this source's keys ({}); each is read when written",
                 output::error_chain(&e)
-            );
+            ));
         }
         let out = Out {
             events: events_fmt,
@@ -706,22 +707,22 @@ async fn consume_publishing(
     provider: &str,
     mut stream: impl Stream<Item = (Option<usize>, Item)> + Unpin,
     out: Out,
-    mut publisher: publish::Publisher,
+    publisher: publish::Publisher,
 ) -> ExitCode {
+    // On a task of its own: the feed is read and printed whatever etcd does.
+    let publisher = publish::Running::start(publisher);
     let mut sigterm = match sigterm() {
         Ok(s) => s,
         Err(code) => return code,
     };
     let mut ctrl_c = pin!(tokio::signal::ctrl_c());
-    let mut tick = tokio::time::interval(publish::TICK);
     loop {
         tokio::select! {
             _ = &mut ctrl_c => return publisher.stop().await,
             _ = sigterm.recv() => return publisher.stop().await,
-            _ = tick.tick() => publisher.tick().await,
             item = stream.next() => match item {
                 Some((_, Item::Event(e))) => {
-                    publisher.event(&e).await;
+                    publisher.event(&e);
                     if e.origin == lookout_core::Origin::Initial && !out.initial {
                         continue;
                     }
@@ -731,7 +732,7 @@ async fn consume_publishing(
                     }
                 }
                 Some((_, Item::Status(s))) => {
-                    publisher.status(&s).await;
+                    publisher.status(&s);
                     let line = status_line_of(None, provider, &s, out.status);
                     let line = match (&s, ENDPOINT.get()) {
                         (lookout_core::Status::Connected { .. }, Some(at)) => {

@@ -23,6 +23,9 @@ use serde_json::json;
 
 use crate::output::rfc3339_nanos;
 
+mod task;
+pub use task::Running;
+
 /// A tombstone's lease.
 const TOMBSTONE_TTL: i64 = 24 * 3600;
 /// A new tombstone lease once the one in use is this old (so a tombstone
@@ -433,9 +436,22 @@ enum Written {
     Changed { revision: i64, held: Option<Record> },
 }
 
-fn warn(what: &str) {
+/// Whether warnings go to stderr as JSON (`--json`).
+static JSON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Warnings on stderr as `{"warning":…}` lines (`--json`), else text.
+pub fn json_warnings(on: bool) {
+    JSON.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// A warning of the publisher, on stderr (and in the log).
+pub fn warn(what: &str) {
     tracing::warn!("publish: {what}");
-    eprintln!("lookout: publish: {what}");
+    if JSON.load(std::sync::atomic::Ordering::Relaxed) {
+        eprintln!("{}", json!({ "warning": format!("publish: {what}") }));
+    } else {
+        eprintln!("lookout: publish: {what}");
+    }
 }
 
 /// This machine's name (`/proc/sys/kernel/hostname`, else `HOSTNAME`, else

@@ -11,7 +11,7 @@
 
 mod common;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::{Containers, Process, unique};
 use lookout_e2e::engines;
@@ -306,4 +306,64 @@ fn published_docker_events_read_back_from_etcd_are_the_same() {
         "c written once since the restart (its stop), not at the restart"
     );
     drop(docker);
+}
+
+/// A publisher whose etcd accepts connections and never answers (a
+/// listener that never accepts: the kernel completes each connection into
+/// its backlog): the run still prints every transition as it comes — the
+/// writes wait on a task of their own, not in the feed. Written in line,
+/// each of the 9 transitions would wait 5 s (the client's bound) for etcd
+/// first: 45 s at least. And at SIGTERM it exits within its grace.
+#[test]
+fn a_publisher_whose_etcd_does_not_answer_prints_every_transition_as_it_comes() {
+    let _docker = common::require_docker(false);
+    let hole = std::net::TcpListener::bind("127.0.0.1:0").expect("a listener");
+    let target = format!("etcd://{}", hole.local_addr().expect("its address"));
+    let prefix = unique("etcd", "hole");
+    let label = format!("lookout.etcd={prefix}");
+    let args = [
+        "docker",
+        "--json",
+        "--label",
+        &label,
+        "--publish",
+        &target,
+        "--source",
+        "hole",
+    ];
+    let mut docker = Process::spawn(&args, &[]);
+    // (The baseline read at start waits out the client's bound first.)
+    docker.connected();
+    let names: Vec<String> = (0..3).map(|i| format!("{prefix}-{i}")).collect();
+    let _containers = Containers(names.clone());
+    let started = Instant::now();
+    for name in &names {
+        engines::docker_create_test_container(name, &["--label", &label]).expect("create");
+        engines::docker(&["start", name]).expect("start");
+        engines::docker(&["stop", "-t", "0", name]).expect("stop");
+    }
+    let seen: Vec<String> = (0..9)
+        .map(|_| {
+            let e = docker.event();
+            format!(
+                "{} {}",
+                e["instance"].as_str().unwrap_or("?"),
+                e["kind"].as_str().unwrap_or("?")
+            )
+        })
+        .collect();
+    let took = started.elapsed();
+    let want: Vec<String> = names
+        .iter()
+        .flat_map(|n| ["created", "started", "stopped"].map(|k| format!("{n} {k}")))
+        .collect();
+    assert_eq!(seen, want);
+    assert!(
+        took < Duration::from_secs(25),
+        "9 transitions took {took:?} behind an etcd that does not answer (in line: ≥ 45 s)"
+    );
+    docker.signal("TERM");
+    let exited = docker.exit_within(Duration::from_secs(15));
+    assert_eq!(exited.code(), Some(0), "{:?}", docker.stderr_seen);
+    drop(hole);
 }

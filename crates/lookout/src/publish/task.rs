@@ -1,0 +1,227 @@
+//! The publisher on a task of its own, fed through a queue: the run's feed
+//! is read and printed whatever etcd does (an engine that drops events for a
+//! reader that falls behind — dockerd after 1 024 — never sees lookout
+//! fall behind for etcd's sake).
+//!
+//! The queue keeps what the run told in order. It holds every transition
+//! while it is shorter than [`COALESCE_FROM`]; beyond that (etcd slow or
+//! away for long) an instance's newer event replaces its queued one since
+//! the last status, so its memory stays bounded by the instances, with a
+//! warning: etcd then gets each instance's latest state, not every
+//! transition on the way.
+
+use std::collections::{HashMap, VecDeque};
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use lookout_core::{InstanceEvent, Status};
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+use super::{Publisher, TICK, warn};
+
+/// From this many queued items on, an instance's events are coalesced.
+pub const COALESCE_FROM: usize = 65_536;
+
+/// How long the publisher gets at exit to write what is queued and delete
+/// its status key.
+pub const STOP_GRACE: Duration = Duration::from_secs(5);
+
+/// One thing the run told.
+#[derive(Debug)]
+enum Told {
+    Event(InstanceEvent),
+    Status(Status),
+}
+
+#[derive(Debug, Default)]
+struct Queue {
+    items: VecDeque<Told>,
+    /// Where each instance's latest event is in `items`, since the last
+    /// status (for coalescing).
+    at: HashMap<String, usize>,
+    /// Events replaced by a newer one of the same instance.
+    coalesced: u64,
+    warned: bool,
+    closed: bool,
+}
+
+impl Queue {
+    fn event(&mut self, e: &InstanceEvent) {
+        let id = e.id.as_str();
+        if self.items.len() >= COALESCE_FROM
+            && let Some(&i) = self.at.get(id)
+            && let Some(slot) = self.items.get_mut(i)
+        {
+            *slot = Told::Event(e.clone());
+            self.coalesced += 1;
+            return;
+        }
+        self.at.insert(id.to_owned(), self.items.len());
+        self.items.push_back(Told::Event(e.clone()));
+    }
+
+    fn status(&mut self, s: &Status) {
+        self.at.clear();
+        self.items.push_back(Told::Status(s.clone()));
+    }
+
+    fn take(&mut self) -> VecDeque<Told> {
+        self.at.clear();
+        std::mem::take(&mut self.items)
+    }
+}
+
+/// The publisher, running.
+#[derive(Debug)]
+pub struct Running {
+    queue: Arc<Mutex<Queue>>,
+    wake: Arc<Notify>,
+    task: JoinHandle<ExitCode>,
+}
+
+fn lock(q: &Mutex<Queue>) -> std::sync::MutexGuard<'_, Queue> {
+    q.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Running {
+    /// Starts `publisher` on a task of its own (the binary may spawn; the
+    /// library crates never do).
+    pub fn start(publisher: Publisher) -> Self {
+        let queue = Arc::new(Mutex::new(Queue::default()));
+        let wake = Arc::new(Notify::new());
+        #[allow(clippy::disallowed_methods)]
+        let task = tokio::spawn(run(publisher, Arc::clone(&queue), Arc::clone(&wake)));
+        Self { queue, wake, task }
+    }
+
+    /// Queues an event (never waits for etcd).
+    pub fn event(&self, e: &InstanceEvent) {
+        let mut q = lock(&self.queue);
+        q.event(e);
+        if q.coalesced > 0 && !q.warned {
+            q.warned = true;
+            warn(&format!(
+                "etcd is behind by {COALESCE_FROM} items: each instance's latest state is \
+                 published, not every transition on the way, until it catches up"
+            ));
+        }
+        drop(q);
+        self.wake.notify_one();
+    }
+
+    /// Queues a status.
+    pub fn status(&self, s: &Status) {
+        lock(&self.queue).status(s);
+        self.wake.notify_one();
+    }
+
+    /// Writes what is queued and deletes the status key, within
+    /// [`STOP_GRACE`]; what is left then is said and dropped.
+    pub async fn stop(self) -> ExitCode {
+        lock(&self.queue).closed = true;
+        self.wake.notify_one();
+        let mut task = self.task;
+        match tokio::time::timeout(STOP_GRACE, &mut task).await {
+            Ok(Ok(code)) => code,
+            Ok(Err(e)) => {
+                warn(&format!("the publisher's task failed: {e}"));
+                ExitCode::FAILURE
+            }
+            Err(_) => {
+                task.abort();
+                let left = lock(&self.queue).items.len();
+                warn(&format!(
+                    "etcd did not take what was queued within {STOP_GRACE:?}: {left} items \
+                     not published (the status key expires with its lease)"
+                ));
+                ExitCode::SUCCESS
+            }
+        }
+    }
+}
+
+async fn run(mut publisher: Publisher, queue: Arc<Mutex<Queue>>, wake: Arc<Notify>) -> ExitCode {
+    let mut tick = tokio::time::interval(TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let (batch, closed) = {
+            let mut q = lock(&queue);
+            (q.take(), q.closed)
+        };
+        for told in batch {
+            match told {
+                Told::Event(e) => publisher.event(&e).await,
+                Told::Status(s) => publisher.status(&s).await,
+            }
+        }
+        if closed && lock(&queue).items.is_empty() {
+            return publisher.stop().await;
+        }
+        tokio::select! {
+            () = wake.notified() => {}
+            _ = tick.tick() => publisher.tick().await,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lookout_core::{EventKind, Labels, Origin};
+    use std::sync::Arc as StdArc;
+    use std::time::UNIX_EPOCH;
+
+    fn event(id: &str, kind: EventKind) -> InstanceEvent {
+        InstanceEvent {
+            id: id.into(),
+            kind,
+            at: UNIX_EPOCH,
+            origin: Origin::Live,
+            labels: StdArc::new(Labels::new()),
+            uid: None,
+            readiness: None,
+        }
+    }
+
+    fn kinds(q: &Queue) -> Vec<String> {
+        q.items
+            .iter()
+            .map(|t| match t {
+                Told::Event(e) => format!("{} {:?}", e.id.as_str(), e.kind),
+                Told::Status(_) => "status".to_owned(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_transition_is_kept_in_order_below_the_bound() {
+        let mut q = Queue::default();
+        q.event(&event("a", EventKind::Started));
+        q.event(&event("a", EventKind::Stopped));
+        q.status(&Status::Connected { instances: 1 });
+        q.event(&event("a", EventKind::Started));
+        assert_eq!(kinds(&q), ["a Started", "a Stopped", "status", "a Started"]);
+        assert_eq!(q.coalesced, 0);
+        assert_eq!(q.take().len(), 4);
+        assert!(q.items.is_empty() && q.at.is_empty());
+    }
+
+    #[test]
+    fn beyond_the_bound_an_instance_keeps_its_latest_event_since_the_last_status() {
+        let mut q = Queue::default();
+        for i in 0..COALESCE_FROM {
+            q.event(&event(&format!("i{i}"), EventKind::Started));
+        }
+        q.event(&event("i7", EventKind::Stopped));
+        assert_eq!(q.items.len(), COALESCE_FROM, "bounded by the instances");
+        assert_eq!(q.coalesced, 1);
+        assert!(matches!(&q.items[7], Told::Event(e) if e.kind == EventKind::Stopped));
+        // After a status, nothing before it is replaced.
+        q.status(&Status::Connected { instances: 1 });
+        q.event(&event("i7", EventKind::Started));
+        assert_eq!(q.items.len(), COALESCE_FROM + 2);
+        assert!(matches!(&q.items[7], Told::Event(e) if e.kind == EventKind::Stopped));
+    }
+}
