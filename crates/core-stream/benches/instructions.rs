@@ -18,11 +18,11 @@
 use std::path::Path;
 use std::process::Command;
 
-use lookout_core::{Item, Merge, Observation, Watch, WatchConfig};
+use lookout_core::{Item, Merge, Watch, WatchConfig};
 use tokio_stream::StreamExt;
 
 mod support;
-use support::{Ready, Synthetic, items, items_with_readiness};
+use support::{Ready, Synthetic, items, items_with_readiness, quiet};
 
 const INSTANCES: usize = 10_000;
 const N: usize = 200_000;
@@ -87,17 +87,6 @@ fn workload(which: &str, changes: usize) -> usize {
 
 /// How many sources the merge workloads merge: the busy watch and quiet ones.
 const MERGED: usize = 100;
-
-/// A watch that lists nothing and then says nothing.
-fn quiet() -> Watch<Synthetic> {
-    Watch::new(
-        Synthetic(Some(vec![
-            Ok(Observation::ResyncBegin),
-            Ok(Observation::ResyncDone),
-        ])),
-        WatchConfig::default(),
-    )
-}
 
 /// The events of `merge` until `changes` of them.
 async fn drain(mut merge: Merge, changes: usize) -> usize {

@@ -17,22 +17,11 @@
 
 use std::time::{Duration, Instant};
 
-use lookout_core::{Item, Merge, Observation, Watch, WatchConfig};
+use lookout_core::{Item, Merge, Watch, WatchConfig};
 use tokio_stream::StreamExt;
 
 mod support;
-use support::{Obs, Synthetic, items};
-
-/// A source with nothing in it and nothing to say.
-fn quiet() -> Watch<Synthetic> {
-    Watch::new(
-        Synthetic(Some(vec![
-            Ok(Observation::ResyncBegin),
-            Ok(Observation::ResyncDone),
-        ])),
-        WatchConfig::default(),
-    )
-}
+use support::{Obs, Synthetic, items, quiet};
 
 async fn run_watch(all: Vec<Obs>, changes: usize) -> Duration {
     let mut watch = Watch::new(Synthetic(Some(all)), WatchConfig::default());

@@ -17,6 +17,9 @@ use lookout_core::{
 mod support;
 use support::*;
 
+/// What sends a scripted session its items.
+type Sender = tokio::sync::mpsc::UnboundedSender<Obs>;
+
 /// The next merged item, within an hour of paused time.
 async fn next(m: &mut Merge) -> Sourced {
     match timeout(Duration::from_secs(3600), m.next()).await {
@@ -110,23 +113,7 @@ async fn a_duplicate_name_is_refused() {
 /// while both have items.
 #[tokio::test(start_paused = true)]
 async fn a_firehose_does_not_hold_up_a_quiet_source() {
-    let (a, b) = (Scripted::default(), Scripted::default());
-    let (ta, tb) = (a.session(), b.session());
-    snapshot(&ta, &[("x", false)]);
-    snapshot(&tb, &[("y", false)]);
-    let mut m = Merge::new()
-        .source("fire", watch(&a))
-        .and_then(|m| m.source("calm", watch(&b)))
-        .expect("two names");
-    lines(&mut m, 2).await;
-    for n in 0..1000 {
-        let kind = if n % 2 == 0 {
-            EventKind::Started
-        } else {
-            EventKind::Stopped
-        };
-        let _ = ta.send(change("x", kind, n + 1));
-    }
+    let (mut m, _fire, tb) = firehose_and_calm().await;
     let _ = tb.send(change("y", EventKind::Started, 1));
     let _ = tb.send(change("y", EventKind::Stopped, 2));
     let got = lines(&mut m, 6).await;
@@ -144,11 +131,9 @@ async fn a_firehose_does_not_hold_up_a_quiet_source() {
     quiet(&mut m, Duration::from_secs(1)).await;
 }
 
-/// A quiet source's change that comes while a firehose is being read (the
-/// merge on its busy path, polling the hot source without looking at the
-/// marks) is still next but one; and again after it, each time.
-#[tokio::test(start_paused = true)]
-async fn a_change_that_comes_mid_firehose_waits_one_turn() {
+/// Two sources, `fire` and `calm`, synced; `fire` with 1000 changes of `x`
+/// ready. The merge, and each source's session (to send it more).
+async fn firehose_and_calm() -> (Merge, Sender, Sender) {
     let (a, b) = (Scripted::default(), Scripted::default());
     let (ta, tb) = (a.session(), b.session());
     snapshot(&ta, &[("x", false)]);
@@ -166,6 +151,15 @@ async fn a_change_that_comes_mid_firehose_waits_one_turn() {
         };
         let _ = ta.send(change("x", kind, n + 1));
     }
+    (m, ta, tb)
+}
+
+/// A quiet source's change that comes while a firehose is being read (the
+/// merge on its busy path, polling the hot source without looking at the
+/// marks) is still next but one; and again after it, each time.
+#[tokio::test(start_paused = true)]
+async fn a_change_that_comes_mid_firehose_waits_one_turn() {
+    let (mut m, _fire, tb) = firehose_and_calm().await;
     let mut fire = 0;
     for round in 0..3 {
         // Well into the firehose: the busy path.

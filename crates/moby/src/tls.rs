@@ -142,9 +142,9 @@ mod tests {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/certs")
     }
 
-    /// A TLS server that requires a client certificate from the test CA and
-    /// answers one request with `200 OK`.
-    fn server_config() -> Arc<ServerConfig> {
+    /// A TLS server showing `cert`/`key` (files of the test CA's) that
+    /// requires a client certificate from the test CA.
+    fn server_showing(cert: &str, key: &str) -> ServerConfig {
         let dir = certs();
         let provider = Arc::new(crypto::ring::default_provider());
         let mut roots = RootCertStore::empty();
@@ -155,18 +155,23 @@ mod tests {
             WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
                 .build()
                 .expect("a client verifier");
-        let chain = CertificateDer::pem_file_iter(dir.join("server-cert.pem"))
-            .expect("server-cert.pem")
+        let chain = CertificateDer::pem_file_iter(dir.join(cert))
+            .expect(cert)
             .collect::<Result<Vec<_>, _>>()
-            .expect("the server's certificate");
-        let key = PrivateKeyDer::from_pem_file(dir.join("server-key.pem")).expect("server-key.pem");
-        let config = ServerConfig::builder_with_provider(provider)
+            .expect("a certificate");
+        let key = PrivateKeyDer::from_pem_file(dir.join(key)).expect(key);
+        ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .expect("TLS versions")
             .with_client_cert_verifier(verifier)
             .with_single_cert(chain, key)
-            .expect("the server's key");
-        Arc::new(config)
+            .expect("a key")
+    }
+
+    /// A TLS server that requires a client certificate from the test CA and
+    /// answers one request with `200 OK`.
+    fn server_config() -> Arc<ServerConfig> {
+        Arc::new(server_showing("server-cert.pem", "server-key.pem"))
     }
 
     #[tokio::test(flavor = "current_thread")]
@@ -328,27 +333,7 @@ mod tests {
     /// authentication, not for `localhost`) and requires a client
     /// certificate from the test CA, as `dockerd --tlsverify` does.
     fn server_with_the_clients_certificate() -> ServerConfig {
-        let dir = certs();
-        let provider = Arc::new(crypto::ring::default_provider());
-        let mut roots = RootCertStore::empty();
-        for cert in CertificateDer::pem_file_iter(dir.join("ca.pem")).expect("ca.pem") {
-            roots.add(cert.expect("a CA certificate")).expect("the CA");
-        }
-        let verifier =
-            WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
-                .build()
-                .expect("a client verifier");
-        let chain = CertificateDer::pem_file_iter(dir.join("cert.pem"))
-            .expect("cert.pem")
-            .collect::<Result<Vec<_>, _>>()
-            .expect("a certificate");
-        let key = PrivateKeyDer::from_pem_file(dir.join("key.pem")).expect("key.pem");
-        ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .expect("TLS versions")
-            .with_client_cert_verifier(verifier)
-            .with_single_cert(chain, key)
-            .expect("a key")
+        server_showing("cert.pem", "key.pem")
     }
 
     #[tokio::test(flavor = "current_thread")]
