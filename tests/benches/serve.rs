@@ -40,6 +40,12 @@
 //! `lookout_subscriber_resyncs_total`), then every client goes and the time
 //! until lookout has freed their subscriptions is measured.
 //!
+//! Last, in the same process run, **the floor**: a plain thread of this
+//! bench writes each of 1200 lines once to each of the 1000 clients'
+//! loopback sockets, no lookout, no HTTP (see `floor`): what one delivery
+//! costs any server on this machine before its own code
+//! (`LOOKOUT_SERVE_ONLY_FLOOR=1`: only the floor).
+//!
 //! `cargo bench -p lookout-e2e --bench serve`: the sizes above. Without
 //! `--bench` (as `cargo test --benches` runs it): 50 clients, L = 5. Without
 //! `LOOKOUT_ENGINES=1`: prints "skipped: engines not configured".
@@ -452,6 +458,109 @@ fn run(rt: &tokio::runtime::Runtime, n: usize, r: &Run<'_>) -> Outcome {
     })
 }
 
+/// The calling thread's CPU time, in seconds: (on CPU in all, from
+/// `schedstat` in ns; of it the kernel's, from `stat`'s `stime` in ticks).
+fn thread_cpu() -> (f64, f64) {
+    let on_cpu = std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .unwrap_or(0);
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap_or_default();
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let stime = rest
+        .split_whitespace()
+        .nth(12)
+        .and_then(|f| f.parse::<u64>().ok())
+        .unwrap_or(0);
+    (on_cpu as f64 / 1e9, stime as f64 / 100.0)
+}
+
+/// The floor of a delivery, measured beside lookout in the same process run:
+/// a plain thread of this bench writes each of `events` lines (~300 bytes,
+/// the size of lookout's) once to each of `clients` loopback TCP sockets
+/// (`TCP_NODELAY`, one `write` per client per event, no HTTP framing, no
+/// task, no hub), 5 ms apart so that the readers wait between events as
+/// lookout's clients do; the readers are tasks of this runtime that read and
+/// parse each line as the bench's clients do. What the writing thread's CPU
+/// costs per write is what any server pays per delivery on this machine's
+/// loopback before its own code. Returns (CPU, of it the kernel's) per
+/// write in µs, and the readers' latency p50 and p99 in ns.
+fn floor(rt: &tokio::runtime::Runtime, clients: usize, events: usize) -> (f64, f64, f64, f64) {
+    use std::io::Write as _;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a listener");
+    let addr = listener.local_addr().expect("its address");
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let writer = std::thread::spawn(move || {
+        let mut sockets = Vec::with_capacity(clients);
+        for _ in 0..clients {
+            let (s, _) = listener.accept().expect("a reader's connection");
+            s.set_nodelay(true).expect("TCP_NODELAY");
+            sockets.push(s);
+        }
+        go_rx.recv().expect("the go");
+        let (c0, s0) = thread_cpu();
+        for i in 0..events {
+            let line = format!(
+                "{{\"instance\":\"serve-floor-{i}\",\"id\":\"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\",\
+                 \"kind\":\"started\",\"origin\":\"live\",\"at_ns\":{},\"provider\":\"docker\",\
+                 \"uid\":\"0123456789abcdef\",\"labels\":{{\"lookout.bench\":\"serve-floor\"}},\"image\":\"lookout-test/busybox\"}}\n",
+                now_ns()
+            );
+            for s in &mut sockets {
+                s.write_all(line.as_bytes()).expect("a write");
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let (c1, s1) = thread_cpu();
+        (c1 - c0, s1 - s0)
+    });
+    let mut latencies = rt.block_on(async {
+        // One connection after the other (each ~50 µs here): all at once
+        // overflow the listen backlog, and SYN retries take seconds.
+        let mut streams = Vec::with_capacity(clients);
+        for _ in 0..clients {
+            streams.push(TcpStream::connect(addr).await.expect("connect"));
+        }
+        let mut tasks = tokio::task::JoinSet::new();
+        for s in streams {
+            tasks.spawn(async move {
+                let mut lines = AsyncBufReader::new(s);
+                let mut lat = Vec::with_capacity(events);
+                let mut line = String::new();
+                for _ in 0..events {
+                    line.clear();
+                    let n = tokio::time::timeout(CALL, lines.read_line(&mut line))
+                        .await
+                        .expect("a line within CALL")
+                        .expect("a read");
+                    assert!(n > 0, "the writer closed early");
+                    let read_at = now_ns();
+                    let v: Value = serde_json::from_str(&line).expect("JSON");
+                    let at = v["at_ns"].as_i64().map_or(0, i128::from);
+                    lat.push((read_at - at) as f64);
+                }
+                lat
+            });
+        }
+        // The writer accepts every reader's connection before it takes the go.
+        go_tx.send(()).expect("the writer waits");
+        let mut all = Vec::with_capacity(clients * events);
+        while let Some(lat) = tasks.join_next().await {
+            all.extend(lat.expect("a floor reader"));
+        }
+        all
+    });
+    let (cpu, sys) = writer.join().expect("the floor's writer");
+    latencies.sort_by(f64::total_cmp);
+    let writes = (clients * events) as f64;
+    (
+        cpu * 1e6 / writes,
+        sys * 1e6 / writes,
+        pct(&latencies, 50.0),
+        pct(&latencies, 99.0),
+    )
+}
+
 /// This process's soft open-files limit (its clients hold a socket each;
 /// the 10 000-client run needs more than that many).
 fn open_files_limit() -> u64 {
@@ -494,8 +603,10 @@ fn main() {
     // Room for the bench's own /metrics scrapes beside the clients.
     let max = (many + 100).to_string();
     let with_max: &[&str] = &["--max-connections", &max];
-    // `LOOKOUT_SERVE_ONLY_MANY=1`: only the 10 000-client run.
+    // `LOOKOUT_SERVE_ONLY_MANY=1`: only the 10 000-client run;
+    // `LOOKOUT_SERVE_ONLY_FLOOR=1`: only the floor.
     let only_many = std::env::var_os("LOOKOUT_SERVE_ONLY_MANY").is_some();
+    let only_floor = std::env::var_os("LOOKOUT_SERVE_ONLY_FLOOR").is_some();
     let mut runs = vec![Run {
         name: "this",
         bin: &bin,
@@ -555,6 +666,9 @@ fn main() {
     if only_many {
         runs.retain(|r| r.clients == many);
     }
+    if only_floor {
+        runs.clear();
+    }
     // Each row as soon as its run is over.
     let mut outcomes: Vec<(&Run<'_>, Outcome)> = Vec::new();
     for (n, r) in runs.iter().enumerate() {
@@ -591,6 +705,25 @@ fn main() {
         println!(
             "CPU per delivery at {clients} clients: anchor / this = {:.2}",
             anchor / this
+        );
+    }
+    // The floor, in the same process run: one write per client per event
+    // from a plain thread (what any server pays here before its own code).
+    let floor_events = if full { 1200 } else { 20 };
+    let (floor_cpu, floor_sys, floor_p50, floor_p99) = floor(&rt, clients, floor_events);
+    println!(
+        "floor: a plain thread writing each of {floor_events} lines once to each of {clients} \
+         loopback sockets (no lookout, no HTTP): {floor_cpu:.2} µs CPU per write, of it kernel \
+         {floor_sys:.2} µs; readers' p50 / p99 {:.2} / {:.2} ms",
+        floor_p50 / 1e6,
+        floor_p99 / 1e6
+    );
+    if let Some(this) = per("this", false)
+        && floor_cpu > 0.0
+    {
+        println!(
+            "CPU per delivery at {clients} clients: this / floor = {:.2}",
+            this * 1e6 / floor_cpu
         );
     }
     println!("(wall {:.1?})", wall.elapsed());
