@@ -87,18 +87,19 @@
 mod client;
 mod error;
 pub mod model;
+mod publishers;
 mod session;
 pub mod wire;
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use lookout_core::{Dial, DialFuture, ProbeFuture, Watch, WatchConfig};
 use tracing::Instrument as _;
 
-pub use client::{Client, Endpoint};
+pub use client::{Client, Endpoint, Newest};
 pub use error::{ConfigError, EtcdError};
+pub use publishers::{EtcdItem, PublisherState, PublisherStatus, WithPublishers};
 
 /// What to watch, and how.
 #[derive(Clone, Debug)]
@@ -146,8 +147,7 @@ impl EtcdConfig {
 pub struct EtcdDial {
     client: Client,
     settings: Arc<session::Settings>,
-    known: Arc<session::Known>,
-    seen: Arc<session::Seen>,
+    shared: Arc<session::Shared>,
 }
 
 impl EtcdDial {
@@ -169,8 +169,7 @@ impl EtcdDial {
                 catch_up: config.watch.probe_timeout / 2,
                 create_timeout: config.request_timeout,
             }),
-            known: Arc::new(Mutex::new(BTreeMap::new())),
-            seen: Arc::default(),
+            shared: Arc::default(),
         })
     }
 }
@@ -181,13 +180,12 @@ impl Dial for EtcdDial {
     fn dial(&mut self, resume: Option<&i64>) -> DialFuture<i64> {
         let client = self.client.clone();
         let settings = Arc::clone(&self.settings);
-        let known = Arc::clone(&self.known);
-        let seen = Arc::clone(&self.seen);
+        let shared = Arc::clone(&self.shared);
         let resume = resume.copied();
         let span = tracing::debug_span!("dial", provider = "etcd", ?resume);
         Box::pin(
             async move {
-                session::open(client, settings, known, seen, resume)
+                session::open(client, settings, shared, resume)
                     .await
                     .map_err(Into::into)
             }
@@ -196,25 +194,30 @@ impl Dial for EtcdDial {
     }
 
     /// `GET /health` of the member requests go to, then the newest put
-    /// under the watched range: a watch that has not told it within half
-    /// the probe timeout is behind, taken for dead.
+    /// under the watched range and how many keys it holds: a watch that
+    /// has not told them within half the probe timeout is behind, taken
+    /// for dead.
     fn probe(&mut self) -> Option<ProbeFuture> {
         let client = self.client.clone();
         let settings = Arc::clone(&self.settings);
-        let seen = Arc::clone(&self.seen);
+        let shared = Arc::clone(&self.shared);
         let span = tracing::debug_span!("conn", provider = "etcd", endpoint = %client.preferred(), request = "probe");
         Some(Box::pin(
             async move {
                 client.health().await?;
                 let (key, end) = settings.range();
-                let (newest, _) = client.newest_modification(&key, &end).await?;
-                if tokio::time::timeout(settings.catch_up, seen.reach(newest))
+                let store = client.newest_modification(&key, &end).await?;
+                if tokio::time::timeout(settings.catch_up, shared.seen.caught_up(store))
                     .await
                     .is_err()
                 {
+                    let (seen, keys) = shared.seen.told();
                     return Err(EtcdError::Behind {
-                        newest,
-                        seen: seen.revision(),
+                        newest: store.put,
+                        keys: store.keys,
+                        at: store.revision,
+                        seen,
+                        told_keys: keys,
                         waited: settings.catch_up,
                     }
                     .into());
@@ -230,4 +233,12 @@ impl Dial for EtcdDial {
 pub fn watch(config: EtcdConfig) -> Result<Watch<EtcdDial>, ConfigError> {
     let dial = EtcdDial::new(&config)?;
     Ok(Watch::new(dial, config.watch))
+}
+
+/// The watch of `config`'s prefix with its publishers' statuses, in one
+/// stream ([`WithPublishers`]): synchronous, contacts nothing until polled.
+pub fn watch_with_publishers(config: EtcdConfig) -> Result<WithPublishers, ConfigError> {
+    let dial = EtcdDial::new(&config)?;
+    let board = Arc::clone(&dial.shared.board);
+    Ok(WithPublishers::new(Watch::new(dial, config.watch), board))
 }

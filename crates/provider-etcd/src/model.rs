@@ -147,6 +147,18 @@ pub fn status_key(prefix: &str, source: &str) -> String {
     format!("{prefix}/s/{source}")
 }
 
+/// `PREFIX/s/`: where every publisher's status is.
+pub fn statuses_prefix(prefix: &str) -> String {
+    format!("{prefix}/s/")
+}
+
+/// The source of a status key under `prefix`.
+pub fn parse_status_key<'k>(prefix: &str, key: &'k [u8]) -> Option<&'k str> {
+    let key = std::str::from_utf8(key).ok()?;
+    let source = key.strip_prefix(prefix)?.strip_prefix("/s/")?;
+    (!source.is_empty() && !source.contains('/')).then_some(source)
+}
+
 /// The source and instance of an instance key under `prefix`.
 pub fn parse_instance_key<'k>(prefix: &str, key: &'k [u8]) -> Option<(&'k str, &'k str)> {
     let key = std::str::from_utf8(key).ok()?;
@@ -255,6 +267,10 @@ mod tests {
         assert_eq!(parse_instance_key("p", b"pp/i/h/x"), None);
         assert_eq!(parse_instance_key("p", b"p/i/h/\xff"), None);
         assert_eq!(status_key("p", "h"), "p/s/h");
+        assert_eq!(parse_status_key("p", b"p/s/h"), Some("h"));
+        assert_eq!(parse_status_key("p", b"p/s/"), None);
+        assert_eq!(parse_status_key("p", b"p/s/h/x"), None);
+        assert_eq!(parse_status_key("p", b"p/i/h/x"), None);
         assert_eq!(source_prefix("p", "h"), "p/i/h/");
         assert_eq!(check_prefix("a/b/").ok(), Some("a/b"));
         assert!(check_prefix("/").is_err());
