@@ -465,8 +465,24 @@ async fn etcd(a: EtcdArgs, serve: Option<serve::Prepared>) -> ExitCode {
     config.readiness = a.common.readiness;
     config.watch = lookout_etcd::EtcdConfig::default_watch().initial(a.common.initial);
     let _ = ENDPOINT.set((a.endpoints.clone(), "--endpoints".to_owned()));
-    match lookout_etcd::watch(config) {
-        Ok(w) => run("etcd", w, &a.common, serve, None).await,
+    if serve.is_some() {
+        // The hub shares instances and the watch's statuses; the
+        // publishers' are not served yet.
+        return match lookout_etcd::watch(config) {
+            Ok(w) => run("etcd", w, &a.common, serve, None).await,
+            Err(e) => usage_error("invalid configuration", &e),
+        };
+    }
+    // Each source's publisher status on stderr, in order with the events.
+    match lookout_etcd::watch_with_publishers(config) {
+        Ok(w) => {
+            let (events_fmt, status_fmt) = formats(&a.common);
+            let stream = w.map(|i| match i {
+                lookout_etcd::EtcdItem::Item(item) => Printed::Item(None, item),
+                lookout_etcd::EtcdItem::Publisher(p) => Printed::Publisher(p),
+            });
+            consume_all("etcd", stream, &[], events_fmt, status_fmt).await
+        }
         Err(e) => usage_error("invalid configuration", &e),
     }
 }
@@ -757,7 +773,26 @@ async fn consume_publishing(
 /// engine of a run without several, whose endpoint is [`ENDPOINT`].
 async fn consume(
     provider: &str,
-    mut stream: impl Stream<Item = (Option<usize>, Item)> + Unpin,
+    stream: impl Stream<Item = (Option<usize>, Item)> + Unpin,
+    sources: &[(String, Option<Located>)],
+    events_fmt: Format,
+    status_fmt: Format,
+) -> ExitCode {
+    let stream = stream.map(|(source, item)| Printed::Item(source, item));
+    consume_all(provider, stream, sources, events_fmt, status_fmt).await
+}
+
+/// What a run prints: an item of a source (see [`consume`]), or a source's
+/// publisher status (`lookout etcd`).
+enum Printed {
+    Item(Option<usize>, Item),
+    Publisher(lookout_etcd::PublisherStatus),
+}
+
+/// [`consume`], with the publishers' statuses of `lookout etcd` on stderr.
+async fn consume_all(
+    provider: &str,
+    mut stream: impl Stream<Item = Printed> + Unpin,
     sources: &[(String, Option<Located>)],
     events_fmt: Format,
     status_fmt: Format,
@@ -772,7 +807,11 @@ async fn consume(
             _ = &mut ctrl_c => return ExitCode::SUCCESS,
             _ = sigterm.recv() => return ExitCode::SUCCESS,
             item = stream.next() => match item {
-                Some((source, Item::Event(e))) => {
+                Some(Printed::Publisher(p)) => {
+                    let line = output::publisher_line(&p, status_fmt);
+                    let _ = blocking_write(|| write_line(&mut io::stderr().lock(), &line));
+                }
+                Some(Printed::Item(source, Item::Event(e))) => {
                     let host = source.and_then(|i| sources.get(i)).map(|s| s.0.as_str());
                     let line = match (host, output::source_in_id(provider, &e)) {
                         (None, Some((host, e))) => event_line_of(Some(host), provider, &e, events_fmt),
@@ -782,7 +821,7 @@ async fn consume(
                         return code;
                     }
                 }
-                Some((source, Item::Status(s))) => {
+                Some(Printed::Item(source, Item::Status(s))) => {
                     // A closed stderr is no reason to stop delivering events.
                     let of = source.and_then(|i| sources.get(i));
                     let line = status_line_of(of.map(|s| s.0.as_str()), provider, &s, status_fmt);

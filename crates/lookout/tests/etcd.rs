@@ -367,3 +367,321 @@ fn a_publisher_whose_etcd_does_not_answer_prints_every_transition_as_it_comes() 
     assert_eq!(exited.code(), Some(0), "{:?}", docker.stderr_seen);
     drop(hole);
 }
+
+/// Polls `done` (every 50 ms) until it holds, within `bound`.
+fn wait_until(what: &str, bound: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + bound;
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}: not within {bound:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `lookout docker --publish` of the containers labelled `label`, as
+/// source `source` under `prefix`.
+fn publisher(prefix: &str, source: &str, label: &str) -> Process {
+    let target = format!(
+        "etcd://{}/{prefix}",
+        engines::etcd_endpoints().replace("http://", "")
+    );
+    Process::spawn(
+        &[
+            "docker",
+            "--json",
+            "--label",
+            label,
+            "--publish",
+            &target,
+            "--source",
+            source,
+        ],
+        &[],
+    )
+}
+
+/// Nothing on the process's stdout now.
+fn no_event_line(p: &Process) -> Option<String> {
+    p.out.as_ref().and_then(|out| out.try_recv().ok())
+}
+
+/// A publisher killed -9 stops renewing its status key's 10 s lease:
+/// `lookout etcd` says its source is disconnected once etcd deletes the
+/// key (the key's absence read side by side), with no event line meanwhile
+/// (its instances are kept as they were), and connected again when a
+/// publisher of that source runs again, after the `resync` of what changed.
+#[test]
+fn a_publisher_killed_9_is_disconnected_at_the_consumer_then_connected_again() {
+    let _docker = common::require_docker(false);
+    let _lock = require_etcd();
+    let prefix = unique("etcd", "dead");
+    let _cleanup = Cleanup(prefix.clone());
+    let label = format!("lookout.etcd={prefix}");
+    let (a, b) = (format!("{prefix}-a"), format!("{prefix}-b"));
+    let _containers = Containers(vec![a.clone(), b.clone()]);
+    engines::docker_create_test_container(&a, &["--label", &label]).expect("create a");
+    engines::docker(&["start", &a]).expect("start a");
+    let mut first = publisher(&prefix, "dead", &label);
+    first.connected();
+    let status = lookout_etcd::model::status_key(&prefix, "dead");
+    // Its records first, then its status key.
+    wait_until(
+        "the publisher's status key",
+        Duration::from_secs(15),
+        || mod_revision(&status) > 0,
+    );
+    let mut etcd = lookout(&prefix, &[]);
+    assert_eq!(etcd.connected()["instances"], 1);
+    let up = etcd.stderr("the publisher's status", |v| v["host"] == "dead");
+    assert_eq!(up["status"], "connected", "{up}");
+    assert_eq!(up["instances"], 1, "{up}");
+    assert!(
+        up["writer"]
+            .as_str()
+            .is_some_and(|w| w.ends_with(&format!(" pid {}", first.pid()))),
+        "{up}"
+    );
+
+    first.signal("KILL");
+    let killed = Instant::now();
+    first.exit_within(Duration::from_secs(5));
+    drop(first);
+    assert!(
+        mod_revision(&status) > 0,
+        "the key outlives its publisher until the lease expires"
+    );
+    let down = etcd.stderr("the publisher's disconnection", |v| v["host"] == "dead");
+    let after = killed.elapsed();
+    assert_eq!(mod_revision(&status), 0, "{status} gone in etcd too");
+    assert_eq!(down["status"], "disconnected", "{down}");
+    assert_eq!(down["instances"], 1, "its instance kept: {down}");
+    assert!(
+        after <= Duration::from_secs(20),
+        "a 10 s lease, expired {after:?} after the kill"
+    );
+    assert_eq!(no_event_line(&etcd), None, "no event invented");
+    eprintln!("a publisher killed -9: its source disconnected {after:.1?} after the kill");
+
+    // Meanwhile b comes; a new publisher tells it as resync, then its
+    // status: connected again.
+    engines::docker_create_test_container(&b, &["--label", &label]).expect("create b");
+    engines::docker(&["start", &b]).expect("start b");
+    let mut second = publisher(&prefix, "dead", &label);
+    second.connected();
+    assert_eq!(brief(&etcd.event()), format!("dead {b} created resync"));
+    assert_eq!(brief(&etcd.event()), format!("dead {b} started resync"));
+    let back = etcd.stderr("the publisher back", |v| v["host"] == "dead");
+    assert_eq!(back["status"], "connected", "{back}");
+    assert_eq!(back["instances"], 2, "{back}");
+    assert!(mod_revision(&status) > 0);
+    // And live after it.
+    engines::docker(&["stop", "-t", "0", &a]).expect("stop a");
+    assert_eq!(brief(&etcd.event()), format!("dead {a} stopped live"));
+    assert_eq!(no_event_line(&etcd), None);
+    second.signal("TERM");
+    assert!(second.exit_within(Duration::from_secs(10)).success());
+}
+
+/// Each key's values in the order written (range reads at each previous
+/// mod revision, back to the key's creation): `(mod revision, record)`.
+fn history(key: &str) -> Vec<(i64, Record)> {
+    let (client, rt) = client();
+    let mut chain = Vec::new();
+    let mut at = 0;
+    for _ in 0..100 {
+        let page = rt
+            .block_on(client.range(key.as_bytes(), &[], at, 0))
+            .unwrap_or_else(|e| panic!("range {key} at {at}: {e}"));
+        let Some(kv) = page.kvs.first() else { break };
+        let record = Record::from_json(&kv.value)
+            .unwrap_or_else(|e| panic!("{key} at {}: not a record ({e})", kv.mod_revision));
+        chain.push((kv.mod_revision, record));
+        if kv.version <= 1 {
+            break;
+        }
+        at = kv.mod_revision - 1;
+    }
+    chain.reverse();
+    chain
+}
+
+/// The state a record says, as `docker ps -a` would: `running`/`stopped`
+/// with the container id, or `None` when removed.
+fn said(r: &Record) -> Option<(&'static str, String)> {
+    let state = match r.state {
+        State::Running => "running",
+        State::Stopped => "stopped",
+        State::Removed => return None,
+    };
+    Some((state, r.uid.clone().unwrap_or_default()))
+}
+
+/// The engine's own client: each container labelled `label` as
+/// `running`/`stopped` with its id.
+fn docker_ps(label: &str) -> std::collections::BTreeMap<String, (&'static str, String)> {
+    let out = engines::docker(&[
+        "ps",
+        "-a",
+        "--no-trunc",
+        "--filter",
+        &format!("label={label}"),
+        "--format",
+        "{{.Names}}\t{{.State}}\t{{.ID}}",
+    ])
+    .expect("docker ps");
+    out.lines()
+        .filter_map(|l| {
+            let mut f = l.split('\t');
+            let (name, state, id) = (f.next()?, f.next()?, f.next()?);
+            let state = if state == "running" {
+                "running"
+            } else {
+                "stopped"
+            };
+            Some((name.to_owned(), (state, id.to_owned())))
+        })
+        .collect()
+}
+
+/// A publisher killed -9 in the middle of a workload, containers changed
+/// while it is dead, then a publisher started again: no key's chain of
+/// values holds the same state twice in a row; the restarted publisher
+/// writes each key that differs from what its predecessor left, once, as
+/// `resync`, and nothing else (nothing from before told again as `live`);
+/// and etcd then says what `docker ps -a` says.
+#[test]
+fn a_publisher_killed_9_mid_churn_writes_no_transition_twice_and_the_difference_once() {
+    let _docker = common::require_docker(false);
+    let _lock = require_etcd();
+    let prefix = unique("etcd", "churn");
+    let _cleanup = Cleanup(prefix.clone());
+    let label = format!("lookout.etcd={prefix}");
+    // 0 to 5 change; 6 does not once published.
+    let names: Vec<String> = (0..7).map(|i| format!("{prefix}-{i}")).collect();
+    let _containers = Containers(names.clone());
+    let docker = |args: &[&str]| {
+        engines::docker(args).unwrap_or_else(|e| panic!("docker {args:?}: {e}"));
+    };
+    let key = |name: &str| instance_key(&prefix, "churn", name);
+
+    let mut first = publisher(&prefix, "churn", &label);
+    first.connected();
+    for n in [&names[6]].into_iter().chain(&names[..4]) {
+        engines::docker_create_test_container(n, &["--label", &label]).expect("create");
+        docker(&["start", n]);
+    }
+    docker(&["stop", "-t", "0", &names[0]]);
+    docker(&["stop", "-t", "0", &names[1]]);
+    // Published so far (bounded): then the kill, in the middle of more.
+    wait_until("the first stops published", Duration::from_secs(20), || {
+        history(&key(&names[1]))
+            .last()
+            .is_some_and(|(_, r)| r.state == State::Stopped)
+    });
+    assert!(
+        history(&key(&names[6]))
+            .last()
+            .is_some_and(|(_, r)| r.state == State::Running),
+        "6 published before 1's stop"
+    );
+    docker(&["stop", "-t", "0", &names[2]]);
+    first.signal("KILL");
+    docker(&["stop", "-t", "0", &names[3]]);
+    first.exit_within(Duration::from_secs(5));
+    let first_writer = format!(" pid {}", first.pid());
+    drop(first);
+
+    // While no one publishes.
+    docker(&["start", &names[0]]);
+    docker(&["rm", &names[1]]);
+    docker(&["start", &names[2]]);
+    engines::docker_create_test_container(&names[4], &["--label", &label]).expect("create");
+    docker(&["start", &names[4]]);
+    engines::docker_create_test_container(&names[5], &["--label", &label]).expect("create");
+
+    let killed_at = {
+        let (client, rt) = client();
+        rt.block_on(client.range(b"-", &[], 0, 1))
+            .expect("the store's revision")
+            .header
+            .revision
+    };
+    let mut second = publisher(&prefix, "churn", &label);
+    second.connected();
+    let second_writer = format!(" pid {}", second.pid());
+    // Its status key comes after its first snapshot's writes.
+    let status = lookout_etcd::model::status_key(&prefix, "churn");
+    wait_until(
+        "the new publisher's status",
+        Duration::from_secs(20),
+        || mod_revision(&status) > killed_at,
+    );
+
+    let present = docker_ps(&label);
+    let mut rewritten = Vec::new();
+    let mut changed = Vec::new();
+    for name in &names {
+        let chain = history(&key(name));
+        assert!(!chain.is_empty(), "{name}: no key");
+        for pair in chain.windows(2) {
+            let ((r1, a), (r2, b)) = (&pair[0], &pair[1]);
+            assert_ne!(
+                said(a),
+                said(b),
+                "{name}: the same state twice in a row, at {r1} and {r2}: {chain:?}"
+            );
+            assert!(
+                !(a.state == State::Removed && b.state == State::Removed),
+                "{name}: removed twice: {chain:?}"
+            );
+        }
+        let (before, after): (Vec<_>, Vec<_>) = chain
+            .iter()
+            .partition(|(_, r)| r.writer.ends_with(&first_writer));
+        assert_eq!(
+            before.len() + after.len(),
+            chain.len(),
+            "{name}: written by the two publishers only"
+        );
+        assert!(
+            after
+                .iter()
+                .all(|(_, r)| r.writer.ends_with(&second_writer)),
+            "{name}: {chain:?}"
+        );
+        let left = before.last().and_then(|(_, r)| said(r));
+        let now = present.get(name.as_str()).cloned();
+        if left != now {
+            changed.push(name.clone());
+        }
+        match after.as_slice() {
+            [] => {}
+            [(revision, r)] => {
+                assert_eq!(r.event.origin, "resync", "{name} at {revision}: {r:?}");
+                rewritten.push(name.clone());
+            }
+            more => panic!(
+                "{name}: written {} times since the restart: {more:?}",
+                more.len()
+            ),
+        }
+        // What etcd says now is what docker says.
+        let last = chain.last().map(|(_, r)| r);
+        assert_eq!(last.and_then(said), now, "{name}: etcd and `docker ps -a`");
+    }
+    assert_eq!(
+        rewritten, changed,
+        "written again: exactly what changed since the killed publisher's last write"
+    );
+    assert!(
+        changed.len() >= 4 && !changed.contains(&names[6]),
+        "0 started, 1 removed, 4 and 5 created while dead (2 and 3 too when their \
+         stop was published), 6 unchanged: {changed:?}"
+    );
+    eprintln!(
+        "publisher killed -9 mid-churn: {} of {} keys written again, as resync",
+        changed.len(),
+        names.len()
+    );
+    second.signal("TERM");
+    assert!(second.exit_within(Duration::from_secs(10)).success());
+}
