@@ -542,6 +542,53 @@ fn docker_ps(label: &str) -> std::collections::BTreeMap<String, (&'static str, S
         .collect()
 }
 
+/// Checks one key's chain of values, written by `writers` (a killed
+/// publisher's, then its successor's): no state twice in a row; the
+/// successor wrote at most once, as `resync`; the last value says `now`
+/// (`docker ps -a`). Whether the successor wrote it, and whether `now`
+/// differs from what the killed publisher left.
+fn check_chain(
+    name: &str,
+    chain: &[(i64, Record)],
+    [first, second]: &[&str; 2],
+    now: Option<&(&'static str, String)>,
+) -> (bool, bool) {
+    assert!(!chain.is_empty(), "{name}: no key");
+    for pair in chain.windows(2) {
+        let ((r1, a), (r2, b)) = (&pair[0], &pair[1]);
+        assert_ne!(
+            said(a),
+            said(b),
+            "{name}: the same state twice in a row, at {r1} and {r2}: {chain:?}"
+        );
+    }
+    let (before, after): (Vec<_>, Vec<_>) =
+        chain.iter().partition(|(_, r)| r.writer.ends_with(first));
+    assert!(
+        after.iter().all(|(_, r)| r.writer.ends_with(second)),
+        "{name}: written by the two publishers only: {chain:?}"
+    );
+    let left = before.last().and_then(|(_, r)| said(r));
+    let again = match after.as_slice() {
+        [] => false,
+        [(revision, r)] => {
+            assert_eq!(r.event.origin, "resync", "{name} at {revision}: {r:?}");
+            true
+        }
+        more => panic!(
+            "{name}: written {} times since the restart: {more:?}",
+            more.len()
+        ),
+    };
+    let last = chain.last().map(|(_, r)| r);
+    assert_eq!(
+        last.and_then(said).as_ref(),
+        now,
+        "{name}: etcd and `docker ps -a`"
+    );
+    (again, left.as_ref() != now)
+}
+
 /// A publisher killed -9 in the middle of a workload, containers changed
 /// while it is dead, then a publisher started again: no key's chain of
 /// values holds the same state twice in a row; the restarted publisher
@@ -620,53 +667,19 @@ fn a_publisher_killed_9_mid_churn_writes_no_transition_twice_and_the_difference_
     let mut rewritten = Vec::new();
     let mut changed = Vec::new();
     for name in &names {
-        let chain = history(&key(name));
-        assert!(!chain.is_empty(), "{name}: no key");
-        for pair in chain.windows(2) {
-            let ((r1, a), (r2, b)) = (&pair[0], &pair[1]);
-            assert_ne!(
-                said(a),
-                said(b),
-                "{name}: the same state twice in a row, at {r1} and {r2}: {chain:?}"
-            );
-            assert!(
-                !(a.state == State::Removed && b.state == State::Removed),
-                "{name}: removed twice: {chain:?}"
-            );
+        let now = present.get(name.as_str());
+        let (again, differed) = check_chain(
+            name,
+            &history(&key(name)),
+            &[&first_writer, &second_writer],
+            now,
+        );
+        if again {
+            rewritten.push(name.clone());
         }
-        let (before, after): (Vec<_>, Vec<_>) = chain
-            .iter()
-            .partition(|(_, r)| r.writer.ends_with(&first_writer));
-        assert_eq!(
-            before.len() + after.len(),
-            chain.len(),
-            "{name}: written by the two publishers only"
-        );
-        assert!(
-            after
-                .iter()
-                .all(|(_, r)| r.writer.ends_with(&second_writer)),
-            "{name}: {chain:?}"
-        );
-        let left = before.last().and_then(|(_, r)| said(r));
-        let now = present.get(name.as_str()).cloned();
-        if left != now {
+        if differed {
             changed.push(name.clone());
         }
-        match after.as_slice() {
-            [] => {}
-            [(revision, r)] => {
-                assert_eq!(r.event.origin, "resync", "{name} at {revision}: {r:?}");
-                rewritten.push(name.clone());
-            }
-            more => panic!(
-                "{name}: written {} times since the restart: {more:?}",
-                more.len()
-            ),
-        }
-        // What etcd says now is what docker says.
-        let last = chain.last().map(|(_, r)| r);
-        assert_eq!(last.and_then(said), now, "{name}: etcd and `docker ps -a`");
     }
     assert_eq!(
         rewritten, changed,

@@ -30,7 +30,8 @@
 //! | `ready` | with [`EtcdConfig::readiness`], [`Readiness::Told`](lookout_core::Readiness::Told) (`Ready`/`Unready` while running) |
 //! | `event.at` | the event's time (live events; local time when it is no RFC 3339) |
 //! | `event.origin: resync` | reported with [`Origin::Resync`](lookout_core::Origin::Resync): a run of such records is told as a snapshot of every instance, which the core diffs (its `at` is then the local time) |
-//! | the prefix read at revision R | the first snapshot; the watch starts at R + 1 |
+//! | a key `PREFIX/s/SOURCE` there, or not (deleted: its lease expired) | with [`watch_with_publishers`], that source's [`PublisherStatus`]: [`Connected`](PublisherState::Connected), or [`Disconnected`](PublisherState::Disconnected) with its instances kept as they were |
+//! | the prefix read at revision R | the first snapshot (and each source's publisher status); the watch starts at R + 1 |
 //! | the etcd revision of the newest event or progress notification seen | the cursor a redial resumes from |
 //!
 //! # Guarantees
@@ -44,10 +45,9 @@
 //!   what changed meanwhile comes as etcd replays it, in order, exactly once,
 //!   [`Origin::Live`](lookout_core::Origin::Live), before `Connected`: the
 //!   session says [`Observation::Resumed`](lookout_core::Observation::Resumed)
-//!   once the event of the newest put under the prefix (asked just before
-//!   the watch) has come, or a progress notification. A deletion made in
-//!   between with no put after it (a tombstone's lease expiring) may come
-//!   just after `Connected`, still in order and once.
+//!   once the watch has told what the prefix showed just before it was
+//!   opened (its newest put, and as many keys: the deletions too), or at a
+//!   progress notification.
 //! - **Compaction relists.** When etcd compacted the resume revision away
 //!   (the watch is canceled with `compact_revision`), the prefix is listed
 //!   again at one revision, inside the session, and the core's diff reports
@@ -60,22 +60,33 @@
 //!   [`probe_after`](lookout_core::WatchConfig::probe_after) of silence, the
 //!   probe asks, on connections of its own, the member's `GET /health`
 //!   (a frozen member does not answer; one without a leader says so), then
-//!   the newest put under the watched range: a watch that has not told it
+//!   one range read of the watched range: its newest put and how many keys
+//!   it holds, at the store's revision. A watch that has not told them
 //!   within half of
-//!   [`probe_timeout`](lookout_core::WatchConfig::probe_timeout) is behind,
-//!   taken for dead (a connection that died without a sign), and the
-//!   session is replaced. The watch also asks for etcd's progress
+//!   [`probe_timeout`](lookout_core::WatchConfig::probe_timeout) (the put,
+//!   and as many keys — the session counts the list's keys, then each
+//!   creation and deletion the watch tells — or a progress notification
+//!   at that revision) is behind, taken for dead (a connection that died
+//!   without a sign), and the session is replaced: a deletion it did not
+//!   tell (a tombstone's lease expiring) is noticed as a put is. (A key
+//!   created and deleted again, both untold, leaves the count as it was:
+//!   noticed at the next change.) The watch also asks for etcd's progress
 //!   notifications, signs of life. (etcd's gateway cannot take a progress
 //!   request on an open watch: over HTTP/1.1 Go's server holds the answer
-//!   until the request's body ends.) A watch that died while only
-//!   deletions happen is not noticed until the next put.
+//!   until the request's body ends.)
+//! - **Publishers**: the watch covers the whole prefix, the publishers'
+//!   status keys with the instances (so they resume, relist and are probed
+//!   alike); with [`watch_with_publishers`], each source's
+//!   [`PublisherStatus`] comes in revision order among the instance events
+//!   (see [`WithPublishers`]). A source filter skips the other sources'
+//!   keys as they come (the range is the prefix).
 //! - **No periodic relist** ([`EtcdConfig::default_watch`]): the watch is
 //!   exact, and says when it cannot resume.
 //! - **An unreadable record does not end the session**: it is logged and
 //!   skipped (its revision still moves the cursor).
 //! - **Memory is O(instances)**: every instance under the watched range is
 //!   kept (id, uid, labels, state), across sessions, so that a publisher's
-//!   resync can be told as a snapshot. A list reads 1000 keys per page.
+//!   resync can be told as a snapshot; and each source's publisher status. A list reads 1000 keys per page.
 //! - **Dropping the stream closes every connection**: each request is one
 //!   HTTP/1.1 connection driven by the stream itself. This crate spawns
 //!   nothing and needs no `protoc` (see ARCHITECTURE.md for why not

@@ -5,7 +5,7 @@
 //! | key | value | lease |
 //! |---|---|---|
 //! | `PREFIX/i/SOURCE/INSTANCE` | a [`Record`] (JSON): the instance's state and its last transition | none; a removal's tombstone: a long one (24 h), so that tombstones do not pile up |
-//! | `PREFIX/s/SOURCE` | the publisher's status (JSON, free-form) | a short one the publisher keeps alive: absent means that source is disconnected |
+//! | `PREFIX/s/SOURCE` | the publisher's status (JSON: `connected`, `provider`, `writer`, `at`; readers take `writer`) | a short one the publisher keeps alive (10 s, renewed every 3 s): absent means that source is disconnected (the publisher is dead, cut from etcd, or without its engine) |
 //!
 //! `SOURCE` names the engine a publisher watches (a host name by default; no
 //! `/`), `INSTANCE` is the provider's instance id (which may hold `/`, as

@@ -164,9 +164,9 @@ enum Decoded {
     Present(InstanceId, Entry, Option<SystemTime>, bool),
     /// It is gone (a tombstone, or the key deleted).
     Gone(InstanceId, Option<Arc<str>>, Option<SystemTime>, bool),
-    /// A publisher's status key: there (with its writer, when told), or
-    /// deleted.
-    Publisher(Arc<str>, Option<Option<String>>),
+    /// A publisher's status key: there (connected, with its writer when
+    /// told), or deleted.
+    Publisher(Arc<str>, PublisherState, Option<String>),
 }
 
 fn decode(settings: &Settings, kind: EventType, kv: &KeyValue, prev: Option<&KeyValue>) -> Decoded {
@@ -174,12 +174,13 @@ fn decode(settings: &Settings, kind: EventType, kv: &KeyValue, prev: Option<&Key
         if !settings.wanted(source) {
             return Decoded::Skip;
         }
-        let present = (kind == EventType::Put).then(|| {
-            serde_json::from_slice::<serde_json::Value>(&kv.value)
-                .ok()
-                .and_then(|v| v.get("writer")?.as_str().map(str::to_owned))
-        });
-        return Decoded::Publisher(Arc::from(source), present);
+        if kind == EventType::Delete {
+            return Decoded::Publisher(Arc::from(source), PublisherState::Disconnected, None);
+        }
+        let writer = serde_json::from_slice::<serde_json::Value>(&kv.value)
+            .ok()
+            .and_then(|v| v.get("writer")?.as_str().map(str::to_owned));
+        return Decoded::Publisher(Arc::from(source), PublisherState::Connected, writer);
     }
     let Some((source, instance)) = model::parse_instance_key(&settings.prefix, &kv.key) else {
         tracing::debug!(key = %String::from_utf8_lossy(&kv.key), "neither an instance nor a status key: skipped");
@@ -271,8 +272,8 @@ fn apply(
         }
         match decoded {
             Decoded::Skip => {}
-            Decoded::Publisher(source, present) => {
-                let status = publisher(map, source, present, rev);
+            Decoded::Publisher(source, state, writer) => {
+                let status = publisher(map, source, state, writer, rev);
                 publishers.push((out.len(), status));
             }
             Decoded::Present(id, entry, _, true) => {
@@ -335,22 +336,18 @@ fn apply(
     told_snapshot
 }
 
-/// A source's publisher status: connected when its key is `present` (with
-/// the writer it names).
+/// A source's publisher status, with how many of its instances `map` holds.
 fn publisher(
     map: &BTreeMap<InstanceId, Entry>,
     source: Arc<str>,
-    present: Option<Option<String>>,
+    state: PublisherState,
+    writer: Option<String>,
     revision: i64,
 ) -> PublisherStatus {
     let (from, to) = (format!("{source}/"), format!("{source}0"));
     let instances = map
         .range::<str, _>((Bound::Included(from.as_str()), Bound::Excluded(to.as_str())))
         .count();
-    let (state, writer) = match present {
-        Some(writer) => (PublisherState::Connected, writer),
-        None => (PublisherState::Disconnected, None),
-    };
     PublisherStatus {
         source,
         state,
@@ -400,7 +397,7 @@ async fn list(client: &Client, settings: &Settings) -> Result<Listing, EtcdError
                     Decoded::Present(id, entry, _, _) => {
                         listing.instances.insert(id, entry);
                     }
-                    Decoded::Publisher(source, Some(writer)) => {
+                    Decoded::Publisher(source, PublisherState::Connected, writer) => {
                         listing.statuses.insert(source, writer);
                     }
                     _ => {}
@@ -518,8 +515,12 @@ async fn relist(
                     Some(Arc::from(source))
                 }));
                 for source in sources {
-                    let present = statuses.remove(&source);
-                    publishers.push((out.len(), publisher(&map, source, present, revision)));
+                    let (state, writer) = match statuses.remove(&source) {
+                        Some(writer) => (PublisherState::Connected, writer),
+                        None => (PublisherState::Disconnected, None),
+                    };
+                    let status = publisher(&map, source, state, writer, revision);
+                    publishers.push((out.len(), status));
                 }
                 *shared.known.lock().unwrap_or_else(PoisonError::into_inner) = map;
                 shared.seen.reset(revision);

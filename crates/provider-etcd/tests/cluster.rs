@@ -622,6 +622,7 @@ async fn exists(client: &lookout_etcd::Client, key: &str) -> bool {
 /// where they were.
 #[tokio::test(flavor = "current_thread")]
 async fn a_dead_publishers_source_is_disconnected_without_inventing_transitions() {
+    const TTL: i64 = 3;
     let _lock = require_etcd(false);
     let prefix = unique_prefix("publisher");
     let _cleanup = common::Cleanup(prefix.clone());
@@ -642,7 +643,6 @@ async fn a_dead_publishers_source_is_disconnected_without_inventing_transitions(
         .expect("put");
     // The publisher of `src`, on a lease it never renews (a publisher's is
     // 10 s, renewed every 3 s): as if killed -9 now.
-    const TTL: i64 = 3;
     let lease = client.lease_grant(TTL).await.expect("a lease").id;
     let value = br#"{"connected":true,"provider":"docker","writer":"tests pid 1"}"#;
     client
@@ -714,12 +714,12 @@ async fn a_dead_publishers_source_is_disconnected_without_inventing_transitions(
 /// watch knows) and the redial replays them before `connected`.
 #[tokio::test(flavor = "current_thread")]
 async fn a_watch_that_dies_silently_while_only_deletions_happen_is_noticed() {
+    const TTL: i64 = 4;
     let _lock = require_etcd(false);
     let prefix = unique_prefix("frozen-deletions");
     let _cleanup = common::Cleanup(prefix.clone());
     let client = cluster();
     put(&client, &prefix, "a", State::Running, false).await;
-    const TTL: i64 = 4;
     let lease = client.lease_grant(TTL).await.expect("a lease").id;
     let b = lookout_etcd::model::instance_key(&prefix, "src", "b");
     let running = common::record(State::Running, "started", "live");
