@@ -233,15 +233,7 @@ fn published_docker_events_read_back_from_etcd_are_the_same() {
     let prefix = unique("etcd", "publish");
     let _cleanup = Cleanup(prefix.clone());
     let label = format!("lookout.etcd={prefix}");
-    let endpoints = engines::etcd_endpoints();
-    let target = format!("etcd://{}/{prefix}", endpoints.replace("http://", ""));
-    let publisher = |extra: &[&str]| {
-        let mut args = vec!["docker", "--json", "--label", &label, "--publish", &target];
-        args.extend_from_slice(extra);
-        args.extend_from_slice(&["--source", "rt"]);
-        Process::spawn(&args, &[])
-    };
-    let mut docker = publisher(&[]);
+    let mut docker = publisher(&prefix, "rt", &label);
     docker.connected();
     let mut etcd = lookout(&prefix, &[]);
     etcd.connected();
@@ -286,7 +278,7 @@ fn published_docker_events_read_back_from_etcd_are_the_same() {
     let b = format!("{prefix}-b");
     engines::docker_create_test_container(&b, &["--label", &label]).expect("create b");
     engines::docker(&["start", &b]).expect("start b");
-    let mut docker = publisher(&[]);
+    let mut docker = publisher(&prefix, "rt", &label);
     docker.connected();
     // Only the difference, as resync (b), then live again.
     assert_eq!(brief(&etcd.event()), format!("rt {b} created resync"));

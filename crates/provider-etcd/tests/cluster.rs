@@ -389,6 +389,20 @@ async fn kill_9_of_the_leader_during_a_burst_loses_and_repeats_nothing() {
     );
 }
 
+/// The items of a redial after a probe found the watch behind: the first
+/// is that `disconnected`; the rest as [`briefs`], without the
+/// `disconnected` of failed redials.
+fn after_behind(items: &[Item]) -> Vec<String> {
+    let Some(Item::Status(Status::Disconnected { error, .. })) = items.first() else {
+        panic!("disconnected first: {items:?}")
+    };
+    assert!(error.to_string().contains("behind"), "{error}");
+    briefs(&items[1..])
+        .into_iter()
+        .filter(|b| b != "disconnected")
+        .collect()
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn a_watch_connection_that_dies_silently_is_noticed_and_resumed() {
     let _lock = require_etcd(false);
@@ -405,15 +419,8 @@ async fn a_watch_connection_that_dies_silently_is_noticed_and_resumed() {
     put(&client, &prefix, "b", State::Running, false).await;
     let items = until_connected(&mut watch, 20).await;
     let noticed = frozen.elapsed();
-    let Some(Item::Status(Status::Disconnected { error, .. })) = items.first() else {
-        panic!("disconnected first: {items:?}")
-    };
-    assert!(error.to_string().contains("behind"), "{error}");
     assert_eq!(
-        briefs(&items[1..])
-            .into_iter()
-            .filter(|b| b != "disconnected")
-            .collect::<Vec<_>>(),
+        after_behind(&items),
         ["src/b created live", "src/b started live", "connected 2"]
     );
     eprintln!("a silently dead watch connection: resumed {noticed:.1?} after it froze");
@@ -740,17 +747,7 @@ async fn a_watch_that_dies_silently_while_only_deletions_happen_is_noticed() {
     let items = until_connected(&mut watch, 20).await;
     let noticed = frozen.elapsed();
     assert!(!exists(&client, &b).await, "b's key was deleted");
-    let Some(Item::Status(Status::Disconnected { error, .. })) = items.first() else {
-        panic!("disconnected first: {items:?}")
-    };
-    assert!(error.to_string().contains("behind"), "{error}");
-    assert_eq!(
-        briefs(&items[1..])
-            .into_iter()
-            .filter(|b| b != "disconnected")
-            .collect::<Vec<_>>(),
-        ["src/b removed live", "connected 1"]
-    );
+    assert_eq!(after_behind(&items), ["src/b removed live", "connected 1"]);
     eprintln!(
         "a silently dead watch, deletions only (a lease of {TTL} s): resumed {noticed:.1?} after it froze"
     );
