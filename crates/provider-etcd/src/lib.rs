@@ -19,6 +19,28 @@
 //! # }
 //! ```
 //!
+//! With each source's publisher, [`watch_with_publishers`]:
+//!
+//! ```no_run
+//! use lookout_core::Item;
+//! use lookout_etcd::{EtcdConfig, EtcdItem};
+//! use tokio_stream::StreamExt;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), lookout_etcd::ConfigError> {
+//! let mut items = lookout_etcd::watch_with_publishers(EtcdConfig::new("127.0.0.1:2379")?)?;
+//! while let Some(item) = items.next().await {
+//!     match item {
+//!         EtcdItem::Item(Item::Event(e)) => println!("{} {} ({})", e.id, e.kind, e.origin),
+//!         EtcdItem::Item(Item::Status(s)) => println!("etcd: {s:?}"),
+//!         // `disconnected`: its publisher is gone; its instances stay as they were.
+//!         EtcdItem::Publisher(p) => println!("{}: {}", p.source, p.state),
+//!     }
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! # Mapping
 //!
 //! | etcd | lookout |
