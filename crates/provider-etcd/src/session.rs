@@ -78,7 +78,8 @@ pub(crate) struct Seen {
 }
 
 /// How many keys the watched range holds at a revision, as the list and
-/// the watch's events (creations, deletions) told it. Kept across
+/// the watch's events (creations, deletions) told it: a response's events
+/// are counted once all its observations are yielded. Kept across
 /// sessions: a resumed watch's replay of events already counted (its
 /// revision at most `revision`) is not counted again.
 #[derive(Clone, Copy, Debug, Default)]
@@ -590,6 +591,9 @@ pub(crate) async fn open(
         // One span per watch connection.
         let mut span = conn_span(watch.endpoint());
         let mut out = head;
+        // The events of the last response, counted once told: a session
+        // dropped before that leaves them to the replay of the next.
+        let mut to_count: Option<(Vec<crate::wire::Event>, i64)> = None;
         loop {
             // What the last response told, each publisher status at its
             // place among the observations.
@@ -602,6 +606,13 @@ pub(crate) async fn open(
             }
             for (_, p) in told {
                 publishers::lock(&shared.board).set(p);
+            }
+            if let Some((events, last)) = to_count.take() {
+                shared.seen.count(&events, last);
+                if replay_until.is_some_and(|until| shared.seen.has(until)) {
+                    replay_until = None;
+                    yield Observation::Resumed;
+                }
             }
             let line = watch.next().instrument(span.clone()).await?;
             let response = match line {
@@ -642,15 +653,12 @@ pub(crate) async fn open(
                 let mut map = shared.known.lock().unwrap_or_else(PoisonError::into_inner);
                 apply(&settings, &mut map, &response.events, &mut out, &mut publishers)
             };
-            shared.seen.count(&response.events, last);
             shared.seen.advance(last);
             if told_snapshot {
                 // The session started with that snapshot.
                 replay_until = None;
-            } else if replay_until.is_some_and(|until| shared.seen.has(until)) {
-                replay_until = None;
-                out.push(Observation::Resumed);
             }
+            to_count = Some((response.events, last));
         }
     };
     Ok(Box::pin(session))

@@ -90,6 +90,17 @@ async fn a_cut_connection_resumes_and_replays_what_it_missed_before_connected() 
     put(&client, &prefix, "a", State::Stopped, false).await;
     put(&client, &prefix, "c", State::Running, false).await;
     put(&client, &prefix, "b", State::Removed, false).await;
+    // A deletion last (no put after it): in the replay too.
+    let d = lookout_etcd::model::instance_key(&prefix, "src", "d");
+    client
+        .put(
+            d.as_bytes(),
+            &common::record(State::Running, "started", "live"),
+            0,
+        )
+        .await
+        .expect("put d");
+    client.delete(d.as_bytes()).await.expect("delete d");
     let accepted = relay.accepted();
     relay.refuse(false);
     // The replay, live and exactly once, before `connected`.
@@ -101,6 +112,9 @@ async fn a_cut_connection_resumes_and_replays_what_it_missed_before_connected() 
             "src/c created live",
             "src/c started live",
             "src/b removed live",
+            "src/d created live",
+            "src/d started live",
+            "src/d removed live",
             "connected 2",
         ]
     );
