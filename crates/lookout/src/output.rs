@@ -275,8 +275,7 @@ fn status_text(provider: &str, s: &Status) -> String {
 /// SOURCE: …`. The watch's own statuses (its connection to etcd) have no
 /// `host`.
 pub fn publisher_line(p: &lookout_etcd::PublisherStatus, f: Format) -> String {
-    const GONE: &str =
-        "no publisher: its status key is gone (its lease expired, or it lost its engine)";
+    const GONE: &str = "no publisher: its status key is absent (its lease expired, the publisher lost its engine, or none wrote one)";
     #[derive(Serialize)]
     struct Publisher<'a> {
         host: &'a str,
@@ -466,7 +465,7 @@ mod tests {
         p.writer = None;
         assert_eq!(
             publisher_line(&p, json),
-            r#"{"host":"h","status":"disconnected","error":"no publisher: its status key is gone (its lease expired, or it lost its engine)","instances":2}"#
+            r#"{"host":"h","status":"disconnected","error":"no publisher: its status key is absent (its lease expired, the publisher lost its engine, or none wrote one)","instances":2}"#
         );
         let plain = Format {
             json: false,
