@@ -643,7 +643,7 @@ async fn exists(client: &lookout_etcd::Client, key: &str) -> bool {
 /// where they were.
 #[tokio::test(flavor = "current_thread")]
 async fn a_dead_publishers_source_is_disconnected_without_inventing_transitions() {
-    const TTL: i64 = 3;
+    const TTL: i64 = 5;
     let _lock = require_etcd(false);
     let prefix = unique_prefix("publisher");
     let _cleanup = common::Cleanup(prefix.clone());
@@ -735,7 +735,7 @@ async fn a_dead_publishers_source_is_disconnected_without_inventing_transitions(
 /// watch knows) and the redial replays them before `connected`.
 #[tokio::test(flavor = "current_thread")]
 async fn a_watch_that_dies_silently_while_only_deletions_happen_is_noticed() {
-    const TTL: i64 = 4;
+    const TTL: i64 = 5;
     let _lock = require_etcd(false);
     let prefix = unique_prefix("frozen-deletions");
     let _cleanup = common::Cleanup(prefix.clone());
