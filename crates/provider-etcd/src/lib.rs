@@ -100,7 +100,10 @@
 //!   status keys with the instances (so they resume, relist and are probed
 //!   alike); with [`watch_with_publishers`], each source's
 //!   [`PublisherStatus`] comes in revision order among the instance events
-//!   (see [`WithPublishers`]). A source filter skips the other sources'
+//!   (see [`WithPublishers`]); with [`watch_and_publishers`], the watch
+//!   (to share) and a [`Publishers`] handle on the same statuses. A source
+//!   is known once its status key is read, or once a list finds its
+//!   records (then, without a key, it is disconnected). A source filter skips the other sources'
 //!   keys as they come (the range is the prefix).
 //! - **No periodic relist** ([`EtcdConfig::default_watch`]): the watch is
 //!   exact, and says when it cannot resume.
@@ -132,7 +135,9 @@ use tracing::Instrument as _;
 
 pub use client::{Client, Endpoint, Newest};
 pub use error::{ConfigError, EtcdError};
-pub use publishers::{EtcdItem, PublisherState, PublisherStatus, WithPublishers};
+pub use publishers::{
+    EtcdItem, PublisherChanges, PublisherState, PublisherStatus, Publishers, WithPublishers,
+};
 
 /// What to watch, and how.
 #[derive(Clone, Debug)]
@@ -274,4 +279,16 @@ pub fn watch_with_publishers(config: EtcdConfig) -> Result<WithPublishers, Confi
     let dial = EtcdDial::new(&config)?;
     let board = Arc::clone(&dial.shared.board);
     Ok(WithPublishers::new(Watch::new(dial, config.watch), board))
+}
+
+/// The watch of `config`'s prefix and a handle on its publishers' statuses
+/// ([`Publishers`]), read as the watch is polled: for a program that shares
+/// the watch ([`Watch::share`]) and serves the statuses beside it.
+/// Synchronous, contacts nothing until polled.
+pub fn watch_and_publishers(
+    config: EtcdConfig,
+) -> Result<(Watch<EtcdDial>, Publishers), ConfigError> {
+    let dial = EtcdDial::new(&config)?;
+    let publishers = Publishers::new(Arc::clone(&dial.shared.board));
+    Ok((Watch::new(dial, config.watch), publishers))
 }

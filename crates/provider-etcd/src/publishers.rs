@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 
 use lookout_core::{Item, Watch};
 use tokio_stream::Stream;
@@ -65,6 +65,10 @@ pub(crate) struct Board {
     states: BTreeMap<Arc<str>, PublisherStatus>,
     /// `None`: nobody reads the changes (a plain [`Watch`]): not kept.
     changes: Option<VecDeque<PublisherStatus>>,
+    /// The [`PublisherChanges`] waiting for a change, by their id.
+    waiting: BTreeMap<u64, Waker>,
+    /// The id of the next [`PublisherChanges`].
+    next_reader: u64,
 }
 
 impl Board {
@@ -82,6 +86,11 @@ impl Board {
             }
         }
         self.states.insert(Arc::clone(&status.source), status);
+        if changed {
+            for (_, waker) in std::mem::take(&mut self.waiting) {
+                waker.wake();
+            }
+        }
     }
 
     /// The sources known.
@@ -181,5 +190,174 @@ impl Stream for WithPublishers {
             (Poll::Ready(item), None) => Poll::Ready(item.map(EtcdItem::Item)),
             (Poll::Pending, None) => Poll::Pending,
         }
+    }
+}
+
+/// A handle on the publishers' statuses a watch reads
+/// ([`watch_and_publishers`](crate::watch_and_publishers)), for a program
+/// that shares the watch (a [`Hub`](lookout_core::Hub)) and so cannot take
+/// them from the stream as [`WithPublishers`] does.
+///
+/// The statuses are updated while the watch is polled (by whoever drives
+/// it); the handle only reads them.
+#[derive(Clone)]
+pub struct Publishers {
+    board: Arc<Mutex<Board>>,
+}
+
+impl fmt::Debug for Publishers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Publishers")
+            .field("board", &self.board)
+            .finish()
+    }
+}
+
+impl Publishers {
+    pub(crate) fn new(board: Arc<Mutex<Board>>) -> Self {
+        Self { board }
+    }
+
+    /// Every source's publisher status as last read, by source. Empty
+    /// until the watch has listed.
+    pub fn statuses(&self) -> Vec<PublisherStatus> {
+        lock(&self.board).states.values().cloned().collect()
+    }
+
+    /// A stream of each source's status: first every source known (when
+    /// the watch has listed), then each source whose state differs from
+    /// what this stream last yielded of it, as it is when polled. A reader
+    /// that polls late gets the state of then: a source that went and came
+    /// back meanwhile is not told (a status, not a log). Never ends.
+    pub fn changes(&self) -> PublisherChanges {
+        let id = {
+            let mut board = lock(&self.board);
+            board.next_reader += 1;
+            board.next_reader
+        };
+        PublisherChanges {
+            board: Arc::clone(&self.board),
+            id,
+            told: BTreeMap::new(),
+        }
+    }
+}
+
+/// The stream of [`Publishers::changes`].
+#[must_use = "streams do nothing unless polled"]
+pub struct PublisherChanges {
+    board: Arc<Mutex<Board>>,
+    id: u64,
+    /// Each source's state as this stream last yielded it.
+    told: BTreeMap<Arc<str>, PublisherState>,
+}
+
+impl fmt::Debug for PublisherChanges {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PublisherChanges")
+            .field("told", &self.told)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Stream for PublisherChanges {
+    type Item = PublisherStatus;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<PublisherStatus>> {
+        let this = self.get_mut();
+        let mut board = lock(&this.board);
+        let untold = board
+            .states
+            .values()
+            .find(|s| this.told.get(&s.source) != Some(&s.state))
+            .cloned();
+        if let Some(status) = untold {
+            board.waiting.remove(&this.id);
+            this.told.insert(Arc::clone(&status.source), status.state);
+            Poll::Ready(Some(status))
+        } else {
+            board.waiting.insert(this.id, cx.waker().clone());
+            Poll::Pending
+        }
+    }
+}
+
+impl Drop for PublisherChanges {
+    fn drop(&mut self) {
+        lock(&self.board).waiting.remove(&self.id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::task::Wake;
+
+    struct Count(std::sync::atomic::AtomicUsize);
+
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    fn status(source: &str, state: PublisherState, instances: usize) -> PublisherStatus {
+        PublisherStatus {
+            source: source.into(),
+            state,
+            writer: None,
+            instances,
+            revision: 1,
+        }
+    }
+
+    /// Every source at first, then each state change, woken when it comes;
+    /// a flap not read meanwhile is not told; nothing for a count alone.
+    #[test]
+    fn changes_tell_each_state_once_and_wake_their_reader() {
+        let board = Arc::new(Mutex::new(Board::default()));
+        let publishers = Publishers::new(Arc::clone(&board));
+        let count = Arc::new(Count(std::sync::atomic::AtomicUsize::new(0)));
+        let waker = Waker::from(Arc::clone(&count));
+        let mut cx = Context::from_waker(&waker);
+        let mut changes = publishers.changes();
+        let mut poll = |c: &mut PublisherChanges| Pin::new(c).poll_next(&mut cx);
+        assert!(poll(&mut changes).is_pending(), "nothing listed yet");
+        lock(&board).set(status("a", PublisherState::Connected, 1));
+        lock(&board).set(status("b", PublisherState::Disconnected, 2));
+        assert_eq!(count.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+        let first: Vec<_> = (0..2)
+            .map(|_| match poll(&mut changes) {
+                Poll::Ready(Some(p)) => (p.source.to_string(), p.state),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            first,
+            [
+                ("a".to_owned(), PublisherState::Connected),
+                ("b".to_owned(), PublisherState::Disconnected)
+            ]
+        );
+        assert!(poll(&mut changes).is_pending());
+        lock(&board).set(status("a", PublisherState::Connected, 5));
+        assert!(poll(&mut changes).is_pending(), "a count is no change");
+        lock(&board).set(status("a", PublisherState::Disconnected, 5));
+        lock(&board).set(status("a", PublisherState::Connected, 5));
+        assert!(
+            poll(&mut changes).is_pending(),
+            "a flap not read: a's state is as told"
+        );
+        lock(&board).set(status("b", PublisherState::Connected, 2));
+        assert!(matches!(
+            poll(&mut changes),
+            Poll::Ready(Some(p)) if &*p.source == "b" && p.state == PublisherState::Connected
+        ));
+        assert_eq!(publishers.statuses().len(), 2);
+        drop(changes);
+        assert!(
+            lock(&board).waiting.is_empty(),
+            "a dropped reader is forgotten"
+        );
     }
 }
