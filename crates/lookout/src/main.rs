@@ -398,7 +398,7 @@ async fn merged<D: lookout_core::Dial>(
             hubs.push((Some(Arc::<str>::from(name.as_str())), hub));
             labelled.push((name, at));
         }
-        return serve_hubs(provider, hubs, &labelled, common, prepared).await;
+        return serve_hubs(provider, hubs, None, &labelled, common, prepared).await;
     }
     let mut merge = Merge::new();
     let mut labelled = Vec::with_capacity(watches.len());
@@ -465,11 +465,15 @@ async fn etcd(a: EtcdArgs, serve: Option<serve::Prepared>) -> ExitCode {
     config.readiness = a.common.readiness;
     config.watch = lookout_etcd::EtcdConfig::default_watch().initial(a.common.initial);
     let _ = ENDPOINT.set((a.endpoints.clone(), "--endpoints".to_owned()));
-    if serve.is_some() {
+    if let Some(prepared) = serve {
         // The hub shares instances and the watch's statuses; the
-        // publishers' are not served yet.
-        return match lookout_etcd::watch(config) {
-            Ok(w) => run("etcd", w, &a.common, serve, None).await,
+        // publishers' are read beside it, as the hub drives the watch.
+        return match lookout_etcd::watch_and_publishers(config) {
+            Ok((w, publishers)) => {
+                let hub = w.share_with(HubConfig::default().queue(a.common.serve_queue as usize));
+                let hubs = vec![(None, hub)];
+                serve_hubs("etcd", hubs, Some(publishers), &[], &a.common, prepared).await
+            }
             Err(e) => usage_error("invalid configuration", &e),
         };
     }
@@ -584,15 +588,17 @@ async fn run<D: lookout_core::Dial>(
         .await;
     };
     let hub = watch.share_with(HubConfig::default().queue(common.serve_queue as usize));
-    serve_hubs(provider, vec![(None, hub)], &[], common, prepared).await
+    serve_hubs(provider, vec![(None, hub)], None, &[], common, prepared).await
 }
 
 /// Serves `hubs` (one `(None, hub)`, or each engine's `(Some(name), hub)`,
-/// in the order of `sources`) and prints what they yield on stdout, as
-/// without `--serve`, until SIGTERM or Ctrl-C.
+/// in the order of `sources`; of `lookout etcd`, with its `publishers`)
+/// and prints what they yield on stdout, as without `--serve`, until
+/// SIGTERM or Ctrl-C.
 async fn serve_hubs(
     provider: &'static str,
     hubs: Vec<(Option<Arc<str>>, Hub)>,
+    publishers: Option<lookout_etcd::Publishers>,
     sources: &[(String, Option<Located>)],
     common: &Common,
     prepared: serve::Prepared,
@@ -601,7 +607,15 @@ async fn serve_hubs(
     let addr = prepared.addr();
     let warn_open = !addr.ip().is_loopback() && !prepared.has_token();
     let queue = common.serve_queue as usize;
-    let server = match serve::Server::start(prepared, &hubs, provider, common.readiness, queue) {
+    let started = serve::Server::start(
+        prepared,
+        &hubs,
+        publishers.as_ref(),
+        provider,
+        common.readiness,
+        queue,
+    );
+    let server = match started {
         Ok(s) => s,
         Err(e) => {
             eprintln!("lookout: cannot serve on {addr}: {e}");
@@ -636,7 +650,14 @@ async fn serve_hubs(
     } else {
         Start::Baseline
     };
-    let code = if let [(None, hub)] = hubs.as_slice() {
+    let code = if let ([(None, hub)], Some(publishers)) = (hubs.as_slice(), &publishers) {
+        // The publishers' statuses on stderr too, as without --serve.
+        let stdout = AfterItems {
+            items: hub.subscribe(start),
+            publishers: publishers.changes(),
+        };
+        consume_all(provider, stdout, &[], events_fmt, status_fmt).await
+    } else if let [(None, hub)] = hubs.as_slice() {
         let stdout = hub.subscribe(start).map(|i| (None, i));
         consume(provider, stdout, &[], events_fmt, status_fmt).await
     } else {
@@ -787,6 +808,33 @@ async fn consume(
 enum Printed {
     Item(Option<usize>, Item),
     Publisher(lookout_etcd::PublisherStatus),
+}
+
+/// The items of a hub's subscription and, when none is ready, the
+/// publishers' changes (`lookout etcd --serve`): a change comes after the
+/// events the hub held when it was read (a restarted publisher's `resync`
+/// before its `connected`), as [`lookout_etcd::WithPublishers`] tells them.
+struct AfterItems<S> {
+    items: S,
+    publishers: lookout_etcd::PublisherChanges,
+}
+
+impl<S: Stream<Item = Item> + Unpin> Stream for AfterItems<S> {
+    type Item = Printed;
+
+    fn poll_next(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Printed>> {
+        use std::task::Poll;
+        let this = self.get_mut();
+        match std::pin::Pin::new(&mut this.items).poll_next(cx) {
+            Poll::Ready(item) => Poll::Ready(item.map(|i| Printed::Item(None, i))),
+            Poll::Pending => std::pin::Pin::new(&mut this.publishers)
+                .poll_next(cx)
+                .map(|p| p.map(Printed::Publisher)),
+        }
+    }
 }
 
 /// [`consume`], with the publishers' statuses of `lookout etcd` on stderr.

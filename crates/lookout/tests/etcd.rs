@@ -690,3 +690,221 @@ fn a_publisher_killed_9_mid_churn_writes_no_transition_twice_and_the_difference_
     second.signal("TERM");
     assert!(second.exit_within(Duration::from_secs(10)).success());
 }
+
+/// `GET path` of a `--serve` lookout: its status code and body.
+fn http_get(addr: &str, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap_or_else(|e| panic!("{addr}: {e}"));
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("a read timeout");
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .expect("a request");
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).expect("an answer");
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    let code = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {head}"));
+    (code, body.to_owned())
+}
+
+/// Polls `/healthz` (every 100 ms, within `bound`, doing `meanwhile`
+/// between two) until it answers `code` with a body that satisfies `done`:
+/// that body.
+fn healthz_until(
+    addr: &str,
+    code: u16,
+    bound: Duration,
+    mut meanwhile: impl FnMut(),
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let deadline = Instant::now() + bound;
+    loop {
+        let (got, body) = http_get(addr, "/healthz");
+        let v: Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
+        if got == code && done(&v) {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "/healthz is not {code} as awaited within {bound:?}: {got} {body}"
+        );
+        meanwhile();
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// `lookout_publisher_connected{host="SOURCE"}` of `/metrics`.
+fn publisher_gauge(addr: &str, source: &str) -> Option<String> {
+    let (code, text) = http_get(addr, "/metrics");
+    assert_eq!(code, 200, "{text}");
+    let series = format!("lookout_publisher_connected{{host=\"{source}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&series).map(str::to_owned))
+}
+
+/// The `data:` of the SSE `event: status` frames of `/events` that say
+/// `host`, as they come (read on a thread).
+fn status_frames(addr: &str) -> std::sync::mpsc::Receiver<Value> {
+    use std::io::{BufRead, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap_or_else(|e| panic!("{addr}: {e}"));
+    write!(
+        s,
+        "GET /events HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n\r\n"
+    )
+    .expect("a request");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut event = String::new();
+        for line in std::io::BufReader::new(s).lines() {
+            let Ok(line) = line else { return };
+            if let Some(e) = line.strip_prefix("event: ") {
+                e.clone_into(&mut event);
+            } else if let Some(data) = line.strip_prefix("data: ")
+                && event == "status"
+                && let Ok(v) = serde_json::from_str::<Value>(data)
+                && v.get("host").is_some()
+                && tx.send(v).is_err()
+            {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// The next status frame of `host`, within 30 s.
+fn next_status_of(frames: &std::sync::mpsc::Receiver<Value>, host: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let v = frames
+            .recv_timeout(left)
+            .unwrap_or_else(|e| panic!("no status frame of {host}: {e}"));
+        if v["host"] == host {
+            return v;
+        }
+    }
+}
+
+/// Writes `source`'s status key on a fresh lease of `ttl` seconds, as a
+/// publisher does: the lease's id.
+fn put_status(prefix: &str, source: &str, ttl: i64) -> i64 {
+    let (client, rt) = client();
+    let key = lookout_etcd::model::status_key(prefix, source);
+    let value = serde_json::json!({"connected": true, "writer": "lookout-cli tests"}).to_string();
+    rt.block_on(async {
+        let lease = client.lease_grant(ttl).await.expect("a lease").id;
+        client
+            .put(key.as_bytes(), value.as_bytes(), lease)
+            .await
+            .unwrap_or_else(|e| panic!("put {key}: {e}"));
+        lease
+    })
+}
+
+/// `lookout etcd --serve`: `/healthz` is 200 while the watch is synced and
+/// every source's publisher status key is there; once a key's lease expires
+/// (not renewed), 503 naming that source (in the several-engines shape),
+/// `/events` (SSE) says it disconnected, `/metrics` says 0, stderr says it
+/// as without `--serve`; the key written again: 200 again. A source listed
+/// with records and no status key has no publisher: 503 naming it.
+///
+/// It fails if `/healthz` ignored the publishers (200 throughout), if the
+/// statuses were not served (no frame, no gauge), or if a 503 did not name
+/// the source.
+#[test]
+fn serve_healthz_names_a_source_whose_publisher_lease_expired() {
+    const TTL: i64 = 5;
+    let _lock = require_etcd();
+    let prefix = unique("etcd", "serve");
+    let _cleanup = Cleanup(prefix.clone());
+    put(&prefix, "pub", "web", State::Running, "live", None);
+    let lease = put_status(&prefix, "pub", TTL);
+    let renew = || {
+        let (client, rt) = client();
+        let left = rt.block_on(client.lease_keepalive(lease)).expect("renewed");
+        assert!(left > 0, "the lease lives while renewed");
+    };
+    let mut etcd = lookout(&prefix, &["--serve", "127.0.0.1:0"]);
+    let serving = etcd.stderr("serving", |v| v["status"] == "serving");
+    let addr = serving["addr"].as_str().expect("an address").to_owned();
+
+    // Renewed until lookout is up: 200, the watch then the source.
+    let up = healthz_until(&addr, 200, Duration::from_secs(30), renew, |_| true);
+    renew();
+    assert_eq!(up["status"], "connected", "{up}");
+    assert_eq!(up["unavailable"], serde_json::json!([]), "{up}");
+    assert_eq!(up["sources"][0]["status"], "connected", "the watch: {up}");
+    assert_eq!(up["sources"][1]["host"], "pub", "{up}");
+    assert_eq!(up["sources"][1]["status"], "connected", "{up}");
+    assert_eq!(up["sources"][1]["instances"], 1, "{up}");
+    let frames = status_frames(&addr);
+    let told = next_status_of(&frames, "pub");
+    assert_eq!(told["status"], "connected", "the present first: {told}");
+    assert_eq!(publisher_gauge(&addr, "pub").as_deref(), Some("1"));
+    let line = etcd.stderr("the publisher's status", |v| v["host"] == "pub");
+    assert_eq!(line["status"], "connected", "{line}");
+
+    // Not renewed: gone within the lease and a margin.
+    let stopped = Instant::now();
+    let bound = Duration::from_secs(TTL as u64 + 10);
+    let down = healthz_until(&addr, 503, bound, || {}, |_| true);
+    let after = stopped.elapsed();
+    assert_eq!(down["status"], "unavailable", "{down}");
+    assert_eq!(down["unavailable"], serde_json::json!(["pub"]), "{down}");
+    assert_eq!(
+        down["sources"][0]["status"], "connected",
+        "the watch: {down}"
+    );
+    assert_eq!(down["sources"][1]["status"], "disconnected", "{down}");
+    assert_eq!(down["sources"][1]["instances"], 1, "kept: {down}");
+    assert_eq!(
+        mod_revision(&lookout_etcd::model::status_key(&prefix, "pub")),
+        0,
+        "the key is gone in etcd too"
+    );
+    let told = next_status_of(&frames, "pub");
+    assert_eq!(told["status"], "disconnected", "{told}");
+    assert_eq!(publisher_gauge(&addr, "pub").as_deref(), Some("0"));
+    let line = etcd.stderr("the publisher gone", |v| v["host"] == "pub");
+    assert_eq!(line["status"], "disconnected", "{line}");
+    assert_eq!(no_event_line(&etcd), None, "no event invented");
+    eprintln!("--serve: /healthz 503 naming the source {after:.1?} after its last renewal");
+
+    // Written again: 200 again.
+    put_status(&prefix, "pub", 60);
+    let back = healthz_until(&addr, 200, Duration::from_secs(10), || {}, |_| true);
+    assert_eq!(back["sources"][1]["status"], "connected", "{back}");
+    assert_eq!(next_status_of(&frames, "pub")["status"], "connected");
+    assert_eq!(publisher_gauge(&addr, "pub").as_deref(), Some("1"));
+    drop(etcd);
+
+    // A source listed with records and no status key: no publisher.
+    put(&prefix, "orphan", "db", State::Stopped, "live", None);
+    let mut etcd = lookout(&prefix, &["--serve", "127.0.0.1:0"]);
+    let serving = etcd.stderr("serving", |v| v["status"] == "serving");
+    let addr = serving["addr"].as_str().expect("an address").to_owned();
+    // Before the watch has listed, a 503 names nobody: until it names orphan.
+    let orphan = healthz_until(
+        &addr,
+        503,
+        Duration::from_secs(30),
+        || {},
+        |v| v["unavailable"] == serde_json::json!(["orphan"]),
+    );
+    assert_eq!(orphan["sources"][0]["status"], "connected", "{orphan}");
+    let named: Vec<&Value> = orphan["sources"]
+        .as_array()
+        .expect("sources")
+        .iter()
+        .filter(|s| s["host"] == "orphan")
+        .collect();
+    assert_eq!(named.len(), 1, "{orphan}");
+    assert_eq!(named[0]["status"], "disconnected", "{orphan}");
+}
