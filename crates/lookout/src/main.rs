@@ -398,7 +398,7 @@ async fn merged<D: lookout_core::Dial>(
             hubs.push((Some(Arc::<str>::from(name.as_str())), hub));
             labelled.push((name, at));
         }
-        return serve_hubs(provider, hubs, &labelled, common, prepared).await;
+        return serve_hubs(provider, hubs, None, &labelled, common, prepared).await;
     }
     let mut merge = Merge::new();
     let mut labelled = Vec::with_capacity(watches.len());
@@ -465,8 +465,28 @@ async fn etcd(a: EtcdArgs, serve: Option<serve::Prepared>) -> ExitCode {
     config.readiness = a.common.readiness;
     config.watch = lookout_etcd::EtcdConfig::default_watch().initial(a.common.initial);
     let _ = ENDPOINT.set((a.endpoints.clone(), "--endpoints".to_owned()));
-    match lookout_etcd::watch(config) {
-        Ok(w) => run("etcd", w, &a.common, serve, None).await,
+    if let Some(prepared) = serve {
+        // The hub shares instances and the watch's statuses; the
+        // publishers' are read beside it, as the hub drives the watch.
+        return match lookout_etcd::watch_and_publishers(config) {
+            Ok((w, publishers)) => {
+                let hub = w.share_with(HubConfig::default().queue(a.common.serve_queue as usize));
+                let hubs = vec![(None, hub)];
+                serve_hubs("etcd", hubs, Some(publishers), &[], &a.common, prepared).await
+            }
+            Err(e) => usage_error("invalid configuration", &e),
+        };
+    }
+    // Each source's publisher status on stderr, in order with the events.
+    match lookout_etcd::watch_with_publishers(config) {
+        Ok(w) => {
+            let (events_fmt, status_fmt) = formats(&a.common);
+            let stream = w.map(|i| match i {
+                lookout_etcd::EtcdItem::Item(item) => Printed::Item(None, item),
+                lookout_etcd::EtcdItem::Publisher(p) => Printed::Publisher(p),
+            });
+            consume_all("etcd", stream, &[], events_fmt, status_fmt).await
+        }
         Err(e) => usage_error("invalid configuration", &e),
     }
 }
@@ -568,15 +588,17 @@ async fn run<D: lookout_core::Dial>(
         .await;
     };
     let hub = watch.share_with(HubConfig::default().queue(common.serve_queue as usize));
-    serve_hubs(provider, vec![(None, hub)], &[], common, prepared).await
+    serve_hubs(provider, vec![(None, hub)], None, &[], common, prepared).await
 }
 
 /// Serves `hubs` (one `(None, hub)`, or each engine's `(Some(name), hub)`,
-/// in the order of `sources`) and prints what they yield on stdout, as
-/// without `--serve`, until SIGTERM or Ctrl-C.
+/// in the order of `sources`; of `lookout etcd`, with its `publishers`)
+/// and prints what they yield on stdout, as without `--serve`, until
+/// SIGTERM or Ctrl-C.
 async fn serve_hubs(
     provider: &'static str,
     hubs: Vec<(Option<Arc<str>>, Hub)>,
+    publishers: Option<lookout_etcd::Publishers>,
     sources: &[(String, Option<Located>)],
     common: &Common,
     prepared: serve::Prepared,
@@ -585,7 +607,15 @@ async fn serve_hubs(
     let addr = prepared.addr();
     let warn_open = !addr.ip().is_loopback() && !prepared.has_token();
     let queue = common.serve_queue as usize;
-    let server = match serve::Server::start(prepared, &hubs, provider, common.readiness, queue) {
+    let started = serve::Server::start(
+        prepared,
+        &hubs,
+        publishers.as_ref(),
+        provider,
+        common.readiness,
+        queue,
+    );
+    let server = match started {
         Ok(s) => s,
         Err(e) => {
             eprintln!("lookout: cannot serve on {addr}: {e}");
@@ -620,7 +650,14 @@ async fn serve_hubs(
     } else {
         Start::Baseline
     };
-    let code = if let [(None, hub)] = hubs.as_slice() {
+    let code = if let ([(None, hub)], Some(publishers)) = (hubs.as_slice(), &publishers) {
+        // The publishers' statuses on stderr too, as without --serve.
+        let stdout = AfterItems {
+            items: hub.subscribe(start),
+            publishers: publishers.changes(),
+        };
+        consume_all(provider, stdout, &[], events_fmt, status_fmt).await
+    } else if let [(None, hub)] = hubs.as_slice() {
         let stdout = hub.subscribe(start).map(|i| (None, i));
         consume(provider, stdout, &[], events_fmt, status_fmt).await
     } else {
@@ -757,7 +794,53 @@ async fn consume_publishing(
 /// engine of a run without several, whose endpoint is [`ENDPOINT`].
 async fn consume(
     provider: &str,
-    mut stream: impl Stream<Item = (Option<usize>, Item)> + Unpin,
+    stream: impl Stream<Item = (Option<usize>, Item)> + Unpin,
+    sources: &[(String, Option<Located>)],
+    events_fmt: Format,
+    status_fmt: Format,
+) -> ExitCode {
+    let stream = stream.map(|(source, item)| Printed::Item(source, item));
+    consume_all(provider, stream, sources, events_fmt, status_fmt).await
+}
+
+/// What a run prints: an item of a source (see [`consume`]), or a source's
+/// publisher status (`lookout etcd`).
+enum Printed {
+    Item(Option<usize>, Item),
+    Publisher(lookout_etcd::PublisherStatus),
+}
+
+/// The items of a hub's subscription and, when none is ready, the
+/// publishers' changes (`lookout etcd --serve`): a change comes after the
+/// events the hub held when it was read (a restarted publisher's `resync`
+/// before its `connected`), as [`lookout_etcd::WithPublishers`] tells them.
+struct AfterItems<S> {
+    items: S,
+    publishers: lookout_etcd::PublisherChanges,
+}
+
+impl<S: Stream<Item = Item> + Unpin> Stream for AfterItems<S> {
+    type Item = Printed;
+
+    fn poll_next(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Printed>> {
+        use std::task::Poll;
+        let this = self.get_mut();
+        match std::pin::Pin::new(&mut this.items).poll_next(cx) {
+            Poll::Ready(item) => Poll::Ready(item.map(|i| Printed::Item(None, i))),
+            Poll::Pending => std::pin::Pin::new(&mut this.publishers)
+                .poll_next(cx)
+                .map(|p| p.map(Printed::Publisher)),
+        }
+    }
+}
+
+/// [`consume`], with the publishers' statuses of `lookout etcd` on stderr.
+async fn consume_all(
+    provider: &str,
+    mut stream: impl Stream<Item = Printed> + Unpin,
     sources: &[(String, Option<Located>)],
     events_fmt: Format,
     status_fmt: Format,
@@ -772,7 +855,11 @@ async fn consume(
             _ = &mut ctrl_c => return ExitCode::SUCCESS,
             _ = sigterm.recv() => return ExitCode::SUCCESS,
             item = stream.next() => match item {
-                Some((source, Item::Event(e))) => {
+                Some(Printed::Publisher(p)) => {
+                    let line = output::publisher_line(&p, status_fmt);
+                    let _ = blocking_write(|| write_line(&mut io::stderr().lock(), &line));
+                }
+                Some(Printed::Item(source, Item::Event(e))) => {
                     let host = source.and_then(|i| sources.get(i)).map(|s| s.0.as_str());
                     let line = match (host, output::source_in_id(provider, &e)) {
                         (None, Some((host, e))) => event_line_of(Some(host), provider, &e, events_fmt),
@@ -782,7 +869,7 @@ async fn consume(
                         return code;
                     }
                 }
-                Some((source, Item::Status(s))) => {
+                Some(Printed::Item(source, Item::Status(s))) => {
                     // A closed stderr is no reason to stop delivering events.
                     let of = source.and_then(|i| sources.get(i));
                     let line = status_line_of(of.map(|s| s.0.as_str()), provider, &s, status_fmt);

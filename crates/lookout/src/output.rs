@@ -268,6 +268,52 @@ fn status_text(provider: &str, s: &Status) -> String {
     }
 }
 
+/// A source's publisher status (`lookout etcd`), as a status of that
+/// source: JSON `{"host":"SOURCE","status":"connected","instances":N,
+/// "writer":"…"}` or `{"host":"SOURCE","status":"disconnected","error":"…",
+/// "instances":N}` (its instances kept as they were), text `lookout: etcd
+/// SOURCE: …`. The watch's own statuses (its connection to etcd) have no
+/// `host`.
+pub fn publisher_line(p: &lookout_etcd::PublisherStatus, f: Format) -> String {
+    const GONE: &str = "no publisher: its status key is absent (its lease expired, the publisher lost its engine, or none wrote one)";
+    #[derive(Serialize)]
+    struct Publisher<'a> {
+        host: &'a str,
+        status: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<&'a str>,
+        instances: usize,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        writer: Option<&'a str>,
+    }
+    let connected = p.state == lookout_etcd::PublisherState::Connected;
+    if f.json {
+        return serde_json::to_string(&Publisher {
+            host: &p.source,
+            status: p.state.as_str(),
+            error: (!connected).then_some(GONE),
+            instances: p.instances,
+            writer: p.writer.as_deref(),
+        })
+        .unwrap_or_default();
+    }
+    let instances = p.instances;
+    match (connected, &p.writer) {
+        (true, Some(w)) => format!(
+            "lookout: etcd {}: connected, {instances} instances known (publisher {w})",
+            p.source
+        ),
+        (true, None) => format!(
+            "lookout: etcd {}: connected, {instances} instances known",
+            p.source
+        ),
+        (false, _) => format!(
+            "lookout: etcd {}: disconnected: {GONE}; its {instances} instances kept as they were",
+            p.source
+        ),
+    }
+}
+
 /// The `--serve` announcement on stderr (always JSON): `{"status":"serving","addr":"127.0.0.1:7070"}`.
 pub fn serving_line(addr: std::net::SocketAddr) -> String {
     #[derive(Serialize)]
@@ -396,6 +442,40 @@ mod tests {
             },
         );
         assert!(coloured.contains("\x1b[33mstopped"));
+    }
+
+    #[test]
+    fn publisher_statuses_are_statuses_of_their_source() {
+        let json = Format {
+            json: true,
+            color: false,
+        };
+        let mut p = lookout_etcd::PublisherStatus {
+            source: "h".into(),
+            state: lookout_etcd::PublisherState::Connected,
+            writer: Some("lookout/0.1.0 h pid 7".into()),
+            instances: 2,
+            revision: 9,
+        };
+        assert_eq!(
+            publisher_line(&p, json),
+            r#"{"host":"h","status":"connected","instances":2,"writer":"lookout/0.1.0 h pid 7"}"#
+        );
+        p.state = lookout_etcd::PublisherState::Disconnected;
+        p.writer = None;
+        assert_eq!(
+            publisher_line(&p, json),
+            r#"{"host":"h","status":"disconnected","error":"no publisher: its status key is absent (its lease expired, the publisher lost its engine, or none wrote one)","instances":2}"#
+        );
+        let plain = Format {
+            json: false,
+            color: false,
+        };
+        assert!(
+            publisher_line(&p, plain).starts_with("lookout: etcd h: disconnected: no publisher"),
+            "{}",
+            publisher_line(&p, plain)
+        );
     }
 
     #[test]

@@ -150,10 +150,12 @@ pub struct Server {
 
 impl Server {
     /// Serves `hubs` on the prepared socket until [`Server::shutdown`]: one
-    /// `(None, hub)`, or several engines, each `(Some(name), hub)`.
+    /// `(None, hub)`, or several engines, each `(Some(name), hub)`; with
+    /// the publishers' statuses of the one hub of `lookout etcd`.
     pub fn start(
         prepared: Prepared,
         hubs: &[(Option<Arc<str>>, Hub)],
+        publishers: Option<&lookout_etcd::Publishers>,
         provider: &'static str,
         readiness: bool,
         queue: usize,
@@ -169,6 +171,7 @@ impl Server {
                 hub: hub.clone(),
                 store: hub.store(),
                 frames: Arc::new(frames::Frames::new(provider, host.clone(), queue, epoch)),
+                publishers: publishers.filter(|_| hubs.len() == 1).cloned(),
             })
             .collect();
         let state = routes::State {

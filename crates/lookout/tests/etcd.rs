@@ -233,15 +233,7 @@ fn published_docker_events_read_back_from_etcd_are_the_same() {
     let prefix = unique("etcd", "publish");
     let _cleanup = Cleanup(prefix.clone());
     let label = format!("lookout.etcd={prefix}");
-    let endpoints = engines::etcd_endpoints();
-    let target = format!("etcd://{}/{prefix}", endpoints.replace("http://", ""));
-    let publisher = |extra: &[&str]| {
-        let mut args = vec!["docker", "--json", "--label", &label, "--publish", &target];
-        args.extend_from_slice(extra);
-        args.extend_from_slice(&["--source", "rt"]);
-        Process::spawn(&args, &[])
-    };
-    let mut docker = publisher(&[]);
+    let mut docker = publisher(&prefix, "rt", &label);
     docker.connected();
     let mut etcd = lookout(&prefix, &[]);
     etcd.connected();
@@ -286,7 +278,7 @@ fn published_docker_events_read_back_from_etcd_are_the_same() {
     let b = format!("{prefix}-b");
     engines::docker_create_test_container(&b, &["--label", &label]).expect("create b");
     engines::docker(&["start", &b]).expect("start b");
-    let mut docker = publisher(&[]);
+    let mut docker = publisher(&prefix, "rt", &label);
     docker.connected();
     // Only the difference, as resync (b), then live again.
     assert_eq!(brief(&etcd.event()), format!("rt {b} created resync"));
@@ -366,4 +358,553 @@ fn a_publisher_whose_etcd_does_not_answer_prints_every_transition_as_it_comes() 
     let exited = docker.exit_within(Duration::from_secs(15));
     assert_eq!(exited.code(), Some(0), "{:?}", docker.stderr_seen);
     drop(hole);
+}
+
+/// Polls `done` (every 50 ms) until it holds, within `bound`.
+fn wait_until(what: &str, bound: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + bound;
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}: not within {bound:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `lookout docker --publish` of the containers labelled `label`, as
+/// source `source` under `prefix`.
+fn publisher(prefix: &str, source: &str, label: &str) -> Process {
+    let target = format!(
+        "etcd://{}/{prefix}",
+        engines::etcd_endpoints().replace("http://", "")
+    );
+    Process::spawn(
+        &[
+            "docker",
+            "--json",
+            "--label",
+            label,
+            "--publish",
+            &target,
+            "--source",
+            source,
+        ],
+        &[],
+    )
+}
+
+/// Nothing on the process's stdout now.
+fn no_event_line(p: &Process) -> Option<String> {
+    p.out.as_ref().and_then(|out| out.try_recv().ok())
+}
+
+/// A publisher killed -9 stops renewing its status key's 10 s lease:
+/// `lookout etcd` says its source is disconnected once etcd deletes the
+/// key (the key's absence read side by side), with no event line meanwhile
+/// (its instances are kept as they were), and connected again when a
+/// publisher of that source runs again, after the `resync` of what changed.
+#[test]
+fn a_publisher_killed_9_is_disconnected_at_the_consumer_then_connected_again() {
+    let _docker = common::require_docker(false);
+    let _lock = require_etcd();
+    let prefix = unique("etcd", "dead");
+    let _cleanup = Cleanup(prefix.clone());
+    let label = format!("lookout.etcd={prefix}");
+    let (a, b) = (format!("{prefix}-a"), format!("{prefix}-b"));
+    let _containers = Containers(vec![a.clone(), b.clone()]);
+    engines::docker_create_test_container(&a, &["--label", &label]).expect("create a");
+    engines::docker(&["start", &a]).expect("start a");
+    let mut first = publisher(&prefix, "dead", &label);
+    first.connected();
+    let status = lookout_etcd::model::status_key(&prefix, "dead");
+    // Its records first, then its status key.
+    wait_until(
+        "the publisher's status key",
+        Duration::from_secs(15),
+        || mod_revision(&status) > 0,
+    );
+    let mut etcd = lookout(&prefix, &[]);
+    assert_eq!(etcd.connected()["instances"], 1);
+    let up = etcd.stderr("the publisher's status", |v| v["host"] == "dead");
+    assert_eq!(up["status"], "connected", "{up}");
+    assert_eq!(up["instances"], 1, "{up}");
+    assert!(
+        up["writer"]
+            .as_str()
+            .is_some_and(|w| w.ends_with(&format!(" pid {}", first.pid()))),
+        "{up}"
+    );
+
+    first.signal("KILL");
+    let killed = Instant::now();
+    first.exit_within(Duration::from_secs(5));
+    drop(first);
+    assert!(
+        mod_revision(&status) > 0,
+        "the key outlives its publisher until the lease expires"
+    );
+    let down = etcd.stderr("the publisher's disconnection", |v| v["host"] == "dead");
+    let after = killed.elapsed();
+    assert_eq!(mod_revision(&status), 0, "{status} gone in etcd too");
+    assert_eq!(down["status"], "disconnected", "{down}");
+    assert_eq!(down["instances"], 1, "its instance kept: {down}");
+    assert!(
+        after <= Duration::from_secs(20),
+        "a 10 s lease, expired {after:?} after the kill"
+    );
+    assert_eq!(no_event_line(&etcd), None, "no event invented");
+    eprintln!("a publisher killed -9: its source disconnected {after:.1?} after the kill");
+
+    // Meanwhile b comes; a new publisher tells it as resync, then its
+    // status: connected again.
+    engines::docker_create_test_container(&b, &["--label", &label]).expect("create b");
+    engines::docker(&["start", &b]).expect("start b");
+    let mut second = publisher(&prefix, "dead", &label);
+    second.connected();
+    assert_eq!(brief(&etcd.event()), format!("dead {b} created resync"));
+    assert_eq!(brief(&etcd.event()), format!("dead {b} started resync"));
+    let back = etcd.stderr("the publisher back", |v| v["host"] == "dead");
+    assert_eq!(back["status"], "connected", "{back}");
+    assert_eq!(back["instances"], 2, "{back}");
+    assert!(mod_revision(&status) > 0);
+    // And live after it.
+    engines::docker(&["stop", "-t", "0", &a]).expect("stop a");
+    assert_eq!(brief(&etcd.event()), format!("dead {a} stopped live"));
+    assert_eq!(no_event_line(&etcd), None);
+    second.signal("TERM");
+    assert!(second.exit_within(Duration::from_secs(10)).success());
+}
+
+/// Each key's values in the order written (range reads at each previous
+/// mod revision, back to the key's creation): `(mod revision, record)`.
+fn history(key: &str) -> Vec<(i64, Record)> {
+    let (client, rt) = client();
+    let mut chain = Vec::new();
+    let mut at = 0;
+    for _ in 0..100 {
+        let page = rt
+            .block_on(client.range(key.as_bytes(), &[], at, 0))
+            .unwrap_or_else(|e| panic!("range {key} at {at}: {e}"));
+        let Some(kv) = page.kvs.first() else { break };
+        let record = Record::from_json(&kv.value)
+            .unwrap_or_else(|e| panic!("{key} at {}: not a record ({e})", kv.mod_revision));
+        chain.push((kv.mod_revision, record));
+        if kv.version <= 1 {
+            break;
+        }
+        at = kv.mod_revision - 1;
+    }
+    chain.reverse();
+    chain
+}
+
+/// The state a record says, as `docker ps -a` would: `running`/`stopped`
+/// with the container id, or `None` when removed.
+fn said(r: &Record) -> Option<(&'static str, String)> {
+    let state = match r.state {
+        State::Running => "running",
+        State::Stopped => "stopped",
+        State::Removed => return None,
+    };
+    Some((state, r.uid.clone().unwrap_or_default()))
+}
+
+/// The engine's own client: each container labelled `label` as
+/// `running`/`stopped` with its id.
+fn docker_ps(label: &str) -> std::collections::BTreeMap<String, (&'static str, String)> {
+    let out = engines::docker(&[
+        "ps",
+        "-a",
+        "--no-trunc",
+        "--filter",
+        &format!("label={label}"),
+        "--format",
+        "{{.Names}}\t{{.State}}\t{{.ID}}",
+    ])
+    .expect("docker ps");
+    out.lines()
+        .filter_map(|l| {
+            let mut f = l.split('\t');
+            let (name, state, id) = (f.next()?, f.next()?, f.next()?);
+            let state = if state == "running" {
+                "running"
+            } else {
+                "stopped"
+            };
+            Some((name.to_owned(), (state, id.to_owned())))
+        })
+        .collect()
+}
+
+/// Checks one key's chain of values, written by `writers` (a killed
+/// publisher's, then its successor's): no state twice in a row; the
+/// successor wrote at most once, as `resync`; the last value says `now`
+/// (`docker ps -a`). Whether the successor wrote it, and whether `now`
+/// differs from what the killed publisher left.
+fn check_chain(
+    name: &str,
+    chain: &[(i64, Record)],
+    [first, second]: &[&str; 2],
+    now: Option<&(&'static str, String)>,
+) -> (bool, bool) {
+    assert!(!chain.is_empty(), "{name}: no key");
+    for pair in chain.windows(2) {
+        let ((r1, a), (r2, b)) = (&pair[0], &pair[1]);
+        assert_ne!(
+            said(a),
+            said(b),
+            "{name}: the same state twice in a row, at {r1} and {r2}: {chain:?}"
+        );
+    }
+    let (before, after): (Vec<_>, Vec<_>) =
+        chain.iter().partition(|(_, r)| r.writer.ends_with(first));
+    assert!(
+        after.iter().all(|(_, r)| r.writer.ends_with(second)),
+        "{name}: written by the two publishers only: {chain:?}"
+    );
+    let left = before.last().and_then(|(_, r)| said(r));
+    let again = match after.as_slice() {
+        [] => false,
+        [(revision, r)] => {
+            assert_eq!(r.event.origin, "resync", "{name} at {revision}: {r:?}");
+            true
+        }
+        more => panic!(
+            "{name}: written {} times since the restart: {more:?}",
+            more.len()
+        ),
+    };
+    let last = chain.last().map(|(_, r)| r);
+    assert_eq!(
+        last.and_then(said).as_ref(),
+        now,
+        "{name}: etcd and `docker ps -a`"
+    );
+    (again, left.as_ref() != now)
+}
+
+/// A publisher killed -9 in the middle of a workload, containers changed
+/// while it is dead, then a publisher started again: no key's chain of
+/// values holds the same state twice in a row; the restarted publisher
+/// writes each key that differs from what its predecessor left, once, as
+/// `resync`, and nothing else (nothing from before told again as `live`);
+/// and etcd then says what `docker ps -a` says.
+#[test]
+fn a_publisher_killed_9_mid_churn_writes_no_transition_twice_and_the_difference_once() {
+    let _docker = common::require_docker(false);
+    let _lock = require_etcd();
+    let prefix = unique("etcd", "churn");
+    let _cleanup = Cleanup(prefix.clone());
+    let label = format!("lookout.etcd={prefix}");
+    // 0 to 5 change; 6 does not once published.
+    let names: Vec<String> = (0..7).map(|i| format!("{prefix}-{i}")).collect();
+    let _containers = Containers(names.clone());
+    let docker = |args: &[&str]| {
+        engines::docker(args).unwrap_or_else(|e| panic!("docker {args:?}: {e}"));
+    };
+    let key = |name: &str| instance_key(&prefix, "churn", name);
+
+    let mut first = publisher(&prefix, "churn", &label);
+    first.connected();
+    for n in [&names[6]].into_iter().chain(&names[..4]) {
+        engines::docker_create_test_container(n, &["--label", &label]).expect("create");
+        docker(&["start", n]);
+    }
+    docker(&["stop", "-t", "0", &names[0]]);
+    docker(&["stop", "-t", "0", &names[1]]);
+    // Published so far (bounded): then the kill, in the middle of more.
+    wait_until("the first stops published", Duration::from_secs(20), || {
+        history(&key(&names[1]))
+            .last()
+            .is_some_and(|(_, r)| r.state == State::Stopped)
+    });
+    assert!(
+        history(&key(&names[6]))
+            .last()
+            .is_some_and(|(_, r)| r.state == State::Running),
+        "6 published before 1's stop"
+    );
+    docker(&["stop", "-t", "0", &names[2]]);
+    first.signal("KILL");
+    docker(&["stop", "-t", "0", &names[3]]);
+    first.exit_within(Duration::from_secs(5));
+    let first_writer = format!(" pid {}", first.pid());
+    drop(first);
+
+    // While no one publishes.
+    docker(&["start", &names[0]]);
+    docker(&["rm", &names[1]]);
+    docker(&["start", &names[2]]);
+    engines::docker_create_test_container(&names[4], &["--label", &label]).expect("create");
+    docker(&["start", &names[4]]);
+    engines::docker_create_test_container(&names[5], &["--label", &label]).expect("create");
+
+    let killed_at = {
+        let (client, rt) = client();
+        rt.block_on(client.range(b"-", &[], 0, 1))
+            .expect("the store's revision")
+            .header
+            .revision
+    };
+    let mut second = publisher(&prefix, "churn", &label);
+    second.connected();
+    let second_writer = format!(" pid {}", second.pid());
+    // Its status key comes after its first snapshot's writes.
+    let status = lookout_etcd::model::status_key(&prefix, "churn");
+    wait_until(
+        "the new publisher's status",
+        Duration::from_secs(20),
+        || mod_revision(&status) > killed_at,
+    );
+
+    let present = docker_ps(&label);
+    let mut rewritten = Vec::new();
+    let mut changed = Vec::new();
+    for name in &names {
+        let now = present.get(name.as_str());
+        let (again, differed) = check_chain(
+            name,
+            &history(&key(name)),
+            &[&first_writer, &second_writer],
+            now,
+        );
+        if again {
+            rewritten.push(name.clone());
+        }
+        if differed {
+            changed.push(name.clone());
+        }
+    }
+    assert_eq!(
+        rewritten, changed,
+        "written again: exactly what changed since the killed publisher's last write"
+    );
+    assert!(
+        changed.len() >= 4 && !changed.contains(&names[6]),
+        "0 started, 1 removed, 4 and 5 created while dead (2 and 3 too when their \
+         stop was published), 6 unchanged: {changed:?}"
+    );
+    eprintln!(
+        "publisher killed -9 mid-churn: {} of {} keys written again, as resync",
+        changed.len(),
+        names.len()
+    );
+    second.signal("TERM");
+    assert!(second.exit_within(Duration::from_secs(10)).success());
+}
+
+/// `GET path` of a `--serve` lookout: its status code and body.
+fn http_get(addr: &str, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap_or_else(|e| panic!("{addr}: {e}"));
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("a read timeout");
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .expect("a request");
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).expect("an answer");
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    let code = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {head}"));
+    (code, body.to_owned())
+}
+
+/// Polls `/healthz` (every 100 ms, within `bound`, doing `meanwhile`
+/// between two) until it answers `code` with a body that satisfies `done`:
+/// that body.
+fn healthz_until(
+    addr: &str,
+    code: u16,
+    bound: Duration,
+    mut meanwhile: impl FnMut(),
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let deadline = Instant::now() + bound;
+    loop {
+        let (got, body) = http_get(addr, "/healthz");
+        let v: Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
+        if got == code && done(&v) {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "/healthz is not {code} as awaited within {bound:?}: {got} {body}"
+        );
+        meanwhile();
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// `lookout_publisher_connected{host="SOURCE"}` of `/metrics`.
+fn publisher_gauge(addr: &str, source: &str) -> Option<String> {
+    let (code, text) = http_get(addr, "/metrics");
+    assert_eq!(code, 200, "{text}");
+    let series = format!("lookout_publisher_connected{{host=\"{source}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&series).map(str::to_owned))
+}
+
+/// The `data:` of the SSE `event: status` frames of `/events` that say
+/// `host`, as they come (read on a thread).
+fn status_frames(addr: &str) -> std::sync::mpsc::Receiver<Value> {
+    use std::io::{BufRead, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap_or_else(|e| panic!("{addr}: {e}"));
+    write!(
+        s,
+        "GET /events HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n\r\n"
+    )
+    .expect("a request");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut event = String::new();
+        for line in std::io::BufReader::new(s).lines() {
+            let Ok(line) = line else { return };
+            if let Some(e) = line.strip_prefix("event: ") {
+                e.clone_into(&mut event);
+            } else if let Some(data) = line.strip_prefix("data: ")
+                && event == "status"
+                && let Ok(v) = serde_json::from_str::<Value>(data)
+                && v.get("host").is_some()
+                && tx.send(v).is_err()
+            {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// The next status frame of `host`, within 30 s.
+fn next_status_of(frames: &std::sync::mpsc::Receiver<Value>, host: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let v = frames
+            .recv_timeout(left)
+            .unwrap_or_else(|e| panic!("no status frame of {host}: {e}"));
+        if v["host"] == host {
+            return v;
+        }
+    }
+}
+
+/// Writes `source`'s status key on a fresh lease of `ttl` seconds, as a
+/// publisher does: the lease's id.
+fn put_status(prefix: &str, source: &str, ttl: i64) -> i64 {
+    let (client, rt) = client();
+    let key = lookout_etcd::model::status_key(prefix, source);
+    let value = serde_json::json!({"connected": true, "writer": "lookout-cli tests"}).to_string();
+    rt.block_on(async {
+        let lease = client.lease_grant(ttl).await.expect("a lease").id;
+        client
+            .put(key.as_bytes(), value.as_bytes(), lease)
+            .await
+            .unwrap_or_else(|e| panic!("put {key}: {e}"));
+        lease
+    })
+}
+
+/// `lookout etcd --serve`: `/healthz` is 200 while the watch is synced and
+/// every source's publisher status key is there; once a key's lease expires
+/// (not renewed), 503 naming that source (in the several-engines shape),
+/// `/events` (SSE) says it disconnected, `/metrics` says 0, stderr says it
+/// as without `--serve`; the key written again: 200 again. A source listed
+/// with records and no status key has no publisher: 503 naming it.
+///
+/// It fails if `/healthz` ignored the publishers (200 throughout), if the
+/// statuses were not served (no frame, no gauge), or if a 503 did not name
+/// the source.
+#[test]
+fn serve_healthz_names_a_source_whose_publisher_lease_expired() {
+    const TTL: i64 = 5;
+    let _lock = require_etcd();
+    let prefix = unique("etcd", "serve");
+    let _cleanup = Cleanup(prefix.clone());
+    put(&prefix, "pub", "web", State::Running, "live", None);
+    let lease = put_status(&prefix, "pub", TTL);
+    let renew = || {
+        let (client, rt) = client();
+        let left = rt.block_on(client.lease_keepalive(lease)).expect("renewed");
+        assert!(left > 0, "the lease lives while renewed");
+    };
+    let mut etcd = lookout(&prefix, &["--serve", "127.0.0.1:0"]);
+    let serving = etcd.stderr("serving", |v| v["status"] == "serving");
+    let addr = serving["addr"].as_str().expect("an address").to_owned();
+
+    // Renewed until lookout is up: 200, the watch then the source.
+    let up = healthz_until(&addr, 200, Duration::from_secs(30), renew, |_| true);
+    renew();
+    assert_eq!(up["status"], "connected", "{up}");
+    assert_eq!(up["unavailable"], serde_json::json!([]), "{up}");
+    assert_eq!(up["sources"][0]["status"], "connected", "the watch: {up}");
+    assert_eq!(up["sources"][1]["host"], "pub", "{up}");
+    assert_eq!(up["sources"][1]["status"], "connected", "{up}");
+    assert_eq!(up["sources"][1]["instances"], 1, "{up}");
+    let frames = status_frames(&addr);
+    let told = next_status_of(&frames, "pub");
+    assert_eq!(told["status"], "connected", "the present first: {told}");
+    assert_eq!(publisher_gauge(&addr, "pub").as_deref(), Some("1"));
+    let line = etcd.stderr("the publisher's status", |v| v["host"] == "pub");
+    assert_eq!(line["status"], "connected", "{line}");
+
+    // Not renewed: gone within the lease and a margin.
+    let stopped = Instant::now();
+    let bound = Duration::from_secs(TTL as u64 + 10);
+    let down = healthz_until(&addr, 503, bound, || {}, |_| true);
+    let after = stopped.elapsed();
+    assert_eq!(down["status"], "unavailable", "{down}");
+    assert_eq!(down["unavailable"], serde_json::json!(["pub"]), "{down}");
+    assert_eq!(
+        down["sources"][0]["status"], "connected",
+        "the watch: {down}"
+    );
+    assert_eq!(down["sources"][1]["status"], "disconnected", "{down}");
+    assert_eq!(down["sources"][1]["instances"], 1, "kept: {down}");
+    assert_eq!(
+        mod_revision(&lookout_etcd::model::status_key(&prefix, "pub")),
+        0,
+        "the key is gone in etcd too"
+    );
+    let told = next_status_of(&frames, "pub");
+    assert_eq!(told["status"], "disconnected", "{told}");
+    assert_eq!(publisher_gauge(&addr, "pub").as_deref(), Some("0"));
+    let line = etcd.stderr("the publisher gone", |v| v["host"] == "pub");
+    assert_eq!(line["status"], "disconnected", "{line}");
+    assert_eq!(no_event_line(&etcd), None, "no event invented");
+    eprintln!("--serve: /healthz 503 naming the source {after:.1?} after its last renewal");
+
+    // Written again: 200 again.
+    put_status(&prefix, "pub", 60);
+    let back = healthz_until(&addr, 200, Duration::from_secs(10), || {}, |_| true);
+    assert_eq!(back["sources"][1]["status"], "connected", "{back}");
+    assert_eq!(next_status_of(&frames, "pub")["status"], "connected");
+    assert_eq!(publisher_gauge(&addr, "pub").as_deref(), Some("1"));
+    drop(etcd);
+
+    // A source listed with records and no status key: no publisher.
+    put(&prefix, "orphan", "db", State::Stopped, "live", None);
+    let mut etcd = lookout(&prefix, &["--serve", "127.0.0.1:0"]);
+    let serving = etcd.stderr("serving", |v| v["status"] == "serving");
+    let addr = serving["addr"].as_str().expect("an address").to_owned();
+    // Before the watch has listed, a 503 names nobody: until it names orphan.
+    let orphan = healthz_until(
+        &addr,
+        503,
+        Duration::from_secs(30),
+        || {},
+        |v| v["unavailable"] == serde_json::json!(["orphan"]),
+    );
+    assert_eq!(orphan["sources"][0]["status"], "connected", "{orphan}");
+    let named: Vec<&Value> = orphan["sources"]
+        .as_array()
+        .expect("sources")
+        .iter()
+        .filter(|s| s["host"] == "orphan")
+        .collect();
+    assert_eq!(named.len(), 1, "{orphan}");
+    assert_eq!(named[0]["status"], "disconnected", "{orphan}");
 }

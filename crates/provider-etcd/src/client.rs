@@ -167,6 +167,17 @@ struct Health {
     reason: String,
 }
 
+/// What [`Client::newest_modification`] read, at one revision.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Newest {
+    /// The mod revision of the newest put among the range's keys (0: none).
+    pub put: i64,
+    /// How many keys the range holds.
+    pub keys: i64,
+    /// The store's revision it was read at.
+    pub revision: i64,
+}
+
 /// An etcd v3 client over the JSON gateway of one cluster's members.
 /// Cloning is cheap; clones share the preferred endpoint.
 #[derive(Clone)]
@@ -428,13 +439,14 @@ impl Client {
         self.unary("/v3/kv/range", &body).await
     }
 
-    /// The newest modification among the keys in `[key, range_end)`: its
-    /// mod revision (0 when there is no key), with the store's revision.
+    /// The newest modification among the keys in `[key, range_end)` (its
+    /// mod revision, 0 when there is no key), how many keys the range
+    /// holds, and the store's revision they were read at: one request.
     pub async fn newest_modification(
         &self,
         key: &[u8],
         range_end: &[u8],
-    ) -> Result<(i64, Header), EtcdError> {
+    ) -> Result<Newest, EtcdError> {
         let body = json!({
             "key": b64(key),
             "range_end": b64(range_end),
@@ -444,7 +456,11 @@ impl Client {
             "keys_only": true,
         });
         let r: RangeResponse = self.unary("/v3/kv/range", &body).await?;
-        Ok((r.kvs.first().map_or(0, |kv| kv.mod_revision), r.header))
+        Ok(Newest {
+            put: r.kvs.first().map_or(0, |kv| kv.mod_revision),
+            keys: r.count,
+            revision: r.header.revision,
+        })
     }
 
     /// `put` of `key` = `value` (with `lease` when not 0).

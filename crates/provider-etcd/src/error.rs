@@ -144,15 +144,22 @@ pub enum EtcdError {
         /// etcd's message.
         message: String,
     },
-    /// The watch has not told the newest put under its range.
+    /// The watch has not told what the store shows under its range: the
+    /// newest put, or as many keys (a deletion it did not tell).
     #[error(
-        "the watch is behind: it told revision {seen}, a put under its range is at {newest} (waited {waited:?})"
+        "the watch is behind: it told revision {seen} and {told_keys} keys; at revision {at} the newest put under its range is at {newest} and it holds {keys} keys (waited {waited:?})"
     )]
     Behind {
         /// The newest put's revision.
         newest: i64,
+        /// How many keys the range holds.
+        keys: i64,
+        /// The store's revision they were read at.
+        at: i64,
         /// What the watch told.
         seen: i64,
+        /// How many keys the watch told.
+        told_keys: i64,
         /// How long the probe waited.
         waited: Duration,
     },

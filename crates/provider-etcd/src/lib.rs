@@ -19,6 +19,28 @@
 //! # }
 //! ```
 //!
+//! With each source's publisher, [`watch_with_publishers`]:
+//!
+//! ```no_run
+//! use lookout_core::Item;
+//! use lookout_etcd::{EtcdConfig, EtcdItem};
+//! use tokio_stream::StreamExt;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), lookout_etcd::ConfigError> {
+//! let mut items = lookout_etcd::watch_with_publishers(EtcdConfig::new("127.0.0.1:2379")?)?;
+//! while let Some(item) = items.next().await {
+//!     match item {
+//!         EtcdItem::Item(Item::Event(e)) => println!("{} {} ({})", e.id, e.kind, e.origin),
+//!         EtcdItem::Item(Item::Status(s)) => println!("etcd: {s:?}"),
+//!         // `disconnected`: its publisher is gone; its instances stay as they were.
+//!         EtcdItem::Publisher(p) => println!("{}: {}", p.source, p.state),
+//!     }
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! # Mapping
 //!
 //! | etcd | lookout |
@@ -30,7 +52,8 @@
 //! | `ready` | with [`EtcdConfig::readiness`], [`Readiness::Told`](lookout_core::Readiness::Told) (`Ready`/`Unready` while running) |
 //! | `event.at` | the event's time (live events; local time when it is no RFC 3339) |
 //! | `event.origin: resync` | reported with [`Origin::Resync`](lookout_core::Origin::Resync): a run of such records is told as a snapshot of every instance, which the core diffs (its `at` is then the local time) |
-//! | the prefix read at revision R | the first snapshot; the watch starts at R + 1 |
+//! | a key `PREFIX/s/SOURCE` there, or not (deleted: its lease expired) | with [`watch_with_publishers`], that source's [`PublisherStatus`]: [`Connected`](PublisherState::Connected), or [`Disconnected`](PublisherState::Disconnected) with its instances kept as they were |
+//! | the prefix read at revision R | the first snapshot (and each source's publisher status); the watch starts at R + 1 |
 //! | the etcd revision of the newest event or progress notification seen | the cursor a redial resumes from |
 //!
 //! # Guarantees
@@ -44,10 +67,9 @@
 //!   what changed meanwhile comes as etcd replays it, in order, exactly once,
 //!   [`Origin::Live`](lookout_core::Origin::Live), before `Connected`: the
 //!   session says [`Observation::Resumed`](lookout_core::Observation::Resumed)
-//!   once the event of the newest put under the prefix (asked just before
-//!   the watch) has come, or a progress notification. A deletion made in
-//!   between with no put after it (a tombstone's lease expiring) may come
-//!   just after `Connected`, still in order and once.
+//!   once the watch has told what the prefix showed just before it was
+//!   opened (its newest put, and as many keys: the deletions too), or at a
+//!   progress notification.
 //! - **Compaction relists.** When etcd compacted the resume revision away
 //!   (the watch is canceled with `compact_revision`), the prefix is listed
 //!   again at one revision, inside the session, and the core's diff reports
@@ -60,22 +82,36 @@
 //!   [`probe_after`](lookout_core::WatchConfig::probe_after) of silence, the
 //!   probe asks, on connections of its own, the member's `GET /health`
 //!   (a frozen member does not answer; one without a leader says so), then
-//!   the newest put under the watched range: a watch that has not told it
+//!   one range read of the watched range: its newest put and how many keys
+//!   it holds, at the store's revision. A watch that has not told them
 //!   within half of
-//!   [`probe_timeout`](lookout_core::WatchConfig::probe_timeout) is behind,
-//!   taken for dead (a connection that died without a sign), and the
-//!   session is replaced. The watch also asks for etcd's progress
+//!   [`probe_timeout`](lookout_core::WatchConfig::probe_timeout) (the put,
+//!   and as many keys — the session counts the list's keys, then each
+//!   creation and deletion the watch tells — or a progress notification
+//!   at that revision) is behind, taken for dead (a connection that died
+//!   without a sign), and the session is replaced: a deletion it did not
+//!   tell (a tombstone's lease expiring) is noticed as a put is. (A key
+//!   created and deleted again, both untold, leaves the count as it was:
+//!   noticed at the next change.) The watch also asks for etcd's progress
 //!   notifications, signs of life. (etcd's gateway cannot take a progress
 //!   request on an open watch: over HTTP/1.1 Go's server holds the answer
-//!   until the request's body ends.) A watch that died while only
-//!   deletions happen is not noticed until the next put.
+//!   until the request's body ends.)
+//! - **Publishers**: the watch covers the whole prefix, the publishers'
+//!   status keys with the instances (so they resume, relist and are probed
+//!   alike); with [`watch_with_publishers`], each source's
+//!   [`PublisherStatus`] comes in revision order among the instance events
+//!   (see [`WithPublishers`]); with [`watch_and_publishers`], the watch
+//!   (to share) and a [`Publishers`] handle on the same statuses. A source
+//!   is known once its status key is read, or once a list finds its
+//!   records (then, without a key, it is disconnected). A source filter skips the other sources'
+//!   keys as they come (the range is the prefix).
 //! - **No periodic relist** ([`EtcdConfig::default_watch`]): the watch is
 //!   exact, and says when it cannot resume.
 //! - **An unreadable record does not end the session**: it is logged and
 //!   skipped (its revision still moves the cursor).
 //! - **Memory is O(instances)**: every instance under the watched range is
 //!   kept (id, uid, labels, state), across sessions, so that a publisher's
-//!   resync can be told as a snapshot. A list reads 1000 keys per page.
+//!   resync can be told as a snapshot; and each source's publisher status. A list reads 1000 keys per page.
 //! - **Dropping the stream closes every connection**: each request is one
 //!   HTTP/1.1 connection driven by the stream itself. This crate spawns
 //!   nothing and needs no `protoc` (see ARCHITECTURE.md for why not
@@ -87,18 +123,21 @@
 mod client;
 mod error;
 pub mod model;
+mod publishers;
 mod session;
 pub mod wire;
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use lookout_core::{Dial, DialFuture, ProbeFuture, Watch, WatchConfig};
 use tracing::Instrument as _;
 
-pub use client::{Client, Endpoint};
+pub use client::{Client, Endpoint, Newest};
 pub use error::{ConfigError, EtcdError};
+pub use publishers::{
+    EtcdItem, PublisherChanges, PublisherState, PublisherStatus, Publishers, WithPublishers,
+};
 
 /// What to watch, and how.
 #[derive(Clone, Debug)]
@@ -146,8 +185,7 @@ impl EtcdConfig {
 pub struct EtcdDial {
     client: Client,
     settings: Arc<session::Settings>,
-    known: Arc<session::Known>,
-    seen: Arc<session::Seen>,
+    shared: Arc<session::Shared>,
 }
 
 impl EtcdDial {
@@ -169,8 +207,7 @@ impl EtcdDial {
                 catch_up: config.watch.probe_timeout / 2,
                 create_timeout: config.request_timeout,
             }),
-            known: Arc::new(Mutex::new(BTreeMap::new())),
-            seen: Arc::default(),
+            shared: Arc::default(),
         })
     }
 }
@@ -181,13 +218,12 @@ impl Dial for EtcdDial {
     fn dial(&mut self, resume: Option<&i64>) -> DialFuture<i64> {
         let client = self.client.clone();
         let settings = Arc::clone(&self.settings);
-        let known = Arc::clone(&self.known);
-        let seen = Arc::clone(&self.seen);
+        let shared = Arc::clone(&self.shared);
         let resume = resume.copied();
         let span = tracing::debug_span!("dial", provider = "etcd", ?resume);
         Box::pin(
             async move {
-                session::open(client, settings, known, seen, resume)
+                session::open(client, settings, shared, resume)
                     .await
                     .map_err(Into::into)
             }
@@ -196,25 +232,30 @@ impl Dial for EtcdDial {
     }
 
     /// `GET /health` of the member requests go to, then the newest put
-    /// under the watched range: a watch that has not told it within half
-    /// the probe timeout is behind, taken for dead.
+    /// under the watched range and how many keys it holds: a watch that
+    /// has not told them within half the probe timeout is behind, taken
+    /// for dead.
     fn probe(&mut self) -> Option<ProbeFuture> {
         let client = self.client.clone();
         let settings = Arc::clone(&self.settings);
-        let seen = Arc::clone(&self.seen);
+        let shared = Arc::clone(&self.shared);
         let span = tracing::debug_span!("conn", provider = "etcd", endpoint = %client.preferred(), request = "probe");
         Some(Box::pin(
             async move {
                 client.health().await?;
                 let (key, end) = settings.range();
-                let (newest, _) = client.newest_modification(&key, &end).await?;
-                if tokio::time::timeout(settings.catch_up, seen.reach(newest))
+                let store = client.newest_modification(&key, &end).await?;
+                if tokio::time::timeout(settings.catch_up, shared.seen.caught_up(store))
                     .await
                     .is_err()
                 {
+                    let (seen, keys) = shared.seen.told();
                     return Err(EtcdError::Behind {
-                        newest,
-                        seen: seen.revision(),
+                        newest: store.put,
+                        keys: store.keys,
+                        at: store.revision,
+                        seen,
+                        told_keys: keys,
                         waited: settings.catch_up,
                     }
                     .into());
@@ -230,4 +271,24 @@ impl Dial for EtcdDial {
 pub fn watch(config: EtcdConfig) -> Result<Watch<EtcdDial>, ConfigError> {
     let dial = EtcdDial::new(&config)?;
     Ok(Watch::new(dial, config.watch))
+}
+
+/// The watch of `config`'s prefix with its publishers' statuses, in one
+/// stream ([`WithPublishers`]): synchronous, contacts nothing until polled.
+pub fn watch_with_publishers(config: EtcdConfig) -> Result<WithPublishers, ConfigError> {
+    let dial = EtcdDial::new(&config)?;
+    let board = Arc::clone(&dial.shared.board);
+    Ok(WithPublishers::new(Watch::new(dial, config.watch), board))
+}
+
+/// The watch of `config`'s prefix and a handle on its publishers' statuses
+/// ([`Publishers`]), read as the watch is polled: for a program that shares
+/// the watch ([`Watch::share`]) and serves the statuses beside it.
+/// Synchronous, contacts nothing until polled.
+pub fn watch_and_publishers(
+    config: EtcdConfig,
+) -> Result<(Watch<EtcdDial>, Publishers), ConfigError> {
+    let dial = EtcdDial::new(&config)?;
+    let publishers = Publishers::new(Arc::clone(&dial.shared.board));
+    Ok((Watch::new(dial, config.watch), publishers))
 }

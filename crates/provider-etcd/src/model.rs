@@ -5,7 +5,7 @@
 //! | key | value | lease |
 //! |---|---|---|
 //! | `PREFIX/i/SOURCE/INSTANCE` | a [`Record`] (JSON): the instance's state and its last transition | none; a removal's tombstone: a long one (24 h), so that tombstones do not pile up |
-//! | `PREFIX/s/SOURCE` | the publisher's status (JSON, free-form) | a short one the publisher keeps alive: absent means that source is disconnected |
+//! | `PREFIX/s/SOURCE` | the publisher's status (JSON: `connected`, `provider`, `writer`, `at`; readers take `writer`) | a short one the publisher keeps alive (10 s, renewed every 3 s): absent means that source is disconnected (the publisher is dead, cut from etcd, or without its engine) |
 //!
 //! `SOURCE` names the engine a publisher watches (a host name by default; no
 //! `/`), `INSTANCE` is the provider's instance id (which may hold `/`, as
@@ -147,6 +147,18 @@ pub fn status_key(prefix: &str, source: &str) -> String {
     format!("{prefix}/s/{source}")
 }
 
+/// `PREFIX/s/`: where every publisher's status is.
+pub fn statuses_prefix(prefix: &str) -> String {
+    format!("{prefix}/s/")
+}
+
+/// The source of a status key under `prefix`.
+pub fn parse_status_key<'k>(prefix: &str, key: &'k [u8]) -> Option<&'k str> {
+    let key = std::str::from_utf8(key).ok()?;
+    let source = key.strip_prefix(prefix)?.strip_prefix("/s/")?;
+    (!source.is_empty() && !source.contains('/')).then_some(source)
+}
+
 /// The source and instance of an instance key under `prefix`.
 pub fn parse_instance_key<'k>(prefix: &str, key: &'k [u8]) -> Option<(&'k str, &'k str)> {
     let key = std::str::from_utf8(key).ok()?;
@@ -255,6 +267,10 @@ mod tests {
         assert_eq!(parse_instance_key("p", b"pp/i/h/x"), None);
         assert_eq!(parse_instance_key("p", b"p/i/h/\xff"), None);
         assert_eq!(status_key("p", "h"), "p/s/h");
+        assert_eq!(parse_status_key("p", b"p/s/h"), Some("h"));
+        assert_eq!(parse_status_key("p", b"p/s/"), None);
+        assert_eq!(parse_status_key("p", b"p/s/h/x"), None);
+        assert_eq!(parse_status_key("p", b"p/i/h/x"), None);
         assert_eq!(source_prefix("p", "h"), "p/i/h/");
         assert_eq!(check_prefix("a/b/").ok(), Some("a/b"));
         assert!(check_prefix("/").is_err());

@@ -2,7 +2,8 @@
 //! compaction), or a resumed watch whose replay is told before `Resumed`;
 //! then the watch, its events mapped to changes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
@@ -13,9 +14,10 @@ use lookout_core::{
 use tokio::sync::Notify;
 use tracing::Instrument as _;
 
-use crate::client::{Client, Line, WatchStream};
+use crate::client::{Client, Line, Newest, WatchStream};
 use crate::error::EtcdError;
 use crate::model::{self, Record, State};
+use crate::publishers::{self, Board, PublisherState, PublisherStatus};
 use crate::wire::{EventType, KeyValue, WatchCreate, WatchResponse, b64, prefix_range_end};
 
 /// Keys per range page.
@@ -37,13 +39,10 @@ pub(crate) struct Settings {
 }
 
 impl Settings {
-    /// The key range watched: one source's prefix, or every source's.
+    /// The key range watched: the whole prefix, every source's instances
+    /// and publisher statuses (those of sources not wanted are skipped).
     pub(crate) fn range(&self) -> (Vec<u8>, Vec<u8>) {
-        let key = match self.sources.as_slice() {
-            [one] => model::source_prefix(&self.prefix, one),
-            _ => model::instances_prefix(&self.prefix),
-        }
-        .into_bytes();
+        let key = format!("{}/", self.prefix).into_bytes();
         let end = prefix_range_end(&key);
         (key, end)
     }
@@ -68,17 +67,34 @@ pub(crate) struct Entry {
 pub(crate) type Known = Mutex<BTreeMap<InstanceId, Entry>>;
 
 /// The newest revision the watch has told everything up to (its events,
-/// its progress notifications, where it started): what the probe compares
-/// with the newest put.
+/// its progress notifications, where it started), and how many keys the
+/// range held then: what the probe compares with the store
+/// ([`Seen::caught_up`]).
 #[derive(Debug, Default)]
 pub(crate) struct Seen {
     revision: AtomicI64,
+    counted: Mutex<Counted>,
     advanced: Notify,
+}
+
+/// How many keys the watched range holds at a revision, as the list and
+/// the watch's events (creations, deletions) told it: a response's events
+/// are counted once all its observations are yielded. Kept across
+/// sessions: a resumed watch's replay of events already counted (its
+/// revision at most `revision`) is not counted again.
+#[derive(Clone, Copy, Debug, Default)]
+struct Counted {
+    revision: i64,
+    keys: i64,
 }
 
 impl Seen {
     pub(crate) fn revision(&self) -> i64 {
         self.revision.load(Ordering::Relaxed)
+    }
+
+    fn counted(&self) -> Counted {
+        *self.counted.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn advance(&self, revision: i64) {
@@ -92,32 +108,83 @@ impl Seen {
         self.advanced.notify_waiters();
     }
 
-    /// Waits until the watch has told `revision`.
-    pub(crate) async fn reach(&self, revision: i64) {
+    /// The range held `keys` keys at `revision` (a list).
+    fn listed(&self, revision: i64, keys: i64) {
+        *self.counted.lock().unwrap_or_else(PoisonError::into_inner) = Counted { revision, keys };
+    }
+
+    /// Counts the keys the events create and delete (those past what was
+    /// counted), then everything up to `revision` (the response's) is told.
+    fn count(&self, events: &[crate::wire::Event], revision: i64) {
+        let mut c = self.counted.lock().unwrap_or_else(PoisonError::into_inner);
+        let after = c.revision;
+        for ev in events.iter().filter(|e| e.kv.mod_revision > after) {
+            match ev.kind {
+                EventType::Put if ev.kv.version == 1 => c.keys += 1,
+                EventType::Put => {}
+                EventType::Delete => c.keys -= 1,
+            }
+        }
+        c.revision = c.revision.max(revision);
+        drop(c);
+        self.advanced.notify_waiters();
+    }
+
+    /// Waits until the watch has told what `store` shows: the newest put,
+    /// and as many keys (or everything up to the revision it was read at).
+    /// A deletion the watch has not told leaves one key too many: a watch
+    /// that died while only deletions happen is noticed too.
+    pub(crate) async fn caught_up(&self, store: Newest) {
         loop {
             // Created before the check: a notification in between is kept.
             let advanced = self.advanced.notified();
-            if self.revision() >= revision {
+            if self.has(store) {
                 return;
             }
             advanced.await;
         }
     }
+
+    /// Whether the watch has told what `store` shows (see [`Seen::caught_up`]).
+    pub(crate) fn has(&self, store: Newest) -> bool {
+        let c = self.counted();
+        self.revision() >= store.put && (c.keys == store.keys || c.revision >= store.revision)
+    }
+
+    /// What the watch told, for an error: its revision, and its count of keys.
+    pub(crate) fn told(&self) -> (i64, i64) {
+        (self.revision(), self.counted().keys)
+    }
 }
 
 /// What one key's value says.
 enum Decoded {
-    /// Not an instance of a wanted source, or unreadable (logged).
+    /// Not a key of a wanted source, or unreadable (logged).
     Skip,
     /// The instance exists.
     Present(InstanceId, Entry, Option<SystemTime>, bool),
     /// It is gone (a tombstone, or the key deleted).
     Gone(InstanceId, Option<Arc<str>>, Option<SystemTime>, bool),
+    /// A publisher's status key: there (connected, with its writer when
+    /// told), or deleted.
+    Publisher(Arc<str>, PublisherState, Option<String>),
 }
 
 fn decode(settings: &Settings, kind: EventType, kv: &KeyValue, prev: Option<&KeyValue>) -> Decoded {
+    if let Some(source) = model::parse_status_key(&settings.prefix, &kv.key) {
+        if !settings.wanted(source) {
+            return Decoded::Skip;
+        }
+        if kind == EventType::Delete {
+            return Decoded::Publisher(Arc::from(source), PublisherState::Disconnected, None);
+        }
+        let writer = serde_json::from_slice::<serde_json::Value>(&kv.value)
+            .ok()
+            .and_then(|v| v.get("writer")?.as_str().map(str::to_owned));
+        return Decoded::Publisher(Arc::from(source), PublisherState::Connected, writer);
+    }
     let Some((source, instance)) = model::parse_instance_key(&settings.prefix, &kv.key) else {
-        tracing::debug!(key = %String::from_utf8_lossy(&kv.key), "not an instance key: skipped");
+        tracing::debug!(key = %String::from_utf8_lossy(&kv.key), "neither an instance nor a status key: skipped");
         return Decoded::Skip;
     };
     if !settings.wanted(source) {
@@ -178,12 +245,14 @@ fn snapshot(map: &BTreeMap<InstanceId, Entry>, out: &mut Vec<Observation<i64>>) 
 /// A live transition is a change (the last of its revision carries the
 /// revision as cursor); a run of transitions the publisher found by resync
 /// is told as a snapshot of every instance, so that the core reports them
-/// with origin `resync`. Returns whether a snapshot was told.
+/// with origin `resync`. A publisher's status goes into `publishers`, with
+/// its place in `out`. Returns whether a snapshot was told.
 fn apply(
     settings: &Settings,
     map: &mut BTreeMap<InstanceId, Entry>,
     events: &[crate::wire::Event],
     out: &mut Vec<Observation<i64>>,
+    publishers: &mut Vec<(usize, PublisherStatus)>,
 ) -> bool {
     let mut pending_resync = false;
     let mut told_snapshot = false;
@@ -194,6 +263,8 @@ fn apply(
         let live = match &decoded {
             Decoded::Skip => false,
             Decoded::Present(.., resync) | Decoded::Gone(.., resync) => !*resync,
+            // In order with the instances: after the resync before it.
+            Decoded::Publisher(..) => true,
         };
         // A live transition after resync ones: those are told first.
         if live && std::mem::take(&mut pending_resync) {
@@ -202,6 +273,10 @@ fn apply(
         }
         match decoded {
             Decoded::Skip => {}
+            Decoded::Publisher(source, state, writer) => {
+                let status = publisher(map, source, state, writer, rev);
+                publishers.push((out.len(), status));
+            }
             Decoded::Present(id, entry, _, true) => {
                 map.insert(id, entry);
                 pending_resync = true;
@@ -262,38 +337,71 @@ fn apply(
     told_snapshot
 }
 
-/// Lists the watched range at one revision: that revision and its instances.
-async fn list(
-    client: &Client,
-    settings: &Settings,
-) -> Result<(i64, BTreeMap<InstanceId, Entry>), EtcdError> {
+/// A source's publisher status, with how many of its instances `map` holds.
+fn publisher(
+    map: &BTreeMap<InstanceId, Entry>,
+    source: Arc<str>,
+    state: PublisherState,
+    writer: Option<String>,
+    revision: i64,
+) -> PublisherStatus {
+    let (from, to) = (format!("{source}/"), format!("{source}0"));
+    let instances = map
+        .range::<str, _>((Bound::Included(from.as_str()), Bound::Excluded(to.as_str())))
+        .count();
+    PublisherStatus {
+        source,
+        state,
+        writer,
+        instances,
+        revision,
+    }
+}
+
+/// The watched range at one revision.
+#[derive(Default)]
+struct Listing {
+    revision: i64,
+    instances: BTreeMap<InstanceId, Entry>,
+    /// The status keys of the wanted sources: each one's writer, when told.
+    statuses: BTreeMap<Arc<str>, Option<String>>,
+    /// Every key of the range (those skipped too).
+    keys: i64,
+}
+
+/// Lists the watched range at one revision.
+async fn list(client: &Client, settings: &Settings) -> Result<Listing, EtcdError> {
     let (key, end) = settings.range();
     let mut attempt = 0;
     'again: loop {
         attempt += 1;
-        let mut map = BTreeMap::new();
-        let mut revision = 0;
+        let mut listing = Listing::default();
         let mut from = key.clone();
         loop {
-            let page = match client.range(&from, &end, revision, PAGE).await {
+            let page = match client.range(&from, &end, listing.revision, PAGE).await {
                 Ok(p) => p,
                 Err(e) if e.is_compacted() && attempt < LIST_ATTEMPTS => continue 'again,
                 Err(e) if e.is_compacted() => {
                     return Err(EtcdError::ListCompacted {
-                        revision,
+                        revision: listing.revision,
                         times: attempt,
                     });
                 }
                 Err(e) => return Err(e),
             };
-            if revision == 0 {
-                revision = page.header.revision;
+            if listing.revision == 0 {
+                listing.revision = page.header.revision;
             }
+            listing.keys += i64::try_from(page.kvs.len()).unwrap_or(i64::MAX);
             for kv in &page.kvs {
-                if let Decoded::Present(id, entry, _, _) =
-                    decode(settings, EventType::Put, kv, None)
-                {
-                    map.insert(id, entry);
+                match decode(settings, EventType::Put, kv, None) {
+                    Decoded::Present(id, entry, _, _) => {
+                        listing.instances.insert(id, entry);
+                    }
+                    Decoded::Publisher(source, PublisherState::Connected, writer) => {
+                        listing.statuses.insert(source, writer);
+                    }
+                    _ => {}
                 }
             }
             match page.kvs.last() {
@@ -301,7 +409,7 @@ async fn list(
                     from.clone_from(&last.key);
                     from.push(0);
                 }
-                _ => return Ok((revision, map)),
+                _ => return Ok(listing),
             }
         }
     }
@@ -371,23 +479,53 @@ fn canceled(endpoint: &str, r: &WatchResponse) -> EtcdError {
 }
 
 /// A list, its snapshot told into `out` (and the list's revision as the
-/// cursor), `known` replaced; then the watch from the revision after it.
+/// cursor), `known` replaced, each source's publisher status after it into
+/// `publishers` (every source listed or known before: connected when its
+/// status key is there); then the watch from the revision after it.
 async fn relist(
     client: &Client,
     settings: &Settings,
-    known: &Known,
-    seen: &Seen,
+    shared: &Shared,
     out: &mut Vec<Observation<i64>>,
+    publishers: &mut Vec<(usize, PublisherStatus)>,
 ) -> Result<WatchStream, EtcdError> {
     for _ in 0..LIST_ATTEMPTS {
-        let (revision, map) = list(client, settings).await?;
-        tracing::debug!(revision, instances = map.len(), "listed");
+        let listing = list(client, settings).await?;
+        let revision = listing.revision;
+        tracing::debug!(
+            revision,
+            instances = listing.instances.len(),
+            publishers = listing.statuses.len(),
+            "listed"
+        );
         match open_watch(client, settings, revision + 1).await {
             Ok(watch) => {
+                let Listing {
+                    instances: map,
+                    mut statuses,
+                    keys,
+                    ..
+                } = listing;
                 snapshot(&map, out);
                 out.push(Observation::Progress(Some(revision)));
-                *known.lock().unwrap_or_else(PoisonError::into_inner) = map;
-                seen.reset(revision);
+                let mut sources: BTreeSet<Arc<str>> =
+                    publishers::lock(&shared.board).sources().cloned().collect();
+                sources.extend(statuses.keys().cloned());
+                sources.extend(map.keys().filter_map(|id| {
+                    let (source, _) = id.as_str().split_once('/')?;
+                    Some(Arc::from(source))
+                }));
+                for source in sources {
+                    let (state, writer) = match statuses.remove(&source) {
+                        Some(writer) => (PublisherState::Connected, writer),
+                        None => (PublisherState::Disconnected, None),
+                    };
+                    let status = publisher(&map, source, state, writer, revision);
+                    publishers.push((out.len(), status));
+                }
+                *shared.known.lock().unwrap_or_else(PoisonError::into_inner) = map;
+                shared.seen.reset(revision);
+                shared.seen.listed(revision, keys);
                 return Ok(watch);
             }
             // Compacted between the list and the watch: list again.
@@ -401,28 +539,38 @@ async fn relist(
     })
 }
 
+/// What the sessions of one dial share: the instances known, what the
+/// watch told, the publishers' statuses.
+#[derive(Debug, Default)]
+pub(crate) struct Shared {
+    pub(crate) known: Known,
+    pub(crate) seen: Seen,
+    pub(crate) board: Arc<Mutex<Board>>,
+}
+
 /// Opens a session: resumes the watch after `resume` (its replay first,
 /// then `Resumed`), or lists.
 pub(crate) async fn open(
     client: Client,
     settings: Arc<Settings>,
-    known: Arc<Known>,
-    seen: Arc<Seen>,
+    shared: Arc<Shared>,
     resume: Option<i64>,
 ) -> Result<Session<i64>, EtcdError> {
     let mut head = Vec::new();
-    // The replay is complete once an event of this revision has come (the
-    // newest put under the prefix when the watch was opened).
+    let mut publishers = Vec::new();
+    // The replay is complete once the watch has told what the store showed
+    // when it was opened: its newest put under the prefix, and as many
+    // keys (its deletions too).
     let mut replay_until = None;
     let watch = match resume {
         Some(revision) => {
             let (key, end) = settings.range();
-            let (newest, _) = client.newest_modification(&key, &end).await?;
+            let newest = client.newest_modification(&key, &end).await?;
             match open_watch(&client, &settings, revision + 1).await {
                 Ok(watch) => {
-                    tracing::debug!(revision, newest, "watch resumed");
-                    seen.reset(revision);
-                    if newest <= revision {
+                    tracing::debug!(revision, ?newest, "watch resumed");
+                    shared.seen.reset(revision);
+                    if shared.seen.has(newest) {
                         head.push(Observation::Resumed);
                     } else {
                         replay_until = Some(newest);
@@ -431,28 +579,47 @@ pub(crate) async fn open(
                 }
                 Err(e) if e.is_compacted() => {
                     tracing::info!(revision, "resume point compacted: listing");
-                    relist(&client, &settings, &known, &seen, &mut head).await?
+                    relist(&client, &settings, &shared, &mut head, &mut publishers).await?
                 }
                 Err(e) => return Err(e),
             }
         }
-        None => relist(&client, &settings, &known, &seen, &mut head).await?,
+        None => relist(&client, &settings, &shared, &mut head, &mut publishers).await?,
     };
     let session = async_stream::try_stream! {
         let mut watch = watch;
         // One span per watch connection.
         let mut span = conn_span(watch.endpoint());
-        for o in head {
-            yield o;
-        }
-        let mut out = Vec::new();
+        let mut out = head;
+        // The events of the last response, counted once told: a session
+        // dropped before that leaves them to the replay of the next.
+        let mut to_count: Option<(Vec<crate::wire::Event>, i64)> = None;
         loop {
+            // What the last response told, each publisher status at its
+            // place among the observations.
+            let mut told = publishers.drain(..).peekable();
+            for (i, o) in out.drain(..).enumerate() {
+                while let Some((_, p)) = told.next_if(|(at, _)| *at <= i) {
+                    publishers::lock(&shared.board).set(p);
+                }
+                yield o;
+            }
+            for (_, p) in told {
+                publishers::lock(&shared.board).set(p);
+            }
+            if let Some((events, last)) = to_count.take() {
+                shared.seen.count(&events, last);
+                if replay_until.is_some_and(|until| shared.seen.has(until)) {
+                    replay_until = None;
+                    yield Observation::Resumed;
+                }
+            }
             let line = watch.next().instrument(span.clone()).await?;
             let response = match line {
                 None => Err(EtcdError::WatchEnded { endpoint: watch.endpoint().to_owned() })?,
                 Some(Line::Undecodable(e)) => {
                     tracing::warn!(parent: &span, error = %e, "undecodable watch line: skipped");
-                    yield Observation::Progress(None);
+                    out.push(Observation::Progress(None));
                     continue;
                 }
                 Some(Line::Response(r)) => r,
@@ -463,12 +630,9 @@ pub(crate) async fn open(
                     Err(e)?;
                 }
                 tracing::info!(parent: &span, compact_revision = response.compact_revision, "watch compacted: listing");
-                watch = relist(&client, &settings, &known, &seen, &mut out).instrument(span.clone()).await?;
+                watch = relist(&client, &settings, &shared, &mut out, &mut publishers).instrument(span.clone()).await?;
                 span = conn_span(watch.endpoint());
                 replay_until = None;
-                for o in out.drain(..) {
-                    yield o;
-                }
                 continue;
             }
             if response.created {
@@ -476,29 +640,25 @@ pub(crate) async fn open(
             }
             if response.events.is_empty() {
                 // Every event up to this revision has been sent.
-                seen.advance(response.header.revision);
-                yield Observation::Progress(Some(response.header.revision));
+                shared.seen.count(&[], response.header.revision);
+                shared.seen.advance(response.header.revision);
+                out.push(Observation::Progress(Some(response.header.revision)));
                 if replay_until.take().is_some() {
-                    yield Observation::Resumed;
+                    out.push(Observation::Resumed);
                 }
                 continue;
             }
             let last = response.events.last().map_or(0, |e| e.kv.mod_revision);
             let told_snapshot = {
-                let mut map = known.lock().unwrap_or_else(PoisonError::into_inner);
-                apply(&settings, &mut map, &response.events, &mut out)
+                let mut map = shared.known.lock().unwrap_or_else(PoisonError::into_inner);
+                apply(&settings, &mut map, &response.events, &mut out, &mut publishers)
             };
-            seen.advance(last);
-            for o in out.drain(..) {
-                yield o;
-            }
+            shared.seen.advance(last);
             if told_snapshot {
                 // The session started with that snapshot.
                 replay_until = None;
-            } else if replay_until.is_some_and(|until| last >= until) {
-                replay_until = None;
-                yield Observation::Resumed;
             }
+            to_count = Some((response.events, last));
         }
     };
     Ok(Box::pin(session))
@@ -564,7 +724,7 @@ mod tests {
             deleted,
             put("p/i/h/a", 7, "removed", "live"),
         ];
-        assert!(!apply(&s, &mut map, &events, &mut out));
+        assert!(!apply(&s, &mut map, &events, &mut out, &mut Vec::new()));
         assert_eq!(
             kinds(&out),
             [
@@ -598,7 +758,7 @@ mod tests {
             put("p/i/h/a", 9, "stopped", "live"),
             put("p/i/h/b", 10, "removed", "resync"),
         ];
-        assert!(apply(&s, &mut map, &events, &mut out));
+        assert!(apply(&s, &mut map, &events, &mut out, &mut Vec::new()));
         assert_eq!(
             kinds(&out),
             [
@@ -623,13 +783,109 @@ mod tests {
     }
 
     #[test]
+    fn publisher_statuses_take_their_place_after_the_resync_before_them() {
+        let s = settings(&["h"], false);
+        let mut map = BTreeMap::new();
+        let mut out = Vec::new();
+        let mut publishers = Vec::new();
+        let status = |rev, writer: Option<&str>| Event {
+            kind: if writer.is_some() {
+                EventType::Put
+            } else {
+                EventType::Delete
+            },
+            kv: KeyValue {
+                key: b"p/s/h".to_vec(),
+                value: writer
+                    .map(|w| format!(r#"{{"connected":true,"writer":"{w}"}}"#).into_bytes())
+                    .unwrap_or_default(),
+                mod_revision: rev,
+                ..KeyValue::default()
+            },
+            prev_kv: None,
+        };
+        let mut other = status(9, Some("x"));
+        other.kv.key = b"p/s/other".to_vec();
+        let events = [
+            put("p/i/h/a", 5, "running", "live"),
+            status(6, None),
+            put("p/i/h/b", 7, "running", "resync"),
+            status(8, Some("w 42")),
+            other,
+        ];
+        assert!(apply(&s, &mut map, &events, &mut out, &mut publishers));
+        assert_eq!(
+            kinds(&out),
+            [
+                "h/a Started Some(5)",
+                "progress Some(6)",
+                "ResyncBegin",
+                "listed h/a true",
+                "listed h/b true",
+                "ResyncDone",
+                "progress Some(8)",
+                "progress Some(9)",
+            ]
+        );
+        let told: Vec<_> = publishers
+            .iter()
+            .map(|(at, p)| {
+                format!(
+                    "{at} {} {} {} {:?} {}",
+                    p.source, p.state, p.instances, p.writer, p.revision
+                )
+            })
+            .collect();
+        assert_eq!(
+            told,
+            [
+                "1 h disconnected 1 None 6",
+                "6 h connected 2 Some(\"w 42\") 8"
+            ],
+            "the other source is not wanted"
+        );
+    }
+
+    #[test]
+    fn the_count_of_keys_skips_what_it_counted_and_the_probe_needs_it() {
+        let seen = Seen::default();
+        seen.listed(10, 3);
+        seen.reset(10);
+        let mut created = put("p/i/h/a", 11, "running", "live");
+        created.kv.version = 1;
+        let mut deleted = put("p/i/h/b", 12, "removed", "live");
+        deleted.kind = EventType::Delete;
+        let events = [created, deleted.clone()];
+        seen.count(&events, 12);
+        seen.advance(12);
+        assert_eq!(seen.told(), (12, 3));
+        // A replay of what was counted counts nothing.
+        seen.count(&events, 12);
+        assert_eq!(seen.told(), (12, 3));
+        let store = |put, keys, revision| Newest {
+            put,
+            keys,
+            revision,
+        };
+        assert!(seen.has(store(11, 3, 20)), "as many keys");
+        assert!(!seen.has(store(13, 3, 20)), "a newer put");
+        assert!(!seen.has(store(11, 2, 20)), "a deletion not told");
+        let mut deleted_later = deleted;
+        deleted_later.kv.mod_revision = 14;
+        seen.count(&[deleted_later], 14);
+        assert!(seen.has(store(11, 2, 20)), "told");
+        seen.count(&[], 20);
+        assert!(seen.has(store(11, 7, 20)), "a progress notification at it");
+    }
+
+    #[test]
     fn an_undecodable_record_is_skipped_with_its_revision() {
         let s = settings(&[], false);
         let mut map = BTreeMap::new();
         let mut out = Vec::new();
         let mut bad = put("p/i/h/a", 5, "running", "live");
         bad.kv.value = b"{not json".to_vec();
-        assert!(!apply(&s, &mut map, &[bad], &mut out));
+        assert!(!apply(&s, &mut map, &[bad], &mut out, &mut Vec::new()));
         assert_eq!(kinds(&out), ["progress Some(5)"]);
         assert!(map.is_empty());
     }

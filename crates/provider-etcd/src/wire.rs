@@ -91,6 +91,9 @@ pub struct RangeResponse {
     /// More keys than `limit` remain.
     #[serde(default)]
     pub more: bool,
+    /// How many keys the range holds (whatever `limit`).
+    #[serde(default, deserialize_with = "int64")]
+    pub count: i64,
 }
 
 /// A watch event's type: protobuf omits the default, `PUT`.

@@ -90,6 +90,17 @@ async fn a_cut_connection_resumes_and_replays_what_it_missed_before_connected() 
     put(&client, &prefix, "a", State::Stopped, false).await;
     put(&client, &prefix, "c", State::Running, false).await;
     put(&client, &prefix, "b", State::Removed, false).await;
+    // A deletion last (no put after it): in the replay too.
+    let d = lookout_etcd::model::instance_key(&prefix, "src", "d");
+    client
+        .put(
+            d.as_bytes(),
+            &common::record(State::Running, "started", "live"),
+            0,
+        )
+        .await
+        .expect("put d");
+    client.delete(d.as_bytes()).await.expect("delete d");
     let accepted = relay.accepted();
     relay.refuse(false);
     // The replay, live and exactly once, before `connected`.
@@ -101,6 +112,9 @@ async fn a_cut_connection_resumes_and_replays_what_it_missed_before_connected() 
             "src/c created live",
             "src/c started live",
             "src/b removed live",
+            "src/d created live",
+            "src/d started live",
+            "src/d removed live",
             "connected 2",
         ]
     );
@@ -389,6 +403,20 @@ async fn kill_9_of_the_leader_during_a_burst_loses_and_repeats_nothing() {
     );
 }
 
+/// The items of a redial after a probe found the watch behind: the first
+/// is that `disconnected`; the rest as [`briefs`], without the
+/// `disconnected` of failed redials.
+fn after_behind(items: &[Item]) -> Vec<String> {
+    let Some(Item::Status(Status::Disconnected { error, .. })) = items.first() else {
+        panic!("disconnected first: {items:?}")
+    };
+    assert!(error.to_string().contains("behind"), "{error}");
+    briefs(&items[1..])
+        .into_iter()
+        .filter(|b| b != "disconnected")
+        .collect()
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn a_watch_connection_that_dies_silently_is_noticed_and_resumed() {
     let _lock = require_etcd(false);
@@ -405,15 +433,8 @@ async fn a_watch_connection_that_dies_silently_is_noticed_and_resumed() {
     put(&client, &prefix, "b", State::Running, false).await;
     let items = until_connected(&mut watch, 20).await;
     let noticed = frozen.elapsed();
-    let Some(Item::Status(Status::Disconnected { error, .. })) = items.first() else {
-        panic!("disconnected first: {items:?}")
-    };
-    assert!(error.to_string().contains("behind"), "{error}");
     assert_eq!(
-        briefs(&items[1..])
-            .into_iter()
-            .filter(|b| b != "disconnected")
-            .collect::<Vec<_>>(),
+        after_behind(&items),
         ["src/b created live", "src/b started live", "connected 2"]
     );
     eprintln!("a silently dead watch connection: resumed {noticed:.1?} after it froze");
@@ -602,5 +623,146 @@ async fn progress_notifications_move_the_cursor() {
     assert!(
         resumed > moved && first <= moved,
         "the first watch from {first}, the resumed one from {resumed}: after the progress at {moved}"
+    );
+}
+
+/// Whether `key` is in the store now (a range read of its own).
+async fn exists(client: &lookout_etcd::Client, key: &str) -> bool {
+    !client
+        .range(key.as_bytes(), &[], 0, 0)
+        .await
+        .unwrap_or_else(|e| panic!("range {key}: {e}"))
+        .kvs
+        .is_empty()
+}
+
+/// A publisher killed -9 stops renewing its status key's lease: once etcd
+/// deletes the key, its source is disconnected, its instances kept (no
+/// event invented); another source's status is its own; a publisher that
+/// writes the key again makes it connected, and its instances go on from
+/// where they were.
+#[tokio::test(flavor = "current_thread")]
+async fn a_dead_publishers_source_is_disconnected_without_inventing_transitions() {
+    const TTL: i64 = 5;
+    let _lock = require_etcd(false);
+    let prefix = unique_prefix("publisher");
+    let _cleanup = common::Cleanup(prefix.clone());
+    let client = cluster();
+    put(&client, &prefix, "a", State::Running, false).await;
+    put(&client, &prefix, "b", State::Stopped, false).await;
+    let other = lookout_etcd::model::instance_key(&prefix, "other", "x");
+    let running = common::record(State::Running, "started", "live");
+    client
+        .put(other.as_bytes(), &running, 0)
+        .await
+        .expect("put");
+    let status = lookout_etcd::model::status_key(&prefix, "src");
+    let other_status = lookout_etcd::model::status_key(&prefix, "other");
+    client
+        .put(other_status.as_bytes(), br#"{"connected":true}"#, 0)
+        .await
+        .expect("put");
+    // The publisher of `src`, on a lease it never renews (a publisher's is
+    // 10 s, renewed every 3 s): as if killed -9 now.
+    let lease = client.lease_grant(TTL).await.expect("a lease").id;
+    let value = br#"{"connected":true,"provider":"docker","writer":"tests pid 1"}"#;
+    client
+        .put(status.as_bytes(), value, lease)
+        .await
+        .expect("put the status");
+    let killed = Instant::now();
+    let mut watch =
+        lookout_etcd::watch_with_publishers(config(&engines::etcd_endpoints(), &prefix, false))
+            .expect("config");
+    let mut first = Vec::new();
+    for _ in 0..3 {
+        first.push(common::etcd_brief(&common::next_of(&mut watch).await));
+    }
+    assert_eq!(
+        first,
+        [
+            "connected 3",
+            "publisher other connected 1",
+            "publisher src connected 2"
+        ]
+    );
+    let told = watch.publishers();
+    assert_eq!(told[1].writer.as_deref(), Some("tests pid 1"), "{told:?}");
+
+    // The lease expires: `src` is disconnected, and nothing else comes.
+    let item = common::next_of(&mut watch).await;
+    let after = killed.elapsed();
+    assert_eq!(common::etcd_brief(&item), "publisher src disconnected 2");
+    assert!(!exists(&client, &status).await, "{status} is gone");
+    assert!(
+        exists(&client, &other_status).await,
+        "{other_status} is not"
+    );
+    assert!(
+        exists(
+            &client,
+            &lookout_etcd::model::instance_key(&prefix, "src", "a")
+        )
+        .await,
+        "the instances stay"
+    );
+    eprintln!(
+        "a dead publisher (status lease {TTL} s): disconnected {after:.1?} after its last renewal"
+    );
+
+    // A publisher writes its status again: connected; then its changes
+    // go on from the state kept.
+    client
+        .put(status.as_bytes(), value, 0)
+        .await
+        .expect("put the status");
+    assert_eq!(
+        common::etcd_brief(&common::next_of(&mut watch).await),
+        "publisher src connected 2"
+    );
+    put(&client, &prefix, "a", State::Stopped, false).await;
+    put(&client, &prefix, "b", State::Running, false).await;
+    let mut next = Vec::new();
+    for _ in 0..2 {
+        next.push(common::etcd_brief(&common::next_of(&mut watch).await));
+    }
+    assert_eq!(next, ["src/a stopped live", "src/b started live"]);
+}
+
+/// The watch's connection freezes; afterwards only deletions happen (a
+/// key's lease expiring): no put to compare with, yet the probe notices
+/// that the watch has not told them (the range holds fewer keys than the
+/// watch knows) and the redial replays them before `connected`.
+#[tokio::test(flavor = "current_thread")]
+async fn a_watch_that_dies_silently_while_only_deletions_happen_is_noticed() {
+    const TTL: i64 = 5;
+    let _lock = require_etcd(false);
+    let prefix = unique_prefix("frozen-deletions");
+    let _cleanup = common::Cleanup(prefix.clone());
+    let client = cluster();
+    put(&client, &prefix, "a", State::Running, false).await;
+    let lease = client.lease_grant(TTL).await.expect("a lease").id;
+    let b = lookout_etcd::model::instance_key(&prefix, "src", "b");
+    let running = common::record(State::Running, "started", "live");
+    client
+        .put(b.as_bytes(), &running, lease)
+        .await
+        .expect("put b");
+    let relay = Relay::start(member_addr(3));
+    let mut watch =
+        lookout_etcd::watch(quick_probe(config(&relay.url(), &prefix, false))).expect("config");
+    assert_eq!(reconnect_items(&mut watch).await, ["connected 2"]);
+    relay.freeze();
+    let frozen = Instant::now();
+    assert!(
+        exists(&client, &b).await,
+        "b's lease ({TTL} s) expired before the freeze: nothing to test"
+    );
+    let items = until_connected(&mut watch, 20).await;
+    let noticed = frozen.elapsed();
+    assert!(!exists(&client, &b).await, "b's key was deleted");
+    assert_eq!(after_behind(&items), ["src/b removed live", "connected 1"]);
+    eprintln!(
+        "a silently dead watch, deletions only (a lease of {TTL} s): resumed {noticed:.1?} after it froze"
     );
 }

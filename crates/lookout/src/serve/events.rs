@@ -12,6 +12,9 @@
 //! Of a server of several engines, the body holds one subscription per
 //! engine picked (`?host=`, repeatable; all by default), polled in turn so
 //! that none waits behind a busy one; each line and frame says its host.
+//! Of `lookout etcd`, an SSE client also gets each source's publisher
+//! status (`event: status`, `"host":"SOURCE"`): every source's at first,
+//! then each change, once it has read the events before it.
 //! There a resuming client (`Last-Event-ID`, `?since=`) gets each engine's
 //! present as a resync: positions of several hubs fit no one id.
 
@@ -74,6 +77,12 @@ pub async fn handler(Extract(s): Extract<State>, headers: HeaderMap, uri: Uri) -
             },
             filter: src.frames.filter(filter.clone()),
             frames: Arc::clone(&src.frames),
+            // Statuses are SSE frames only, as the hub's are.
+            publishers: src
+                .publishers
+                .as_ref()
+                .filter(|_| sse)
+                .map(lookout_etcd::Publishers::changes),
         })
         .collect();
     let body = EventBody {
@@ -102,6 +111,11 @@ struct Sub {
     subscription: Subscription,
     filter: Arc<Filter>,
     frames: Arc<Frames>,
+    /// Of `lookout etcd`, SSE only: each source's publisher status, sent
+    /// when the subscription has nothing ready (so after the events the
+    /// hub held when it changed: a restarted publisher's `resync` events
+    /// before its `connected`).
+    publishers: Option<lookout_etcd::PublisherChanges>,
 }
 
 impl Sub {
@@ -166,7 +180,18 @@ impl Stream for EventBody {
                     }
                     // A subscription never ends; should one, so does the response.
                     Poll::Ready(None) => return Poll::Ready(None),
-                    Poll::Pending => pending += 1,
+                    Poll::Pending => {
+                        if let Some(Poll::Ready(Some(p))) = sub
+                            .publishers
+                            .as_mut()
+                            .map(|changes| Pin::new(changes).poll_next(cx))
+                        {
+                            this.next = (i + 1) % n;
+                            this.sent();
+                            return Poll::Ready(Some(Ok(Frames::publisher(&p))));
+                        }
+                        pending += 1;
+                    }
                 }
             }
             if budget == 0 {
@@ -235,6 +260,7 @@ mod tests {
                 subscription: hub.subscribe(Start::Initial),
                 filter: frames.filter(q.labels().expect("labels")),
                 frames,
+                publishers: None,
             }],
             next: 0,
             sse,
@@ -333,6 +359,7 @@ mod tests {
                     subscription: hub.subscribe(Start::Initial),
                     filter: frames.filter(routes::LabelFilter::default()),
                     frames,
+                    publishers: None,
                 }
             })
             .collect();

@@ -28,7 +28,7 @@ use bytes::Bytes;
 use lookout_core::{InstanceEvent, Item, Labels, Status};
 
 use super::routes::LabelFilter;
-use crate::output::{Format, event_line_of, status_line_of};
+use crate::output::{Format, event_line_of, publisher_line, status_line_of};
 
 const JSON: Format = Format {
     json: true,
@@ -248,6 +248,13 @@ impl Frames {
                 Bytes::from(format!("event: instance\ndata: {line}\n\n")),
             ),
         }
+    }
+
+    /// A source's publisher status (`lookout etcd`) as an SSE frame, told
+    /// to one client (no id): `event: status`, its host the source.
+    pub fn publisher(p: &lookout_etcd::PublisherStatus) -> Bytes {
+        let line = publisher_line(p, JSON);
+        Bytes::from(format!("event: status\ndata: {line}\n\n"))
     }
 
     fn status(&self, position: Option<u64>, s: &Status) -> Bytes {

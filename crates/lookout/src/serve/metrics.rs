@@ -1,7 +1,9 @@
 //! `/metrics`: the hub's metrics (emitted through the `metrics` facade) in
 //! the Prometheus text format, plus `lookout_last_event_age_seconds`,
 //! computed at scrape time. A server of several engines has a hub each,
-//! whose metrics carry `host="NAME"`.
+//! whose metrics carry `host="NAME"`. `lookout etcd` adds
+//! `lookout_publisher_connected{host="SOURCE"}` (1 or 0, read at scrape
+//! time), a gauge per source its watch knows.
 
 use std::time::SystemTime;
 
@@ -30,6 +32,17 @@ impl Metrics {
     pub fn render(&self, sources: &[Source]) -> String {
         let now = SystemTime::now();
         for source in sources {
+            // Of `lookout etcd`: each source's publisher, labelled as its
+            // events are (`host`).
+            for p in source
+                .publishers
+                .iter()
+                .flat_map(lookout_etcd::Publishers::statuses)
+            {
+                let connected = p.state == lookout_etcd::PublisherState::Connected;
+                ::metrics::gauge!("lookout_publisher_connected", "host" => p.source.to_string())
+                    .set(if connected { 1.0 } else { 0.0 });
+            }
             // Absent until the first event: an age of nothing is no number.
             let Some(at) = source.store.last_event_at() else {
                 continue;
@@ -73,6 +86,10 @@ fn describe() {
     describe_counter!(
         "lookout_subscriber_resyncs_total",
         "Times a subscription fell behind and was resynced"
+    );
+    describe_gauge!(
+        "lookout_publisher_connected",
+        "lookout etcd: 1 while the source's publisher status key is there, else 0"
     );
     describe_gauge!(
         "lookout_last_event_age_seconds",

@@ -22,7 +22,7 @@ use super::auth::{self, Token};
 use super::events;
 use super::frames::Frames;
 use super::metrics::Metrics;
-use crate::output::{Format, ReadinessJson, rfc3339_nanos, status_line_of};
+use crate::output::{Format, ReadinessJson, publisher_line, rfc3339_nanos, status_line_of};
 
 /// What every handler shares.
 #[derive(Clone, Debug)]
@@ -46,6 +46,9 @@ pub struct Source {
     pub store: Store,
     /// `/events`' encodings of the hub's items, shared by every client.
     pub frames: Arc<Frames>,
+    /// Of `lookout etcd`: each source's publisher status, beside the hub
+    /// (told on `/healthz`, `/events` as SSE statuses, `/metrics`).
+    pub publishers: Option<lookout_etcd::Publishers>,
 }
 
 impl Source {
@@ -551,9 +554,12 @@ fn ambiguous<'a>(id: &str, hosts: impl Iterator<Item = &'a str>) -> Response {
 }
 
 /// Of one engine: 200 and its `connected` status once synced, else 503 and
-/// its status (`connecting` before any). Of several: 200 when every one is
-/// connected and synced, `{"status":"connected"|"unavailable",
-/// "unavailable":[HOST…],"sources":[each one's status, with its host]}`.
+/// its status (`connecting` before any). Of several, and of `lookout etcd`
+/// (the watch's status, with no host, then each source's publisher status,
+/// its host the source): 200 when every one is connected (and each engine
+/// synced), `{"status":"connected"|"unavailable","unavailable":[HOST…],
+/// "sources":[each one's status, with its host]}`. A source with records
+/// and no status key has no publisher: it is disconnected, so unavailable.
 async fn healthz(Extract(s): Extract<State>) -> Response {
     let json_fmt = Format {
         json: true,
@@ -580,26 +586,42 @@ async fn healthz(Extract(s): Extract<State>) -> Response {
             ),
         }
     };
-    let (ok, body) = if let [one] = &*s.sources {
+    let (ok, body) = if let [one] = &*s.sources
+        && one.publishers.is_none()
+    {
         health(one)
     } else {
-        let mut unavailable = Vec::new();
+        // Each engine's health, then its publishers' (as last read).
         let mut each = Vec::with_capacity(s.sources.len());
         for src in s.sources.iter() {
             let (ok, line) = health(src);
-            if !ok {
-                unavailable.extend(src.host());
+            each.push((ok, src.host.clone(), line));
+            for p in src
+                .publishers
+                .iter()
+                .flat_map(lookout_etcd::Publishers::statuses)
+            {
+                let connected = p.state == lookout_etcd::PublisherState::Connected;
+                let line = publisher_line(&p, json_fmt);
+                each.push((connected, Some(p.source), line));
             }
-            each.push(
-                serde_json::from_str::<serde_json::Value>(&line)
-                    .unwrap_or(serde_json::Value::String(line)),
-            );
         }
-        let ok = unavailable.is_empty();
+        let unavailable: Vec<&str> = each
+            .iter()
+            .filter(|(ok, _, _)| !ok)
+            .filter_map(|(_, host, _)| host.as_deref())
+            .collect();
+        let ok = each.iter().all(|(ok, _, _)| *ok);
+        let sources: Vec<serde_json::Value> = each
+            .iter()
+            .map(|(_, _, line)| {
+                serde_json::from_str(line).unwrap_or(serde_json::Value::String(line.clone()))
+            })
+            .collect();
         let body = serde_json::json!({
             "status": if ok { "connected" } else { "unavailable" },
             "unavailable": unavailable,
-            "sources": each,
+            "sources": sources,
         });
         (ok, body.to_string())
     };

@@ -332,3 +332,24 @@ pub fn member_addr(member: usize) -> SocketAddr {
         .parse()
         .expect("a socket address")
 }
+
+/// The next item of any stream (a watch with its publishers'
+/// statuses), within [`WAIT`].
+pub async fn next_of<T>(stream: &mut (impl Stream<Item = T> + Unpin)) -> T {
+    tokio::time::timeout(WAIT, stream.next())
+        .await
+        .unwrap_or_else(|_| panic!("no item within {WAIT:?}"))
+        .expect("the stream never ends")
+}
+
+/// An item of a watch with its publishers' statuses, as a string: events
+/// and statuses as [`briefs`] says them, a publisher's status as
+/// `publisher SOURCE STATE INSTANCES`.
+pub fn etcd_brief(item: &lookout_etcd::EtcdItem) -> String {
+    match item {
+        lookout_etcd::EtcdItem::Item(i) => briefs(std::slice::from_ref(i)).remove(0),
+        lookout_etcd::EtcdItem::Publisher(p) => {
+            format!("publisher {} {} {}", p.source, p.state, p.instances)
+        }
+    }
+}
