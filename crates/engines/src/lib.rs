@@ -69,9 +69,10 @@ pub use docker2::{
     docker2_kill9, docker2_start, docker2_up, docker2_verify,
 };
 pub use etcd::{
-    ENV_ETCD_ENDPOINTS, ETCD_MEMBERS, PROGRESS_NOTIFY, etcd_compact, etcd_dir, etcd_down,
-    etcd_endpoints, etcd_healthy, etcd_kill9, etcd_leader, etcd_member_pid, etcd_member_url,
-    etcd_revision, etcd_signal, etcd_start, etcd_status, etcd_stop, etcd_up,
+    ENV_ETCD_ENDPOINTS, ETCD_MEMBERS, EtcdCluster, PROGRESS_NOTIFY, etcd_compact, etcd_db_size,
+    etcd_dir, etcd_down, etcd_end_all, etcd_endpoints, etcd_healthy, etcd_kill9, etcd_leader,
+    etcd_member_pid, etcd_member_url, etcd_revision, etcd_signal, etcd_start, etcd_status,
+    etcd_stop, etcd_up,
 };
 pub use k8s::{
     k8s_build, k8s_compact, k8s_dir, k8s_down, k8s_kill_apiserver, k8s_kubeconfig,
