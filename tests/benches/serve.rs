@@ -49,36 +49,17 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use bollard::Docker;
 use lookout_e2e::engines;
 
-use lookout_e2e::bench_docker::{CALL, Cleanup, LABEL, lifecycle, pct};
+use lookout_e2e::bench_docker::{
+    CALL, Cleanup, LABEL, lifecycle, lookout_binary, now_ns, pct, rfc3339_ns,
+};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader as AsyncBufReader};
 use tokio::net::{TcpSocket, TcpStream};
-
-fn lookout_binary() -> PathBuf {
-    if let Some(p) = std::env::var_os("LOOKOUT_BIN") {
-        return PathBuf::from(p);
-    }
-    // target/<profile>/deps/serve-HASH → target/<profile>/lookout
-    let exe = std::env::current_exe().expect("the bench's own path");
-    let bin = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .map(|profile| profile.join("lookout"))
-        .expect("a target directory");
-    assert!(
-        bin.exists(),
-        "{} is missing: build it first (`cargo build --release -p lookout-cli` for \
-         `cargo bench`, `cargo build -p lookout-cli` for `cargo test --benches`; \
-         `cargo xtask bench` does), or set LOOKOUT_BIN",
-        bin.display()
-    );
-    bin
-}
 
 /// A running `lookout --serve`, killed on drop.
 struct Lookout {
@@ -234,26 +215,6 @@ impl Body {
             self.pending.extend_from_slice(&data);
         }
     }
-}
-
-/// `2026-11-30T03:42:18.979493067Z` in ns since the epoch.
-fn rfc3339_ns(s: &str) -> Option<i128> {
-    let n = |r: std::ops::Range<usize>| -> Option<i64> { s.get(r)?.parse().ok() };
-    let (year, month, day) = (n(0..4)?, n(5..7)?, n(8..10)?);
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let yoe = year - era * 400;
-    let doy = (153 * (if month > 2 { month - 3 } else { month + 9 }) + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    let secs = days * 86_400 + n(11..13)? * 3600 + n(14..16)? * 60 + n(17..19)?;
-    Some(i128::from(secs) * 1_000_000_000 + i128::from(n(20..29)?))
-}
-
-fn now_ns() -> i128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(0))
 }
 
 /// What one reading client saw: (instance, kind) in order, latencies (ns).

@@ -1,6 +1,6 @@
-//! What the benches against the real dockerd share (`docker_latency` and
-//! `serve`): driving container lifecycles through bollard, cleaning up, and
-//! percentiles.
+//! What the benches against the real dockerd share (`docker_latency`,
+//! `serve`, `etcd`): driving container lifecycles through bollard, cleaning
+//! up, percentiles, event times, and the built `lookout` binary.
 #![allow(
     clippy::missing_panics_doc,
     clippy::cast_possible_truncation,
@@ -9,7 +9,8 @@
 )]
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::engines;
 use bollard::Docker;
@@ -90,4 +91,48 @@ impl Drop for Cleanup {
 pub fn pct(v: &[f64], p: f64) -> f64 {
     let rank = ((p / 100.0) * v.len() as f64).ceil() as usize;
     v[rank.clamp(1, v.len()) - 1]
+}
+
+/// The built `lookout` binary: `LOOKOUT_BIN`, else `target/<profile>/lookout`
+/// beside the running bench (`cargo xtask bench` builds it).
+pub fn lookout_binary() -> PathBuf {
+    if let Some(p) = std::env::var_os("LOOKOUT_BIN") {
+        return PathBuf::from(p);
+    }
+    // target/<profile>/deps/BENCH-HASH → target/<profile>/lookout
+    let exe = std::env::current_exe().expect("the bench's own path");
+    let bin = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .map(|profile| profile.join("lookout"))
+        .expect("a target directory");
+    assert!(
+        bin.exists(),
+        "{} is missing: build it first (`cargo build --release -p lookout-cli` for \
+         `cargo bench`, `cargo build -p lookout-cli` for `cargo test --benches`; \
+         `cargo xtask bench` does), or set LOOKOUT_BIN",
+        bin.display()
+    );
+    bin
+}
+
+/// `2026-11-30T03:42:18.979493067Z` in ns since the epoch.
+pub fn rfc3339_ns(s: &str) -> Option<i128> {
+    let n = |r: std::ops::Range<usize>| -> Option<i64> { s.get(r)?.parse().ok() };
+    let (year, month, day) = (n(0..4)?, n(5..7)?, n(8..10)?);
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let yoe = year - era * 400;
+    let doy = (153 * (if month > 2 { month - 3 } else { month + 9 }) + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + n(11..13)? * 3600 + n(14..16)? * 60 + n(17..19)?;
+    Some(i128::from(secs) * 1_000_000_000 + i128::from(n(20..29)?))
+}
+
+/// This machine's realtime clock, ns since the epoch.
+pub fn now_ns() -> i128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(0))
 }

@@ -402,7 +402,7 @@ fn header_revision(body: &str) -> Result<i64, String> {
         .ok_or_else(|| format!("etcd: no header.revision in {body}"))
 }
 
-/// The leader's backend database: (`db_size`, `db_size_in_use`), bytes
+/// The leader's backend database: (`dbSize`, `dbSizeInUse`), bytes
 /// (`/v3/maintenance/status`).
 pub fn etcd_db_size() -> Result<(i64, i64), String> {
     let body = ENGINE.status(ENGINE.leader()?)?;
@@ -411,7 +411,7 @@ pub fn etcd_db_size() -> Result<(i64, i64), String> {
             .and_then(|v| v.parse().ok())
             .ok_or_else(|| format!("etcd: no {k} in {body}"))
     };
-    Ok((field("db_size")?, field("db_size_in_use")?))
+    Ok((field("dbSize")?, field("dbSizeInUse")?))
 }
 
 /// Compact the cluster to its current revision (physical); returns it.

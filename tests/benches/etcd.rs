@@ -1,0 +1,328 @@
+#![allow(
+    clippy::cast_precision_loss,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    clippy::too_many_lines,
+    // A bench harness: the processes' pipes are read on threads of its own.
+    clippy::disallowed_methods
+)]
+//! Through etcd (issue #24): dockerd → `lookout docker --publish
+//! etcd://…/PREFIX` → the engines' 3-member etcd cluster → `lookout etcd
+//! --prefix PREFIX --json`, the built `lookout` binary both times
+//! (`target/<profile>/lookout`, or `LOOKOUT_BIN`, as the `serve` bench).
+//!
+//! The consumer starts first (an empty prefix of this run's own), then the
+//! publisher (`--label lookout.bench=TAG --source bench`); both say
+//! `connected` before the drive. The driver (bollard) runs L container
+//! lifecycles (create, start, stop `t=0`, remove), one after the other;
+//! the consumer must print all 4·L transitions, live, in order per
+//! instance. Reported:
+//! - latency = the consumer's read time of a line − its `at` (the
+//!   publisher's record keeps dockerd's `timeNano`), both this machine's
+//!   realtime clock: engine → publisher → etcd (a txn, raft across three
+//!   members) → the consumer's watch → its stdout;
+//! - writes per transition: the puts on the instances' keys (the sum of
+//!   their `version`s: etcd counts each key's writes since its creation) per
+//!   transition told (target 1: one txn each); beside it the store's
+//!   revision delta over the run per transition (every write to the cluster
+//!   moves it: the publisher's status key, and any other test's writes);
+//! - bytes per instance: each instance's key and value as stored (the
+//!   record, here a tombstone: the same fields as a live one), and the
+//!   leader's `db_size_in_use` delta per transition (etcd keeps every
+//!   revision until a compaction: what the history costs).
+//!
+//! `cargo bench -p lookout-e2e --bench etcd`: L = 200. Without `--bench` (as
+//! `cargo test --benches` runs it): L = 5. Without `LOOKOUT_ENGINES=1`:
+//! prints "skipped: engines not configured".
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use bollard::Docker;
+use lookout_e2e::bench_docker::{
+    CALL, Cleanup, LABEL, lifecycle, lookout_binary, now_ns, pct, rfc3339_ns,
+};
+use lookout_e2e::engines;
+use lookout_etcd::{Client, Endpoint};
+use serde_json::Value;
+
+/// A running `lookout`, its stdout lines (with their read time, ns) and
+/// stderr lines read on threads; killed on drop.
+struct Lookout {
+    child: Child,
+    out: mpsc::Receiver<(i128, String)>,
+    err: mpsc::Receiver<String>,
+}
+
+impl Lookout {
+    fn start(bin: &Path, args: &[&str]) -> Self {
+        let mut child = Command::new(bin)
+            .args(args)
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", bin.display()));
+        let stdout = child.stdout.take().expect("stdout");
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, out) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send((now_ns(), line)).is_err() {
+                    break;
+                }
+            }
+        });
+        let (tx, err) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Self { child, out, err }
+    }
+
+    /// Waits (bounded) for its `connected` status on stderr.
+    fn connected(&self, who: &str) {
+        let deadline = Instant::now() + CALL;
+        let mut seen = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = self
+                .err
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("{who}: not connected within {CALL:?}: {seen:?}"));
+            let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+            if v["status"] == "connected" {
+                return;
+            }
+            seen.push(line);
+        }
+    }
+}
+
+impl Drop for Lookout {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Deletes every key under the run's prefix on drop.
+struct Keys {
+    client: Client,
+    prefix: String,
+    rt: tokio::runtime::Handle,
+}
+
+impl Drop for Keys {
+    fn drop(&mut self) {
+        let key = format!("{}/", self.prefix).into_bytes();
+        let end = lookout_etcd::wire::prefix_range_end(&key);
+        if let Err(e) = self.rt.block_on(self.client.delete_range(&key, &end)) {
+            eprintln!("etcd: could not delete the keys under {}: {e}", self.prefix);
+        }
+    }
+}
+
+/// What the keys under a prefix hold: (keys, the sum of their versions,
+/// of their keys' bytes, of their values' bytes).
+async fn stored(client: &Client, prefix: &str) -> (usize, i64, usize, usize) {
+    let key = prefix.as_bytes();
+    let end = lookout_etcd::wire::prefix_range_end(key);
+    let r = client
+        .range(key, &end, 0, 0)
+        .await
+        .unwrap_or_else(|e| panic!("range {prefix}: {e}"));
+    assert!(!r.more, "every key in one answer");
+    (
+        r.kvs.len(),
+        r.kvs.iter().map(|kv| kv.version).sum(),
+        r.kvs.iter().map(|kv| kv.key.len()).sum(),
+        r.kvs.iter().map(|kv| kv.value.len()).sum(),
+    )
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+fn main() {
+    let full = std::env::args().any(|a| a == "--bench");
+    if !engines::engines_enabled() {
+        println!("skipped: engines not configured");
+        eprintln!(
+            "({}=1 is not set: run under `cargo xtask` or with `cargo xtask engines env`'s variables)",
+            engines::ENV_ENGINES
+        );
+        return;
+    }
+    let bin = lookout_binary();
+    let wall = Instant::now();
+    let _docker_lock = engines::lock_engine("docker", false).expect("the docker engine lock");
+    engines::docker_up().unwrap_or_else(|e| panic!("docker: cannot bring the engine up: {e}"));
+    let _etcd_lock = engines::lock_engine("etcd", false).expect("the etcd engine lock");
+    engines::etcd_up().unwrap_or_else(|e| panic!("etcd: cannot bring the cluster up: {e}"));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let lifecycles = if full { 200 } else { 5 };
+    let tag = format!("etcd-{}", std::process::id());
+    let prefix = format!("lookout-bench/{tag}");
+    let _containers = Cleanup(tag.clone());
+    let endpoints = engines::etcd_endpoints();
+    let client = Client::new(
+        Endpoint::parse_list(&endpoints).expect("the cluster's endpoints"),
+        Duration::from_secs(5),
+    )
+    .expect("an etcd client");
+    let _keys = Keys {
+        client: client.clone(),
+        prefix: prefix.clone(),
+        rt: rt.handle().clone(),
+    };
+    let hosts: Vec<&str> = endpoints
+        .split(',')
+        .map(|e| e.trim().trim_start_matches("http://"))
+        .collect();
+    let target = format!("etcd://{}/{prefix}", hosts.join(","));
+    let load_before = load_average();
+
+    let consumer = Lookout::start(
+        &bin,
+        &[
+            "etcd",
+            "--endpoints",
+            &endpoints,
+            "--prefix",
+            &prefix,
+            "--json",
+        ],
+    );
+    consumer.connected("lookout etcd");
+    let mut publisher = Lookout::start(
+        &bin,
+        &[
+            "docker",
+            "--json",
+            "--host",
+            &engines::docker_host(),
+            "--label",
+            &format!("{LABEL}={tag}"),
+            "--publish",
+            &target,
+            "--source",
+            "bench",
+        ],
+    );
+    publisher.connected("lookout docker --publish");
+    // The publisher's stdout is not read: drain it.
+    let publisher_out = std::mem::replace(&mut publisher.out, mpsc::channel().1);
+    std::thread::spawn(move || while publisher_out.recv().is_ok() {});
+
+    let revision0 = engines::etcd_revision().expect("the store's revision");
+    let (_, in_use0) = engines::etcd_db_size().expect("the leader's db size");
+    let docker = Docker::connect_with_unix(
+        engines::docker_host()
+            .strip_prefix("unix://")
+            .expect("a unix:// docker host"),
+        120,
+        bollard::API_DEFAULT_VERSION,
+    )
+    .expect("a bollard client");
+    let image = engines::test_image();
+    let t0 = Instant::now();
+    rt.block_on(async {
+        for i in 0..lifecycles {
+            lifecycle(&docker, &image, &tag, &format!("{tag}-{i}")).await;
+        }
+    });
+    let drive = t0.elapsed();
+
+    let expected = 4 * lifecycles;
+    let mut latencies = Vec::with_capacity(expected);
+    let mut per_instance: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for n in 0..expected {
+        let (read_at, line) = consumer
+            .out
+            .recv_timeout(CALL)
+            .unwrap_or_else(|_| panic!("line {n} of {expected} not within {CALL:?}"));
+        let v: Value =
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+        assert_eq!(v["origin"], "live", "{line}");
+        assert_eq!(v["host"], "bench", "{line}");
+        let at = v["at"]
+            .as_str()
+            .and_then(rfc3339_ns)
+            .unwrap_or_else(|| panic!("no at: {line}"));
+        latencies.push((read_at - at) as f64);
+        per_instance
+            .entry(v["instance"].as_str().unwrap_or_default().to_owned())
+            .or_default()
+            .push(v["kind"].as_str().unwrap_or_default().to_owned());
+    }
+    let told = t0.elapsed();
+    assert_eq!(per_instance.len(), lifecycles, "an instance per lifecycle");
+    for (instance, kinds) in &per_instance {
+        assert_eq!(
+            kinds,
+            &["created", "started", "stopped", "removed"],
+            "{instance}: every transition once, in order"
+        );
+    }
+    // Nothing more comes (a duplicate would).
+    let extra = consumer.out.recv_timeout(Duration::from_secs(1));
+    assert!(extra.is_err(), "a line more: {extra:?}");
+
+    let revision1 = engines::etcd_revision().expect("the store's revision");
+    let (_, in_use1) = engines::etcd_db_size().expect("the leader's db size");
+    let (keys, puts, key_bytes, value_bytes) =
+        rt.block_on(stored(&client, &format!("{prefix}/i/")));
+    let (_, status_puts, _, _) = rt.block_on(stored(&client, &format!("{prefix}/s/")));
+    assert_eq!(keys, lifecycles, "a key per instance");
+    drop(publisher);
+    drop(consumer);
+    latencies.sort_by(f64::total_cmp);
+    let transitions = expected as f64;
+    println!(
+        "etcd: dockerd → `lookout docker --publish etcd://…` ({}) → 3-member etcd → \
+         `lookout etcd --json`; L container lifecycles (create, start, stop -t 0, rm; one at \
+         a time); latency = the consumer's read time of a line − its `at` (dockerd's \
+         timeNano), ms; writes = the instance keys' puts (Σ version) and the store's revision \
+         delta, per transition; bytes as stored per instance; db = the leader's \
+         db_size_in_use delta per transition (history until compaction)",
+        bin.display()
+    );
+    println!(
+        "| lifecycles | transitions | p50 ms | p99 ms | max ms | puts/transition | revisions/transition | status puts | key B | value B | db in-use Δ B/transition | drive s (all told s) | load avg before → after |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!(
+        "| {lifecycles} | {expected} | {:.2} | {:.2} | {:.2} | {:.3} | {:.3} | {status_puts} | {:.0} | {:.0} | {:.0} | {:.1} ({:.1}) | {load_before} → {} |",
+        pct(&latencies, 50.0) / 1e6,
+        pct(&latencies, 99.0) / 1e6,
+        latencies[latencies.len() - 1] / 1e6,
+        puts as f64 / transitions,
+        (revision1 - revision0) as f64 / transitions,
+        key_bytes as f64 / keys as f64,
+        value_bytes as f64 / keys as f64,
+        (in_use1 - in_use0) as f64 / transitions,
+        drive.as_secs_f64(),
+        told.as_secs_f64(),
+        load_average(),
+    );
+    println!("(wall {:.1?})", wall.elapsed());
+}
