@@ -9,6 +9,11 @@
 
 mod common;
 
+use std::io::{Read as _, Write as _};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use common::{Cleanup, WAIT, briefs, client_of, fast_config, require_etcd, told, unique_prefix};
@@ -271,4 +276,374 @@ async fn all_three_members_cold_restarted_lose_and_repeat_nothing() {
         "a resume, never a relist: {:?}",
         consumer.events
     );
+}
+
+// ------------------------------------------------------------ the partition
+
+/// The member the peer relays cut off, and its id as its requests name it
+/// (`X-Server-From`, hex).
+#[derive(Debug, Default)]
+struct Partition(Mutex<Option<(usize, String)>>);
+
+impl Partition {
+    fn get(&self) -> Option<(usize, String)> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// A TCP relay in front of one member's peer port, the URL its peers know
+/// it by. etcd's peer traffic is HTTP, and every rafthttp request (the
+/// streams, the pipeline's posts, snapshots) says its sender in
+/// `X-Server-From`: while a member is cut off, the relay in front of it
+/// refuses every connection, and the others read each connection's first
+/// request head and refuse the cut-off member's — and any that names no
+/// sender (its `/version` or probing requests: no raft traffic) — so the
+/// partition is symmetric. Connections open when it begins are cut.
+/// Threads of its own; dropping it stops it.
+struct PeerRelay {
+    addr: SocketAddr,
+    shared: Arc<RelayShared>,
+    accept: Option<JoinHandle<()>>,
+}
+
+struct RelayShared {
+    member: usize,
+    target: SocketAddr,
+    partition: Arc<Partition>,
+    stop: AtomicBool,
+    conns: Mutex<Vec<TcpStream>>,
+    refused: AtomicUsize,
+}
+
+/// Bound of a request head (etcd's are well under 1 KiB).
+const HEAD_MAX: usize = 16 * 1024;
+
+impl PeerRelay {
+    fn start(member: usize, target: SocketAddr, partition: Arc<Partition>) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind a peer relay");
+        let addr = listener.local_addr().expect("its address");
+        let shared = Arc::new(RelayShared {
+            member,
+            target,
+            partition,
+            stop: AtomicBool::new(false),
+            conns: Mutex::new(Vec::new()),
+            refused: AtomicUsize::new(0),
+        });
+        let s = Arc::clone(&shared);
+        let accept = thread::spawn(move || {
+            for client in listener.incoming() {
+                if s.stop.load(Ordering::SeqCst) {
+                    return;
+                }
+                let Ok(client) = client else { continue };
+                let s = Arc::clone(&s);
+                thread::spawn(move || s.relay(client));
+            }
+        });
+        Self {
+            addr,
+            shared,
+            accept: Some(accept),
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Closes every relayed connection.
+    fn cut(&self) {
+        let mut conns = self
+            .shared
+            .conns
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        for c in conns.drain(..) {
+            let _ = c.shutdown(Shutdown::Both);
+        }
+    }
+
+    fn refused(&self) -> usize {
+        self.shared.refused.load(Ordering::SeqCst)
+    }
+}
+
+impl RelayShared {
+    fn refuse(&self, client: &TcpStream) {
+        self.refused.fetch_add(1, Ordering::SeqCst);
+        let _ = client.shutdown(Shutdown::Both);
+    }
+
+    fn relay(&self, mut client: TcpStream) {
+        let cut = self.partition.get();
+        let mut head = Vec::new();
+        if let Some((member, id)) = &cut {
+            if *member == self.member {
+                return self.refuse(&client);
+            }
+            head = match read_head(&mut client) {
+                Some(h) => h,
+                None => return self.refuse(&client),
+            };
+            if server_from(&head).is_none_or(|from| from.eq_ignore_ascii_case(id)) {
+                return self.refuse(&client);
+            }
+        }
+        let Ok(mut server) = TcpStream::connect(self.target) else {
+            return self.refuse(&client);
+        };
+        {
+            let mut conns = self.conns.lock().unwrap_or_else(PoisonError::into_inner);
+            for sock in [&client, &server] {
+                if let Ok(c) = sock.try_clone() {
+                    conns.push(c);
+                }
+            }
+        }
+        // A partition that began while this one was let through unread.
+        if cut.is_none() && self.partition.get().is_some() {
+            let _ = server.shutdown(Shutdown::Both);
+            return self.refuse(&client);
+        }
+        if server.write_all(&head).is_err() {
+            return;
+        }
+        let (Ok(from_server), Ok(to_client)) = (server.try_clone(), client.try_clone()) else {
+            return;
+        };
+        thread::spawn(move || pipe(from_server, to_client));
+        pipe(client, server);
+    }
+}
+
+/// The first request head of a connection (through its blank line), within
+/// [`HEAD_MAX`] bytes and 5 s.
+fn read_head(client: &mut TcpStream) -> Option<Vec<u8>> {
+    client.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if head.len() >= HEAD_MAX || client.read(&mut byte).ok()? == 0 {
+            return None;
+        }
+        head.push(byte[0]);
+    }
+    client.set_read_timeout(None).ok()?;
+    Some(head)
+}
+
+/// The `X-Server-From` of a request head.
+fn server_from(head: &[u8]) -> Option<String> {
+    String::from_utf8_lossy(head).lines().find_map(|line| {
+        let (name, value) = line.split_once(':')?;
+        name.trim()
+            .eq_ignore_ascii_case("x-server-from")
+            .then(|| value.trim().to_owned())
+    })
+}
+
+fn pipe(mut from: TcpStream, mut to: TcpStream) {
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        match from.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                if to.write_all(&buf[..n]).is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    let _ = to.shutdown(Shutdown::Both);
+    let _ = from.shutdown(Shutdown::Both);
+}
+
+impl Drop for PeerRelay {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        // Wake the accept loop.
+        let _ = TcpStream::connect(self.addr);
+        if let Some(t) = self.accept.take() {
+            let _ = t.join();
+        }
+        self.cut();
+    }
+}
+
+/// The private cluster's client ports (the engines' use 1237N, 1238N).
+const CLIENTS: [u16; 3] = [12471, 12472, 12473];
+/// The ports its members listen on for peers (behind the relays).
+const PEERS: [u16; 3] = [12481, 12482, 12483];
+
+/// Polls `check` (a blocking call) every 200 ms until it is true, within `within`.
+async fn wait_for(what: &str, within: Duration, check: impl Fn() -> Result<bool, String>) {
+    let deadline = Instant::now() + within;
+    let mut last = String::new();
+    while Instant::now() < deadline {
+        match tokio::task::block_in_place(&check) {
+            Ok(true) => return,
+            Ok(false) => {}
+            Err(e) => last = e,
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("{what}: not within {within:?} (last: {last})");
+}
+
+/// The present as a fresh watch lists it: `src/INSTANCE kind initial`.
+fn present(written: &[(String, State)]) -> Vec<String> {
+    let mut last: std::collections::BTreeMap<&str, State> = std::collections::BTreeMap::new();
+    for (instance, state) in written {
+        last.insert(instance, *state);
+    }
+    let mut out = Vec::new();
+    for (instance, state) in last {
+        match state {
+            State::Running => {
+                out.extend(["created", "started"].map(|k| format!("src/{instance} {k} initial")));
+            }
+            State::Stopped => out.push(format!("src/{instance} created initial")),
+            State::Removed => {}
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The private cluster, each member's peers reaching it through a relay
+/// of `partition` (dropped after the cluster: its members are ended first).
+async fn relayed_cluster(partition: &Arc<Partition>) -> (Vec<PeerRelay>, engines::EtcdCluster) {
+    let relays: Vec<PeerRelay> = (0..3)
+        .map(|i| {
+            PeerRelay::start(
+                i + 1,
+                SocketAddr::from(([127, 0, 0, 1], PEERS[i])),
+                Arc::clone(partition),
+            )
+        })
+        .collect();
+    let advertised = [0, 1, 2].map(|i| relays[i].url());
+    let cluster = blocking(move || {
+        engines::EtcdCluster::start("etcd-partition", CLIENTS, PEERS, advertised)
+            .unwrap_or_else(|e| panic!("the private cluster: {e}"))
+    })
+    .await;
+    (relays, cluster)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_partitioned_behind_its_peers_relays_is_left_and_catches_up() {
+    // Its own cluster, ports and data: only against another run of itself.
+    let _lock = engines::lock_engine("etcd-partition", true).unwrap_or_else(|e| panic!("{e}"));
+    let partition = Arc::new(Partition::default());
+    let (relays, cluster) = relayed_cluster(&partition).await;
+    // Cut off a follower: the majority keeps its leader.
+    let leader = tokio::task::block_in_place(|| cluster.leader()).expect("a leader");
+    let cut = leader % 3 + 1;
+    let id = tokio::task::block_in_place(|| cluster.member_id(cut)).expect("its id");
+    let majority: Vec<String> = (1..=3)
+        .filter(|m| *m != cut)
+        .map(|m| cluster.member_url(m))
+        .collect();
+    let prefix = "lookout-test/partition";
+    let mut writer = Writer {
+        client: client_of(&majority.join(","), Duration::from_secs(2)),
+        prefix: prefix.to_owned(),
+        written: Vec::new(),
+    };
+    // The consumer reads through the member to be cut off first.
+    let endpoints = [cluster.member_url(cut)]
+        .into_iter()
+        .chain(majority.iter().cloned())
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut consumer = Consumer::start(fast_config(&endpoints, prefix, true));
+    consumer.connected("first connection").await;
+    writer.write(10).await;
+    consumer.converge(&writer.expected()).await;
+
+    // The partition.
+    let started = Instant::now();
+    *partition.0.lock().expect("lock") = Some((cut, format!("{id:x}")));
+    for r in &relays {
+        r.cut();
+    }
+    let from = consumer.statuses.len();
+    writer.write(20).await;
+    let newest = majority_revision(&writer).await;
+    let error = consumer.disconnected("the partition").await;
+    let noticed = started.elapsed();
+    consumer.reconnected("the partition", from).await;
+    consumer.converge(&writer.expected()).await;
+    let failed_over = started.elapsed();
+    // The member has no leader, says so, and has none of those writes.
+    wait_for("the cut-off member says it has no leader", WAIT, || {
+        Ok(cluster.healthy(cut).is_err())
+    })
+    .await;
+    let health = tokio::task::block_in_place(|| cluster.healthy(cut)).expect_err("unhealthy");
+    let behind = tokio::task::block_in_place(|| cluster.local_revision(cut)).expect("its revision");
+    assert!(
+        behind < newest,
+        "e{cut} cut off at {behind}, the majority at {newest}"
+    );
+    writer.write(10).await;
+    consumer.converge(&writer.expected()).await;
+    let refused: Vec<usize> = relays.iter().map(PeerRelay::refused).collect();
+    assert!(
+        refused.iter().all(|n| *n > 0),
+        "every relay refused the cut-off member's connections: {refused:?}"
+    );
+
+    // Healed: the member catches up, and a watch through it alone lists
+    // the present.
+    *partition.0.lock().expect("lock") = None;
+    let healed = Instant::now();
+    writer.write(10).await;
+    let newest = majority_revision(&writer).await;
+    wait_for("the healed member catches up", WAIT, || {
+        Ok(cluster.healthy(cut).is_ok() && cluster.local_revision(cut)? >= newest)
+    })
+    .await;
+    let caught_up = healed.elapsed();
+    consumer.converge(&writer.expected()).await;
+    let mut alone = Consumer::start({
+        let mut c = fast_config(&cluster.member_url(cut), prefix, false);
+        c.watch = c.watch.initial(true);
+        c
+    });
+    alone.connected("a watch through the healed member").await;
+    let mut listed = alone.events.clone();
+    listed.sort();
+    assert_eq!(
+        listed,
+        present(&writer.written),
+        "the present, through e{cut}"
+    );
+    assert!(
+        consumer.events.iter().all(|e| e.ends_with(" live")),
+        "failed over by resuming, not relisting: {:?}",
+        consumer.events
+    );
+    eprintln!(
+        "partition of e{cut} (leader e{leader}): noticed {noticed:.1?} after it began ({error}), \
+         converged through the majority {failed_over:.1?} after; its /health: {health}; \
+         relays refused {refused:?}; healed, caught up in {caught_up:.1?}; statuses {:?}",
+        consumer.statuses
+    );
+}
+
+/// The store's revision, as the majority (the writer's members) says.
+async fn majority_revision(writer: &Writer) -> i64 {
+    writer
+        .client
+        .range(b"\0", b"", 0, 1)
+        .await
+        .expect("a range")
+        .header
+        .revision
 }
