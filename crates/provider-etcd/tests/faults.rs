@@ -16,7 +16,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use common::{Cleanup, WAIT, briefs, client_of, fast_config, require_etcd, told, unique_prefix};
+use common::{
+    Cleanup, Relay, WAIT, briefs, client_of, fast_config, member_addr, require_etcd, told,
+    unique_prefix,
+};
 use lookout_core::{Item, Status};
 use lookout_engines as engines;
 use lookout_etcd::model::State;
@@ -132,8 +135,10 @@ impl Consumer {
     }
 
     /// Reads until `Connected`; the statuses since `from` must be
-    /// `disconnected`s, then that one `connected`.
-    async fn reconnected(&mut self, why: &str, from: usize) {
+    /// `disconnected`s, then that one `connected`. How many events came
+    /// before it (the replay).
+    async fn reconnected(&mut self, why: &str, from: usize) -> usize {
+        let events = self.events.len();
         self.connected(why).await;
         let since = &self.statuses[from..];
         assert!(
@@ -142,6 +147,7 @@ impl Consumer {
                 && since[since.len() - 1].starts_with("connected"),
             "{why}: disconnected, then connected: {since:?}"
         );
+        self.events.len() - events
     }
 }
 
@@ -223,12 +229,17 @@ async fn all_three_members_cold_restarted_lose_and_repeat_nothing() {
     // from a cluster that is up.
     let _cleanup = Cleanup(prefix.clone());
     let _up_again = UpAgain;
-    let endpoints = engines::etcd_endpoints();
-    let mut consumer = Consumer::start(fast_config(&endpoints, &prefix, false));
+    // The watch reaches each member through a relay, so that it can be kept
+    // away from the cluster once it is back until the writes are made.
+    let relays: Vec<Relay> = (1..=engines::ETCD_MEMBERS)
+        .map(|m| Relay::start(member_addr(m)))
+        .collect();
+    let through = relays.iter().map(Relay::url).collect::<Vec<_>>().join(",");
+    let mut consumer = Consumer::start(fast_config(&through, &prefix, false));
     consumer.connected("first connection").await;
     assert_eq!(consumer.statuses, ["connected 0"]);
     let mut writer = Writer {
-        client: client_of(&endpoints, Duration::from_secs(2)),
+        client: client_of(&engines::etcd_endpoints(), Duration::from_secs(2)),
         prefix: prefix.clone(),
         written: Vec::new(),
     };
@@ -258,15 +269,29 @@ async fn all_three_members_cold_restarted_lose_and_repeat_nothing() {
             consumer.statuses.last().map(String::as_str),
             Some("disconnected")
         );
+        for r in &relays {
+            r.refuse(true);
+        }
         blocking(|| engines::etcd_up().expect("every member up again")).await;
         let down = started.elapsed();
-        // Writes go on at once: the watch may resume before or after them.
+        // Writes go on; the watch resumes after them, on the restarted
+        // cluster, from the revision it saw before: their transitions are
+        // its replay, before `connected`.
+        let before = writer.expected().len();
         writer.write(20).await;
-        consumer.reconnected(fault, from).await;
+        for r in &relays {
+            r.refuse(false);
+        }
+        let replayed = consumer.reconnected(fault, from).await;
+        assert_eq!(
+            replayed,
+            writer.expected().len() - before,
+            "{fault}: the writes since the restart, replayed before connected"
+        );
         consumer.converge(&writer.expected()).await;
         eprintln!(
             "{fault} of all three: down and up in {down:.1?} ({error}), statuses {:?}, \
-             converged {:.1?} after the fault",
+             {replayed} events replayed before connected, converged {:.1?} after the fault",
             &consumer.statuses[from..],
             started.elapsed()
         );
@@ -535,50 +560,52 @@ async fn relayed_cluster(partition: &Arc<Partition>) -> (Vec<PeerRelay>, engines
     (relays, cluster)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_member_partitioned_behind_its_peers_relays_is_left_and_catches_up() {
-    // Its own cluster, ports and data: only against another run of itself.
-    let _lock = engines::lock_engine("etcd-partition", true).unwrap_or_else(|e| panic!("{e}"));
-    let partition = Arc::new(Partition::default());
-    let (relays, cluster) = relayed_cluster(&partition).await;
-    // Cut off a follower: the majority keeps its leader.
-    let leader = tokio::task::block_in_place(|| cluster.leader()).expect("a leader");
-    let cut = leader % 3 + 1;
+/// A round: member `cut` partitioned while a watch reads through it first
+/// and the majority takes writes, then healed. The writer writes through
+/// every member (its client fails over); the watch is new, so it is told
+/// what follows the writes before it. What it saw, for the report.
+async fn partition_round(
+    cluster: &engines::EtcdCluster,
+    relays: &[PeerRelay],
+    partition: &Partition,
+    writer: &mut Writer,
+    cut: usize,
+) -> String {
     let id = tokio::task::block_in_place(|| cluster.member_id(cut)).expect("its id");
     let majority: Vec<String> = (1..=3)
         .filter(|m| *m != cut)
         .map(|m| cluster.member_url(m))
         .collect();
-    let prefix = "lookout-test/partition";
-    let mut writer = Writer {
-        client: client_of(&majority.join(","), Duration::from_secs(2)),
-        prefix: prefix.to_owned(),
-        written: Vec::new(),
-    };
-    // The consumer reads through the member to be cut off first.
+    writer.client = client_of(&majority.join(","), Duration::from_secs(2));
+    let prefix = writer.prefix.clone();
+    // The watch reads through the member to be cut off first.
     let endpoints = [cluster.member_url(cut)]
         .into_iter()
         .chain(majority.iter().cloned())
         .collect::<Vec<_>>()
         .join(",");
-    let mut consumer = Consumer::start(fast_config(&endpoints, prefix, true));
+    let mut consumer = Consumer::start(fast_config(&endpoints, &prefix, true));
     consumer.connected("first connection").await;
+    // `told` is incremental: what a watch that listed the first writes
+    // silently is told is the rest of it.
+    let before = writer.expected().len();
     writer.write(10).await;
-    consumer.converge(&writer.expected()).await;
+    consumer.converge(&writer.expected()[before..]).await;
 
     // The partition.
     let started = Instant::now();
     *partition.0.lock().expect("lock") = Some((cut, format!("{id:x}")));
-    for r in &relays {
+    for r in relays {
         r.cut();
     }
+    let refused0: Vec<usize> = relays.iter().map(PeerRelay::refused).collect();
     let from = consumer.statuses.len();
     writer.write(20).await;
-    let newest = majority_revision(&writer).await;
+    let newest = majority_revision(writer).await;
     let error = consumer.disconnected("the partition").await;
     let noticed = started.elapsed();
-    consumer.reconnected("the partition", from).await;
-    consumer.converge(&writer.expected()).await;
+    let replayed = consumer.reconnected("the partition", from).await;
+    consumer.converge(&writer.expected()[before..]).await;
     let failed_over = started.elapsed();
     // The member has no leader, says so, and has none of those writes.
     wait_for("the cut-off member says it has no leader", WAIT, || {
@@ -592,8 +619,12 @@ async fn a_member_partitioned_behind_its_peers_relays_is_left_and_catches_up() {
         "e{cut} cut off at {behind}, the majority at {newest}"
     );
     writer.write(10).await;
-    consumer.converge(&writer.expected()).await;
-    let refused: Vec<usize> = relays.iter().map(PeerRelay::refused).collect();
+    consumer.converge(&writer.expected()[before..]).await;
+    let refused: Vec<usize> = relays
+        .iter()
+        .zip(refused0)
+        .map(|(r, n)| r.refused() - n)
+        .collect();
     assert!(
         refused.iter().all(|n| *n > 0),
         "every relay refused the cut-off member's connections: {refused:?}"
@@ -604,15 +635,15 @@ async fn a_member_partitioned_behind_its_peers_relays_is_left_and_catches_up() {
     *partition.0.lock().expect("lock") = None;
     let healed = Instant::now();
     writer.write(10).await;
-    let newest = majority_revision(&writer).await;
+    let newest = majority_revision(writer).await;
     wait_for("the healed member catches up", WAIT, || {
         Ok(cluster.healthy(cut).is_ok() && cluster.local_revision(cut)? >= newest)
     })
     .await;
     let caught_up = healed.elapsed();
-    consumer.converge(&writer.expected()).await;
+    consumer.converge(&writer.expected()[before..]).await;
     let mut alone = Consumer::start({
-        let mut c = fast_config(&cluster.member_url(cut), prefix, false);
+        let mut c = fast_config(&cluster.member_url(cut), &prefix, false);
         c.watch = c.watch.initial(true);
         c
     });
@@ -629,12 +660,35 @@ async fn a_member_partitioned_behind_its_peers_relays_is_left_and_catches_up() {
         "failed over by resuming, not relisting: {:?}",
         consumer.events
     );
-    eprintln!(
-        "partition of e{cut} (leader e{leader}): noticed {noticed:.1?} after it began ({error}), \
-         converged through the majority {failed_over:.1?} after; its /health: {health}; \
-         relays refused {refused:?}; healed, caught up in {caught_up:.1?}; statuses {:?}",
+    format!(
+        "noticed {noticed:.1?} after it began ({error}), {replayed} events replayed before \
+         connected, converged through the majority {failed_over:.1?} after; its /health: {health}; relays refused {refused:?}; healed, \
+         caught up in {caught_up:.1?}; statuses {:?}",
         consumer.statuses
-    );
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_partitioned_behind_its_peers_relays_is_left_and_catches_up() {
+    // Its own cluster, ports and data: only against another run of itself.
+    let _lock = engines::lock_engine("etcd-partition", true).unwrap_or_else(|e| panic!("{e}"));
+    let partition = Arc::new(Partition::default());
+    let (relays, cluster) = relayed_cluster(&partition).await;
+    let mut writer = Writer {
+        client: client_of(&cluster.endpoints(), Duration::from_secs(2)),
+        prefix: "lookout-test/partition".to_owned(),
+        written: Vec::new(),
+    };
+    // A follower (the majority keeps its leader), then the leader (the
+    // majority elects another; the cut-off one steps down).
+    let leader = tokio::task::block_in_place(|| cluster.leader()).expect("a leader");
+    let follower = leader % 3 + 1;
+    let report = partition_round(&cluster, &relays, &partition, &mut writer, follower).await;
+    eprintln!("partition of the follower e{follower}: {report}");
+    let leader = tokio::task::block_in_place(|| cluster.leader()).expect("a leader");
+    let report = partition_round(&cluster, &relays, &partition, &mut writer, leader).await;
+    let elected = tokio::task::block_in_place(|| cluster.leader()).expect("a leader");
+    eprintln!("partition of the leader e{leader} (leader after: e{elected}): {report}");
 }
 
 /// The store's revision, as the majority (the writer's members) says.
