@@ -38,84 +38,16 @@
 //! prints "skipped: engines not configured".
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use bollard::Docker;
 use lookout_e2e::bench_docker::{
-    CALL, Cleanup, LABEL, lifecycle, lookout_binary, now_ns, pct, rfc3339_ns,
+    CALL, Cleanup, LABEL, LookoutProcess, engines_configured, lifecycle, lookout_binary, pct,
+    rfc3339_ns,
 };
 use lookout_e2e::engines;
 use lookout_etcd::{Client, Endpoint};
 use serde_json::Value;
-
-/// A running `lookout`, its stdout lines (with their read time, ns) and
-/// stderr lines read on threads; killed on drop.
-struct Lookout {
-    child: Child,
-    out: mpsc::Receiver<(i128, String)>,
-    err: mpsc::Receiver<String>,
-}
-
-impl Lookout {
-    fn start(bin: &Path, args: &[&str]) -> Self {
-        let mut child = Command::new(bin)
-            .args(args)
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot run {}: {e}", bin.display()));
-        let stdout = child.stdout.take().expect("stdout");
-        let stderr = child.stderr.take().expect("stderr");
-        let (tx, out) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send((now_ns(), line)).is_err() {
-                    break;
-                }
-            }
-        });
-        let (tx, err) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Self { child, out, err }
-    }
-
-    /// Waits (bounded) for its `connected` status on stderr.
-    fn connected(&self, who: &str) {
-        let deadline = Instant::now() + CALL;
-        let mut seen = Vec::new();
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let line = self
-                .err
-                .recv_timeout(left)
-                .unwrap_or_else(|_| panic!("{who}: not connected within {CALL:?}: {seen:?}"));
-            let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
-            if v["status"] == "connected" {
-                return;
-            }
-            seen.push(line);
-        }
-    }
-}
-
-impl Drop for Lookout {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// Deletes every key under the run's prefix on drop.
 struct Keys {
@@ -160,12 +92,7 @@ fn load_average() -> String {
 
 fn main() {
     let full = std::env::args().any(|a| a == "--bench");
-    if !engines::engines_enabled() {
-        println!("skipped: engines not configured");
-        eprintln!(
-            "({}=1 is not set: run under `cargo xtask` or with `cargo xtask engines env`'s variables)",
-            engines::ENV_ENGINES
-        );
+    if !engines_configured() {
         return;
     }
     let bin = lookout_binary();
@@ -201,21 +128,23 @@ fn main() {
     let target = format!("etcd://{}/{prefix}", hosts.join(","));
     let load_before = load_average();
 
-    let consumer = Lookout::start(
+    let args = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    let consumer = LookoutProcess::start(
         &bin,
-        &[
+        &args(&[
             "etcd",
             "--endpoints",
             &endpoints,
             "--prefix",
             &prefix,
             "--json",
-        ],
+        ]),
+        true,
     );
-    consumer.connected("lookout etcd");
-    let mut publisher = Lookout::start(
+    consumer.status("connected");
+    let publisher = LookoutProcess::start(
         &bin,
-        &[
+        &args(&[
             "docker",
             "--json",
             "--host",
@@ -226,12 +155,10 @@ fn main() {
             &target,
             "--source",
             "bench",
-        ],
+        ]),
+        false,
     );
-    publisher.connected("lookout docker --publish");
-    // The publisher's stdout is not read: drain it.
-    let publisher_out = std::mem::replace(&mut publisher.out, mpsc::channel().1);
-    std::thread::spawn(move || while publisher_out.recv().is_ok() {});
+    publisher.status("connected");
 
     let revision0 = engines::etcd_revision().expect("the store's revision");
     let (_, in_use0) = engines::etcd_db_size().expect("the leader's db size");

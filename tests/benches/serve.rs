@@ -44,18 +44,16 @@
 //! `--bench` (as `cargo test --benches` runs it): 50 clients, L = 5. Without
 //! `LOOKOUT_ENGINES=1`: prints "skipped: engines not configured".
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use bollard::Docker;
 use lookout_e2e::engines;
 
 use lookout_e2e::bench_docker::{
-    CALL, Cleanup, LABEL, lifecycle, lookout_binary, now_ns, pct, rfc3339_ns,
+    CALL, Cleanup, LABEL, LookoutProcess, engines_configured, lifecycle, lookout_binary, now_ns,
+    pct, rfc3339_ns,
 };
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader as AsyncBufReader};
@@ -63,16 +61,16 @@ use tokio::net::{TcpSocket, TcpStream};
 
 /// A running `lookout --serve`, killed on drop.
 struct Lookout {
-    child: Child,
+    process: LookoutProcess,
     addr: SocketAddr,
 }
 
 impl Lookout {
     fn start(bin: &Path, tag: &str, extra: &[&str]) -> Self {
-        let mut child = Command::new(bin)
-            .arg("docker")
-            .args(extra)
-            .args([
+        let mut args: Vec<String> = vec!["docker".into()];
+        args.extend(extra.iter().map(|a| (*a).to_owned()));
+        args.extend(
+            [
                 "--json",
                 "--host",
                 &engines::docker_host(),
@@ -80,46 +78,22 @@ impl Lookout {
                 &format!("{LABEL}={tag}"),
                 "--serve",
                 "127.0.0.1:0",
-            ])
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot run {}: {e}", bin.display()));
-        let stderr = child.stderr.take().expect("stderr");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut addr = None;
-        let deadline = Instant::now() + CALL;
-        loop {
-            let line = rx
-                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-                .expect("lookout serving and connected within 60 s");
-            let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
-            if v["status"] == "serving" {
-                addr = v["addr"].as_str().and_then(|a| a.parse().ok());
-            }
-            if v["status"] == "connected" {
-                break;
-            }
-        }
-        // Drain stderr for the rest of the run.
-        std::thread::spawn(move || while rx.recv().is_ok() {});
-        Self {
-            child,
-            addr: addr.expect("the serving address"),
-        }
+            ]
+            .map(str::to_owned),
+        );
+        let process = LookoutProcess::start(bin, &args, false);
+        let serving = process.status("serving");
+        let addr = serving["addr"]
+            .as_str()
+            .and_then(|a| a.parse().ok())
+            .expect("the serving address");
+        process.status("connected");
+        Self { process, addr }
     }
 
     fn proc_file(&self, name: &str) -> String {
-        std::fs::read_to_string(format!("/proc/{}/{name}", self.child.id())).unwrap_or_default()
+        std::fs::read_to_string(format!("/proc/{}/{name}", self.process.child.id()))
+            .unwrap_or_default()
     }
 
     /// (utime, stime), in seconds: what lookout's own code costs, and what the
@@ -151,13 +125,6 @@ impl Lookout {
                 .unwrap_or(0)
         };
         (field("VmHWM:"), field("VmRSS:"))
-    }
-}
-
-impl Drop for Lookout {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -428,12 +395,7 @@ fn open_files_limit() -> u64 {
 
 fn main() {
     let full = std::env::args().any(|a| a == "--bench");
-    if !engines::engines_enabled() {
-        println!("skipped: engines not configured");
-        eprintln!(
-            "({}=1 is not set: run under `cargo xtask` or with `cargo xtask engines env`'s variables)",
-            engines::ENV_ENGINES
-        );
+    if !engines_configured() {
         return;
     }
     let bin = lookout_binary();

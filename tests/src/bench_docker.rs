@@ -1,7 +1,10 @@
 //! What the benches against the real dockerd share (`docker_latency`,
 //! `serve`, `etcd`): driving container lifecycles through bollard, cleaning
-//! up, percentiles, event times, and the built `lookout` binary.
+//! up, percentiles, event times, and the built `lookout` binary run with
+//! its output read.
 #![allow(
+    // The output of the `lookout` a bench runs is read on threads.
+    clippy::disallowed_methods,
     clippy::missing_panics_doc,
     clippy::cast_possible_truncation,
     clippy::cast_sign_loss,
@@ -9,8 +12,12 @@
 )]
 
 use std::collections::HashMap;
-use std::path::PathBuf;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::engines;
 use bollard::Docker;
@@ -135,4 +142,94 @@ pub fn now_ns() -> i128 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(0))
+}
+
+/// Whether the engines' environment is set (`LOOKOUT_ENGINES=1`); if not,
+/// prints `skipped: engines not configured` (what a bench then says).
+pub fn engines_configured() -> bool {
+    if engines::engines_enabled() {
+        return true;
+    }
+    println!("skipped: engines not configured");
+    eprintln!(
+        "({}=1 is not set: run under `cargo xtask` or with `cargo xtask engines env`'s variables)",
+        engines::ENV_ENGINES
+    );
+    false
+}
+
+/// A running `lookout` (the built binary, no `RUST_LOG`): its stdout lines,
+/// each with its read time ([`now_ns`]), and its stderr lines, read on
+/// threads of their own into channels; killed on drop.
+#[derive(Debug)]
+pub struct LookoutProcess {
+    /// The process.
+    pub child: Child,
+    /// Its stdout lines (none when started with `stdout` false: to /dev/null).
+    pub out: mpsc::Receiver<(i128, String)>,
+    /// Its stderr lines.
+    pub err: mpsc::Receiver<String>,
+}
+
+impl LookoutProcess {
+    /// Runs `bin args`; its stdout read when `stdout`, else to /dev/null.
+    pub fn start(bin: &Path, args: &[String], stdout: bool) -> Self {
+        let mut child = Command::new(bin)
+            .args(args)
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(if stdout {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", bin.display()));
+        let (tx, out) = mpsc::channel();
+        if let Some(pipe) = child.stdout.take() {
+            thread::spawn(move || {
+                for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                    if tx.send((now_ns(), line)).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        let (tx, err) = mpsc::channel();
+        let pipe = child.stderr.take().expect("stderr");
+        thread::spawn(move || {
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Self { child, out, err }
+    }
+
+    /// Its next stderr JSON line whose `status` is `status` (the lines
+    /// before it are passed over), within [`CALL`].
+    pub fn status(&self, status: &str) -> serde_json::Value {
+        let deadline = Instant::now() + CALL;
+        let mut seen = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = self.err.recv_timeout(left).unwrap_or_else(|_| {
+                panic!("lookout: no {status:?} status within {CALL:?}: {seen:?}")
+            });
+            let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
+            if v["status"] == status {
+                return v;
+            }
+            seen.push(line);
+        }
+    }
+}
+
+impl Drop for LookoutProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
