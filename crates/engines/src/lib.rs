@@ -26,6 +26,7 @@
 //! | `apt.log`, `image-build.log`, `k8s-build.log` | package installs, the test image build, the k8s testbed build |
 //! | `k8s/` | the k8s testbed: `kubeconfig`, `env`, `apiserver.log`, `etcd.log`, pid files |
 //! | `etcd/` | the etcd cluster: members `e1`..`e3` (data directories), `eN.log`, `eN.pid` |
+//! | `NAME/` (e.g. `etcd-partition/`) | a test's private etcd cluster ([`EtcdCluster`]), the same files; wiped when it starts again |
 //!
 //! The test sshd is machine-wide, under `/var/lib/lookout-sshd` (keys,
 //! `sshd_config`, `sshd.pid`, `sshd.log`), with its `Host lookout-sshd` entry
