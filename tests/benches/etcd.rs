@@ -22,7 +22,10 @@
 //! - latency = the consumer's read time of a line − its `at` (the
 //!   publisher's record keeps dockerd's `timeNano`), both this machine's
 //!   realtime clock: engine → publisher → etcd (a txn, raft across three
-//!   members) → the consumer's watch → its stdout;
+//!   members) → the consumer's watch → its stdout; beside it `lookout
+//!   docker --json` alone (same label, started with the others) on the same
+//!   events, and per event what the etcd path adds (the consumer's read
+//!   time − the direct one's);
 //! - writes per transition: the puts on the instances' keys (the sum of
 //!   their `version`s: etcd counts each key's writes since its creation) per
 //!   transition told (target 1: one txn each); beside it the store's
@@ -82,6 +85,34 @@ async fn stored(client: &Client, prefix: &str) -> (usize, i64, usize, usize) {
         r.kvs.iter().map(|kv| kv.key.len()).sum(),
         r.kvs.iter().map(|kv| kv.value.len()).sum(),
     )
+}
+
+/// One printed transition: (instance, kind), its `at` and the read time
+/// of its line (ns).
+type Line = ((String, String), i128, i128);
+
+/// `n` lines of `process`'s stdout, each live (and of `host`, when given).
+fn lines(process: &LookoutProcess, n: usize, host: Option<&str>) -> Vec<Line> {
+    (0..n)
+        .map(|i| {
+            let (read_at, line) = process
+                .out
+                .recv_timeout(CALL)
+                .unwrap_or_else(|_| panic!("line {i} of {n} not within {CALL:?}"));
+            let v: Value =
+                serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+            assert_eq!(v["origin"], "live", "{line}");
+            if let Some(h) = host {
+                assert_eq!(v["host"], h, "{line}");
+            }
+            let at = v["at"]
+                .as_str()
+                .and_then(rfc3339_ns)
+                .unwrap_or_else(|| panic!("no at: {line}"));
+            let s = |k: &str| v[k].as_str().unwrap_or_default().to_owned();
+            ((s("instance"), s("kind")), at, read_at)
+        })
+        .collect()
 }
 
 fn load_average() -> String {
@@ -159,6 +190,20 @@ fn main() {
         false,
     );
     publisher.status("connected");
+    // The same events printed by `lookout docker` alone: the baseline.
+    let direct = LookoutProcess::start(
+        &bin,
+        &args(&[
+            "docker",
+            "--json",
+            "--host",
+            &engines::docker_host(),
+            "--label",
+            &format!("{LABEL}={tag}"),
+        ]),
+        true,
+    );
+    direct.status("connected");
 
     let revision0 = engines::etcd_revision().expect("the store's revision");
     let (_, in_use0) = engines::etcd_db_size().expect("the leader's db size");
@@ -180,26 +225,17 @@ fn main() {
     let drive = t0.elapsed();
 
     let expected = 4 * lifecycles;
-    let mut latencies = Vec::with_capacity(expected);
+    let through = lines(&consumer, expected, Some("bench"));
+    let mut latencies: Vec<f64> = through
+        .iter()
+        .map(|(_, at, read)| (read - at) as f64)
+        .collect();
     let mut per_instance: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for n in 0..expected {
-        let (read_at, line) = consumer
-            .out
-            .recv_timeout(CALL)
-            .unwrap_or_else(|_| panic!("line {n} of {expected} not within {CALL:?}"));
-        let v: Value =
-            serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
-        assert_eq!(v["origin"], "live", "{line}");
-        assert_eq!(v["host"], "bench", "{line}");
-        let at = v["at"]
-            .as_str()
-            .and_then(rfc3339_ns)
-            .unwrap_or_else(|| panic!("no at: {line}"));
-        latencies.push((read_at - at) as f64);
+    for ((instance, kind), _, _) in &through {
         per_instance
-            .entry(v["instance"].as_str().unwrap_or_default().to_owned())
+            .entry(instance.clone())
             .or_default()
-            .push(v["kind"].as_str().unwrap_or_default().to_owned());
+            .push(kind.clone());
     }
     let told = t0.elapsed();
     assert_eq!(per_instance.len(), lifecycles, "an instance per lifecycle");
@@ -213,6 +249,24 @@ fn main() {
     // Nothing more comes (a duplicate would).
     let extra = consumer.out.recv_timeout(Duration::from_secs(1));
     assert!(extra.is_err(), "a line more: {extra:?}");
+    let alone = lines(&direct, expected, None);
+    let mut direct_latencies: Vec<f64> = alone
+        .iter()
+        .map(|(_, at, read)| (read - at) as f64)
+        .collect();
+    let read_alone: BTreeMap<&(String, String), i128> = alone
+        .iter()
+        .map(|(event, _, read)| (event, *read))
+        .collect();
+    let mut added: Vec<f64> = through
+        .iter()
+        .map(|(event, _, read)| {
+            let direct = read_alone
+                .get(event)
+                .unwrap_or_else(|| panic!("{event:?} not printed by `lookout docker`"));
+            (read - direct) as f64
+        })
+        .collect();
 
     let revision1 = engines::etcd_revision().expect("the store's revision");
     let (_, in_use1) = engines::etcd_db_size().expect("the leader's db size");
@@ -222,26 +276,34 @@ fn main() {
     assert_eq!(keys, lifecycles, "a key per instance");
     drop(publisher);
     drop(consumer);
-    latencies.sort_by(f64::total_cmp);
+    drop(direct);
+    for v in [&mut latencies, &mut direct_latencies, &mut added] {
+        v.sort_by(f64::total_cmp);
+    }
     let transitions = expected as f64;
     println!(
         "etcd: dockerd → `lookout docker --publish etcd://…` ({}) → 3-member etcd → \
          `lookout etcd --json`; L container lifecycles (create, start, stop -t 0, rm; one at \
          a time); latency = the consumer's read time of a line − its `at` (dockerd's \
-         timeNano), ms; writes = the instance keys' puts (Σ version) and the store's revision \
+         timeNano), ms; beside it `lookout docker --json` alone on the same events, and per \
+         event what the etcd path adds (its read time − the direct one's); writes = the instance keys' puts (Σ version) and the store's revision \
          delta, per transition; bytes as stored per instance; db = the leader's \
          db_size_in_use delta per transition (history until compaction)",
         bin.display()
     );
     println!(
-        "| lifecycles | transitions | p50 ms | p99 ms | max ms | puts/transition | revisions/transition | status puts | key B | value B | db in-use Δ B/transition | drive s (all told s) | load avg before → after |"
+        "| lifecycles | transitions | p50 ms | p99 ms | max ms | `lookout docker` alone p50 / p99 ms | added by etcd p50 / p99 ms | puts/transition | revisions/transition | status puts | key B | value B | db in-use Δ B/transition | drive s (all told s) | load avg before → after |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     println!(
-        "| {lifecycles} | {expected} | {:.2} | {:.2} | {:.2} | {:.3} | {:.3} | {status_puts} | {:.0} | {:.0} | {:.0} | {:.1} ({:.1}) | {load_before} → {} |",
+        "| {lifecycles} | {expected} | {:.2} | {:.2} | {:.2} | {:.2} / {:.2} | {:.2} / {:.2} | {:.3} | {:.3} | {status_puts} | {:.0} | {:.0} | {:.0} | {:.1} ({:.1}) | {load_before} → {} |",
         pct(&latencies, 50.0) / 1e6,
         pct(&latencies, 99.0) / 1e6,
         latencies[latencies.len() - 1] / 1e6,
+        pct(&direct_latencies, 50.0) / 1e6,
+        pct(&direct_latencies, 99.0) / 1e6,
+        pct(&added, 50.0) / 1e6,
+        pct(&added, 99.0) / 1e6,
         puts as f64 / transitions,
         (revision1 - revision0) as f64 / transitions,
         key_bytes as f64 / keys as f64,
