@@ -173,44 +173,27 @@ fn main() {
         true,
     );
     consumer.status("connected");
+    let host = engines::docker_host();
+    let label = format!("{LABEL}={tag}");
+    let docker_args = args(&["docker", "--json", "--host", &host, "--label", &label]);
     let publisher = LookoutProcess::start(
         &bin,
-        &args(&[
-            "docker",
-            "--json",
-            "--host",
-            &engines::docker_host(),
-            "--label",
-            &format!("{LABEL}={tag}"),
-            "--publish",
-            &target,
-            "--source",
-            "bench",
-        ]),
+        &[
+            docker_args.clone(),
+            args(&["--publish", &target, "--source", "bench"]),
+        ]
+        .concat(),
         false,
     );
     publisher.status("connected");
     // The same events printed by `lookout docker` alone: the baseline.
-    let direct = LookoutProcess::start(
-        &bin,
-        &args(&[
-            "docker",
-            "--json",
-            "--host",
-            &engines::docker_host(),
-            "--label",
-            &format!("{LABEL}={tag}"),
-        ]),
-        true,
-    );
+    let direct = LookoutProcess::start(&bin, &docker_args, true);
     direct.status("connected");
 
     let revision0 = engines::etcd_revision().expect("the store's revision");
     let (_, in_use0) = engines::etcd_db_size().expect("the leader's db size");
     let docker = Docker::connect_with_unix(
-        engines::docker_host()
-            .strip_prefix("unix://")
-            .expect("a unix:// docker host"),
+        host.strip_prefix("unix://").expect("a unix:// docker host"),
         120,
         bollard::API_DEFAULT_VERSION,
     )
