@@ -50,54 +50,33 @@
 //! `--bench` (as `cargo test --benches` runs it): 50 clients, L = 5. Without
 //! `LOOKOUT_ENGINES=1`: prints "skipped: engines not configured".
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use bollard::Docker;
 use lookout_e2e::engines;
 
-use lookout_e2e::bench_docker::{CALL, Cleanup, LABEL, lifecycle, pct};
+use lookout_e2e::bench_docker::{
+    CALL, Cleanup, LABEL, LookoutProcess, engines_configured, lifecycle, lookout_binary, now_ns,
+    pct, rfc3339_ns,
+};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader as AsyncBufReader};
 use tokio::net::{TcpSocket, TcpStream};
 
-fn lookout_binary() -> PathBuf {
-    if let Some(p) = std::env::var_os("LOOKOUT_BIN") {
-        return PathBuf::from(p);
-    }
-    // target/<profile>/deps/serve-HASH → target/<profile>/lookout
-    let exe = std::env::current_exe().expect("the bench's own path");
-    let bin = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .map(|profile| profile.join("lookout"))
-        .expect("a target directory");
-    assert!(
-        bin.exists(),
-        "{} is missing: build it first (`cargo build --release -p lookout-cli` for \
-         `cargo bench`, `cargo build -p lookout-cli` for `cargo test --benches`; \
-         `cargo xtask bench` does), or set LOOKOUT_BIN",
-        bin.display()
-    );
-    bin
-}
-
 /// A running `lookout --serve`, killed on drop.
 struct Lookout {
-    child: Child,
+    process: LookoutProcess,
     addr: SocketAddr,
 }
 
 impl Lookout {
     fn start(bin: &Path, tag: &str, extra: &[&str]) -> Self {
-        let mut child = Command::new(bin)
-            .arg("docker")
-            .args(extra)
-            .args([
+        let mut args: Vec<String> = vec!["docker".into()];
+        args.extend(extra.iter().map(|a| (*a).to_owned()));
+        args.extend(
+            [
                 "--json",
                 "--host",
                 &engines::docker_host(),
@@ -105,64 +84,29 @@ impl Lookout {
                 &format!("{LABEL}={tag}"),
                 "--serve",
                 "127.0.0.1:0",
-            ])
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot run {}: {e}", bin.display()));
-        let stderr = child.stderr.take().expect("stderr");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut addr = None;
-        let deadline = Instant::now() + CALL;
-        loop {
-            let line = rx
-                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-                .expect("lookout serving and connected within 60 s");
-            let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
-            if v["status"] == "serving" {
-                addr = v["addr"].as_str().and_then(|a| a.parse().ok());
-            }
-            if v["status"] == "connected" {
-                break;
-            }
-        }
-        // Drain stderr for the rest of the run.
-        std::thread::spawn(move || while rx.recv().is_ok() {});
-        Self {
-            child,
-            addr: addr.expect("the serving address"),
-        }
+            ]
+            .map(str::to_owned),
+        );
+        let process = LookoutProcess::start(bin, &args, false);
+        let serving = process.status("serving");
+        let addr = serving["addr"]
+            .as_str()
+            .and_then(|a| a.parse().ok())
+            .expect("the serving address");
+        process.status("connected");
+        Self { process, addr }
     }
 
     fn proc_file(&self, name: &str) -> String {
-        std::fs::read_to_string(format!("/proc/{}/{name}", self.child.id())).unwrap_or_default()
+        std::fs::read_to_string(format!("/proc/{}/{name}", self.process.child.id()))
+            .unwrap_or_default()
     }
 
     /// (utime, stime), in seconds: what lookout's own code costs, and what the
     /// kernel costs it (on loopback a send also runs the receiving socket's
     /// TCP input, accounted to the sender).
     fn cpu_split(&self) -> (f64, f64) {
-        let stat = self.proc_file("stat");
-        // Fields after the `(comm)`: state is field 3, utime 14, stime 15.
-        let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        let ticks = |i: usize| {
-            fields
-                .get(i)
-                .and_then(|f| f.parse::<u64>().ok())
-                .unwrap_or(0)
-        };
-        // CLK_TCK is 100 on Linux.
-        (ticks(11) as f64 / 100.0, ticks(12) as f64 / 100.0)
+        stat_times(&self.proc_file("stat"))
     }
 
     /// `VmHWM` and `VmRSS`, KiB.
@@ -176,13 +120,6 @@ impl Lookout {
                 .unwrap_or(0)
         };
         (field("VmHWM:"), field("VmRSS:"))
-    }
-}
-
-impl Drop for Lookout {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -240,26 +177,6 @@ impl Body {
             self.pending.extend_from_slice(&data);
         }
     }
-}
-
-/// `2026-11-30T03:42:18.979493067Z` in ns since the epoch.
-fn rfc3339_ns(s: &str) -> Option<i128> {
-    let n = |r: std::ops::Range<usize>| -> Option<i64> { s.get(r)?.parse().ok() };
-    let (year, month, day) = (n(0..4)?, n(5..7)?, n(8..10)?);
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let yoe = year - era * 400;
-    let doy = (153 * (if month > 2 { month - 3 } else { month + 9 }) + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    let secs = days * 86_400 + n(11..13)? * 3600 + n(14..16)? * 60 + n(17..19)?;
-    Some(i128::from(secs) * 1_000_000_000 + i128::from(n(20..29)?))
-}
-
-fn now_ns() -> i128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(0))
 }
 
 /// What one reading client saw: (instance, kind) in order, latencies (ns).
@@ -458,6 +375,21 @@ fn run(rt: &tokio::runtime::Runtime, n: usize, r: &Run<'_>) -> Outcome {
     })
 }
 
+/// (utime, stime) of a `/proc/…/stat` text, in seconds.
+fn stat_times(stat: &str) -> (f64, f64) {
+    // Fields after the `(comm)`: state is field 3, utime 14, stime 15.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // CLK_TCK is 100 on Linux.
+    (ticks(11) as f64 / 100.0, ticks(12) as f64 / 100.0)
+}
+
 /// The calling thread's CPU time, in seconds: (on CPU in all, from
 /// `schedstat` in ns; of it the kernel's, from `stat`'s `stime` in ticks).
 fn thread_cpu() -> (f64, f64) {
@@ -466,13 +398,7 @@ fn thread_cpu() -> (f64, f64) {
         .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
         .unwrap_or(0);
     let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap_or_default();
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let stime = rest
-        .split_whitespace()
-        .nth(12)
-        .and_then(|f| f.parse::<u64>().ok())
-        .unwrap_or(0);
-    (on_cpu as f64 / 1e9, stime as f64 / 100.0)
+    (on_cpu as f64 / 1e9, stat_times(&stat).1)
 }
 
 /// The floor of a delivery, measured beside lookout in the same process run:
@@ -489,7 +415,7 @@ fn floor(rt: &tokio::runtime::Runtime, clients: usize, events: usize) -> (f64, f
     use std::io::Write as _;
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a listener");
     let addr = listener.local_addr().expect("its address");
-    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
     let writer = std::thread::spawn(move || {
         let mut sockets = Vec::with_capacity(clients);
         for _ in 0..clients {
@@ -576,12 +502,7 @@ fn open_files_limit() -> u64 {
 
 fn main() {
     let full = std::env::args().any(|a| a == "--bench");
-    if !engines::engines_enabled() {
-        println!("skipped: engines not configured");
-        eprintln!(
-            "({}=1 is not set: run under `cargo xtask` or with `cargo xtask engines env`'s variables)",
-            engines::ENV_ENGINES
-        );
+    if !engines_configured() {
         return;
     }
     let bin = lookout_binary();

@@ -1,7 +1,10 @@
-//! What the benches against the real dockerd share (`docker_latency` and
-//! `serve`): driving container lifecycles through bollard, cleaning up, and
-//! percentiles.
+//! What the benches against the real dockerd share (`docker_latency`,
+//! `serve`, `etcd`): driving container lifecycles through bollard, cleaning
+//! up, percentiles, event times, and the built `lookout` binary run with
+//! its output read.
 #![allow(
+    // The output of the `lookout` a bench runs is read on threads.
+    clippy::disallowed_methods,
     clippy::missing_panics_doc,
     clippy::cast_possible_truncation,
     clippy::cast_sign_loss,
@@ -9,7 +12,12 @@
 )]
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::engines;
 use bollard::Docker;
@@ -90,4 +98,138 @@ impl Drop for Cleanup {
 pub fn pct(v: &[f64], p: f64) -> f64 {
     let rank = ((p / 100.0) * v.len() as f64).ceil() as usize;
     v[rank.clamp(1, v.len()) - 1]
+}
+
+/// The built `lookout` binary: `LOOKOUT_BIN`, else `target/<profile>/lookout`
+/// beside the running bench (`cargo xtask bench` builds it).
+pub fn lookout_binary() -> PathBuf {
+    if let Some(p) = std::env::var_os("LOOKOUT_BIN") {
+        return PathBuf::from(p);
+    }
+    // target/<profile>/deps/BENCH-HASH → target/<profile>/lookout
+    let exe = std::env::current_exe().expect("the bench's own path");
+    let bin = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .map(|profile| profile.join("lookout"))
+        .expect("a target directory");
+    assert!(
+        bin.exists(),
+        "{} is missing: build it first (`cargo build --release -p lookout-cli` for \
+         `cargo bench`, `cargo build -p lookout-cli` for `cargo test --benches`; \
+         `cargo xtask bench` does), or set LOOKOUT_BIN",
+        bin.display()
+    );
+    bin
+}
+
+/// `2026-11-30T03:42:18.979493067Z` in ns since the epoch.
+pub fn rfc3339_ns(s: &str) -> Option<i128> {
+    let n = |r: std::ops::Range<usize>| -> Option<i64> { s.get(r)?.parse().ok() };
+    let (year, month, day) = (n(0..4)?, n(5..7)?, n(8..10)?);
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let yoe = year - era * 400;
+    let doy = (153 * (if month > 2 { month - 3 } else { month + 9 }) + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + n(11..13)? * 3600 + n(14..16)? * 60 + n(17..19)?;
+    Some(i128::from(secs) * 1_000_000_000 + i128::from(n(20..29)?))
+}
+
+/// This machine's realtime clock, ns since the epoch.
+pub fn now_ns() -> i128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(0))
+}
+
+/// Whether the engines' environment is set (`LOOKOUT_ENGINES=1`); if not,
+/// prints `skipped: engines not configured` (what a bench then says).
+pub fn engines_configured() -> bool {
+    if engines::engines_enabled() {
+        return true;
+    }
+    println!("skipped: engines not configured");
+    eprintln!(
+        "({}=1 is not set: run under `cargo xtask` or with `cargo xtask engines env`'s variables)",
+        engines::ENV_ENGINES
+    );
+    false
+}
+
+/// A running `lookout` (the built binary, no `RUST_LOG`): its stdout lines,
+/// each with its read time ([`now_ns`]), and its stderr lines, read on
+/// threads of their own into channels; killed on drop.
+#[derive(Debug)]
+pub struct LookoutProcess {
+    /// The process.
+    pub child: Child,
+    /// Its stdout lines (none when started with `stdout` false: to /dev/null).
+    pub out: mpsc::Receiver<(i128, String)>,
+    /// Its stderr lines.
+    pub err: mpsc::Receiver<String>,
+}
+
+impl LookoutProcess {
+    /// Runs `bin args`; its stdout read when `stdout`, else to /dev/null.
+    pub fn start(bin: &Path, args: &[String], stdout: bool) -> Self {
+        let mut child = Command::new(bin)
+            .args(args)
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(if stdout {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", bin.display()));
+        let (tx, out) = mpsc::channel();
+        if let Some(pipe) = child.stdout.take() {
+            thread::spawn(move || {
+                for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                    if tx.send((now_ns(), line)).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        let (tx, err) = mpsc::channel();
+        let pipe = child.stderr.take().expect("stderr");
+        thread::spawn(move || {
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Self { child, out, err }
+    }
+
+    /// Its next stderr JSON line whose `status` is `status` (the lines
+    /// before it are passed over), within [`CALL`].
+    pub fn status(&self, status: &str) -> serde_json::Value {
+        let deadline = Instant::now() + CALL;
+        let mut seen = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = self.err.recv_timeout(left).unwrap_or_else(|_| {
+                panic!("lookout: no {status:?} status within {CALL:?}: {seen:?}")
+            });
+            let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
+            if v["status"] == status {
+                return v;
+            }
+            seen.push(line);
+        }
+    }
+}
+
+impl Drop for LookoutProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

@@ -26,6 +26,7 @@
 //! | `apt.log`, `image-build.log`, `k8s-build.log` | package installs, the test image build, the k8s testbed build |
 //! | `k8s/` | the k8s testbed: `kubeconfig`, `env`, `apiserver.log`, `etcd.log`, pid files |
 //! | `etcd/` | the etcd cluster: members `e1`..`e3` (data directories), `eN.log`, `eN.pid` |
+//! | `NAME/` (e.g. `etcd-partition/`) | a test's private etcd cluster ([`EtcdCluster`]), the same files; wiped when it starts again |
 //!
 //! The test sshd is machine-wide, under `/var/lib/lookout-sshd` (keys,
 //! `sshd_config`, `sshd.pid`, `sshd.log`), with its `Host lookout-sshd` entry
@@ -69,9 +70,10 @@ pub use docker2::{
     docker2_kill9, docker2_start, docker2_up, docker2_verify,
 };
 pub use etcd::{
-    ENV_ETCD_ENDPOINTS, ETCD_MEMBERS, PROGRESS_NOTIFY, etcd_compact, etcd_dir, etcd_down,
-    etcd_endpoints, etcd_healthy, etcd_kill9, etcd_leader, etcd_member_pid, etcd_member_url,
-    etcd_revision, etcd_signal, etcd_start, etcd_status, etcd_stop, etcd_up,
+    ENV_ETCD_ENDPOINTS, ETCD_MEMBERS, EtcdCluster, PROGRESS_NOTIFY, etcd_compact, etcd_db_size,
+    etcd_dir, etcd_down, etcd_end_all, etcd_endpoints, etcd_healthy, etcd_kill9, etcd_leader,
+    etcd_member_pid, etcd_member_url, etcd_revision, etcd_signal, etcd_start, etcd_status,
+    etcd_stop, etcd_up,
 };
 pub use k8s::{
     k8s_build, k8s_compact, k8s_dir, k8s_down, k8s_kill_apiserver, k8s_kubeconfig,

@@ -353,3 +353,58 @@ pub fn etcd_brief(item: &lookout_etcd::EtcdItem) -> String {
         }
     }
 }
+
+// ------------------------------------------------------------ faults.rs's
+
+/// A watch of `prefix` on `endpoints` that redials quickly (100 ms, at most
+/// 500 ms), each request bounded by 2 s; with `probe`, probed after 1 s of
+/// silence, answered within 1 s (and requests bounded by 1 s).
+pub fn fast_config(endpoints: &str, prefix: &str, probe: bool) -> lookout_etcd::EtcdConfig {
+    let mut c = lookout_etcd::EtcdConfig::new(endpoints).expect("endpoints");
+    prefix.clone_into(&mut c.prefix);
+    c.request_timeout = Duration::from_secs(if probe { 1 } else { 2 });
+    c.watch = lookout_etcd::EtcdConfig::default_watch().reconnect(lookout_core::ReconnectPolicy {
+        initial_delay: Duration::from_millis(100),
+        max_delay: Duration::from_millis(500),
+        ..lookout_core::ReconnectPolicy::default()
+    });
+    if probe {
+        c.watch = c
+            .watch
+            .probe_after(Duration::from_secs(1))
+            .probe_timeout(Duration::from_secs(1));
+    }
+    c
+}
+
+/// A client of `endpoints` (comma-separated), each request bounded by `timeout`.
+pub fn client_of(endpoints: &str, timeout: Duration) -> Client {
+    Client::new(Endpoint::parse_list(endpoints).expect("endpoints"), timeout).expect("a client")
+}
+
+/// What the core tells, in order, of writes of records (`instance`, its
+/// new state) made one after the other: `src/INSTANCE kind live` each
+/// (an unknown instance put running is `created` then `started`; a state
+/// it already has tells nothing).
+pub fn told(written: &[(String, State)]) -> Vec<String> {
+    let mut running: std::collections::BTreeMap<&str, bool> = std::collections::BTreeMap::new();
+    let mut out = Vec::new();
+    for (instance, state) in written {
+        let was = running.get(instance.as_str()).copied();
+        let kinds: &[&str] = match (was, state) {
+            (None, State::Running) => &["created", "started"],
+            (None, State::Stopped) => &["created"],
+            (Some(false), State::Running) => &["started"],
+            (Some(true), State::Stopped) => &["stopped"],
+            (Some(_), State::Removed) => &["removed"],
+            _ => &[],
+        };
+        out.extend(kinds.iter().map(|k| format!("src/{instance} {k} live")));
+        match state {
+            State::Running => running.insert(instance, true),
+            State::Stopped => running.insert(instance, false),
+            State::Removed => running.remove(instance.as_str()),
+        };
+    }
+    out
+}
