@@ -478,10 +478,10 @@ fn floor(rt: &tokio::runtime::Runtime, clients: usize, events: usize) -> (f64, f
     });
     let (cpu, sys) = writer.join().expect("the floor's writer");
     latencies.sort_by(f64::total_cmp);
-    let writes = (clients * events) as f64;
+    let deliveries = (clients * events) as f64;
     (
-        cpu * 1e6 / writes,
-        sys * 1e6 / writes,
+        cpu * 1e6 / deliveries,
+        sys * 1e6 / deliveries,
         pct(&latencies, 50.0),
         pct(&latencies, 99.0),
     )
