@@ -15,6 +15,9 @@
 //!    HTTP clients, the real dockerd; the `lookout` binary is built first:
 //!    `cargo build --release -p lookout-cli`, or without `--release` for
 //!    `--smoke`)
+//! 9. `cargo bench -p lookout-e2e --bench etcd` (dockerd → `lookout docker
+//!    --publish` → the 3-member etcd cluster → `lookout etcd`; the binary is
+//!    built first, as for `serve`)
 //!
 //! Every bench runs with the engines' environment (`engines::env_vars()`:
 //! `LOOKOUT_ENGINES=1`, the docker host, the testbed's kubeconfig, …), as
@@ -66,11 +69,12 @@ const BENCHES: &[(&str, &str, &str)] = &[
         "tests/benches/docker_latency.rs",
     ),
     ("lookout-e2e", "serve", "tests/benches/serve.rs"),
+    ("lookout-e2e", "etcd", "tests/benches/etcd.rs"),
 ];
 
 /// Benches that run the built `lookout` binary: it is built first, in the
 /// bench's profile (`target/release/lookout` for `cargo bench`).
-const NEEDS_BINARY: &[&str] = &["serve"];
+const NEEDS_BINARY: &[&str] = &["serve", "etcd"];
 
 pub fn run(args: &[String]) -> Result<(), String> {
     let smoke = match args.first().map(String::as_str) {
