@@ -93,9 +93,16 @@
 //!   tell (a tombstone's lease expiring) is noticed as a put is. (A key
 //!   created and deleted again, both untold, leaves the count as it was:
 //!   noticed at the next change.) The watch also asks for etcd's progress
-//!   notifications, signs of life. (etcd's gateway cannot take a progress
-//!   request on an open watch: over HTTP/1.1 Go's server holds the answer
-//!   until the request's body ends.)
+//!   notifications: one whose revision moved past what the watch had told
+//!   moves the cursor and is a sign of life; one that did not is none (a
+//!   member cut off from its cluster's leader goes on notifying at its
+//!   stale revision while the majority moves on), so an idle prefix on an
+//!   idle store is probed every `probe_after`, and a cut-off member is
+//!   left at its first probe, whatever the members' notification interval
+//!   (its `/health` says it has no leader; its range reads, linearizable,
+//!   need one). (etcd's gateway cannot take a progress request on an open
+//!   watch: over HTTP/1.1 Go's server holds the answer until the request's
+//!   body ends.)
 //! - **Publishers**: the watch covers the whole prefix, the publishers'
 //!   status keys with the instances (so they resume, relist and are probed
 //!   alike); with [`watch_with_publishers`], each source's

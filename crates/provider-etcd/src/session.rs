@@ -103,6 +103,18 @@ impl Seen {
         }
     }
 
+    /// A progress notification: every event up to `revision` has been
+    /// sent. Whether it moved past what the watch had told: only then is
+    /// it news (a sign of life, a cursor). A member cut off from its
+    /// cluster goes on notifying at its stale revision; a notification
+    /// that moves nothing is not taken for life, so that the probe runs.
+    fn progress(&self, revision: i64) -> bool {
+        let moved = revision > self.revision();
+        self.count(&[], revision);
+        self.advance(revision);
+        moved
+    }
+
     fn reset(&self, revision: i64) {
         self.revision.store(revision, Ordering::Relaxed);
         self.advanced.notify_waiters();
@@ -639,10 +651,14 @@ pub(crate) async fn open(
                 continue;
             }
             if response.events.is_empty() {
-                // Every event up to this revision has been sent.
-                shared.seen.count(&[], response.header.revision);
-                shared.seen.advance(response.header.revision);
-                out.push(Observation::Progress(Some(response.header.revision)));
+                // Every event up to this revision has been sent: told to
+                // the core (a sign of life) only when it moved, else the
+                // core's silence runs on (a stale member's notifications
+                // must not keep its probe away).
+                let revision = response.header.revision;
+                if shared.seen.progress(revision) {
+                    out.push(Observation::Progress(Some(revision)));
+                }
                 if replay_until.take().is_some() {
                     out.push(Observation::Resumed);
                 }
@@ -876,6 +892,23 @@ mod tests {
         assert!(seen.has(store(11, 2, 20)), "told");
         seen.count(&[], 20);
         assert!(seen.has(store(11, 7, 20)), "a progress notification at it");
+    }
+
+    #[test]
+    fn a_progress_notification_is_news_only_when_it_moves() {
+        let seen = Seen::default();
+        seen.listed(10, 3);
+        seen.reset(10);
+        assert!(!seen.progress(10), "at the list's revision: stale");
+        assert!(!seen.progress(9), "behind it");
+        assert_eq!(seen.told(), (10, 3));
+        assert!(seen.progress(12), "past it");
+        assert_eq!(seen.told(), (12, 3));
+        assert!(!seen.progress(12), "again at it: stale");
+        // An event told moves what was told: a notification at it is stale.
+        seen.advance(15);
+        assert!(!seen.progress(15));
+        assert!(seen.progress(16));
     }
 
     #[test]
