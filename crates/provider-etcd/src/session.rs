@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
@@ -429,9 +429,12 @@ async fn list(client: &Client, settings: &Settings) -> Result<Listing, EtcdError
 
 /// Opens the watch of the range from `start` and reads until etcd says
 /// `created` (bounded); the first response after it, if it came with it.
+/// Opens the watch from `start`; once created, the member it is on is the
+/// one the probe asks ([`Shared::watching`]).
 async fn open_watch(
     client: &Client,
     settings: &Settings,
+    shared: &Shared,
     start: i64,
 ) -> Result<WatchStream, EtcdError> {
     let (key, end) = settings.range();
@@ -470,6 +473,7 @@ async fn open_watch(
             endpoint: watch.endpoint().to_owned(),
             timeout,
         })??;
+    shared.watching.store(watch.member(), Ordering::Relaxed);
     Ok(watch)
 }
 
@@ -510,7 +514,7 @@ async fn relist(
             publishers = listing.statuses.len(),
             "listed"
         );
-        match open_watch(client, settings, revision + 1).await {
+        match open_watch(client, settings, shared, revision + 1).await {
             Ok(watch) => {
                 let Listing {
                     instances: map,
@@ -558,6 +562,9 @@ pub(crate) struct Shared {
     pub(crate) known: Known,
     pub(crate) seen: Seen,
     pub(crate) board: Arc<Mutex<Board>>,
+    /// The member the watch is on (an index of the client's endpoints):
+    /// the one whose `/health` the probe asks.
+    pub(crate) watching: AtomicUsize,
 }
 
 /// Opens a session: resumes the watch after `resume` (its replay first,
@@ -578,7 +585,7 @@ pub(crate) async fn open(
         Some(revision) => {
             let (key, end) = settings.range();
             let newest = client.newest_modification(&key, &end).await?;
-            match open_watch(&client, &settings, revision + 1).await {
+            match open_watch(&client, &settings, &shared, revision + 1).await {
                 Ok(watch) => {
                     tracing::debug!(revision, ?newest, "watch resumed");
                     shared.seen.reset(revision);
