@@ -514,7 +514,13 @@ impl Client {
     /// `GET /health` (a GET: POST is refused) of the preferred member only (no failover): `Ok` when
     /// it says `"health":"true"`, which needs a leader.
     pub async fn health(&self) -> Result<(), EtcdError> {
-        let i = self.preferred.load(Ordering::Relaxed) % self.endpoints.len();
+        self.health_of(self.preferred.load(Ordering::Relaxed)).await
+    }
+
+    /// `GET /health` of `member` (an index of [`Client::endpoints`]), as
+    /// [`Client::health`].
+    pub(crate) async fn health_of(&self, member: usize) -> Result<(), EtcdError> {
+        let i = member % self.endpoints.len();
         let h: Health = self.unary_at(i, "/health", None).await?;
         if h.health == "true" {
             Ok(())
@@ -613,6 +619,7 @@ impl Client {
                     exchange: ex,
                     buf: BytesMut::new(),
                     endpoint,
+                    member: i,
                 })
             }
         })
@@ -634,12 +641,19 @@ pub(crate) struct WatchStream {
     exchange: Exchange,
     buf: BytesMut,
     endpoint: String,
+    /// Its index in [`Client::endpoints`].
+    member: usize,
 }
 
 impl WatchStream {
     /// The member this watch is on.
     pub(crate) fn endpoint(&self) -> &str {
         &self.endpoint
+    }
+
+    /// The member this watch is on, as an index of [`Client::endpoints`].
+    pub(crate) fn member(&self) -> usize {
+        self.member
     }
 
     /// The next line: `None` when the stream ended.

@@ -80,8 +80,9 @@
 //!   redial fails over the same way.
 //! - **A silent watch is noticed**: after the core's
 //!   [`probe_after`](lookout_core::WatchConfig::probe_after) of silence, the
-//!   probe asks, on connections of its own, the member's `GET /health`
-//!   (a frozen member does not answer; one without a leader says so), then
+//!   probe asks, on connections of its own, the `GET /health` of the
+//!   member the watch is on (a frozen member does not answer; one without
+//!   a leader says so), then
 //!   one range read of the watched range: its newest put and how many keys
 //!   it holds, at the store's revision. A watch that has not told them
 //!   within half of
@@ -93,9 +94,16 @@
 //!   tell (a tombstone's lease expiring) is noticed as a put is. (A key
 //!   created and deleted again, both untold, leaves the count as it was:
 //!   noticed at the next change.) The watch also asks for etcd's progress
-//!   notifications, signs of life. (etcd's gateway cannot take a progress
-//!   request on an open watch: over HTTP/1.1 Go's server holds the answer
-//!   until the request's body ends.)
+//!   notifications: one whose revision moved past what the watch had told
+//!   moves the cursor and is a sign of life; one that did not is none (a
+//!   member cut off from its cluster's leader goes on notifying at its
+//!   stale revision while the majority moves on), so an idle prefix on an
+//!   idle store is probed every `probe_after`, and a cut-off member is
+//!   left at its first probe, whatever the members' notification interval
+//!   (its `/health` says it has no leader; its range reads, linearizable,
+//!   need one). (etcd's gateway cannot take a progress request on an open
+//!   watch: over HTTP/1.1 Go's server holds the answer until the request's
+//!   body ends.)
 //! - **Publishers**: the watch covers the whole prefix, the publishers'
 //!   status keys with the instances (so they resume, relist and are probed
 //!   alike); with [`watch_with_publishers`], each source's
@@ -128,6 +136,7 @@ mod session;
 pub mod wire;
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use lookout_core::{Dial, DialFuture, ProbeFuture, Watch, WatchConfig};
@@ -231,7 +240,7 @@ impl Dial for EtcdDial {
         )
     }
 
-    /// `GET /health` of the member requests go to, then the newest put
+    /// `GET /health` of the member the watch is on, then the newest put
     /// under the watched range and how many keys it holds: a watch that
     /// has not told them within half the probe timeout is behind, taken
     /// for dead.
@@ -239,10 +248,12 @@ impl Dial for EtcdDial {
         let client = self.client.clone();
         let settings = Arc::clone(&self.settings);
         let shared = Arc::clone(&self.shared);
-        let span = tracing::debug_span!("conn", provider = "etcd", endpoint = %client.preferred(), request = "probe");
+        let member = shared.watching.load(Ordering::Relaxed);
+        let endpoint = &client.endpoints()[member % client.endpoints().len()];
+        let span = tracing::debug_span!("conn", provider = "etcd", %endpoint, request = "probe");
         Some(Box::pin(
             async move {
-                client.health().await?;
+                client.health_of(member).await?;
                 let (key, end) = settings.range();
                 let store = client.newest_modification(&key, &end).await?;
                 if tokio::time::timeout(settings.catch_up, shared.seen.caught_up(store))

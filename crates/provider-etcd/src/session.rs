@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
@@ -101,6 +101,18 @@ impl Seen {
         if self.revision.fetch_max(revision, Ordering::Relaxed) < revision {
             self.advanced.notify_waiters();
         }
+    }
+
+    /// A progress notification: every event up to `revision` has been
+    /// sent. Whether it moved past what the watch had told: only then is
+    /// it news (a sign of life, a cursor). A member cut off from its
+    /// cluster goes on notifying at its stale revision; a notification
+    /// that moves nothing is not taken for life, so that the probe runs.
+    fn progress(&self, revision: i64) -> bool {
+        let moved = revision > self.revision();
+        self.count(&[], revision);
+        self.advance(revision);
+        moved
     }
 
     fn reset(&self, revision: i64) {
@@ -417,9 +429,12 @@ async fn list(client: &Client, settings: &Settings) -> Result<Listing, EtcdError
 
 /// Opens the watch of the range from `start` and reads until etcd says
 /// `created` (bounded); the first response after it, if it came with it.
+/// Opens the watch from `start`; once created, the member it is on is the
+/// one the probe asks ([`Shared::watching`]).
 async fn open_watch(
     client: &Client,
     settings: &Settings,
+    shared: &Shared,
     start: i64,
 ) -> Result<WatchStream, EtcdError> {
     let (key, end) = settings.range();
@@ -458,6 +473,7 @@ async fn open_watch(
             endpoint: watch.endpoint().to_owned(),
             timeout,
         })??;
+    shared.watching.store(watch.member(), Ordering::Relaxed);
     Ok(watch)
 }
 
@@ -498,7 +514,7 @@ async fn relist(
             publishers = listing.statuses.len(),
             "listed"
         );
-        match open_watch(client, settings, revision + 1).await {
+        match open_watch(client, settings, shared, revision + 1).await {
             Ok(watch) => {
                 let Listing {
                     instances: map,
@@ -546,6 +562,9 @@ pub(crate) struct Shared {
     pub(crate) known: Known,
     pub(crate) seen: Seen,
     pub(crate) board: Arc<Mutex<Board>>,
+    /// The member the watch is on (an index of the client's endpoints):
+    /// the one whose `/health` the probe asks.
+    pub(crate) watching: AtomicUsize,
 }
 
 /// Opens a session: resumes the watch after `resume` (its replay first,
@@ -566,7 +585,7 @@ pub(crate) async fn open(
         Some(revision) => {
             let (key, end) = settings.range();
             let newest = client.newest_modification(&key, &end).await?;
-            match open_watch(&client, &settings, revision + 1).await {
+            match open_watch(&client, &settings, &shared, revision + 1).await {
                 Ok(watch) => {
                     tracing::debug!(revision, ?newest, "watch resumed");
                     shared.seen.reset(revision);
@@ -639,10 +658,14 @@ pub(crate) async fn open(
                 continue;
             }
             if response.events.is_empty() {
-                // Every event up to this revision has been sent.
-                shared.seen.count(&[], response.header.revision);
-                shared.seen.advance(response.header.revision);
-                out.push(Observation::Progress(Some(response.header.revision)));
+                // Every event up to this revision has been sent: told to
+                // the core (a sign of life) only when it moved, else the
+                // core's silence runs on (a stale member's notifications
+                // must not keep its probe away).
+                let revision = response.header.revision;
+                if shared.seen.progress(revision) {
+                    out.push(Observation::Progress(Some(revision)));
+                }
                 if replay_until.take().is_some() {
                     out.push(Observation::Resumed);
                 }
@@ -876,6 +899,23 @@ mod tests {
         assert!(seen.has(store(11, 2, 20)), "told");
         seen.count(&[], 20);
         assert!(seen.has(store(11, 7, 20)), "a progress notification at it");
+    }
+
+    #[test]
+    fn a_progress_notification_is_news_only_when_it_moves() {
+        let seen = Seen::default();
+        seen.listed(10, 3);
+        seen.reset(10);
+        assert!(!seen.progress(10), "at the list's revision: stale");
+        assert!(!seen.progress(9), "behind it");
+        assert_eq!(seen.told(), (10, 3));
+        assert!(seen.progress(12), "past it");
+        assert_eq!(seen.told(), (12, 3));
+        assert!(!seen.progress(12), "again at it: stale");
+        // An event told moves what was told: a notification at it is stale.
+        seen.advance(15);
+        assert!(!seen.progress(15));
+        assert!(seen.progress(16));
     }
 
     #[test]

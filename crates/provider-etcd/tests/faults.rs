@@ -560,6 +560,10 @@ async fn relayed_cluster(partition: &Arc<Partition>) -> (Vec<PeerRelay>, engines
     (relays, cluster)
 }
 
+/// How long the partition rounds' watch may be silent before it is probed:
+/// above the test clusters' progress-notification interval (2 s).
+const PROBE_AFTER: Duration = Duration::from_secs(5);
+
 /// A round: member `cut` partitioned while a watch reads through it first
 /// and the majority takes writes, then healed. The writer writes through
 /// every member (its client fails over); the watch is new, so it is told
@@ -579,19 +583,21 @@ async fn partition_round(
     writer.client = client_of(&majority.join(","), Duration::from_secs(2));
     let prefix = writer.prefix.clone();
     // The watch reads through the member to be cut off first, probed after
-    // 1 s of silence: below the members' progress-notification interval
-    // (engines' PROGRESS_NOTIFY, 2 s). A member without a leader goes on
-    // sending those, at its stale revision, and the core takes them for
-    // signs of life: with `probe_after` above that interval (5 s was
-    // tried), the watch stays on the cut-off member, silent, and this test
-    // fails ("the partition: not within 30s") — a gap of the provider's
-    // liveness, not of this test.
+    // PROBE_AFTER of silence: above the members' progress-notification
+    // interval (engines' PROGRESS_NOTIFY, 2 s). A member without a leader
+    // goes on sending those, at its stale revision: were they taken for
+    // signs of life, the watch would stay on the cut-off member, silent,
+    // never probed, and this test would fail ("the partition: not within
+    // 30s"). A notification that does not move past what the watch told
+    // is none, so the probe runs (its /health fails: no leader).
     let endpoints = [cluster.member_url(cut)]
         .into_iter()
         .chain(majority.iter().cloned())
         .collect::<Vec<_>>()
         .join(",");
-    let mut consumer = Consumer::start(fast_config(&endpoints, &prefix, true));
+    let mut config = fast_config(&endpoints, &prefix, true);
+    config.watch = config.watch.probe_after(PROBE_AFTER);
+    let mut consumer = Consumer::start(config);
     consumer.connected("first connection").await;
     // `told` is incremental: what a watch that listed the first writes
     // silently is told is the rest of it.
