@@ -93,6 +93,8 @@ struct Layout {
     peers: [u16; ETCD_MEMBERS],
     /// The peer URLs members advertise (their listening ones, or relays).
     advertised: [String; ETCD_MEMBERS],
+    /// More flags every member is given.
+    extra: Vec<String>,
 }
 
 /// The engines' cluster: clients on 1237N, peers on 1238N, advertised as is.
@@ -102,6 +104,7 @@ static ENGINE: std::sync::LazyLock<Layout> = std::sync::LazyLock::new(|| Layout 
     clients: [client_port(1), client_port(2), client_port(3)],
     peers: [peer_port(1), peer_port(2), peer_port(3)],
     advertised: [1, 2, 3].map(|m| loopback_url(peer_port(m))),
+    extra: Vec::new(),
 });
 
 impl Layout {
@@ -145,7 +148,7 @@ impl Layout {
             .collect::<Vec<_>>()
             .join(",");
         let client = loopback_url(self.client(member));
-        vec![
+        let mut args = vec![
             format!("--name=e{member}"),
             format!("--data-dir={}", dir.join(format!("e{member}")).display()),
             format!("--listen-client-urls={client}"),
@@ -166,7 +169,9 @@ impl Layout {
             // Watch progress notifications every 2 s (etcd's default: 10 min),
             // so that the tests see them.
             format!("--watch-progress-notify-interval={PROGRESS_NOTIFY}"),
-        ]
+        ];
+        args.extend(self.extra.iter().cloned());
+        args
     }
 
     /// Starts member `member`; returns its reaping `sh`.
@@ -459,6 +464,18 @@ impl EtcdCluster {
         peers: [u16; ETCD_MEMBERS],
         advertised: [String; ETCD_MEMBERS],
     ) -> Result<Self, String> {
+        Self::start_with(name, clients, peers, advertised, &[])
+    }
+
+    /// [`EtcdCluster::start`], every member given the flags `extra` too
+    /// (`--auth-token-ttl=2`, …).
+    pub fn start_with(
+        name: &'static str,
+        clients: [u16; ETCD_MEMBERS],
+        peers: [u16; ETCD_MEMBERS],
+        advertised: [String; ETCD_MEMBERS],
+        extra: &[&str],
+    ) -> Result<Self, String> {
         if name == ENGINE.name || name.is_empty() || name.contains('/') {
             return Err(format!("etcd: {name:?} cannot name a private cluster"));
         }
@@ -469,6 +486,7 @@ impl EtcdCluster {
                 clients,
                 peers,
                 advertised,
+                extra: extra.iter().map(|s| (*s).to_owned()).collect(),
             },
             daemons: Vec::new(),
         };
@@ -545,6 +563,32 @@ impl EtcdCluster {
             r#"{"key":"AA==","limit":"1","serializable":true}"#,
         )?;
         header_revision(&body)
+    }
+
+    /// Enables etcd's authentication through member 1's gateway: user
+    /// `root` with `password` (no `"` or `\\` in it) and the `root` role.
+    /// From then on a request without a token is refused.
+    pub fn enable_auth(&self, password: &str) -> Result<(), String> {
+        if password.contains(['"', '\\']) {
+            return Err("etcd: a test password without quotes or backslashes".to_owned());
+        }
+        let who = self.layout.who(1);
+        let port = self.layout.client(1);
+        http(
+            port,
+            &who,
+            "POST",
+            "/v3/auth/user/add",
+            &format!(r#"{{"name":"root","password":"{password}"}}"#),
+        )?;
+        http(
+            port,
+            &who,
+            "POST",
+            "/v3/auth/user/grant",
+            r#"{"user":"root","role":"root"}"#,
+        )?;
+        http(port, &who, "POST", "/v3/auth/enable", "{}").map(drop)
     }
 
     /// Member `member`'s pid.
@@ -668,8 +712,10 @@ mod tests {
             clients: [1, 2, 3],
             peers: [4, 5, 6],
             advertised: ["http://r1".into(), "http://r2".into(), "http://r3".into()],
+            extra: vec!["--auth-token-ttl=2".into()],
         };
         let args = relayed.member_args(2, Path::new("/d"));
+        assert!(args.contains(&"--auth-token-ttl=2".to_owned()));
         assert!(args.contains(&"--listen-peer-urls=http://127.0.0.1:5".to_owned()));
         assert!(args.contains(&"--initial-advertise-peer-urls=http://r2".to_owned()));
         assert!(

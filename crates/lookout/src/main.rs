@@ -101,9 +101,14 @@ struct Common {
 struct PublishArgs {
     /// Also write each transition to etcd, one key per instance under
     /// PREFIX/i/SOURCE/ (default prefix lookout), for `lookout etcd` to read.
-    #[arg(long, value_name = "etcd://HOST:PORT[,HOST:PORT...][/PREFIX]",
+    /// With USER@, as that etcd user (its password: --etcd-password-file).
+    #[arg(long, value_name = "etcd://[USER@]HOST:PORT[,HOST:PORT...][/PREFIX]",
           value_parser = publish::parse_target)]
     publish: Option<publish::Target>,
+    /// With --publish etcd://USER@…: the file whose first line is USER's
+    /// password (never on the command line).
+    #[arg(long, value_name = "PATH", requires = "publish")]
+    etcd_password_file: Option<std::path::PathBuf>,
     /// With --publish: the source its keys are under (default: this host's name).
     #[arg(long, value_name = "NAME", requires = "publish")]
     source: Option<String>,
@@ -189,6 +194,14 @@ struct EtcdArgs {
     /// Only this source (repeatable; default: every source under the prefix).
     #[arg(long = "source", value_name = "S")]
     sources: Vec<String>,
+    /// The etcd user to authenticate as (etcd's auth enabled), with
+    /// --password-file.
+    #[arg(long, value_name = "NAME", requires = "password_file")]
+    user: Option<String>,
+    /// The file whose first line is --user's password (never on the
+    /// command line).
+    #[arg(long, value_name = "PATH", requires = "user")]
+    password_file: Option<std::path::PathBuf>,
     #[command(flatten)]
     common: Common,
 }
@@ -464,6 +477,12 @@ async fn etcd(a: EtcdArgs, serve: Option<serve::Prepared>) -> ExitCode {
     config.sources.clone_from(&a.sources);
     config.readiness = a.common.readiness;
     config.watch = lookout_etcd::EtcdConfig::default_watch().initial(a.common.initial);
+    if let (Some(user), Some(file)) = (&a.user, &a.password_file) {
+        match lookout_etcd::Credentials::from_file(user.as_str(), file) {
+            Ok(c) => config.credentials = Some(c),
+            Err(e) => return usage_error("invalid configuration", &e),
+        }
+    }
     let _ = ENDPOINT.set((a.endpoints.clone(), "--endpoints".to_owned()));
     if let Some(prepared) = serve {
         // The hub shares instances and the watch's statuses; the
@@ -552,6 +571,7 @@ async fn run<D: lookout_core::Dial>(
     if let Some(PublishArgs {
         publish: Some(target),
         source,
+        etcd_password_file,
     }) = publish
     {
         if serve.is_some() {
@@ -559,7 +579,14 @@ async fn run<D: lookout_core::Dial>(
             return ExitCode::from(2);
         }
         let source = source.clone().unwrap_or_else(publish::host_name);
-        let mut publisher = match publish::Publisher::new(target, source, provider) {
+        let credentials = match publish::credentials(target, etcd_password_file.as_deref()) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("lookout: cannot publish: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        let mut publisher = match publish::Publisher::new(target, source, provider, credentials) {
             Ok(p) => p,
             Err(e) => return usage_error("cannot publish", &e),
         };

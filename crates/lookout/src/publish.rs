@@ -1,6 +1,7 @@
-//! `--publish etcd://HOST:PORT[,HOST:PORT…][/PREFIX]`: each transition the
-//! run tells, written to etcd in `lookout_etcd::model`'s format, for `lookout
-//! etcd` to read back.
+//! `--publish etcd://[USER@]HOST:PORT[,HOST:PORT…][/PREFIX]`: each
+//! transition the run tells, written to etcd in `lookout_etcd::model`'s
+//! format, for `lookout etcd` to read back. With `USER@`, as that etcd user,
+//! its password read from `--etcd-password-file`.
 //!
 //! One compare-and-set txn per transition, on the key's mod revision as last
 //! written or read; its failure branch reads the key, so a retried write
@@ -18,7 +19,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use lookout_core::{EventKind, InstanceEvent, Origin, Status};
 use lookout_etcd::model::{self, Record, RecordEvent, State};
-use lookout_etcd::{Client, Endpoint, EtcdError};
+use lookout_etcd::{Client, Credentials, Endpoint, EtcdError};
 use serde_json::json;
 
 use crate::output::rfc3339_nanos;
@@ -36,18 +37,33 @@ pub const STATUS_TTL: i64 = 10;
 /// How often the status lease is renewed and failed writes retried.
 pub const TICK: Duration = Duration::from_secs(3);
 
-/// Where to publish: the endpoints and the prefix of `etcd://…`.
+/// Where to publish: the endpoints, the prefix and the user of `etcd://…`.
 #[derive(Clone, Debug)]
 pub struct Target {
     pub endpoints: Vec<Endpoint>,
     pub prefix: String,
+    pub user: Option<String>,
 }
 
-/// Parses `etcd://HOST:PORT[,HOST:PORT…][/PREFIX]`.
+/// Parses `etcd://[USER@]HOST:PORT[,HOST:PORT…][/PREFIX]`.
 pub fn parse_target(s: &str) -> Result<Target, String> {
-    let rest = s
-        .strip_prefix("etcd://")
-        .ok_or_else(|| format!("`{s}`: expected etcd://HOST:PORT[,HOST:PORT...][/PREFIX]"))?;
+    let rest = s.strip_prefix("etcd://").ok_or_else(|| {
+        format!("`{s}`: expected etcd://[USER@]HOST:PORT[,HOST:PORT...][/PREFIX]")
+    })?;
+    // `USER@` before the hosts (an `@` in the prefix is the prefix's).
+    let hosts_end = rest.find('/').unwrap_or(rest.len());
+    let (user, rest) = match rest[..hosts_end]
+        .split_once('@')
+        .map(|(u, _)| (u, &rest[u.len() + 1..]))
+    {
+        Some((u, _)) if u.is_empty() || u.contains(':') || u.contains('/') => {
+            return Err(format!(
+                "`{s}`: expected USER@ (a password is read from --etcd-password-file, never given here)"
+            ));
+        }
+        Some((u, r)) => (Some(u.to_owned()), r),
+        None => (None, rest),
+    };
     let (hosts, prefix) = match rest.split_once('/') {
         Some((h, p)) if !p.trim_matches('/').is_empty() => (h, p.trim_matches('/')),
         Some((h, _)) => (h, model::DEFAULT_PREFIX),
@@ -57,7 +73,29 @@ pub fn parse_target(s: &str) -> Result<Target, String> {
     Ok(Target {
         endpoints,
         prefix: prefix.to_owned(),
+        user,
     })
+}
+
+/// The credentials of `target`'s user, the password read from
+/// `password_file`: both or neither.
+pub fn credentials(
+    target: &Target,
+    password_file: Option<&std::path::Path>,
+) -> Result<Option<Credentials>, String> {
+    match (&target.user, password_file) {
+        (Some(user), Some(file)) => Credentials::from_file(user.as_str(), file)
+            .map(Some)
+            .map_err(|e| e.to_string()),
+        (Some(user), None) => Err(format!(
+            "etcd user `{user}` given without --etcd-password-file"
+        )),
+        (None, Some(_)) => Err(
+            "--etcd-password-file given without a user (--publish etcd://USER@HOST:PORT…)"
+                .to_owned(),
+        ),
+        (None, None) => Ok(None),
+    }
 }
 
 /// What is wanted of one instance, and what etcd holds.
@@ -98,11 +136,13 @@ impl Publisher {
         target: &Target,
         source: String,
         provider: &'static str,
+        credentials: Option<Credentials>,
     ) -> Result<Self, lookout_etcd::ConfigError> {
         model::check_source(&source)?;
         let prefix = model::check_prefix(&target.prefix)?.to_owned();
         Ok(Self {
-            client: Client::new(target.endpoints.clone(), Duration::from_secs(5))?,
+            client: Client::new(target.endpoints.clone(), Duration::from_secs(5))?
+                .with_credentials(credentials),
             prefix,
             writer: format!(
                 "lookout/{} {source} pid {}",
@@ -479,6 +519,17 @@ mod tests {
         assert_eq!(t.endpoints[0].to_string(), "http://etcd:2379");
         assert!(parse_target("http://x:1").is_err());
         assert!(parse_target("etcd:///p").is_err());
+        let t = parse_target("etcd://ops@127.0.0.1:1,127.0.0.1:2/p").expect("parses");
+        assert_eq!(t.user.as_deref(), Some("ops"));
+        assert_eq!(t.endpoints.len(), 2);
+        assert!(parse_target("etcd://ops:pw@x:1").is_err());
+        assert!(parse_target("etcd://@x:1").is_err());
+        assert!(credentials(&t, None).is_err());
+        let t = parse_target("etcd://x:1/a@b").expect("parses");
+        assert_eq!((t.user.as_deref(), t.prefix.as_str()), (None, "a@b"));
+        let anonymous = parse_target("etcd://x:1").expect("parses");
+        assert!(credentials(&anonymous, Some(std::path::Path::new("/p"))).is_err());
+        assert!(matches!(credentials(&anonymous, None), Ok(None)));
     }
 
     /// Against the real cluster (`cargo xtask engines up etcd`).
@@ -493,7 +544,7 @@ mod tests {
             engines::etcd_endpoints().replace("http://", "")
         ))
         .expect("a target");
-        let publisher = Publisher::new(&target, "s".into(), "docker").expect("a publisher");
+        let publisher = Publisher::new(&target, "s".into(), "docker", None).expect("a publisher");
         let key = model::instance_key(&prefix, "s", "web");
         let value = br#"{"provider":"docker","state":"running","event":{"kind":"started","origin":"live","at":"x"}}"#;
         let rt = tokio::runtime::Builder::new_current_thread()

@@ -19,6 +19,15 @@ pub enum ConfigError {
         /// Why not.
         why: String,
     },
+    /// The password file cannot be read.
+    #[error("cannot read the etcd password file {}: {source}", path.display())]
+    PasswordFile {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// A prefix or source name that cannot be a key's part.
     #[error("{what} `{value}`: {why}")]
     Name {
@@ -68,6 +77,29 @@ pub enum EtcdError {
     /// The request could not be built.
     #[error("cannot build the request: {0}")]
     Request(String),
+    /// etcd refused to authenticate the user (a wrong password, an unknown
+    /// user, no member reachable, …).
+    #[error("cannot authenticate to etcd as `{user}`: {source}")]
+    Authenticate {
+        /// The user.
+        user: String,
+        /// What etcd said.
+        #[source]
+        source: Box<EtcdError>,
+    },
+    /// etcd's auth is enabled and the request carried no user (etcd:
+    /// `user name is empty`): the configuration needs credentials.
+    #[error(
+        "{endpoint}{path}: etcd requires authentication ({message}): give a user and its password"
+    )]
+    AuthRequired {
+        /// The member.
+        endpoint: String,
+        /// The request's path.
+        path: String,
+        /// etcd's message.
+        message: String,
+    },
     /// The member answered with an error.
     #[error("{endpoint}{path}: HTTP {status}: {message} (gRPC code {code})")]
     Status {
@@ -190,6 +222,16 @@ impl EtcdError {
             | Self::Http { .. }
             | Self::Unhealthy { .. } => true,
             Self::Status { status, .. } => *status >= 500,
+            _ => false,
+        }
+    }
+
+    /// Whether etcd refused the request's auth token (expired, unknown):
+    /// authenticating again may help.
+    pub(crate) fn is_invalid_token(&self) -> bool {
+        match self {
+            Self::Status { status, code, .. } => *status == 401 || *code == 16,
+            Self::WatchError { code, .. } => *code == 16,
             _ => false,
         }
     }

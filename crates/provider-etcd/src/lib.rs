@@ -112,6 +112,13 @@
 //! - **Memory is O(instances)**: every instance under the watched range is
 //!   kept (id, uid, labels, state), across sessions, so that a publisher's
 //!   resync can be told as a snapshot; and each source's publisher status. A list reads 1000 keys per page.
+//! - **Authentication**: with [`EtcdConfig::credentials`], every request
+//!   carries the token etcd gave for them (the watch's too); a token etcd
+//!   refuses as invalid (expired) is renewed once and the request sent
+//!   again. Without credentials, an etcd with auth enabled refuses the
+//!   dial: a `Disconnected` whose error is [`EtcdError::AuthRequired`]
+//!   (retried as any other, in case auth is disabled again). TLS is not
+//!   supported yet (`http://` only).
 //! - **Dropping the stream closes every connection**: each request is one
 //!   HTTP/1.1 connection driven by the stream itself. This crate spawns
 //!   nothing and needs no `protoc` (see ARCHITECTURE.md for why not
@@ -133,7 +140,7 @@ use std::time::Duration;
 use lookout_core::{Dial, DialFuture, ProbeFuture, Watch, WatchConfig};
 use tracing::Instrument as _;
 
-pub use client::{Client, Endpoint, Newest};
+pub use client::{Client, Credentials, Endpoint, Newest};
 pub use error::{ConfigError, EtcdError};
 pub use publishers::{
     EtcdItem, PublisherChanges, PublisherState, PublisherStatus, Publishers, WithPublishers,
@@ -155,6 +162,9 @@ pub struct EtcdConfig {
     pub request_timeout: Duration,
     /// The core's settings (default [`EtcdConfig::default_watch`]).
     pub watch: WatchConfig,
+    /// The user to authenticate as, when etcd's auth is enabled (default
+    /// none). Its `Debug` redacts the password.
+    pub credentials: Option<Credentials>,
 }
 
 impl EtcdConfig {
@@ -168,6 +178,7 @@ impl EtcdConfig {
             readiness: false,
             request_timeout: Duration::from_secs(5),
             watch: Self::default_watch(),
+            credentials: None,
         })
     }
 
@@ -199,7 +210,8 @@ impl EtcdDial {
         sources.sort_unstable();
         sources.dedup();
         Ok(Self {
-            client: Client::new(config.endpoints.clone(), config.request_timeout)?,
+            client: Client::new(config.endpoints.clone(), config.request_timeout)?
+                .with_credentials(config.credentials.clone()),
             settings: Arc::new(session::Settings {
                 prefix,
                 sources,
