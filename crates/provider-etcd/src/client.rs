@@ -760,6 +760,13 @@ impl Client {
                             source,
                         })?;
                     match (k.result, k.error) {
+                        (_, Some(e)) if e.message.contains(USER_EMPTY) => {
+                            Err(EtcdError::AuthRequired {
+                                endpoint,
+                                path: path.to_owned(),
+                                message: e.message,
+                            })
+                        }
                         (_, Some(e)) => Err(EtcdError::WatchError {
                             endpoint,
                             code: e.code,

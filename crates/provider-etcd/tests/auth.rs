@@ -190,14 +190,21 @@ async fn auth_is_required_told_and_renewed() {
     let writer: Client =
         client_of(&endpoints, Duration::from_secs(2)).with_credentials(Some(credentials.clone()));
     common::put(&writer, prefix, "a", State::Running, false).await;
+    // A client of its own for a lease (its keepalive is a stream).
+    let keeper: Client =
+        client_of(&endpoints, Duration::from_secs(2)).with_credentials(Some(credentials.clone()));
+    let lease = keeper.lease_grant(60).await.expect("a lease").id;
     let told = events(&mut watch, 2).await;
     assert_eq!(told, ["src/a created live", "src/a started live"]);
 
     // Every token expires (a raw one taken now is refused after the TTL).
     tokens_expire(port).await;
 
-    // The writer's token expired too: it authenticates again and writes.
+    // The writer's token expired too: it authenticates again and writes;
+    // so does the keeper's keepalive (refused in its stream's first line).
     common::put(&writer, prefix, "a", State::Stopped, false).await;
+    let ttl = keeper.lease_keepalive(lease).await.expect("renewed");
+    assert!(ttl > 0, "the lease is gone: {ttl}");
     assert_eq!(events(&mut watch, 1).await, ["src/a stopped live"]);
 
     // The watch's connection is cut once its token expired: the redial's
