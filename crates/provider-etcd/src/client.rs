@@ -11,9 +11,15 @@
 //! refused because the token is invalid (expired: etcd's simple tokens live
 //! `--auth-token-ttl` after their last use) authenticates again and is sent
 //! once more.
+//!
+//! `https://` endpoints speak TLS (rustls, set up by
+//! [`lookout_moby::client_config_from_files`]): the member's certificate is
+//! verified against the CA certificates of a [`Tls`], which may also hold a
+//! client certificate and key for etcd's `--client-cert-auth`.
 
 use std::fmt;
 use std::future::{Future, poll_fn};
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -28,7 +34,9 @@ use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
 use serde::de::DeserializeOwned;
 use serde_json::json;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
+use tokio_rustls::rustls::ClientConfig;
 
 use crate::error::{ConfigError, EtcdError};
 use crate::wire::{
@@ -115,6 +123,46 @@ impl Auth {
     }
 }
 
+/// TLS for `https://` endpoints: the CA certificates members are verified
+/// against and, optionally, a client certificate and key (etcd's
+/// `--client-cert-auth`). The PEM files are read once, by
+/// [`Tls::from_files`]; `Debug` names the files, never their content.
+#[derive(Clone)]
+pub struct Tls {
+    config: Arc<ClientConfig>,
+    ca: PathBuf,
+    cert: Option<PathBuf>,
+}
+
+impl Tls {
+    /// Verifies members against the CA certificates in the PEM file `ca`,
+    /// showing the certificate chain and private key of the PEM files
+    /// `identity` (certificate, key) when given.
+    pub fn from_files(ca: &Path, identity: Option<(&Path, &Path)>) -> Result<Self, ConfigError> {
+        let config = lookout_moby::client_config_from_files(ca, identity)
+            .map_err(|e| ConfigError::Tls(e.to_string()))?;
+        Ok(Self {
+            config,
+            ca: ca.to_owned(),
+            cert: identity.map(|(cert, _)| cert.to_owned()),
+        })
+    }
+}
+
+impl fmt::Debug for Tls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tls")
+            .field("ca", &self.ca)
+            .field("cert", &self.cert)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A connected socket: plain TCP, or TLS over it.
+trait Socket: AsyncRead + AsyncWrite + Send + Unpin {}
+
+impl<T: AsyncRead + AsyncWrite + Send + Unpin> Socket for T {}
+
 /// `/v3/auth/authenticate`'s answer.
 #[derive(serde::Deserialize)]
 struct Authenticated {
@@ -122,27 +170,33 @@ struct Authenticated {
     token: String,
 }
 
-/// One member's client address: `http://HOST:PORT`.
+/// One member's client address: `http://HOST:PORT`, or `https://HOST:PORT`
+/// (TLS).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Endpoint {
     host: String,
     port: u16,
+    tls: bool,
 }
 
 impl Endpoint {
-    /// Parses `http://HOST[:PORT]` or `HOST[:PORT]` (port 2379 by default).
+    /// Parses `http://HOST[:PORT]`, `https://HOST[:PORT]` or `HOST[:PORT]`
+    /// (port 2379 by default).
     pub fn parse(s: &str) -> Result<Self, ConfigError> {
         let bad = |why: &str| ConfigError::Endpoint {
             endpoint: s.to_owned(),
             why: why.to_owned(),
         };
         let t = s.trim();
-        if t.starts_with("https://") {
-            return Err(bad("TLS (https://) is not supported yet: use http://"));
-        }
-        let t = t.strip_prefix("http://").unwrap_or(t).trim_end_matches('/');
+        let (t, tls) = match t.strip_prefix("https://") {
+            Some(rest) => (rest, true),
+            None => (t.strip_prefix("http://").unwrap_or(t), false),
+        };
+        let t = t.trim_end_matches('/');
         if t.is_empty() || t.contains('/') || t.contains("://") {
-            return Err(bad("expected http://HOST:PORT or HOST:PORT"));
+            return Err(bad(
+                "expected http://HOST:PORT, https://HOST:PORT or HOST:PORT",
+            ));
         }
         let (host, port) = match t.rsplit_once(':') {
             // `[::1]:2379`, `host:2379`; a bare IPv6 address has more colons.
@@ -159,7 +213,20 @@ impl Endpoint {
         Ok(Self {
             host: host.to_owned(),
             port,
+            tls,
         })
+    }
+
+    /// The same member over TLS (`https://`).
+    #[must_use]
+    pub fn with_tls(mut self) -> Self {
+        self.tls = true;
+        self
+    }
+
+    /// Whether it is an `https://` endpoint.
+    pub fn is_tls(&self) -> bool {
+        self.tls
     }
 
     /// Parses a comma-separated list (empty items skipped); at least one.
@@ -186,7 +253,8 @@ impl Endpoint {
 
 impl fmt::Display for Endpoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "http://{}", self.authority())
+        let scheme = if self.tls { "https" } else { "http" };
+        write!(f, "{scheme}://{}", self.authority())
     }
 }
 
@@ -196,7 +264,7 @@ impl fmt::Display for Endpoint {
 /// request whole.)
 type RequestBody = Full<Bytes>;
 
-type Connection = http1::Connection<TokioIo<TcpStream>, RequestBody>;
+type Connection = http1::Connection<TokioIo<Box<dyn Socket>>, RequestBody>;
 
 /// A response being read, with the connection that carries it (polled
 /// whenever the body is; dropping the exchange closes the socket).
@@ -275,6 +343,7 @@ pub struct Client {
     preferred: Arc<AtomicUsize>,
     timeout: Duration,
     auth: Option<Arc<Auth>>,
+    tls: Option<Tls>,
 }
 
 impl fmt::Debug for Client {
@@ -283,6 +352,7 @@ impl fmt::Debug for Client {
             .field("endpoints", &self.endpoints)
             .field("preferred", &self.preferred.load(Ordering::Relaxed))
             .field("timeout", &self.timeout)
+            .field("tls", &self.tls)
             .field(
                 "user",
                 &self.auth.as_ref().map(|a| a.credentials.user.as_str()),
@@ -303,6 +373,7 @@ impl Client {
             preferred: Arc::new(AtomicUsize::new(0)),
             timeout,
             auth: None,
+            tls: None,
         })
     }
 
@@ -316,6 +387,43 @@ impl Client {
             })
         });
         self
+    }
+
+    /// The client verifying `https://` endpoints with `tls` (`None`: an
+    /// `https://` endpoint cannot be used, for want of a CA to verify it).
+    #[must_use]
+    pub fn with_tls(mut self, tls: Option<Tls>) -> Self {
+        self.tls = tls;
+        self
+    }
+
+    /// Opens a socket to `endpoint`: TCP, and TLS over it for `https://`.
+    async fn connect(&self, endpoint: &Endpoint) -> Result<Box<dyn Socket>, EtcdError> {
+        let connect_error = |source| EtcdError::Connect {
+            endpoint: endpoint.to_string(),
+            source,
+        };
+        let tcp = TcpStream::connect((endpoint.host.as_str(), endpoint.port))
+            .await
+            .map_err(connect_error)?;
+        tcp.set_nodelay(true).map_err(connect_error)?;
+        if !endpoint.tls {
+            return Ok(Box::new(tcp));
+        }
+        let tls_error = |why: String| EtcdError::Tls {
+            endpoint: endpoint.to_string(),
+            why,
+        };
+        let tls = self.tls.as_ref().ok_or_else(|| {
+            tls_error("no CA certificate to verify the member with (give a CA file)".to_owned())
+        })?;
+        let name = rustls_pki_types::ServerName::try_from(endpoint.host.clone())
+            .map_err(|e| tls_error(format!("not a TLS server name: {e}")))?;
+        let stream = tokio_rustls::TlsConnector::from(Arc::clone(&tls.config))
+            .connect(name, tcp)
+            .await
+            .map_err(|e| tls_error(format!("TLS handshake: {e}")))?;
+        Ok(Box::new(stream))
     }
 
     /// Authenticates (`/v3/auth/authenticate`, failing over) and keeps the
@@ -398,22 +506,13 @@ impl Client {
     ) -> Result<Exchange, EtcdError> {
         let endpoint = &self.endpoints[i];
         let attempt = async {
-            let tcp = TcpStream::connect((endpoint.host.as_str(), endpoint.port))
-                .await
-                .map_err(|source| EtcdError::Connect {
-                    endpoint: endpoint.to_string(),
-                    source,
-                })?;
-            tcp.set_nodelay(true).map_err(|source| EtcdError::Connect {
-                endpoint: endpoint.to_string(),
-                source,
-            })?;
+            let socket = self.connect(endpoint).await?;
             let http_error = |source| EtcdError::Http {
                 endpoint: endpoint.to_string(),
                 path: path.to_owned(),
                 source,
             };
-            let (mut sender, mut conn) = http1::handshake(TokioIo::new(tcp))
+            let (mut sender, mut conn) = http1::handshake(TokioIo::new(socket))
                 .await
                 .map_err(http_error)?;
             let request = Request::builder()
@@ -977,7 +1076,14 @@ mod tests {
             Endpoint::parse("[::1]:2379").map(|e| e.to_string()).ok(),
             Some("http://[::1]:2379".to_owned())
         );
-        assert!(Endpoint::parse("https://x:2379").is_err());
+        assert_eq!(
+            Endpoint::parse("https://x:2379")
+                .map(|e| e.to_string())
+                .ok(),
+            Some("https://x:2379".to_owned())
+        );
+        assert!(Endpoint::parse("https://x:2379").is_ok_and(|e| e.is_tls()));
+        assert!(Endpoint::parse("ftp://x:2379").is_err());
         assert!(Endpoint::parse("http://x:port").is_err());
         assert!(Endpoint::parse("http://x:1/path").is_err());
         assert!(matches!(

@@ -28,6 +28,10 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
+    /// The TLS files cannot be used (unreadable, not PEM, a key that does
+    /// not fit its certificate): the message names the file.
+    #[error("etcd TLS: {0}")]
+    Tls(String),
     /// A prefix or source name that cannot be a key's part.
     #[error("{what} `{value}`: {why}")]
     Name {
@@ -52,6 +56,15 @@ pub enum EtcdError {
         /// Why.
         #[source]
         source: std::io::Error,
+    },
+    /// No TLS session with the member (its certificate not verified by the
+    /// CA, no CA given, a client certificate refused).
+    #[error("cannot connect to etcd at {endpoint}: {why}")]
+    Tls {
+        /// The member.
+        endpoint: String,
+        /// Why (rustls's error: `invalid peer certificate: UnknownIssuer`, …).
+        why: String,
     },
     /// The member did not answer in time.
     #[error("{endpoint}{path}: no answer within {timeout:?}")]
@@ -218,6 +231,7 @@ impl EtcdError {
     pub(crate) fn fails_over(&self) -> bool {
         match self {
             Self::Connect { .. }
+            | Self::Tls { .. }
             | Self::Timeout { .. }
             | Self::Http { .. }
             | Self::Unhealthy { .. } => true,

@@ -17,12 +17,11 @@ use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
-use common::{Relay, WAIT, brief, client_of, fast_config, next_item, until_connected};
+use common::{Relay, chain, client_of, events, fast_config, next_item, until_connected};
 use lookout_core::{Item, Status};
 use lookout_engines as engines;
 use lookout_etcd::model::State;
 use lookout_etcd::{Client, Credentials, EtcdConfig};
-use tokio_stream::StreamExt as _;
 
 /// The private cluster's client ports.
 const CLIENTS: [u16; 3] = [12571, 12572, 12573];
@@ -57,18 +56,6 @@ fn post(port: u16, path: &str, body: &str, token: Option<&str>) -> (u16, String)
         .map_or("", |(_, b)| b)
         .to_owned();
     (status, body)
-}
-
-/// The error and its sources, as one line.
-fn chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = e.to_string();
-    let mut cur = e.source();
-    while let Some(s) = cur {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        cur = s.source();
-    }
-    out
 }
 
 /// Waits until the tokens of now have expired: a raw one taken now is
@@ -228,27 +215,4 @@ async fn auth_is_required_told_and_renewed() {
     assert_eq!(events(&mut watch, 1).await, ["src/a started live"]);
     drop(watch);
     drop(cluster);
-}
-
-/// The next `n` events (statuses skipped), as `instance kind origin`,
-/// within [`WAIT`] each.
-async fn events(
-    watch: &mut (impl tokio_stream::Stream<Item = Item> + Unpin),
-    n: usize,
-) -> Vec<String> {
-    let mut out = Vec::new();
-    for _ in 0..n * 4 + 8 {
-        if out.len() == n {
-            break;
-        }
-        match tokio::time::timeout(WAIT, watch.next())
-            .await
-            .expect("an item in time")
-        {
-            Some(Item::Event(e)) => out.push(brief(&e)),
-            Some(_) => {}
-            None => panic!("the watch ended"),
-        }
-    }
-    out
 }
