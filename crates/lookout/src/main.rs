@@ -102,13 +102,24 @@ struct PublishArgs {
     /// Also write each transition to etcd, one key per instance under
     /// PREFIX/i/SOURCE/ (default prefix lookout), for `lookout etcd` to read.
     /// With USER@, as that etcd user (its password: --etcd-password-file).
-    #[arg(long, value_name = "etcd://[USER@]HOST:PORT[,HOST:PORT...][/PREFIX]",
+    /// etcds://…: over TLS, verified with --etcd-cacert.
+    #[arg(long, value_name = "etcd[s]://[USER@]HOST:PORT[,HOST:PORT...][/PREFIX]",
           value_parser = publish::parse_target)]
     publish: Option<publish::Target>,
     /// With --publish etcd://USER@…: the file whose first line is USER's
     /// password (never on the command line).
     #[arg(long, value_name = "PATH", requires = "publish")]
     etcd_password_file: Option<std::path::PathBuf>,
+    /// With --publish etcds://…: the CA file (PEM) that verifies the members.
+    #[arg(long, value_name = "PATH", requires = "publish")]
+    etcd_cacert: Option<std::path::PathBuf>,
+    /// With --publish etcds://…: a client certificate (PEM) to show, with
+    /// --etcd-key (etcd's --client-cert-auth).
+    #[arg(long, value_name = "PATH", requires_all = ["etcd_key", "etcd_cacert"])]
+    etcd_cert: Option<std::path::PathBuf>,
+    /// The private key (PEM) of --etcd-cert.
+    #[arg(long, value_name = "PATH", requires = "etcd_cert")]
+    etcd_key: Option<std::path::PathBuf>,
     /// With --publish: the source its keys are under (default: this host's name).
     #[arg(long, value_name = "NAME", requires = "publish")]
     source: Option<String>,
@@ -179,8 +190,9 @@ struct K8sArgs {
 
 #[derive(Debug, Args)]
 struct EtcdArgs {
-    /// The cluster's members: http://HOST:PORT or HOST:PORT, comma-separated
-    /// (tried in order; a member that fails is left for the next).
+    /// The cluster's members: http://HOST:PORT, https://HOST:PORT (TLS, with
+    /// --cacert) or HOST:PORT, comma-separated (tried in order; a member
+    /// that fails is left for the next).
     #[arg(
         long,
         value_name = "URLS",
@@ -202,6 +214,16 @@ struct EtcdArgs {
     /// command line).
     #[arg(long, value_name = "PATH", requires = "user")]
     password_file: Option<std::path::PathBuf>,
+    /// The CA file (PEM) that verifies https:// members.
+    #[arg(long, value_name = "PATH")]
+    cacert: Option<std::path::PathBuf>,
+    /// A client certificate (PEM) to show https:// members, with --key
+    /// (etcd's --client-cert-auth).
+    #[arg(long, value_name = "PATH", requires_all = ["key", "cacert"])]
+    cert: Option<std::path::PathBuf>,
+    /// The private key (PEM) of --cert.
+    #[arg(long, value_name = "PATH", requires = "cert")]
+    key: Option<std::path::PathBuf>,
     #[command(flatten)]
     common: Common,
 }
@@ -483,6 +505,14 @@ async fn etcd(a: EtcdArgs, serve: Option<serve::Prepared>) -> ExitCode {
             Err(e) => return usage_error("invalid configuration", &e),
         }
     }
+    let identity = a.cert.as_deref().zip(a.key.as_deref());
+    match publish::tls(&config.endpoints, a.cacert.as_deref(), identity, "--cacert") {
+        Ok(tls) => config.tls = tls,
+        Err(e) => {
+            eprintln!("lookout: invalid configuration: {e}");
+            return ExitCode::from(2);
+        }
+    }
     let _ = ENDPOINT.set((a.endpoints.clone(), "--endpoints".to_owned()));
     if let Some(prepared) = serve {
         // The hub shares instances and the watch's statuses; the
@@ -572,6 +602,9 @@ async fn run<D: lookout_core::Dial>(
         publish: Some(target),
         source,
         etcd_password_file,
+        etcd_cacert,
+        etcd_cert,
+        etcd_key,
     }) = publish
     {
         if serve.is_some() {
@@ -586,10 +619,24 @@ async fn run<D: lookout_core::Dial>(
                 return ExitCode::from(2);
             }
         };
-        let mut publisher = match publish::Publisher::new(target, source, provider, credentials) {
-            Ok(p) => p,
-            Err(e) => return usage_error("cannot publish", &e),
+        let identity = etcd_cert.as_deref().zip(etcd_key.as_deref());
+        let tls = match publish::tls(
+            &target.endpoints,
+            etcd_cacert.as_deref(),
+            identity,
+            "--etcd-cacert",
+        ) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("lookout: cannot publish: {e}");
+                return ExitCode::from(2);
+            }
         };
+        let mut publisher =
+            match publish::Publisher::new(target, source, provider, credentials, tls) {
+                Ok(p) => p,
+                Err(e) => return usage_error("cannot publish", &e),
+            };
         publish::json_warnings(common.json);
         if let Err(e) = publisher.baseline().await {
             publish::warn(&format!(

@@ -9,7 +9,9 @@ use std::time::Duration;
 #[non_exhaustive]
 pub enum ConfigError {
     /// No endpoint was given.
-    #[error("no etcd endpoint given (http://HOST:PORT or HOST:PORT, comma-separated)")]
+    #[error(
+        "no etcd endpoint given (http://HOST:PORT, https://HOST:PORT or HOST:PORT, comma-separated)"
+    )]
     NoEndpoint,
     /// An endpoint that cannot be used.
     #[error("etcd endpoint `{endpoint}`: {why}")]
