@@ -93,6 +93,12 @@ struct Layout {
     peers: [u16; ETCD_MEMBERS],
     /// The peer URLs members advertise (their listening ones, or relays).
     advertised: [String; ETCD_MEMBERS],
+    /// More flags every member is given.
+    extra: Vec<String>,
+    /// TLS clusters: client URLs are `https://` (the certificate flags in
+    /// `extra`), and `/health` is read over plain http on member N's
+    /// `--listen-metrics-urls` port `metrics[N - 1]`.
+    metrics: Option<[u16; ETCD_MEMBERS]>,
 }
 
 /// The engines' cluster: clients on 1237N, peers on 1238N, advertised as is.
@@ -102,6 +108,8 @@ static ENGINE: std::sync::LazyLock<Layout> = std::sync::LazyLock::new(|| Layout 
     clients: [client_port(1), client_port(2), client_port(3)],
     peers: [peer_port(1), peer_port(2), peer_port(3)],
     advertised: [1, 2, 3].map(|m| loopback_url(peer_port(m))),
+    extra: Vec::new(),
+    metrics: None,
 });
 
 impl Layout {
@@ -113,10 +121,19 @@ impl Layout {
         self.clients[member - 1]
     }
 
+    /// Member `member`'s client URL (`https://` for a TLS cluster).
+    fn client_url(&self, member: usize) -> String {
+        let url = loopback_url(self.client(member));
+        if self.metrics.is_some() {
+            url.replacen("http://", "https://", 1)
+        } else {
+            url
+        }
+    }
+
     fn endpoints(&self) -> String {
-        self.clients
-            .iter()
-            .map(|p| loopback_url(*p))
+        (1..=ETCD_MEMBERS)
+            .map(|m| self.client_url(m))
             .collect::<Vec<_>>()
             .join(",")
     }
@@ -144,8 +161,8 @@ impl Layout {
             .map(|m| format!("e{m}={}", self.advertised[m - 1]))
             .collect::<Vec<_>>()
             .join(",");
-        let client = loopback_url(self.client(member));
-        vec![
+        let client = self.client_url(member);
+        let mut args = vec![
             format!("--name=e{member}"),
             format!("--data-dir={}", dir.join(format!("e{member}")).display()),
             format!("--listen-client-urls={client}"),
@@ -166,7 +183,15 @@ impl Layout {
             // Watch progress notifications every 2 s (etcd's default: 10 min),
             // so that the tests see them.
             format!("--watch-progress-notify-interval={PROGRESS_NOTIFY}"),
-        ]
+        ];
+        if let Some(metrics) = self.metrics {
+            args.push(format!(
+                "--listen-metrics-urls={}",
+                loopback_url(metrics[member - 1])
+            ));
+        }
+        args.extend(self.extra.iter().cloned());
+        args
     }
 
     /// Starts member `member`; returns its reaping `sh`.
@@ -203,7 +228,10 @@ impl Layout {
     /// `GET /health` says `"health":"true"`; else the answer, or why none.
     fn healthy(&self, member: usize) -> Result<(), String> {
         check_member(member)?;
-        let body = http(self.client(member), &self.who(member), "GET", "/health", "")?;
+        let port = self
+            .metrics
+            .map_or_else(|| self.client(member), |m| m[member - 1]);
+        let body = http(port, &self.who(member), "GET", "/health", "")?;
         if body.replace(' ', "").contains(r#""health":"true""#) {
             Ok(())
         } else {
@@ -459,17 +487,63 @@ impl EtcdCluster {
         peers: [u16; ETCD_MEMBERS],
         advertised: [String; ETCD_MEMBERS],
     ) -> Result<Self, String> {
+        Self::start_with(name, clients, peers, advertised, &[])
+    }
+
+    /// [`EtcdCluster::start`], every member given the flags `extra` too
+    /// (`--auth-token-ttl=2`, …).
+    pub fn start_with(
+        name: &'static str,
+        clients: [u16; ETCD_MEMBERS],
+        peers: [u16; ETCD_MEMBERS],
+        advertised: [String; ETCD_MEMBERS],
+        extra: &[&str],
+    ) -> Result<Self, String> {
+        Self::start_layout(Layout {
+            name,
+            token: name,
+            clients,
+            peers,
+            advertised,
+            extra: extra.iter().map(|s| (*s).to_owned()).collect(),
+            metrics: None,
+        })
+    }
+
+    /// [`EtcdCluster::start_with`] with `https://` client URLs: `extra`
+    /// holds the members' TLS flags (`--cert-file=…`, `--key-file=…`, and
+    /// `--trusted-ca-file=…` with `--client-cert-auth` to require client
+    /// certificates); member N serves `/health` over plain http on
+    /// `metrics[N - 1]` (`--listen-metrics-urls`), which is what
+    /// [`EtcdCluster::healthy`] reads. The other helpers (leader,
+    /// compaction, member ids) speak plain http to the client port: not for
+    /// a TLS cluster.
+    pub fn start_tls(
+        name: &'static str,
+        clients: [u16; ETCD_MEMBERS],
+        peers: [u16; ETCD_MEMBERS],
+        advertised: [String; ETCD_MEMBERS],
+        metrics: [u16; ETCD_MEMBERS],
+        extra: &[&str],
+    ) -> Result<Self, String> {
+        Self::start_layout(Layout {
+            name,
+            token: name,
+            clients,
+            peers,
+            advertised,
+            extra: extra.iter().map(|s| (*s).to_owned()).collect(),
+            metrics: Some(metrics),
+        })
+    }
+
+    fn start_layout(layout: Layout) -> Result<Self, String> {
+        let name = layout.name;
         if name == ENGINE.name || name.is_empty() || name.contains('/') {
             return Err(format!("etcd: {name:?} cannot name a private cluster"));
         }
         let mut cluster = Self {
-            layout: Layout {
-                name,
-                token: name,
-                clients,
-                peers,
-                advertised,
-            },
+            layout,
             daemons: Vec::new(),
         };
         let dir = cluster.layout.dir()?;
@@ -499,9 +573,9 @@ impl EtcdCluster {
         Ok(cluster)
     }
 
-    /// Member `member`'s client URL.
+    /// Member `member`'s client URL (`https://` for a TLS cluster).
     pub fn member_url(&self, member: usize) -> String {
-        loopback_url(self.layout.client(member))
+        self.layout.client_url(member)
     }
 
     /// The members' client URLs, comma-separated.
@@ -545,6 +619,32 @@ impl EtcdCluster {
             r#"{"key":"AA==","limit":"1","serializable":true}"#,
         )?;
         header_revision(&body)
+    }
+
+    /// Enables etcd's authentication through member 1's gateway: user
+    /// `root` with `password` (no `"` or `\\` in it) and the `root` role.
+    /// From then on a request without a token is refused.
+    pub fn enable_auth(&self, password: &str) -> Result<(), String> {
+        if password.contains(['"', '\\']) {
+            return Err("etcd: a test password without quotes or backslashes".to_owned());
+        }
+        let who = self.layout.who(1);
+        let port = self.layout.client(1);
+        http(
+            port,
+            &who,
+            "POST",
+            "/v3/auth/user/add",
+            &format!(r#"{{"name":"root","password":"{password}"}}"#),
+        )?;
+        http(
+            port,
+            &who,
+            "POST",
+            "/v3/auth/user/grant",
+            r#"{"user":"root","role":"root"}"#,
+        )?;
+        http(port, &who, "POST", "/v3/auth/enable", "{}").map(drop)
     }
 
     /// Member `member`'s pid.
@@ -668,8 +768,11 @@ mod tests {
             clients: [1, 2, 3],
             peers: [4, 5, 6],
             advertised: ["http://r1".into(), "http://r2".into(), "http://r3".into()],
+            extra: vec!["--auth-token-ttl=2".into()],
+            metrics: None,
         };
         let args = relayed.member_args(2, Path::new("/d"));
+        assert!(args.contains(&"--auth-token-ttl=2".to_owned()));
         assert!(args.contains(&"--listen-peer-urls=http://127.0.0.1:5".to_owned()));
         assert!(args.contains(&"--initial-advertise-peer-urls=http://r2".to_owned()));
         assert!(
@@ -678,6 +781,17 @@ mod tests {
         assert_eq!(
             json_string(r#"{"header":{"revision":"42"}}"#, "revision").as_deref(),
             Some("42")
+        );
+        let tls = Layout {
+            metrics: Some([7, 8, 9]),
+            ..relayed
+        };
+        let args = tls.member_args(3, Path::new("/d"));
+        assert!(args.contains(&"--listen-client-urls=https://127.0.0.1:3".to_owned()));
+        assert!(args.contains(&"--listen-metrics-urls=http://127.0.0.1:9".to_owned()));
+        assert_eq!(
+            tls.endpoints(),
+            "https://127.0.0.1:1,https://127.0.0.1:2,https://127.0.0.1:3"
         );
         assert_eq!(dechunk("3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n"), "abcde");
     }

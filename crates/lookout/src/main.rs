@@ -101,9 +101,25 @@ struct Common {
 struct PublishArgs {
     /// Also write each transition to etcd, one key per instance under
     /// PREFIX/i/SOURCE/ (default prefix lookout), for `lookout etcd` to read.
-    #[arg(long, value_name = "etcd://HOST:PORT[,HOST:PORT...][/PREFIX]",
+    /// With USER@, as that etcd user (its password: --etcd-password-file).
+    /// etcds://…: over TLS, verified with --etcd-cacert.
+    #[arg(long, value_name = "etcd[s]://[USER@]HOST:PORT[,HOST:PORT...][/PREFIX]",
           value_parser = publish::parse_target)]
     publish: Option<publish::Target>,
+    /// With --publish etcd://USER@…: the file whose first line is USER's
+    /// password (never on the command line).
+    #[arg(long, value_name = "PATH", requires = "publish")]
+    etcd_password_file: Option<std::path::PathBuf>,
+    /// With --publish etcds://…: the CA file (PEM) that verifies the members.
+    #[arg(long, value_name = "PATH", requires = "publish")]
+    etcd_cacert: Option<std::path::PathBuf>,
+    /// With --publish etcds://…: a client certificate (PEM) to show, with
+    /// --etcd-key (etcd's --client-cert-auth).
+    #[arg(long, value_name = "PATH", requires_all = ["etcd_key", "etcd_cacert"])]
+    etcd_cert: Option<std::path::PathBuf>,
+    /// The private key (PEM) of --etcd-cert.
+    #[arg(long, value_name = "PATH", requires = "etcd_cert")]
+    etcd_key: Option<std::path::PathBuf>,
     /// With --publish: the source its keys are under (default: this host's name).
     #[arg(long, value_name = "NAME", requires = "publish")]
     source: Option<String>,
@@ -174,8 +190,9 @@ struct K8sArgs {
 
 #[derive(Debug, Args)]
 struct EtcdArgs {
-    /// The cluster's members: http://HOST:PORT or HOST:PORT, comma-separated
-    /// (tried in order; a member that fails is left for the next).
+    /// The cluster's members: http://HOST:PORT, https://HOST:PORT (TLS, with
+    /// --cacert) or HOST:PORT, comma-separated (tried in order; a member
+    /// that fails is left for the next).
     #[arg(
         long,
         value_name = "URLS",
@@ -189,6 +206,24 @@ struct EtcdArgs {
     /// Only this source (repeatable; default: every source under the prefix).
     #[arg(long = "source", value_name = "S")]
     sources: Vec<String>,
+    /// The etcd user to authenticate as (etcd's auth enabled), with
+    /// --password-file.
+    #[arg(long, value_name = "NAME", requires = "password_file")]
+    user: Option<String>,
+    /// The file whose first line is --user's password (never on the
+    /// command line).
+    #[arg(long, value_name = "PATH", requires = "user")]
+    password_file: Option<std::path::PathBuf>,
+    /// The CA file (PEM) that verifies https:// members.
+    #[arg(long, value_name = "PATH")]
+    cacert: Option<std::path::PathBuf>,
+    /// A client certificate (PEM) to show https:// members, with --key
+    /// (etcd's --client-cert-auth).
+    #[arg(long, value_name = "PATH", requires_all = ["key", "cacert"])]
+    cert: Option<std::path::PathBuf>,
+    /// The private key (PEM) of --cert.
+    #[arg(long, value_name = "PATH", requires = "cert")]
+    key: Option<std::path::PathBuf>,
     #[command(flatten)]
     common: Common,
 }
@@ -464,6 +499,20 @@ async fn etcd(a: EtcdArgs, serve: Option<serve::Prepared>) -> ExitCode {
     config.sources.clone_from(&a.sources);
     config.readiness = a.common.readiness;
     config.watch = lookout_etcd::EtcdConfig::default_watch().initial(a.common.initial);
+    if let (Some(user), Some(file)) = (&a.user, &a.password_file) {
+        match lookout_etcd::Credentials::from_file(user.as_str(), file) {
+            Ok(c) => config.credentials = Some(c),
+            Err(e) => return usage_error("invalid configuration", &e),
+        }
+    }
+    let identity = a.cert.as_deref().zip(a.key.as_deref());
+    match publish::tls(&config.endpoints, a.cacert.as_deref(), identity, "--cacert") {
+        Ok(tls) => config.tls = tls,
+        Err(e) => {
+            eprintln!("lookout: invalid configuration: {e}");
+            return ExitCode::from(2);
+        }
+    }
     let _ = ENDPOINT.set((a.endpoints.clone(), "--endpoints".to_owned()));
     if let Some(prepared) = serve {
         // The hub shares instances and the watch's statuses; the
@@ -552,6 +601,10 @@ async fn run<D: lookout_core::Dial>(
     if let Some(PublishArgs {
         publish: Some(target),
         source,
+        etcd_password_file,
+        etcd_cacert,
+        etcd_cert,
+        etcd_key,
     }) = publish
     {
         if serve.is_some() {
@@ -559,10 +612,31 @@ async fn run<D: lookout_core::Dial>(
             return ExitCode::from(2);
         }
         let source = source.clone().unwrap_or_else(publish::host_name);
-        let mut publisher = match publish::Publisher::new(target, source, provider) {
-            Ok(p) => p,
-            Err(e) => return usage_error("cannot publish", &e),
+        let credentials = match publish::credentials(target, etcd_password_file.as_deref()) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("lookout: cannot publish: {e}");
+                return ExitCode::from(2);
+            }
         };
+        let identity = etcd_cert.as_deref().zip(etcd_key.as_deref());
+        let tls = match publish::tls(
+            &target.endpoints,
+            etcd_cacert.as_deref(),
+            identity,
+            "--etcd-cacert",
+        ) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("lookout: cannot publish: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        let mut publisher =
+            match publish::Publisher::new(target, source, provider, credentials, tls) {
+                Ok(p) => p,
+                Err(e) => return usage_error("cannot publish", &e),
+            };
         publish::json_warnings(common.json);
         if let Err(e) = publisher.baseline().await {
             publish::warn(&format!(

@@ -1,6 +1,9 @@
-//! `--publish etcd://HOST:PORT[,HOST:PORT…][/PREFIX]`: each transition the
-//! run tells, written to etcd in `lookout_etcd::model`'s format, for `lookout
-//! etcd` to read back.
+//! `--publish etcd://[USER@]HOST:PORT[,HOST:PORT…][/PREFIX]`: each
+//! transition the run tells, written to etcd in `lookout_etcd::model`'s
+//! format, for `lookout etcd` to read back. With `USER@`, as that etcd user,
+//! its password read from `--etcd-password-file`. `etcds://…` is the same
+//! over TLS (every member `https://`), verified with `--etcd-cacert`
+//! (`--etcd-cert`/`--etcd-key`: a client certificate).
 //!
 //! One compare-and-set txn per transition, on the key's mod revision as last
 //! written or read; its failure branch reads the key, so a retried write
@@ -18,7 +21,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use lookout_core::{EventKind, InstanceEvent, Origin, Status};
 use lookout_etcd::model::{self, Record, RecordEvent, State};
-use lookout_etcd::{Client, Endpoint, EtcdError};
+use lookout_etcd::{Client, Credentials, Endpoint, EtcdError, Tls};
 use serde_json::json;
 
 use crate::output::rfc3339_nanos;
@@ -36,28 +39,106 @@ pub const STATUS_TTL: i64 = 10;
 /// How often the status lease is renewed and failed writes retried.
 pub const TICK: Duration = Duration::from_secs(3);
 
-/// Where to publish: the endpoints and the prefix of `etcd://…`.
+/// Where to publish: the endpoints, the prefix and the user of `etcd://…`.
 #[derive(Clone, Debug)]
 pub struct Target {
     pub endpoints: Vec<Endpoint>,
     pub prefix: String,
+    pub user: Option<String>,
 }
 
-/// Parses `etcd://HOST:PORT[,HOST:PORT…][/PREFIX]`.
+/// Parses `etcd://[USER@]HOST:PORT[,HOST:PORT…][/PREFIX]`, or `etcds://…`
+/// (TLS: every endpoint `https://`).
 pub fn parse_target(s: &str) -> Result<Target, String> {
-    let rest = s
-        .strip_prefix("etcd://")
-        .ok_or_else(|| format!("`{s}`: expected etcd://HOST:PORT[,HOST:PORT...][/PREFIX]"))?;
+    let (rest, tls) = match (s.strip_prefix("etcd://"), s.strip_prefix("etcds://")) {
+        (Some(rest), _) => (rest, false),
+        (None, Some(rest)) => (rest, true),
+        (None, None) => {
+            return Err(format!(
+                "`{s}`: expected etcd://[USER@]HOST:PORT[,HOST:PORT...][/PREFIX] (etcds://…: TLS)"
+            ));
+        }
+    };
+    // `USER@` before the hosts (an `@` in the prefix is the prefix's).
+    let hosts_end = rest.find('/').unwrap_or(rest.len());
+    let (user, rest) = match rest[..hosts_end]
+        .split_once('@')
+        .map(|(u, _)| (u, &rest[u.len() + 1..]))
+    {
+        Some((u, _)) if u.is_empty() || u.contains(':') || u.contains('/') => {
+            return Err(format!(
+                "`{s}`: expected USER@ (a password is read from --etcd-password-file, never given here)"
+            ));
+        }
+        Some((u, r)) => (Some(u.to_owned()), r),
+        None => (None, rest),
+    };
     let (hosts, prefix) = match rest.split_once('/') {
         Some((h, p)) if !p.trim_matches('/').is_empty() => (h, p.trim_matches('/')),
         Some((h, _)) => (h, model::DEFAULT_PREFIX),
         None => (rest, model::DEFAULT_PREFIX),
     };
     let endpoints = Endpoint::parse_list(hosts).map_err(|e| format!("`{s}`: {e}"))?;
+    if endpoints.iter().any(Endpoint::is_tls) {
+        return Err(format!(
+            "`{s}`: name members as HOST:PORT (etcds://… for TLS)"
+        ));
+    }
+    let endpoints = if tls {
+        endpoints.into_iter().map(Endpoint::with_tls).collect()
+    } else {
+        endpoints
+    };
     Ok(Target {
         endpoints,
         prefix: prefix.to_owned(),
+        user,
     })
+}
+
+/// The TLS files of `endpoints` (`https://` ones need a CA file, given by
+/// the flag `ca_flag`): `None` without a CA file; a CA file without an
+/// `https://` endpoint is an error too (said to be useless).
+pub fn tls(
+    endpoints: &[Endpoint],
+    ca: Option<&std::path::Path>,
+    identity: Option<(&std::path::Path, &std::path::Path)>,
+    ca_flag: &str,
+) -> Result<Option<Tls>, String> {
+    let https = endpoints.iter().any(Endpoint::is_tls);
+    match ca {
+        None if https => Err(format!(
+            "TLS endpoints need {ca_flag} PATH (the CA that issued the members' certificates)"
+        )),
+        None => Ok(None),
+        Some(_) if !https => Err(format!(
+            "{ca_flag} given, but no TLS endpoint (https://… ; for --publish: etcds://…)"
+        )),
+        Some(ca) => Tls::from_files(ca, identity)
+            .map(Some)
+            .map_err(|e| e.to_string()),
+    }
+}
+
+/// The credentials of `target`'s user, the password read from
+/// `password_file`: both or neither.
+pub fn credentials(
+    target: &Target,
+    password_file: Option<&std::path::Path>,
+) -> Result<Option<Credentials>, String> {
+    match (&target.user, password_file) {
+        (Some(user), Some(file)) => Credentials::from_file(user.as_str(), file)
+            .map(Some)
+            .map_err(|e| e.to_string()),
+        (Some(user), None) => Err(format!(
+            "etcd user `{user}` given without --etcd-password-file"
+        )),
+        (None, Some(_)) => Err(
+            "--etcd-password-file given without a user (--publish etcd://USER@HOST:PORT…)"
+                .to_owned(),
+        ),
+        (None, None) => Ok(None),
+    }
 }
 
 /// What is wanted of one instance, and what etcd holds.
@@ -98,11 +179,15 @@ impl Publisher {
         target: &Target,
         source: String,
         provider: &'static str,
+        credentials: Option<Credentials>,
+        tls: Option<Tls>,
     ) -> Result<Self, lookout_etcd::ConfigError> {
         model::check_source(&source)?;
         let prefix = model::check_prefix(&target.prefix)?.to_owned();
         Ok(Self {
-            client: Client::new(target.endpoints.clone(), Duration::from_secs(5))?,
+            client: Client::new(target.endpoints.clone(), Duration::from_secs(5))?
+                .with_credentials(credentials)
+                .with_tls(tls),
             prefix,
             writer: format!(
                 "lookout/{} {source} pid {}",
@@ -479,6 +564,36 @@ mod tests {
         assert_eq!(t.endpoints[0].to_string(), "http://etcd:2379");
         assert!(parse_target("http://x:1").is_err());
         assert!(parse_target("etcd:///p").is_err());
+        let t = parse_target("etcd://ops@127.0.0.1:1,127.0.0.1:2/p").expect("parses");
+        assert_eq!(t.user.as_deref(), Some("ops"));
+        assert_eq!(t.endpoints.len(), 2);
+        assert!(parse_target("etcd://ops:pw@x:1").is_err());
+        assert!(parse_target("etcd://@x:1").is_err());
+        assert!(credentials(&t, None).is_err());
+        let t = parse_target("etcd://x:1/a@b").expect("parses");
+        assert_eq!((t.user.as_deref(), t.prefix.as_str()), (None, "a@b"));
+        let anonymous = parse_target("etcd://x:1").expect("parses");
+        assert!(credentials(&anonymous, Some(std::path::Path::new("/p"))).is_err());
+        assert!(matches!(credentials(&anonymous, None), Ok(None)));
+        let t = parse_target("etcds://ops@x:1,y:2/p").expect("parses");
+        let shown: Vec<String> = t.endpoints.iter().map(ToString::to_string).collect();
+        assert_eq!(shown, ["https://x:1", "https://y:2"]);
+        assert_eq!((t.user.as_deref(), t.prefix.as_str()), (Some("ops"), "p"));
+        assert!(parse_target("etcd://https://x:1").is_err());
+        let ca = std::path::Path::new("/nonexistent/ca.pem");
+        assert!(
+            tls(&t.endpoints, None, None, "--etcd-cacert")
+                .is_err_and(|e| e.contains("--etcd-cacert"))
+        );
+        assert!(tls(&anonymous.endpoints, Some(ca), None, "--etcd-cacert").is_err());
+        assert!(matches!(
+            tls(&anonymous.endpoints, None, None, "--etcd-cacert"),
+            Ok(None)
+        ));
+        assert!(
+            tls(&t.endpoints, Some(ca), None, "--etcd-cacert")
+                .is_err_and(|e| e.contains("/nonexistent/ca.pem"))
+        );
     }
 
     /// Against the real cluster (`cargo xtask engines up etcd`).
@@ -493,7 +608,8 @@ mod tests {
             engines::etcd_endpoints().replace("http://", "")
         ))
         .expect("a target");
-        let publisher = Publisher::new(&target, "s".into(), "docker").expect("a publisher");
+        let publisher =
+            Publisher::new(&target, "s".into(), "docker", None, None).expect("a publisher");
         let key = model::instance_key(&prefix, "s", "web");
         let value = br#"{"provider":"docker","state":"running","event":{"kind":"started","origin":"live","at":"x"}}"#;
         let rt = tokio::runtime::Builder::new_current_thread()

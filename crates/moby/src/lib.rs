@@ -133,6 +133,8 @@ pub use mapping::{HealthTable, Mapping};
 pub use objects::{
     Decision, Event, KnownObjects, Objects, ReadinessFrom, Scope, labels_of, matches, string_value,
 };
+#[cfg(feature = "tls")]
+pub use tls::client_config_from_files;
 
 /// What to watch on an engine speaking the Docker API (`DockerConfig`,
 /// `PodmanConfig`, `SwarmConfig`).

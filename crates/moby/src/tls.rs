@@ -80,15 +80,14 @@ impl ServerCertVerifier for NoCertificateCheck {
     }
 }
 
-/// The roots of `ca.pem` in `dir`.
-fn roots(dir: &Path) -> Result<RootCertStore, CompatError> {
-    let ca = dir.join("ca.pem");
+/// The roots of the PEM file `ca`.
+fn roots(ca: &Path) -> Result<RootCertStore, CompatError> {
     let mut roots = RootCertStore::empty();
-    for cert in CertificateDer::pem_file_iter(&ca).map_err(|e| tls_error(&ca, "reading", e))? {
-        let cert = cert.map_err(|e| tls_error(&ca, "parsing", e))?;
+    for cert in CertificateDer::pem_file_iter(ca).map_err(|e| tls_error(ca, "reading", e))? {
+        let cert = cert.map_err(|e| tls_error(ca, "parsing", e))?;
         roots
             .add(cert)
-            .map_err(|e| tls_error(&ca, "using the CA of", e))?;
+            .map_err(|e| tls_error(ca, "using the CA of", e))?;
     }
     Ok(roots)
 }
@@ -98,28 +97,54 @@ pub(crate) fn client_config(env: &TlsEnv) -> Result<Arc<ClientConfig>, CompatErr
     let dir = env.cert_path.as_deref().ok_or_else(|| {
         CompatError::Tls("no DOCKER_CERT_PATH and no HOME to find ca.pem in".to_owned())
     })?;
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let identity = (cert.exists() && key.exists()).then_some((cert.as_path(), key.as_path()));
+    if env.skip_verify.is_some() {
+        build(None, identity)
+    } else {
+        build(Some(&dir.join("ca.pem")), identity)
+    }
+}
+
+/// A rustls client configuration (ring, TLS 1.2 and 1.3) that verifies
+/// servers against the CA certificates of the PEM file `ca`, and shows the
+/// client certificate chain and private key of the PEM files `identity`
+/// when given (for servers that require a client certificate). The files
+/// are read now; errors name the file (never its content). Docker's TLS
+/// setup is built on it; other lookout crates (lookout-etcd) share it.
+pub fn client_config_from_files(
+    ca: &Path,
+    identity: Option<(&Path, &Path)>,
+) -> Result<Arc<ClientConfig>, CompatError> {
+    build(Some(ca), identity)
+}
+
+/// Verified against `ca` (`None`: any certificate, see
+/// [`NoCertificateCheck`]), with the client certificate and key `identity`.
+fn build(
+    ca: Option<&Path>,
+    identity: Option<(&Path, &Path)>,
+) -> Result<Arc<ClientConfig>, CompatError> {
     let provider = Arc::new(crypto::ring::default_provider());
     let versions = ClientConfig::builder_with_provider(Arc::clone(&provider))
         .with_safe_default_protocol_versions()
         .map_err(|e| CompatError::Tls(e.to_string()))?;
-    let builder = if env.skip_verify.is_some() {
-        versions
+    let builder = match ca {
+        None => versions
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(NoCertificateCheck(provider)))
-    } else {
-        versions.with_root_certificates(roots(dir)?)
+            .with_custom_certificate_verifier(Arc::new(NoCertificateCheck(provider))),
+        Some(ca) => versions.with_root_certificates(roots(ca)?),
     };
-    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
-    let config = if cert.exists() && key.exists() {
-        let chain = CertificateDer::pem_file_iter(&cert)
-            .map_err(|e| tls_error(&cert, "reading", e))?
+    let config = if let Some((cert, key)) = identity {
+        let chain = CertificateDer::pem_file_iter(cert)
+            .map_err(|e| tls_error(cert, "reading", e))?
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| tls_error(&cert, "parsing", e))?;
+            .map_err(|e| tls_error(cert, "parsing", e))?;
         let key_der =
-            PrivateKeyDer::from_pem_file(&key).map_err(|e| tls_error(&key, "reading", e))?;
+            PrivateKeyDer::from_pem_file(key).map_err(|e| tls_error(key, "reading", e))?;
         builder
             .with_client_auth_cert(chain, key_der)
-            .map_err(|e| tls_error(&cert, "using", e))?
+            .map_err(|e| tls_error(cert, "using", e))?
     } else {
         builder.with_no_client_auth()
     };

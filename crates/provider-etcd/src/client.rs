@@ -4,12 +4,25 @@
 //! its socket). Every request goes to the preferred endpoint, and on a
 //! connection failure, a timeout or a 5xx answer to the next one, which
 //! becomes the preferred.
+//!
+//! With [`Credentials`], the client authenticates (`/v3/auth/authenticate`)
+//! before its first request and sends the token etcd gave as the
+//! `Authorization` header of every request, the watch's too; a request
+//! refused because the token is invalid (expired: etcd's simple tokens live
+//! `--auth-token-ttl` after their last use) authenticates again and is sent
+//! once more.
+//!
+//! `https://` endpoints speak TLS (rustls, set up by
+//! [`lookout_moby::client_config_from_files`]): the member's certificate is
+//! verified against the CA certificates of a [`Tls`], which may also hold a
+//! client certificate and key for etcd's `--client-cert-auth`.
 
 use std::fmt;
 use std::future::{Future, poll_fn};
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -21,39 +34,169 @@ use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
 use serde::de::DeserializeOwned;
 use serde_json::json;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
+use tokio_rustls::rustls::ClientConfig;
 
 use crate::error::{ConfigError, EtcdError};
 use crate::wire::{
     GatewayError, Header, LeaseGrant, RangeResponse, WatchCreate, WatchLine, WatchResponse, b64,
 };
 
+/// etcd's message for a token it does not know (expired, or from before a
+/// restart of the member).
+const INVALID_TOKEN: &str = "invalid auth token";
+/// Where a user's password is exchanged for a token.
+const AUTHENTICATE: &str = "/v3/auth/authenticate";
+/// etcd's answer to an authentication while auth is disabled.
+const AUTH_NOT_ENABLED: &str = "authentication is not enabled";
+/// etcd's message for a request without a user while auth is enabled.
+const USER_EMPTY: &str = "user name is empty";
+/// gRPC's `Unauthenticated`.
+const UNAUTHENTICATED: i32 = 16;
+
 /// The largest unary answer read (a range page is far below it).
 const ANSWER_LIMIT: usize = 64 * 1024 * 1024;
 /// The largest watch line (one revision's events with their previous values).
 const LINE_LIMIT: usize = 64 * 1024 * 1024;
 
-/// One member's client address: `http://HOST:PORT`.
+/// A user's name and password for etcd's authentication. `Debug` shows the
+/// name only.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Credentials {
+    user: String,
+    password: String,
+}
+
+impl Credentials {
+    /// `user` with `password`.
+    pub fn new(user: impl Into<String>, password: impl Into<String>) -> Self {
+        Self {
+            user: user.into(),
+            password: password.into(),
+        }
+    }
+
+    /// `user` with the password in the file at `path` (its first line,
+    /// without the line's end): a password is never a command-line argument.
+    pub fn from_file(user: impl Into<String>, path: &std::path::Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::PasswordFile {
+            path: path.to_owned(),
+            source,
+        })?;
+        let password = text.lines().next().unwrap_or_default();
+        Ok(Self::new(user, password))
+    }
+
+    /// The user's name.
+    pub fn user(&self) -> &str {
+        &self.user
+    }
+}
+
+impl fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Credentials")
+            .field("user", &self.user)
+            .field("password", &"<redacted>")
+            .finish()
+    }
+}
+
+/// The credentials of a client and the token etcd gave for them (shared
+/// by the client's clones).
+struct Auth {
+    credentials: Credentials,
+    token: Mutex<Option<Arc<str>>>,
+}
+
+impl Auth {
+    fn token(&self) -> Option<Arc<str>> {
+        self.token
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn set_token(&self, token: Arc<str>) {
+        *self.token.lock().unwrap_or_else(PoisonError::into_inner) = Some(token);
+    }
+}
+
+/// TLS for `https://` endpoints: the CA certificates members are verified
+/// against and, optionally, a client certificate and key (etcd's
+/// `--client-cert-auth`). The PEM files are read once, by
+/// [`Tls::from_files`]; `Debug` names the files, never their content.
+#[derive(Clone)]
+pub struct Tls {
+    config: Arc<ClientConfig>,
+    ca: PathBuf,
+    cert: Option<PathBuf>,
+}
+
+impl Tls {
+    /// Verifies members against the CA certificates in the PEM file `ca`,
+    /// showing the certificate chain and private key of the PEM files
+    /// `identity` (certificate, key) when given.
+    pub fn from_files(ca: &Path, identity: Option<(&Path, &Path)>) -> Result<Self, ConfigError> {
+        let config = lookout_moby::client_config_from_files(ca, identity)
+            .map_err(|e| ConfigError::Tls(e.to_string()))?;
+        Ok(Self {
+            config,
+            ca: ca.to_owned(),
+            cert: identity.map(|(cert, _)| cert.to_owned()),
+        })
+    }
+}
+
+impl fmt::Debug for Tls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tls")
+            .field("ca", &self.ca)
+            .field("cert", &self.cert)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A connected socket: plain TCP, or TLS over it.
+trait Socket: AsyncRead + AsyncWrite + Send + Unpin {}
+
+impl<T: AsyncRead + AsyncWrite + Send + Unpin> Socket for T {}
+
+/// `/v3/auth/authenticate`'s answer.
+#[derive(serde::Deserialize)]
+struct Authenticated {
+    #[serde(default)]
+    token: String,
+}
+
+/// One member's client address: `http://HOST:PORT`, or `https://HOST:PORT`
+/// (TLS).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Endpoint {
     host: String,
     port: u16,
+    tls: bool,
 }
 
 impl Endpoint {
-    /// Parses `http://HOST[:PORT]` or `HOST[:PORT]` (port 2379 by default).
+    /// Parses `http://HOST[:PORT]`, `https://HOST[:PORT]` or `HOST[:PORT]`
+    /// (port 2379 by default).
     pub fn parse(s: &str) -> Result<Self, ConfigError> {
         let bad = |why: &str| ConfigError::Endpoint {
             endpoint: s.to_owned(),
             why: why.to_owned(),
         };
         let t = s.trim();
-        if t.starts_with("https://") {
-            return Err(bad("TLS (https://) is not supported yet: use http://"));
-        }
-        let t = t.strip_prefix("http://").unwrap_or(t).trim_end_matches('/');
+        let (t, tls) = match t.strip_prefix("https://") {
+            Some(rest) => (rest, true),
+            None => (t.strip_prefix("http://").unwrap_or(t), false),
+        };
+        let t = t.trim_end_matches('/');
         if t.is_empty() || t.contains('/') || t.contains("://") {
-            return Err(bad("expected http://HOST:PORT or HOST:PORT"));
+            return Err(bad(
+                "expected http://HOST:PORT, https://HOST:PORT or HOST:PORT",
+            ));
         }
         let (host, port) = match t.rsplit_once(':') {
             // `[::1]:2379`, `host:2379`; a bare IPv6 address has more colons.
@@ -70,7 +213,20 @@ impl Endpoint {
         Ok(Self {
             host: host.to_owned(),
             port,
+            tls,
         })
+    }
+
+    /// The same member over TLS (`https://`).
+    #[must_use]
+    pub fn with_tls(mut self) -> Self {
+        self.tls = true;
+        self
+    }
+
+    /// Whether it is an `https://` endpoint.
+    pub fn is_tls(&self) -> bool {
+        self.tls
     }
 
     /// Parses a comma-separated list (empty items skipped); at least one.
@@ -97,7 +253,8 @@ impl Endpoint {
 
 impl fmt::Display for Endpoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "http://{}", self.authority())
+        let scheme = if self.tls { "https" } else { "http" };
+        write!(f, "{scheme}://{}", self.authority())
     }
 }
 
@@ -107,7 +264,7 @@ impl fmt::Display for Endpoint {
 /// request whole.)
 type RequestBody = Full<Bytes>;
 
-type Connection = http1::Connection<TokioIo<TcpStream>, RequestBody>;
+type Connection = http1::Connection<TokioIo<Box<dyn Socket>>, RequestBody>;
 
 /// A response being read, with the connection that carries it (polled
 /// whenever the body is; dropping the exchange closes the socket).
@@ -185,6 +342,8 @@ pub struct Client {
     endpoints: Arc<[Endpoint]>,
     preferred: Arc<AtomicUsize>,
     timeout: Duration,
+    auth: Option<Arc<Auth>>,
+    tls: Option<Tls>,
 }
 
 impl fmt::Debug for Client {
@@ -193,6 +352,11 @@ impl fmt::Debug for Client {
             .field("endpoints", &self.endpoints)
             .field("preferred", &self.preferred.load(Ordering::Relaxed))
             .field("timeout", &self.timeout)
+            .field("tls", &self.tls)
+            .field(
+                "user",
+                &self.auth.as_ref().map(|a| a.credentials.user.as_str()),
+            )
             .finish()
     }
 }
@@ -208,7 +372,118 @@ impl Client {
             endpoints: endpoints.into(),
             preferred: Arc::new(AtomicUsize::new(0)),
             timeout,
+            auth: None,
+            tls: None,
         })
+    }
+
+    /// The client authenticating with `credentials` (`None`: none).
+    #[must_use]
+    pub fn with_credentials(mut self, credentials: Option<Credentials>) -> Self {
+        self.auth = credentials.map(|credentials| {
+            Arc::new(Auth {
+                credentials,
+                token: Mutex::new(None),
+            })
+        });
+        self
+    }
+
+    /// The client verifying `https://` endpoints with `tls` (`None`: an
+    /// `https://` endpoint cannot be used, for want of a CA to verify it).
+    #[must_use]
+    pub fn with_tls(mut self, tls: Option<Tls>) -> Self {
+        self.tls = tls;
+        self
+    }
+
+    /// Opens a socket to `endpoint`: TCP, and TLS over it for `https://`.
+    async fn connect(&self, endpoint: &Endpoint) -> Result<Box<dyn Socket>, EtcdError> {
+        let connect_error = |source| EtcdError::Connect {
+            endpoint: endpoint.to_string(),
+            source,
+        };
+        let tcp = TcpStream::connect((endpoint.host.as_str(), endpoint.port))
+            .await
+            .map_err(connect_error)?;
+        tcp.set_nodelay(true).map_err(connect_error)?;
+        if !endpoint.tls {
+            return Ok(Box::new(tcp));
+        }
+        let tls_error = |why: String| EtcdError::Tls {
+            endpoint: endpoint.to_string(),
+            why,
+        };
+        let tls = self.tls.as_ref().ok_or_else(|| {
+            tls_error("no CA certificate to verify the member with (give a CA file)".to_owned())
+        })?;
+        let name = rustls_pki_types::ServerName::try_from(endpoint.host.clone())
+            .map_err(|e| tls_error(format!("not a TLS server name: {e}")))?;
+        let stream = tokio_rustls::TlsConnector::from(Arc::clone(&tls.config))
+            .connect(name, tcp)
+            .await
+            .map_err(|e| tls_error(format!("TLS handshake: {e}")))?;
+        Ok(Box::new(stream))
+    }
+
+    /// Authenticates (`/v3/auth/authenticate`, failing over) and keeps the
+    /// token for the requests that follow.
+    async fn authenticate(&self) -> Result<(), EtcdError> {
+        let Some(auth) = &self.auth else {
+            return Ok(());
+        };
+        let path = AUTHENTICATE;
+        let body = Bytes::from(
+            json!({ "name": auth.credentials.user, "password": auth.credentials.password })
+                .to_string(),
+        );
+        let token = match self
+            .failover(path, |i| {
+                self.unary_at::<Authenticated>(i, path, Some(&body))
+            })
+            .await
+        {
+            Ok(answer) => answer.token,
+            // An etcd without auth takes requests without a token (an empty
+            // one is sent as none); once auth is enabled, they are refused
+            // as `AuthRequired`, which authenticates again.
+            Err(EtcdError::Status { message, .. }) if message.contains(AUTH_NOT_ENABLED) => {
+                String::new()
+            }
+            Err(source) => {
+                return Err(EtcdError::Authenticate {
+                    user: auth.credentials.user.clone(),
+                    source: Box::new(source),
+                });
+            }
+        };
+        auth.set_token(token.into());
+        Ok(())
+    }
+
+    /// `op` with a token when the client has credentials: authenticated
+    /// first when there is none yet, and once again (then `op` once more)
+    /// when etcd says the token is invalid, or that it needs one (auth
+    /// enabled since).
+    async fn authed<T, F, Fut>(&self, mut op: F) -> Result<T, EtcdError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, EtcdError>>,
+    {
+        let Some(auth) = &self.auth else {
+            return op().await;
+        };
+        if auth.token().is_none() {
+            self.authenticate().await?;
+        }
+        match op().await {
+            Err(e) if e.is_invalid_token() || matches!(e, EtcdError::AuthRequired { .. }) => {
+                tracing::debug!(user = auth.credentials.user, error = %e, "etcd refused the auth token; authenticating again");
+                self.authenticate().await?;
+                op().await
+            }
+            r => r,
+        }
     }
 
     /// The members' endpoints.
@@ -231,22 +506,13 @@ impl Client {
     ) -> Result<Exchange, EtcdError> {
         let endpoint = &self.endpoints[i];
         let attempt = async {
-            let tcp = TcpStream::connect((endpoint.host.as_str(), endpoint.port))
-                .await
-                .map_err(|source| EtcdError::Connect {
-                    endpoint: endpoint.to_string(),
-                    source,
-                })?;
-            tcp.set_nodelay(true).map_err(|source| EtcdError::Connect {
-                endpoint: endpoint.to_string(),
-                source,
-            })?;
+            let socket = self.connect(endpoint).await?;
             let http_error = |source| EtcdError::Http {
                 endpoint: endpoint.to_string(),
                 path: path.to_owned(),
                 source,
             };
-            let (mut sender, mut conn) = http1::handshake(TokioIo::new(tcp))
+            let (mut sender, mut conn) = http1::handshake(TokioIo::new(socket))
                 .await
                 .map_err(http_error)?;
             let request = Request::builder()
@@ -257,7 +523,16 @@ impl Client {
                 .header(
                     header::USER_AGENT,
                     concat!("lookout/", env!("CARGO_PKG_VERSION")),
-                )
+                );
+            // The token, with every request but the one that asks for it.
+            let token = self.auth.as_ref().and_then(|a| a.token());
+            let request = match token {
+                Some(token) if !token.is_empty() && path != AUTHENTICATE => {
+                    request.header(header::AUTHORIZATION, &*token)
+                }
+                _ => request,
+            };
+            let request = request
                 .body(body)
                 .map_err(|e| EtcdError::Request(e.to_string()))?;
             let mut response = std::pin::pin!(sender.send_request(request));
@@ -391,6 +666,13 @@ impl Client {
                     .trim()
                     .to_owned(),
             });
+            if e.message.contains(USER_EMPTY) {
+                return Err(EtcdError::AuthRequired {
+                    endpoint,
+                    path: path.to_owned(),
+                    message: e.message,
+                });
+            }
             return Err(EtcdError::Status {
                 endpoint,
                 path: path.to_owned(),
@@ -413,7 +695,8 @@ impl Client {
         body: &serde_json::Value,
     ) -> Result<T, EtcdError> {
         let body = Bytes::from(body.to_string());
-        self.failover(path, |i| self.unary_at(i, path, Some(&body)))
+        let body = &body;
+        self.authed(|| self.failover(path, move |i| self.unary_at(i, path, Some(body))))
             .await
     }
 
@@ -545,50 +828,60 @@ impl Client {
         }
         let path = "/v3/lease/keepalive";
         let body = Bytes::from(json!({ "ID": id.to_string() }).to_string());
-        self.failover(path, |i| {
-            let body = body.clone();
-            async move {
-                let endpoint = self.endpoints[i].to_string();
-                let read = async {
-                    let mut ex = self
-                        .send(i, http::Method::POST, path, Full::new(body))
-                        .await?;
-                    let mut all = BytesMut::new();
-                    while !all.contains(&b'\n') {
-                        match ex.chunk().await {
-                            Some(Ok(chunk)) if all.len() < 64 * 1024 => {
-                                all.extend_from_slice(&chunk);
-                            }
-                            Some(Ok(_)) | None => break,
-                            Some(Err(source)) => {
-                                return Err(EtcdError::Http {
-                                    endpoint: endpoint.clone(),
-                                    path: path.to_owned(),
-                                    source,
-                                });
+        let body = &body;
+        self.authed(|| {
+            self.failover(path, move |i| {
+                let body = body.clone();
+                async move {
+                    let endpoint = self.endpoints[i].to_string();
+                    let read = async {
+                        let mut ex = self
+                            .send(i, http::Method::POST, path, Full::new(body))
+                            .await?;
+                        let mut all = BytesMut::new();
+                        while !all.contains(&b'\n') {
+                            match ex.chunk().await {
+                                Some(Ok(chunk)) if all.len() < 64 * 1024 => {
+                                    all.extend_from_slice(&chunk);
+                                }
+                                Some(Ok(_)) | None => break,
+                                Some(Err(source)) => {
+                                    return Err(EtcdError::Http {
+                                        endpoint: endpoint.clone(),
+                                        path: path.to_owned(),
+                                        source,
+                                    });
+                                }
                             }
                         }
+                        Ok(all)
+                    };
+                    let all = self.bounded(&endpoint, path, read).await?;
+                    let line = all[..].split(|b| *b == b'\n').next().unwrap_or_default();
+                    let k: KeepAlive =
+                        serde_json::from_slice(line).map_err(|source| EtcdError::Decode {
+                            endpoint: endpoint.clone(),
+                            path: path.to_owned(),
+                            source,
+                        })?;
+                    match (k.result, k.error) {
+                        (_, Some(e)) if e.message.contains(USER_EMPTY) => {
+                            Err(EtcdError::AuthRequired {
+                                endpoint,
+                                path: path.to_owned(),
+                                message: e.message,
+                            })
+                        }
+                        (_, Some(e)) => Err(EtcdError::WatchError {
+                            endpoint,
+                            code: e.code,
+                            message: e.message,
+                        }),
+                        (Some(r), None) => Ok(r.ttl),
+                        (None, None) => Ok(0),
                     }
-                    Ok(all)
-                };
-                let all = self.bounded(&endpoint, path, read).await?;
-                let line = all[..].split(|b| *b == b'\n').next().unwrap_or_default();
-                let k: KeepAlive =
-                    serde_json::from_slice(line).map_err(|source| EtcdError::Decode {
-                        endpoint: endpoint.clone(),
-                        path: path.to_owned(),
-                        source,
-                    })?;
-                match (k.result, k.error) {
-                    (_, Some(e)) => Err(EtcdError::WatchError {
-                        endpoint,
-                        code: e.code,
-                        message: e.message,
-                    }),
-                    (Some(r), None) => Ok(r.ttl),
-                    (None, None) => Ok(0),
                 }
-            }
+            })
         })
         .await
     }
@@ -598,30 +891,55 @@ impl Client {
     /// `canceled` with `compact_revision`.
     pub(crate) async fn watch(&self, create: &WatchCreate) -> Result<WatchStream, EtcdError> {
         let first = Bytes::from(json!({ "create_request": create }).to_string());
+        let first = &first;
         let path = "/v3/watch";
-        self.failover(path, |i| {
-            let first = first.clone();
-            async move {
-                let ex = self
-                    .send(i, http::Method::POST, path, Full::new(first))
-                    .await?;
-                let endpoint = self.endpoints[i].to_string();
-                if !ex.status.is_success() {
-                    return Err(EtcdError::Status {
+        self.authed(|| {
+            self.failover(path, move |i| {
+                let first = first.clone();
+                async move {
+                    let ex = self
+                        .send(i, http::Method::POST, path, Full::new(first))
+                        .await?;
+                    let endpoint = self.endpoints[i].to_string();
+                    if !ex.status.is_success() {
+                        return Err(EtcdError::Status {
+                            endpoint,
+                            path: path.to_owned(),
+                            status: ex.status.as_u16(),
+                            code: 0,
+                            message: "the watch was refused".to_owned(),
+                        });
+                    }
+                    let mut stream = WatchStream {
+                        exchange: ex,
+                        buf: BytesMut::new(),
                         endpoint,
-                        path: path.to_owned(),
-                        status: ex.status.as_u16(),
-                        code: 0,
-                        message: "the watch was refused".to_owned(),
-                    });
+                        member: i,
+                    };
+                    if self.auth.is_some() {
+                        // A watch whose token is refused is created and canceled
+                        // at once (HTTP 200): told as the refusal it is, so that
+                        // `authed` authenticates again.
+                        let endpoint = stream.endpoint.clone();
+                        let first = self.bounded(&endpoint, path, stream.peek_line()).await?;
+                        if let Ok(WatchLine {
+                            result: Some(r), ..
+                        }) = serde_json::from_slice::<WatchLine>(&first)
+                            && r.canceled
+                            && r.cancel_reason.contains(INVALID_TOKEN)
+                        {
+                            return Err(EtcdError::Status {
+                                endpoint,
+                                path: path.to_owned(),
+                                status: 401,
+                                code: UNAUTHENTICATED,
+                                message: r.cancel_reason,
+                            });
+                        }
+                    }
+                    Ok(stream)
                 }
-                Ok(WatchStream {
-                    exchange: ex,
-                    buf: BytesMut::new(),
-                    endpoint,
-                    member: i,
-                })
-            }
+            })
         })
         .await
     }
@@ -646,6 +964,38 @@ pub(crate) struct WatchStream {
 }
 
 impl WatchStream {
+    /// The first line (kept to be read again by [`Self::next`]); empty when
+    /// the stream ended before one.
+    async fn peek_line(&mut self) -> Result<Bytes, EtcdError> {
+        loop {
+            if let Some(pos) = self.buf.iter().position(|b| *b == b'\n') {
+                return Ok(Bytes::copy_from_slice(&self.buf[..pos]));
+            }
+            if self.buf.len() > LINE_LIMIT {
+                return Ok(Bytes::new());
+            }
+            if !self.fill().await? {
+                return Ok(Bytes::copy_from_slice(&self.buf));
+            }
+        }
+    }
+
+    /// Reads the next chunk into the buffer: `false` when the stream ended.
+    async fn fill(&mut self) -> Result<bool, EtcdError> {
+        match self.exchange.chunk().await {
+            Some(Ok(chunk)) => {
+                self.buf.extend_from_slice(&chunk);
+                Ok(true)
+            }
+            Some(Err(source)) => Err(EtcdError::Http {
+                endpoint: self.endpoint.clone(),
+                path: "/v3/watch".to_owned(),
+                source,
+            }),
+            None => Ok(false),
+        }
+    }
+
     /// The member this watch is on.
     pub(crate) fn endpoint(&self) -> &str {
         &self.endpoint
@@ -685,18 +1035,12 @@ impl WatchStream {
                     limit: LINE_LIMIT,
                 });
             }
-            match self.exchange.chunk().await {
-                Some(Ok(chunk)) => self.buf.extend_from_slice(&chunk),
-                Some(Err(source)) => {
-                    return Err(EtcdError::Http {
-                        endpoint: self.endpoint.clone(),
-                        path: "/v3/watch".to_owned(),
-                        source,
-                    });
+            if !self.fill().await? {
+                if self.buf.trim_ascii().is_empty() {
+                    return Ok(None);
                 }
-                None if self.buf.trim_ascii().is_empty() => return Ok(None),
                 // A last line without its newline.
-                None => self.buf.extend_from_slice(b"\n"),
+                self.buf.extend_from_slice(b"\n");
             }
         }
     }
@@ -705,6 +1049,29 @@ impl WatchStream {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn credentials_read_their_file_and_never_show_the_password() {
+        let path = std::env::temp_dir().join(format!("lookout-etcd-pw-{}", std::process::id()));
+        std::fs::write(&path, "pa ss\nignored\n").expect("written");
+        let c = Credentials::from_file("ops", &path).expect("read");
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(c, Credentials::new("ops", "pa ss"));
+        assert_eq!(c.user(), "ops");
+        let shown = format!("{c:?}");
+        assert!(shown.contains("ops") && !shown.contains("pa ss"), "{shown}");
+        let client = Client::new(
+            vec![Endpoint::parse("x:1").expect("parses")],
+            Duration::from_secs(1),
+        )
+        .expect("a client")
+        .with_credentials(Some(c));
+        assert!(!format!("{client:?}").contains("pa ss"));
+        assert!(matches!(
+            Credentials::from_file("ops", std::path::Path::new("/nonexistent/pw")),
+            Err(ConfigError::PasswordFile { .. })
+        ));
+    }
 
     #[test]
     fn endpoints_parse() {
@@ -723,7 +1090,14 @@ mod tests {
             Endpoint::parse("[::1]:2379").map(|e| e.to_string()).ok(),
             Some("http://[::1]:2379".to_owned())
         );
-        assert!(Endpoint::parse("https://x:2379").is_err());
+        assert_eq!(
+            Endpoint::parse("https://x:2379")
+                .map(|e| e.to_string())
+                .ok(),
+            Some("https://x:2379".to_owned())
+        );
+        assert!(Endpoint::parse("https://x:2379").is_ok_and(|e| e.is_tls()));
+        assert!(Endpoint::parse("ftp://x:2379").is_err());
         assert!(Endpoint::parse("http://x:port").is_err());
         assert!(Endpoint::parse("http://x:1/path").is_err());
         assert!(matches!(

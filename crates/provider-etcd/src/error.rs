@@ -9,7 +9,9 @@ use std::time::Duration;
 #[non_exhaustive]
 pub enum ConfigError {
     /// No endpoint was given.
-    #[error("no etcd endpoint given (http://HOST:PORT or HOST:PORT, comma-separated)")]
+    #[error(
+        "no etcd endpoint given (http://HOST:PORT, https://HOST:PORT or HOST:PORT, comma-separated)"
+    )]
     NoEndpoint,
     /// An endpoint that cannot be used.
     #[error("etcd endpoint `{endpoint}`: {why}")]
@@ -19,6 +21,19 @@ pub enum ConfigError {
         /// Why not.
         why: String,
     },
+    /// The password file cannot be read.
+    #[error("cannot read the etcd password file {}: {source}", path.display())]
+    PasswordFile {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The TLS files cannot be used (unreadable, not PEM, a key that does
+    /// not fit its certificate): the message names the file.
+    #[error("etcd TLS: {0}")]
+    Tls(String),
     /// A prefix or source name that cannot be a key's part.
     #[error("{what} `{value}`: {why}")]
     Name {
@@ -44,6 +59,15 @@ pub enum EtcdError {
         #[source]
         source: std::io::Error,
     },
+    /// No TLS session with the member (its certificate not verified by the
+    /// CA, no CA given, a client certificate refused).
+    #[error("cannot connect to etcd at {endpoint}: {why}")]
+    Tls {
+        /// The member.
+        endpoint: String,
+        /// Why (rustls's error: `invalid peer certificate: UnknownIssuer`, …).
+        why: String,
+    },
     /// The member did not answer in time.
     #[error("{endpoint}{path}: no answer within {timeout:?}")]
     Timeout {
@@ -68,6 +92,29 @@ pub enum EtcdError {
     /// The request could not be built.
     #[error("cannot build the request: {0}")]
     Request(String),
+    /// etcd refused to authenticate the user (a wrong password, an unknown
+    /// user, no member reachable, …).
+    #[error("cannot authenticate to etcd as `{user}`: {source}")]
+    Authenticate {
+        /// The user.
+        user: String,
+        /// What etcd said.
+        #[source]
+        source: Box<EtcdError>,
+    },
+    /// etcd's auth is enabled and the request carried no user (etcd:
+    /// `user name is empty`): the configuration needs credentials.
+    #[error(
+        "{endpoint}{path}: etcd requires authentication ({message}): give a user and its password"
+    )]
+    AuthRequired {
+        /// The member.
+        endpoint: String,
+        /// The request's path.
+        path: String,
+        /// etcd's message.
+        message: String,
+    },
     /// The member answered with an error.
     #[error("{endpoint}{path}: HTTP {status}: {message} (gRPC code {code})")]
     Status {
@@ -186,10 +233,21 @@ impl EtcdError {
     pub(crate) fn fails_over(&self) -> bool {
         match self {
             Self::Connect { .. }
+            | Self::Tls { .. }
             | Self::Timeout { .. }
             | Self::Http { .. }
             | Self::Unhealthy { .. } => true,
             Self::Status { status, .. } => *status >= 500,
+            _ => false,
+        }
+    }
+
+    /// Whether etcd refused the request's auth token (expired, unknown):
+    /// authenticating again may help.
+    pub(crate) fn is_invalid_token(&self) -> bool {
+        match self {
+            Self::Status { status, code, .. } => *status == 401 || *code == 16,
+            Self::WatchError { code, .. } => *code == 16,
             _ => false,
         }
     }

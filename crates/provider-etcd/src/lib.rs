@@ -120,6 +120,18 @@
 //! - **Memory is O(instances)**: every instance under the watched range is
 //!   kept (id, uid, labels, state), across sessions, so that a publisher's
 //!   resync can be told as a snapshot; and each source's publisher status. A list reads 1000 keys per page.
+//! - **Authentication**: with [`EtcdConfig::credentials`], every request
+//!   carries the token etcd gave for them (the watch's too); a token etcd
+//!   refuses as invalid (expired) is renewed once and the request sent
+//!   again. Without credentials, an etcd with auth enabled refuses the
+//!   dial: a `Disconnected` whose error is [`EtcdError::AuthRequired`]
+//!   (retried as any other, in case auth is disabled again).
+//! - **TLS**: `https://` endpoints are verified against the CA of
+//!   [`EtcdConfig::tls`] ([`Tls::from_files`]: a CA file, and a client
+//!   certificate and key for etcd's `--client-cert-auth`). A member whose
+//!   certificate the CA does not verify, or an `https://` endpoint without
+//!   a CA, is a dial error ([`EtcdError::Tls`], naming rustls's reason):
+//!   a `Disconnected`, retried as any other.
 //! - **Dropping the stream closes every connection**: each request is one
 //!   HTTP/1.1 connection driven by the stream itself. This crate spawns
 //!   nothing and needs no `protoc` (see ARCHITECTURE.md for why not
@@ -142,7 +154,7 @@ use std::time::Duration;
 use lookout_core::{Dial, DialFuture, ProbeFuture, Watch, WatchConfig};
 use tracing::Instrument as _;
 
-pub use client::{Client, Endpoint, Newest};
+pub use client::{Client, Credentials, Endpoint, Newest, Tls};
 pub use error::{ConfigError, EtcdError};
 pub use publishers::{
     EtcdItem, PublisherChanges, PublisherState, PublisherStatus, Publishers, WithPublishers,
@@ -164,11 +176,17 @@ pub struct EtcdConfig {
     pub request_timeout: Duration,
     /// The core's settings (default [`EtcdConfig::default_watch`]).
     pub watch: WatchConfig,
+    /// The user to authenticate as, when etcd's auth is enabled (default
+    /// none). Its `Debug` redacts the password.
+    pub credentials: Option<Credentials>,
+    /// The CA (and client certificate) `https://` endpoints are verified
+    /// with (default none: an `https://` endpoint then fails to connect).
+    pub tls: Option<Tls>,
 }
 
 impl EtcdConfig {
-    /// A configuration for `endpoints` (`http://HOST:PORT` or `HOST:PORT`,
-    /// comma-separated), the rest by default.
+    /// A configuration for `endpoints` (`http://HOST:PORT`,
+    /// `https://HOST:PORT` or `HOST:PORT`, comma-separated), the rest by default.
     pub fn new(endpoints: &str) -> Result<Self, ConfigError> {
         Ok(Self {
             endpoints: Endpoint::parse_list(endpoints)?,
@@ -177,6 +195,8 @@ impl EtcdConfig {
             readiness: false,
             request_timeout: Duration::from_secs(5),
             watch: Self::default_watch(),
+            credentials: None,
+            tls: None,
         })
     }
 
@@ -208,7 +228,9 @@ impl EtcdDial {
         sources.sort_unstable();
         sources.dedup();
         Ok(Self {
-            client: Client::new(config.endpoints.clone(), config.request_timeout)?,
+            client: Client::new(config.endpoints.clone(), config.request_timeout)?
+                .with_credentials(config.credentials.clone())
+                .with_tls(config.tls.clone()),
             settings: Arc::new(session::Settings {
                 prefix,
                 sources,

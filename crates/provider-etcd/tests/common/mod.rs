@@ -408,3 +408,38 @@ pub fn told(written: &[(String, State)]) -> Vec<String> {
     }
     out
 }
+
+/// The error and its sources, as one line.
+pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        cur = s.source();
+    }
+    out
+}
+
+/// The next `n` events (statuses skipped), as `instance kind origin`,
+/// within [`WAIT`] each.
+pub async fn events(
+    watch: &mut (impl tokio_stream::Stream<Item = Item> + Unpin),
+    n: usize,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for _ in 0..n * 4 + 8 {
+        if out.len() == n {
+            break;
+        }
+        match tokio::time::timeout(WAIT, watch.next())
+            .await
+            .expect("an item in time")
+        {
+            Some(Item::Event(e)) => out.push(brief(&e)),
+            Some(_) => {}
+            None => panic!("the watch ended"),
+        }
+    }
+    out
+}

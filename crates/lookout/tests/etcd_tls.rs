@@ -1,0 +1,179 @@
+//! `lookout etcd --cacert/--cert/--key` and `lookout docker --publish
+//! etcds://… --etcd-cacert/--etcd-cert/--etcd-key` against a private
+//! 3-member cluster of the test's own on `https://` client URLs that
+//! requires client certificates (`--client-cert-auth`; lookout-etcd's test
+//! certificates, see `crates/provider-etcd/tests/certs/README.md`): with a
+//! CA that did not issue the members' certificates `lookout etcd` prints a
+//! `disconnected` naming the certificate error; with the right files the
+//! publisher writes over TLS and `lookout etcd` reads the same events.
+//! TLS endpoints without a CA file are a usage error.
+
+// Test code reads the child's pipes on threads; only library crates may not spawn.
+#![allow(clippy::disallowed_methods)]
+
+mod common;
+
+use common::{Containers, Process, unique, usage_error};
+use lookout_e2e::engines;
+use serde_json::Value;
+
+/// The private cluster's client ports (https), peer ports, metrics ports
+/// (plain http `/health`).
+const CLIENTS: [u16; 3] = [12971, 12972, 12973];
+const PEERS: [u16; 3] = [12981, 12982, 12983];
+const METRICS: [u16; 3] = [12991, 12992, 12993];
+
+fn cert(set: &str, f: &str) -> String {
+    engines::workspace_root()
+        .join(set)
+        .join(f)
+        .display()
+        .to_string()
+}
+
+/// lookout-etcd's test certificates (the cluster's).
+fn etcd_cert(f: &str) -> String {
+    cert("crates/provider-etcd/tests/certs", f)
+}
+
+fn brief(v: &Value) -> String {
+    format!(
+        "{} {}",
+        v["instance"].as_str().unwrap_or("-"),
+        v["kind"].as_str().unwrap_or("-"),
+    )
+}
+
+/// `lookout etcd --json` of `prefix` on `endpoints`, `extra` added.
+fn lookout_etcd(endpoints: &str, prefix: &str, extra: &[&str]) -> Process {
+    let mut args = vec![
+        "etcd",
+        "--endpoints",
+        endpoints,
+        "--prefix",
+        prefix,
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    Process::spawn(&args, &[])
+}
+
+#[test]
+fn lookout_publishes_and_reads_over_tls_with_a_client_certificate() {
+    let _docker = common::require_docker(false);
+    let flags = [
+        format!("--cert-file={}", etcd_cert("server-cert.pem")),
+        format!("--key-file={}", etcd_cert("server-key.pem")),
+        format!("--trusted-ca-file={}", etcd_cert("ca.pem")),
+        "--client-cert-auth".to_owned(),
+    ];
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let cluster = engines::EtcdCluster::start_tls(
+        "etcd-cli-tls",
+        CLIENTS,
+        PEERS,
+        PEERS.map(|p| format!("http://127.0.0.1:{p}")),
+        METRICS,
+        &flags,
+    )
+    .unwrap_or_else(|e| panic!("the private cluster: {e}"));
+    let endpoints = cluster.endpoints();
+    assert!(endpoints.starts_with("https://"), "{endpoints}");
+    let prefix = unique("etcd_tls", "p");
+    let (ca, client_cert, client_key) = (
+        etcd_cert("ca.pem"),
+        etcd_cert("cert.pem"),
+        etcd_cert("key.pem"),
+    );
+    let identity = ["--cert", client_cert.as_str(), "--key", client_key.as_str()];
+
+    // A CA that did not issue the members' certificates: disconnected,
+    // naming the certificate error.
+    let other_ca = cert("crates/moby/tests/certs", "ca.pem");
+    let mut refused = lookout_etcd(&endpoints, &prefix, &["--cacert", &other_ca]);
+    let status = refused.stderr("disconnected", |v| v["status"] == "disconnected");
+    let error = status["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("invalid peer certificate") && error.contains("UnknownIssuer"),
+        "{status}"
+    );
+    drop(refused);
+
+    // The publisher writes over TLS, lookout etcd reads.
+    let label = format!("lookout.etcd={prefix}");
+    let target = format!("etcds://{}/{prefix}", endpoints.replace("https://", ""));
+    let mut docker = Process::spawn(
+        &[
+            "docker",
+            "--json",
+            "--label",
+            &label,
+            "--publish",
+            &target,
+            "--etcd-cacert",
+            &ca,
+            "--etcd-cert",
+            &client_cert,
+            "--etcd-key",
+            &client_key,
+            "--source",
+            "tls",
+        ],
+        &[],
+    );
+    docker.connected();
+    let mut extra = vec!["--cacert", ca.as_str()];
+    extra.extend_from_slice(&identity);
+    let mut etcd = lookout_etcd(&endpoints, &prefix, &extra);
+    etcd.connected();
+    let a = format!("{prefix}-a");
+    let _containers = Containers(vec![a.clone()]);
+    engines::docker_create_test_container(&a, &["--label", &label]).expect("create a");
+    engines::docker(&["start", &a]).expect("start a");
+    let from_docker: Vec<String> = (0..2).map(|_| brief(&docker.event())).collect();
+    let from_etcd: Vec<Value> = (0..2).map(|_| etcd.event()).collect();
+    assert_eq!(
+        from_docker,
+        [format!("{a} created"), format!("{a} started")]
+    );
+    assert_eq!(from_etcd.iter().map(brief).collect::<Vec<_>>(), from_docker);
+    assert!(
+        from_etcd.iter().all(|e| e["host"] == "tls"),
+        "{from_etcd:?}"
+    );
+    drop(etcd);
+    drop(docker);
+    drop(cluster);
+}
+
+#[test]
+fn tls_files_are_asked_for_where_they_are_needed() {
+    let e = usage_error(&["etcd", "--endpoints", "https://127.0.0.1:1"]);
+    assert!(e.contains("--cacert"), "{e}");
+    let e = usage_error(&[
+        "etcd",
+        "--endpoints",
+        "http://127.0.0.1:1",
+        "--cacert",
+        "/nonexistent/ca.pem",
+    ]);
+    assert!(e.contains("no TLS endpoint"), "{e}");
+    let e = usage_error(&[
+        "etcd",
+        "--endpoints",
+        "https://127.0.0.1:1",
+        "--cacert",
+        "/nonexistent/lookout-ca.pem",
+    ]);
+    assert!(e.contains("/nonexistent/lookout-ca.pem"), "{e}");
+    let e = usage_error(&["etcd", "--endpoints", "https://127.0.0.1:1", "--cert", "/c"]);
+    assert!(e.contains("--key"), "{e}");
+    let e = usage_error(&[
+        "docker",
+        "--host",
+        "unix:///nonexistent/lookout.sock",
+        "--publish",
+        "etcds://127.0.0.1:1",
+    ]);
+    assert!(e.contains("--etcd-cacert"), "{e}");
+}
