@@ -113,6 +113,26 @@ static ENGINE: std::sync::LazyLock<Layout> = std::sync::LazyLock::new(|| Layout 
 });
 
 impl Layout {
+    /// A private cluster's layout (its token its name).
+    fn private(
+        name: &'static str,
+        clients: [u16; ETCD_MEMBERS],
+        peers: [u16; ETCD_MEMBERS],
+        advertised: [String; ETCD_MEMBERS],
+        extra: &[&str],
+        metrics: Option<[u16; ETCD_MEMBERS]>,
+    ) -> Self {
+        Self {
+            name,
+            token: name,
+            clients,
+            peers,
+            advertised,
+            extra: extra.iter().map(|s| (*s).to_owned()).collect(),
+            metrics,
+        }
+    }
+
     fn dir(&self) -> Result<PathBuf, String> {
         Ok(engines_dir()?.join(self.name))
     }
@@ -499,15 +519,9 @@ impl EtcdCluster {
         advertised: [String; ETCD_MEMBERS],
         extra: &[&str],
     ) -> Result<Self, String> {
-        Self::start_layout(Layout {
-            name,
-            token: name,
-            clients,
-            peers,
-            advertised,
-            extra: extra.iter().map(|s| (*s).to_owned()).collect(),
-            metrics: None,
-        })
+        Self::start_layout(Layout::private(
+            name, clients, peers, advertised, extra, None,
+        ))
     }
 
     /// [`EtcdCluster::start_with`] with `https://` client URLs: `extra`
@@ -526,15 +540,14 @@ impl EtcdCluster {
         metrics: [u16; ETCD_MEMBERS],
         extra: &[&str],
     ) -> Result<Self, String> {
-        Self::start_layout(Layout {
+        Self::start_layout(Layout::private(
             name,
-            token: name,
             clients,
             peers,
             advertised,
-            extra: extra.iter().map(|s| (*s).to_owned()).collect(),
-            metrics: Some(metrics),
-        })
+            extra,
+            Some(metrics),
+        ))
     }
 
     fn start_layout(layout: Layout) -> Result<Self, String> {

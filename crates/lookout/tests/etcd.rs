@@ -105,17 +105,7 @@ fn brief(v: &Value) -> String {
 }
 
 fn lookout(prefix: &str, extra: &[&str]) -> Process {
-    let endpoints = engines::etcd_endpoints();
-    let mut args = vec![
-        "etcd",
-        "--endpoints",
-        &endpoints,
-        "--prefix",
-        prefix,
-        "--json",
-    ];
-    args.extend_from_slice(extra);
-    Process::spawn(&args, &[])
+    common::lookout_etcd(&engines::etcd_endpoints(), prefix, extra)
 }
 
 #[test]

@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{Containers, Process, TempDir, unique, usage_error};
+use common::{Containers, Process, TempDir, instance_kind, lookout_etcd, unique, usage_error};
 use lookout_e2e::engines;
 use serde_json::Value;
 
@@ -19,28 +19,6 @@ const CLIENTS: [u16; 3] = [12671, 12672, 12673];
 /// Its peer ports.
 const PEERS: [u16; 3] = [12681, 12682, 12683];
 const PASSWORD: &str = "cli-s3cret";
-
-fn brief(v: &Value) -> String {
-    format!(
-        "{} {}",
-        v["instance"].as_str().unwrap_or("-"),
-        v["kind"].as_str().unwrap_or("-"),
-    )
-}
-
-/// `lookout etcd --json` of `prefix` on `endpoints`, `extra` added.
-fn lookout_etcd(endpoints: &str, prefix: &str, extra: &[&str]) -> Process {
-    let mut args = vec![
-        "etcd",
-        "--endpoints",
-        endpoints,
-        "--prefix",
-        prefix,
-        "--json",
-    ];
-    args.extend_from_slice(extra);
-    Process::spawn(&args, &[])
-}
 
 /// The error of the first `disconnected` status of [`lookout_etcd`].
 fn refusal(endpoints: &str, prefix: &str, extra: &[&str]) -> String {
@@ -118,13 +96,16 @@ fn an_auth_enabled_etcd_refuses_lookout_without_credentials_and_serves_it_with_t
     let _containers = Containers(vec![a.clone()]);
     engines::docker_create_test_container(&a, &["--label", &label]).expect("create a");
     engines::docker(&["start", &a]).expect("start a");
-    let from_docker: Vec<String> = (0..2).map(|_| brief(&docker.event())).collect();
+    let from_docker: Vec<String> = (0..2).map(|_| instance_kind(&docker.event())).collect();
     let from_etcd: Vec<Value> = (0..2).map(|_| etcd.event()).collect();
     assert_eq!(
         from_docker,
         [format!("{a} created"), format!("{a} started")]
     );
-    assert_eq!(from_etcd.iter().map(brief).collect::<Vec<_>>(), from_docker);
+    assert_eq!(
+        from_etcd.iter().map(instance_kind).collect::<Vec<_>>(),
+        from_docker
+    );
     assert!(from_etcd.iter().all(|e| e["host"] == "rt"), "{from_etcd:?}");
     drop(etcd);
     drop(docker);

@@ -13,7 +13,7 @@
 
 mod common;
 
-use common::{Containers, Process, unique, usage_error};
+use common::{Containers, Process, instance_kind, lookout_etcd, unique, usage_error};
 use lookout_e2e::engines;
 use serde_json::Value;
 
@@ -34,28 +34,6 @@ fn cert(set: &str, f: &str) -> String {
 /// lookout-etcd's test certificates (the cluster's).
 fn etcd_cert(f: &str) -> String {
     cert("crates/provider-etcd/tests/certs", f)
-}
-
-fn brief(v: &Value) -> String {
-    format!(
-        "{} {}",
-        v["instance"].as_str().unwrap_or("-"),
-        v["kind"].as_str().unwrap_or("-"),
-    )
-}
-
-/// `lookout etcd --json` of `prefix` on `endpoints`, `extra` added.
-fn lookout_etcd(endpoints: &str, prefix: &str, extra: &[&str]) -> Process {
-    let mut args = vec![
-        "etcd",
-        "--endpoints",
-        endpoints,
-        "--prefix",
-        prefix,
-        "--json",
-    ];
-    args.extend_from_slice(extra);
-    Process::spawn(&args, &[])
 }
 
 #[test]
@@ -130,13 +108,16 @@ fn lookout_publishes_and_reads_over_tls_with_a_client_certificate() {
     let _containers = Containers(vec![a.clone()]);
     engines::docker_create_test_container(&a, &["--label", &label]).expect("create a");
     engines::docker(&["start", &a]).expect("start a");
-    let from_docker: Vec<String> = (0..2).map(|_| brief(&docker.event())).collect();
+    let from_docker: Vec<String> = (0..2).map(|_| instance_kind(&docker.event())).collect();
     let from_etcd: Vec<Value> = (0..2).map(|_| etcd.event()).collect();
     assert_eq!(
         from_docker,
         [format!("{a} created"), format!("{a} started")]
     );
-    assert_eq!(from_etcd.iter().map(brief).collect::<Vec<_>>(), from_docker);
+    assert_eq!(
+        from_etcd.iter().map(instance_kind).collect::<Vec<_>>(),
+        from_docker
+    );
     assert!(
         from_etcd.iter().all(|e| e["host"] == "tls"),
         "{from_etcd:?}"

@@ -17,7 +17,9 @@ use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
-use common::{Relay, chain, client_of, events, fast_config, next_item, until_connected};
+use common::{
+    Relay, chain, client_of, connected_at_once, events, fast_config, next_item, until_connected,
+};
 use lookout_core::{Item, Status};
 use lookout_engines as engines;
 use lookout_etcd::model::State;
@@ -167,13 +169,7 @@ async fn auth_is_required_told_and_renewed() {
     let config = with_credentials(fast_config(&relay.url(), prefix, false), PASSWORD);
     assert!(!format!("{config:?}").contains(PASSWORD));
     let mut watch = lookout_etcd::watch(config).expect("config");
-    let first = until_connected(&mut watch, 8).await;
-    assert!(
-        first
-            .iter()
-            .all(|i| !matches!(i, Item::Status(Status::Disconnected { .. }))),
-        "{first:?}"
-    );
+    connected_at_once(&mut watch, 8).await;
     let writer: Client =
         client_of(&endpoints, Duration::from_secs(2)).with_credentials(Some(credentials.clone()));
     common::put(&writer, prefix, "a", State::Running, false).await;

@@ -19,7 +19,7 @@ use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{chain, client_of, events, fast_config, next_item, until_connected};
+use common::{chain, client_of, connected_at_once, events, fast_config, next_item};
 use lookout_core::{Item, Status};
 use lookout_engines as engines;
 use lookout_etcd::model::State;
@@ -149,13 +149,7 @@ async fn https_verified_by_the_ca() {
         Some(ca.clone()),
     ))
     .expect("config");
-    let first = until_connected(&mut watch, 8).await;
-    assert!(
-        first
-            .iter()
-            .all(|i| !matches!(i, Item::Status(Status::Disconnected { .. }))),
-        "{first:?}"
-    );
+    connected_at_once(&mut watch, 8).await;
     let writer = client_of(&endpoints, Duration::from_secs(2)).with_tls(Some(ca));
     common::put(&writer, prefix, "a", State::Running, false).await;
     assert_eq!(
@@ -196,7 +190,7 @@ async fn client_certificate_required() {
         Some(identity.clone()),
     ))
     .expect("config");
-    until_connected(&mut watch, 8).await;
+    connected_at_once(&mut watch, 8).await;
     let writer = client_of(&endpoints, Duration::from_secs(2)).with_tls(Some(identity));
     common::put(&writer, prefix, "b", State::Running, false).await;
     assert_eq!(

@@ -270,3 +270,26 @@ impl Drop for On {
         let _ = (self.cli)(&["rm", "-f", &self.name]);
     }
 }
+
+/// An event line as `instance kind`.
+pub fn instance_kind(v: &Value) -> String {
+    format!(
+        "{} {}",
+        v["instance"].as_str().unwrap_or("-"),
+        v["kind"].as_str().unwrap_or("-"),
+    )
+}
+
+/// `lookout etcd --json` of `prefix` on `endpoints`, `extra` added.
+pub fn lookout_etcd(endpoints: &str, prefix: &str, extra: &[&str]) -> Process {
+    let mut args = vec![
+        "etcd",
+        "--endpoints",
+        endpoints,
+        "--prefix",
+        prefix,
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    Process::spawn(&args, &[])
+}

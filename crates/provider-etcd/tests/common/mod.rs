@@ -443,3 +443,18 @@ pub async fn events(
     }
     out
 }
+
+/// [`until_connected`], asserting that no `Disconnected` came on the way.
+pub async fn connected_at_once(
+    stream: &mut (impl Stream<Item = Item> + Unpin),
+    most: usize,
+) -> Vec<Item> {
+    let items = until_connected(stream, most).await;
+    assert!(
+        items
+            .iter()
+            .all(|i| !matches!(i, Item::Status(Status::Disconnected { .. }))),
+        "{items:?}"
+    );
+    items
+}
