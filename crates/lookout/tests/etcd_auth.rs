@@ -10,22 +10,14 @@
 
 mod common;
 
-use common::{Containers, Process, TempDir, instance_kind, lookout_etcd, unique, usage_error};
+use common::{TempDir, publish_and_read_back, refusal, unique, usage_error};
 use lookout_e2e::engines;
-use serde_json::Value;
 
 /// The private cluster's client ports.
 const CLIENTS: [u16; 3] = [12671, 12672, 12673];
 /// Its peer ports.
 const PEERS: [u16; 3] = [12681, 12682, 12683];
 const PASSWORD: &str = "cli-s3cret";
-
-/// The error of the first `disconnected` status of [`lookout_etcd`].
-fn refusal(endpoints: &str, prefix: &str, extra: &[&str]) -> String {
-    let mut p = lookout_etcd(endpoints, prefix, extra);
-    let refused = p.stderr("disconnected", |v| v["status"] == "disconnected");
-    refused["error"].as_str().unwrap_or_default().to_owned()
-}
 
 #[test]
 fn an_auth_enabled_etcd_refuses_lookout_without_credentials_and_serves_it_with_them() {
@@ -68,47 +60,15 @@ fn an_auth_enabled_etcd_refuses_lookout_without_credentials_and_serves_it_with_t
     );
 
     // With them: the publisher writes, lookout etcd reads.
-    let label = format!("lookout.etcd={prefix}");
     let target = format!("etcd://root@{}/{prefix}", endpoints.replace("http://", ""));
-    let mut docker = Process::spawn(
-        &[
-            "docker",
-            "--json",
-            "--label",
-            &label,
-            "--publish",
-            &target,
-            "--etcd-password-file",
-            &password_file,
-            "--source",
-            "rt",
-        ],
-        &[],
-    );
-    docker.connected();
-    let mut etcd = lookout_etcd(
+    publish_and_read_back(
         &endpoints,
         &prefix,
+        &target,
+        &["--etcd-password-file", &password_file],
         &["--user", "root", "--password-file", &password_file],
+        "rt",
     );
-    etcd.connected();
-    let a = format!("{prefix}-a");
-    let _containers = Containers(vec![a.clone()]);
-    engines::docker_create_test_container(&a, &["--label", &label]).expect("create a");
-    engines::docker(&["start", &a]).expect("start a");
-    let from_docker: Vec<String> = (0..2).map(|_| instance_kind(&docker.event())).collect();
-    let from_etcd: Vec<Value> = (0..2).map(|_| etcd.event()).collect();
-    assert_eq!(
-        from_docker,
-        [format!("{a} created"), format!("{a} started")]
-    );
-    assert_eq!(
-        from_etcd.iter().map(instance_kind).collect::<Vec<_>>(),
-        from_docker
-    );
-    assert!(from_etcd.iter().all(|e| e["host"] == "rt"), "{from_etcd:?}");
-    drop(etcd);
-    drop(docker);
     drop(cluster);
 }
 

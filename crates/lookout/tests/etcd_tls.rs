@@ -13,9 +13,8 @@
 
 mod common;
 
-use common::{Containers, Process, instance_kind, lookout_etcd, unique, usage_error};
+use common::{publish_and_read_back, refusal, unique, usage_error};
 use lookout_e2e::engines;
-use serde_json::Value;
 
 /// The private cluster's client ports (https), peer ports, metrics ports
 /// (plain http `/health`).
@@ -68,62 +67,31 @@ fn lookout_publishes_and_reads_over_tls_with_a_client_certificate() {
     // A CA that did not issue the members' certificates: disconnected,
     // naming the certificate error.
     let other_ca = cert("crates/moby/tests/certs", "ca.pem");
-    let mut refused = lookout_etcd(&endpoints, &prefix, &["--cacert", &other_ca]);
-    let status = refused.stderr("disconnected", |v| v["status"] == "disconnected");
-    let error = status["error"].as_str().unwrap_or_default();
+    let error = refusal(&endpoints, &prefix, &["--cacert", &other_ca]);
     assert!(
         error.contains("invalid peer certificate") && error.contains("UnknownIssuer"),
-        "{status}"
+        "{error}"
     );
-    drop(refused);
 
     // The publisher writes over TLS, lookout etcd reads.
-    let label = format!("lookout.etcd={prefix}");
     let target = format!("etcds://{}/{prefix}", endpoints.replace("https://", ""));
-    let mut docker = Process::spawn(
+    let mut reader = vec!["--cacert", ca.as_str()];
+    reader.extend_from_slice(&identity);
+    publish_and_read_back(
+        &endpoints,
+        &prefix,
+        &target,
         &[
-            "docker",
-            "--json",
-            "--label",
-            &label,
-            "--publish",
-            &target,
             "--etcd-cacert",
             &ca,
             "--etcd-cert",
             &client_cert,
             "--etcd-key",
             &client_key,
-            "--source",
-            "tls",
         ],
-        &[],
+        &reader,
+        "tls",
     );
-    docker.connected();
-    let mut extra = vec!["--cacert", ca.as_str()];
-    extra.extend_from_slice(&identity);
-    let mut etcd = lookout_etcd(&endpoints, &prefix, &extra);
-    etcd.connected();
-    let a = format!("{prefix}-a");
-    let _containers = Containers(vec![a.clone()]);
-    engines::docker_create_test_container(&a, &["--label", &label]).expect("create a");
-    engines::docker(&["start", &a]).expect("start a");
-    let from_docker: Vec<String> = (0..2).map(|_| instance_kind(&docker.event())).collect();
-    let from_etcd: Vec<Value> = (0..2).map(|_| etcd.event()).collect();
-    assert_eq!(
-        from_docker,
-        [format!("{a} created"), format!("{a} started")]
-    );
-    assert_eq!(
-        from_etcd.iter().map(instance_kind).collect::<Vec<_>>(),
-        from_docker
-    );
-    assert!(
-        from_etcd.iter().all(|e| e["host"] == "tls"),
-        "{from_etcd:?}"
-    );
-    drop(etcd);
-    drop(docker);
     drop(cluster);
 }
 

@@ -293,3 +293,50 @@ pub fn lookout_etcd(endpoints: &str, prefix: &str, extra: &[&str]) -> Process {
     args.extend_from_slice(extra);
     Process::spawn(&args, &[])
 }
+
+/// The error of the first `disconnected` status of [`lookout_etcd`].
+pub fn refusal(endpoints: &str, prefix: &str, extra: &[&str]) -> String {
+    let mut p = lookout_etcd(endpoints, prefix, extra);
+    let refused = p.stderr("disconnected", |v| v["status"] == "disconnected");
+    refused["error"].as_str().unwrap_or_default().to_owned()
+}
+
+/// `lookout docker --json --publish TARGET` (`publisher` added, `--source
+/// SOURCE`) and [`lookout_etcd`] of `prefix` (`reader` added): a container
+/// created and started; the publisher prints `created`, `started`, and
+/// `lookout etcd` reads the same back, each with `SOURCE` as its host.
+pub fn publish_and_read_back(
+    endpoints: &str,
+    prefix: &str,
+    target: &str,
+    publisher: &[&str],
+    reader: &[&str],
+    source: &str,
+) {
+    let label = format!("lookout.etcd={prefix}");
+    let mut args = vec!["docker", "--json", "--label", &label, "--publish", target];
+    args.extend_from_slice(publisher);
+    args.extend_from_slice(&["--source", source]);
+    let mut docker = Process::spawn(&args, &[]);
+    docker.connected();
+    let mut etcd = lookout_etcd(endpoints, prefix, reader);
+    etcd.connected();
+    let a = format!("{prefix}-a");
+    let _containers = Containers(vec![a.clone()]);
+    engines::docker_create_test_container(&a, &["--label", &label]).expect("create a");
+    engines::docker(&["start", &a]).expect("start a");
+    let from_docker: Vec<String> = (0..2).map(|_| instance_kind(&docker.event())).collect();
+    let from_etcd: Vec<Value> = (0..2).map(|_| etcd.event()).collect();
+    assert_eq!(
+        from_docker,
+        [format!("{a} created"), format!("{a} started")]
+    );
+    assert_eq!(
+        from_etcd.iter().map(instance_kind).collect::<Vec<_>>(),
+        from_docker
+    );
+    assert!(
+        from_etcd.iter().all(|e| e["host"] == source),
+        "{from_etcd:?}"
+    );
+}
