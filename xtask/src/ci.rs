@@ -4,26 +4,30 @@
 //!
 //! 1. `cargo fmt --all -- --check`
 //! 2. `cargo clippy --workspace --all-targets --locked -- -D warnings`
-//! 3. `cargo deny check bans licenses sources` (installs cargo-deny if missing;
+//! 3. `cargo xtask structure` (in process): no import circle between the files
+//!    of a crate, no file of a published crate over 500 lines of non-test code
+//!    (`structure.rs`)
+//! 4. `cargo deny check bans licenses sources` (installs cargo-deny if missing;
 //!    advisories are not checked: their database cannot be fetched here)
-//! 4. `engines up all`: dockerd (and the two beside it), podman, a non-root
+//! 5. `engines up all`: dockerd (and the two beside it), podman, a non-root
 //!    user's rootless podman, the test sshd, swarm, k8s, a 3-member etcd
 //!    cluster, and headless Chromium
 //!    (the `--serve` page's tests); any failure fails CI
-//! 5. `cargo test --workspace --locked` with the engines' environment
-//! 6. `cargo build --workspace --bins --locked`: the `lookout` binary the
+//! 6. `cargo test --workspace --locked` with the engines' environment (the
+//!    docs' links and flags included: `crates/lookout/tests/docs.rs`)
+//! 7. `cargo build --workspace --bins --locked`: the `lookout` binary the
 //!    `serve` bench drives (`target/debug/lookout`)
-//! 7. `cargo test --benches --workspace --locked` with the engines'
+//! 8. `cargo test --benches --workspace --locked` with the engines'
 //!    environment: the benches' smoke runs (each bench without `--bench` runs
 //!    a small size, the real-engine ones against the engines; see `cargo
 //!    xtask bench`)
-//! 8. `cargo test --workspace --bench soak --locked -- --minutes 1`: the
+//! 9. `cargo test --workspace --bench soak --locked -- --minutes 1`: the
 //!    1-minute soak (`cargo xtask soak` runs the long one)
-//! 9. `cargo xtask fuzz --seconds 30`: each decoder's fuzz target for 30 s
-//!    (libFuzzer on nightly, installing cargo-fuzz if missing; without
-//!    nightly, the same harnesses on stable with random inputs, said loudly)
-//! 10. `cargo doc --workspace --no-deps --locked` with `RUSTDOCFLAGS=-D warnings`
-//! 11. `cargo package --workspace --locked --exclude xtask --exclude lookout-e2e
+//! 10. `cargo xtask fuzz --seconds 30`: each decoder's fuzz target for 30 s
+//!     (libFuzzer on nightly, installing cargo-fuzz if missing; without
+//!     nightly, the same harnesses on stable with random inputs, said loudly)
+//! 11. `cargo doc --workspace --no-deps --locked` with `RUSTDOCFLAGS=-D warnings`
+//! 12. `cargo package --workspace --locked --exclude xtask --exclude lookout-e2e
 //!     --exclude lookout-testkit`
 //!     (verified: each packaged crate is built from its .crate file)
 //!
@@ -70,6 +74,8 @@ enum Action {
     WithEngines {
         args: &'static [&'static str],
     },
+    /// `cargo xtask structure`, in this process.
+    Structure,
     Deny,
     Engines,
 }
@@ -98,6 +104,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
                 cargo_test(&root, args, &test_env(), step.timeout, &mut counts)
             }
             Action::WithEngines { args } => cargo(&root, args, &test_env(), step.timeout),
+            Action::Structure => crate::structure::check(&root),
             Action::Deny => deny(&root, step.timeout),
             Action::Engines => engines_cmd::up(&engines_cmd::ALL),
         };
@@ -173,7 +180,7 @@ const PACKAGE: &[&str] = &[
 /// The pipeline. `ci`: running in CI (a fresh clone), else on a developer's tree.
 // One entry per step, in order: longer as the pipeline grows, and clearest as one list.
 #[allow(clippy::too_many_lines)]
-fn steps(ci: bool) -> [Step; 11] {
+fn steps(ci: bool) -> [Step; 12] {
     let package_args = if ci {
         &PACKAGE[..PACKAGE.len() - 1]
     } else {
@@ -203,6 +210,11 @@ fn steps(ci: bool) -> [Step; 11] {
                 ],
                 env: vec![],
             },
+        },
+        Step {
+            name: "structure",
+            timeout: MINUTE,
+            action: Action::Structure,
         },
         Step {
             name: "deny",
@@ -302,6 +314,7 @@ impl Step {
                 args.join(" "),
                 ENV = engines::ENV_ENGINES
             ),
+            Action::Structure => "cargo xtask structure".to_owned(),
             Action::Deny => "cargo deny check bans licenses sources".to_owned(),
             Action::Engines => crate::engines_cmd::ALL.join(", "),
         }

@@ -10,6 +10,7 @@
 //! cargo xtask engines env                          `export` lines for a shell
 //! cargo xtask fuzz [--seconds N] [TARGET]...       the decoders' fuzz targets (libFuzzer; stable fallback)
 //! cargo xtask soak [--minutes N]                   dial/drop, reconnects, a paused consumer; resources flat
+//! cargo xtask structure                            no import circle between files, no library file over 500 lines
 //! ```
 //!
 //! Each command is a module with `pub fn run(args: &[String]) -> Result<(), String>`;
@@ -26,6 +27,7 @@ mod demo;
 mod engines_cmd;
 mod fuzz;
 mod soak;
+mod structure;
 
 // The engine control shared with the end-to-end tests (std-only).
 use lookout_engines as engines;
@@ -35,7 +37,7 @@ usage: cargo xtask COMMAND
 
 commands:
   bench [--smoke]                      the full benches and their tables (machine and load noted)
-  ci                                   fmt, clippy, deny, engines up all, test, bench smoke, soak, fuzz, doc, package
+  ci                                   fmt, clippy, structure, deny, engines up all, test, bench smoke, soak, fuzz, doc, package
   demo                                 watch a demo container through its life and a dockerd restart
   engines up   [ENGINE]...             start engines (docker, docker2, docker-tls, podman, sshd, swarm, k8s, etcd, chromium, all; default all)
   engines down [ENGINE]...             stop engines (default all)
@@ -44,6 +46,7 @@ commands:
   fuzz [--seconds N] [--stable] [TARGET]...
                                        the decoders' fuzz targets, N s each (default 150)
   soak [--minutes N]                   the soak test: RSS, fds, tasks flat over N minutes (default 10)
+  structure                            no import circle between a crate's files, no library file over 500 lines of code
 ";
 
 fn main() -> ExitCode {
@@ -56,6 +59,7 @@ fn main() -> ExitCode {
         Some("engines") => engines_cmd::run(rest),
         Some("fuzz") => fuzz::run(rest),
         Some("soak") => soak::run(rest),
+        Some("structure") => structure::run(rest),
         Some("help" | "-h" | "--help") => {
             print!("{USAGE}");
             Ok(())

@@ -14,7 +14,7 @@ const APT_INSTALL_TIMEOUT: Duration = Duration::from_secs(1200);
 
 /// Debian packages the engines come from (with their recommends, as `apt-get
 /// install -y` picks them), and the HTTP tools the `--serve` tests drive
-/// lookout with (`curl` into `jq`, as the README shows), and `ip` (the
+/// lookout with (`curl` into `jq`, as docs/serve.md shows), and `ip` (the
 /// bridges of the dockerds beside the main one).
 const DEBIAN_PACKAGES: &[&str] = &[
     "docker.io",
