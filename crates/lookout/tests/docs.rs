@@ -820,6 +820,7 @@ fn a_made_up_flag_is_found() {
     let flags = Flags::of_binary();
     let text = "\
 Run `lookout docker --no-such-flag` or `lookout etcd --label a=b`; `cargo build --release` is cargo's.
+In prose, --frobnicate is found too.
 
 ```text
 $ lookout k8s --kubeconfig PATH
@@ -828,7 +829,7 @@ $ docker run --rm busybox
 ```
 ";
     let errors = flag_errors(Path::new("x.md"), text, &flags);
-    assert_eq!(errors.len(), 3, "{errors:#?}");
+    assert_eq!(errors.len(), 4, "{errors:#?}");
     assert!(
         errors[0].contains("`--no-such-flag` is no flag of `lookout docker`"),
         "{errors:#?}"
@@ -838,7 +839,11 @@ $ docker run --rm busybox
         "{errors:#?}"
     );
     assert!(
-        errors[2].contains("x.md:5: `--made-up` is no flag of `lookout k8s`"),
+        errors[2].contains("x.md:2: `--frobnicate` is no flag of lookout"),
+        "{errors:#?}"
+    );
+    assert!(
+        errors[3].contains("x.md:6: `--made-up` is no flag of `lookout k8s`"),
         "{errors:#?}"
     );
 }
