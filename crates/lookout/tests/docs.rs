@@ -799,19 +799,25 @@ fn compiled_examples_are_shown_as_they_are() {
 
 // The checks can fail: a made-up link, anchor and flag are each found.
 
+/// `errors` are one per `expected` text, in order, each containing it.
+fn assert_found(errors: &[String], expected: &[&str]) {
+    assert_eq!(errors.len(), expected.len(), "{errors:#?}");
+    for (e, x) in errors.iter().zip(expected) {
+        assert!(e.contains(x), "{e:?} does not say {x:?}");
+    }
+}
+
 #[test]
 fn a_dead_link_or_anchor_is_found() {
     let text =
         "See [cli](cli.md#no-such-heading), [gone](no/such/page.md) and [ok](cli.md#synopsis).\n";
     let errors = link_errors(Path::new("docs/x.md"), text);
-    assert_eq!(errors.len(), 2, "{errors:#?}");
-    assert!(
-        errors[0].contains("no heading #no-such-heading"),
-        "{errors:#?}"
-    );
-    assert!(
-        errors[1].contains("no such file or folder docs/no/such/page.md"),
-        "{errors:#?}"
+    assert_found(
+        &errors,
+        &[
+            "no heading #no-such-heading",
+            "no such file or folder docs/no/such/page.md",
+        ],
     );
 }
 
@@ -829,22 +835,14 @@ $ docker run --rm busybox
 ```
 ";
     let errors = flag_errors(Path::new("x.md"), text, &flags);
-    assert_eq!(errors.len(), 4, "{errors:#?}");
-    assert!(
-        errors[0].contains("`--no-such-flag` is no flag of `lookout docker`"),
-        "{errors:#?}"
-    );
-    assert!(
-        errors[1].contains("`--label` is no flag of `lookout etcd`"),
-        "{errors:#?}"
-    );
-    assert!(
-        errors[2].contains("x.md:2: `--frobnicate` is no flag of lookout"),
-        "{errors:#?}"
-    );
-    assert!(
-        errors[3].contains("x.md:6: `--made-up` is no flag of `lookout k8s`"),
-        "{errors:#?}"
+    assert_found(
+        &errors,
+        &[
+            "`--no-such-flag` is no flag of `lookout docker`",
+            "`--label` is no flag of `lookout etcd`",
+            "x.md:2: `--frobnicate` is no flag of lookout",
+            "x.md:6: `--made-up` is no flag of `lookout k8s`",
+        ],
     );
 }
 
