@@ -21,12 +21,14 @@ use std::time::{Duration, Instant, SystemTime};
 
 use lookout_core::{EventKind, InstanceEvent, Origin, Status};
 use lookout_etcd::model::{self, Record, RecordEvent, State};
-use lookout_etcd::{Client, Credentials, Endpoint, EtcdError, Tls};
+use lookout_etcd::{Client, Credentials, EtcdError, Tls};
 use serde_json::json;
 
 use crate::output::rfc3339_nanos;
 
+mod target;
 mod task;
+pub use target::{Target, credentials, host_name, parse_target, tls};
 pub use task::Running;
 
 /// A tombstone's lease.
@@ -38,108 +40,6 @@ const TOMBSTONE_LEASE_REUSE: Duration = Duration::from_secs(3600);
 pub const STATUS_TTL: i64 = 10;
 /// How often the status lease is renewed and failed writes retried.
 pub const TICK: Duration = Duration::from_secs(3);
-
-/// Where to publish: the endpoints, the prefix and the user of `etcd://…`.
-#[derive(Clone, Debug)]
-pub struct Target {
-    pub endpoints: Vec<Endpoint>,
-    pub prefix: String,
-    pub user: Option<String>,
-}
-
-/// Parses `etcd://[USER@]HOST:PORT[,HOST:PORT…][/PREFIX]`, or `etcds://…`
-/// (TLS: every endpoint `https://`).
-pub fn parse_target(s: &str) -> Result<Target, String> {
-    let (rest, tls) = match (s.strip_prefix("etcd://"), s.strip_prefix("etcds://")) {
-        (Some(rest), _) => (rest, false),
-        (None, Some(rest)) => (rest, true),
-        (None, None) => {
-            return Err(format!(
-                "`{s}`: expected etcd://[USER@]HOST:PORT[,HOST:PORT...][/PREFIX] (etcds://…: TLS)"
-            ));
-        }
-    };
-    // `USER@` before the hosts (an `@` in the prefix is the prefix's).
-    let hosts_end = rest.find('/').unwrap_or(rest.len());
-    let (user, rest) = match rest[..hosts_end]
-        .split_once('@')
-        .map(|(u, _)| (u, &rest[u.len() + 1..]))
-    {
-        Some((u, _)) if u.is_empty() || u.contains(':') || u.contains('/') => {
-            return Err(format!(
-                "`{s}`: expected USER@ (a password is read from --etcd-password-file, never given here)"
-            ));
-        }
-        Some((u, r)) => (Some(u.to_owned()), r),
-        None => (None, rest),
-    };
-    let (hosts, prefix) = match rest.split_once('/') {
-        Some((h, p)) if !p.trim_matches('/').is_empty() => (h, p.trim_matches('/')),
-        Some((h, _)) => (h, model::DEFAULT_PREFIX),
-        None => (rest, model::DEFAULT_PREFIX),
-    };
-    let endpoints = Endpoint::parse_list(hosts).map_err(|e| format!("`{s}`: {e}"))?;
-    if endpoints.iter().any(Endpoint::is_tls) {
-        return Err(format!(
-            "`{s}`: name members as HOST:PORT (etcds://… for TLS)"
-        ));
-    }
-    let endpoints = if tls {
-        endpoints.into_iter().map(Endpoint::with_tls).collect()
-    } else {
-        endpoints
-    };
-    Ok(Target {
-        endpoints,
-        prefix: prefix.to_owned(),
-        user,
-    })
-}
-
-/// The TLS files of `endpoints` (`https://` ones need a CA file, given by
-/// the flag `ca_flag`): `None` without a CA file; a CA file without an
-/// `https://` endpoint is an error too (said to be useless).
-pub fn tls(
-    endpoints: &[Endpoint],
-    ca: Option<&std::path::Path>,
-    identity: Option<(&std::path::Path, &std::path::Path)>,
-    ca_flag: &str,
-) -> Result<Option<Tls>, String> {
-    let https = endpoints.iter().any(Endpoint::is_tls);
-    match ca {
-        None if https => Err(format!(
-            "TLS endpoints need {ca_flag} PATH (the CA that issued the members' certificates)"
-        )),
-        None => Ok(None),
-        Some(_) if !https => Err(format!(
-            "{ca_flag} given, but no TLS endpoint (https://… ; for --publish: etcds://…)"
-        )),
-        Some(ca) => Tls::from_files(ca, identity)
-            .map(Some)
-            .map_err(|e| e.to_string()),
-    }
-}
-
-/// The credentials of `target`'s user, the password read from
-/// `password_file`: both or neither.
-pub fn credentials(
-    target: &Target,
-    password_file: Option<&std::path::Path>,
-) -> Result<Option<Credentials>, String> {
-    match (&target.user, password_file) {
-        (Some(user), Some(file)) => Credentials::from_file(user.as_str(), file)
-            .map(Some)
-            .map_err(|e| e.to_string()),
-        (Some(user), None) => Err(format!(
-            "etcd user `{user}` given without --etcd-password-file"
-        )),
-        (None, Some(_)) => Err(
-            "--etcd-password-file given without a user (--publish etcd://USER@HOST:PORT…)"
-                .to_owned(),
-        ),
-        (None, None) => Ok(None),
-    }
-}
 
 /// What is wanted of one instance, and what etcd holds.
 #[derive(Debug, Default)]
@@ -477,11 +377,10 @@ impl Publisher {
 
     /// At exit: the status key deleted (within 2 s), so that readers know
     /// the source is no longer published before its lease would tell.
-    pub async fn stop(&mut self) -> std::process::ExitCode {
+    pub async fn stop(&mut self) {
         let key = model::status_key(&self.prefix, &self.source);
         let _ =
             tokio::time::timeout(Duration::from_secs(2), self.client.delete(key.as_bytes())).await;
-        std::process::ExitCode::SUCCESS
     }
 
     /// Every [`TICK`]: renews the status lease (writes the status again if
@@ -537,17 +436,6 @@ pub fn warn(what: &str) {
     } else {
         eprintln!("lookout: publish: {what}");
     }
-}
-
-/// This machine's name (`/proc/sys/kernel/hostname`, else `HOSTNAME`, else
-/// `localhost`): the default source.
-pub fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|s| s.trim().to_owned())
-        .filter(|s| !s.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok().filter(|s| !s.is_empty()))
-        .unwrap_or_else(|| "localhost".to_owned())
 }
 
 #[cfg(test)]

@@ -3,11 +3,15 @@
 //! several engines, a hub and a connection each, every answer saying its
 //! host).
 //!
-//! One concern per module: [`auth`] (the bearer token), [`routes`] (the
-//! router and the request/response shapes), [`events`] (the `/events` body:
-//! one subscription per client, NDJSON or SSE), [`metrics`] (the Prometheus
-//! recorder). This file binds, accepts, bounds each connection and shuts
-//! down.
+//! One concern per module. What the handlers share, importing none of
+//! them: [`state`] (the server's state, each engine served), [`query`]
+//! (query strings), [`labels`] (`?label=` filters), [`response`] (JSON and
+//! error bodies), [`frames`] (each hub item's NDJSON line and SSE frame),
+//! [`metrics`] (the Prometheus recorder). The handlers: [`events`] (the
+//! `/events` body: one subscription per client, NDJSON or SSE),
+//! [`instances`], [`health`]; [`routes`] (the router, the page,
+//! `/metrics`) and [`auth`] (the bearer token) around them. This file
+//! binds, accepts, bounds each connection and shuts down.
 //!
 //! A slow client costs the others nothing: each `/events` response body *is*
 //! its subscription, polled only when hyper can write to that client's
@@ -19,8 +23,14 @@
 mod auth;
 mod events;
 mod frames;
+mod health;
+mod instances;
+mod labels;
 mod metrics;
+mod query;
+mod response;
 mod routes;
+mod state;
 
 use std::net::{SocketAddr, TcpListener as StdTcpListener};
 use std::path::Path;
@@ -164,9 +174,9 @@ impl Server {
         let shutdown = CancellationToken::new();
         let tracker = TaskTracker::new();
         let epoch = frames::Frames::epoch();
-        let sources: Vec<routes::Source> = hubs
+        let engines: Vec<state::ServedEngine> = hubs
             .iter()
-            .map(|(host, hub)| routes::Source {
+            .map(|(host, hub)| state::ServedEngine {
                 host: host.clone(),
                 hub: hub.clone(),
                 store: hub.store(),
@@ -174,10 +184,10 @@ impl Server {
                 publishers: publishers.filter(|_| hubs.len() == 1).cloned(),
             })
             .collect();
-        let state = routes::State {
+        let state = state::State {
             provider,
             readiness,
-            sources: sources.into(),
+            engines: engines.into(),
             metrics: prepared.metrics,
             shutdown: shutdown.clone(),
         };

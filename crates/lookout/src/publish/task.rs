@@ -11,7 +11,6 @@
 //! transition on the way.
 
 use std::collections::{HashMap, VecDeque};
-use std::process::ExitCode;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -20,6 +19,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use super::{Publisher, TICK, warn};
+use crate::exit::Exit;
 
 /// From this many queued items on, an instance's events are coalesced.
 pub const COALESCE_FROM: usize = 65_536;
@@ -78,7 +78,7 @@ impl Queue {
 pub struct Running {
     queue: Arc<Mutex<Queue>>,
     wake: Arc<Notify>,
-    task: JoinHandle<ExitCode>,
+    task: JoinHandle<()>,
 }
 
 fn lock(q: &Mutex<Queue>) -> std::sync::MutexGuard<'_, Queue> {
@@ -119,15 +119,15 @@ impl Running {
 
     /// Writes what is queued and deletes the status key, within
     /// [`STOP_GRACE`]; what is left then is said and dropped.
-    pub async fn stop(self) -> ExitCode {
+    pub async fn stop(self) -> Result<(), Exit> {
         lock(&self.queue).closed = true;
         self.wake.notify_one();
         let mut task = self.task;
         match tokio::time::timeout(STOP_GRACE, &mut task).await {
-            Ok(Ok(code)) => code,
+            Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => {
                 warn(&format!("the publisher's task failed: {e}"));
-                ExitCode::FAILURE
+                Err(Exit::PublisherFailed)
             }
             Err(_) => {
                 task.abort();
@@ -136,13 +136,13 @@ impl Running {
                     "etcd did not take what was queued within {STOP_GRACE:?}: {left} items \
                      not published (the status key expires with its lease)"
                 ));
-                ExitCode::SUCCESS
+                Ok(())
             }
         }
     }
 }
 
-async fn run(mut publisher: Publisher, queue: Arc<Mutex<Queue>>, wake: Arc<Notify>) -> ExitCode {
+async fn run(mut publisher: Publisher, queue: Arc<Mutex<Queue>>, wake: Arc<Notify>) {
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {

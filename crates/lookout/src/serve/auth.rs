@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, StatusCode, header};
 use subtle::ConstantTimeEq;
 
-use super::routes::error;
+use super::response::error;
 
 /// Why the token file cannot be used.
 #[derive(Debug, thiserror::Error)]

@@ -35,7 +35,8 @@ use tokio_stream::Stream;
 use tokio_util::sync::WaitForCancellationFutureOwned;
 
 use super::frames::{Filter, Frames};
-use super::routes::{Query, State};
+use super::query::Query;
+use super::state::State;
 
 /// An SSE comment when nothing was sent for this long (proxies and browsers
 /// close idle streams; it also finds a vanished client).
@@ -217,7 +218,7 @@ impl Stream for EventBody {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::serve::routes;
+    use crate::serve::labels::LabelFilter;
     use lookout_core::{Dial, DialFuture, Listed, Observation, Watch, WatchConfig};
     use tokio_stream::StreamExt;
     use tokio_util::sync::CancellationToken;
@@ -357,7 +358,7 @@ mod tests {
                 let frames = Arc::new(Frames::new("docker", Some(host.into()), 1024, epoch));
                 Sub {
                     subscription: hub.subscribe(Start::Initial),
-                    filter: frames.filter(routes::LabelFilter::default()),
+                    filter: frames.filter(LabelFilter::default()),
                     frames,
                     publishers: None,
                 }

@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use bytes::Bytes;
 use lookout_core::{InstanceEvent, Item, Labels, Status};
 
-use super::routes::LabelFilter;
+use super::labels::LabelFilter;
 use crate::output::{Format, event_line_of, publisher_line, status_line_of};
 
 const JSON: Format = Format {

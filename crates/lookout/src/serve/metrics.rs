@@ -7,8 +7,18 @@
 
 use std::time::SystemTime;
 
-use super::routes::Source;
+use lookout_core::Store;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
+
+/// What a scrape reads of one engine served.
+#[derive(Clone, Copy, Debug)]
+pub struct Scraped<'a> {
+    /// Its name when the server serves several.
+    pub host: Option<&'a str>,
+    pub store: &'a Store,
+    /// Of `lookout etcd`: each source's publisher status.
+    pub publishers: Option<&'a lookout_etcd::Publishers>,
+}
 
 /// The installed recorder's handle.
 #[derive(Clone, Debug)]
@@ -29,14 +39,14 @@ impl Metrics {
 
     /// The text exposition, with the age of each engine's last event as of
     /// now.
-    pub fn render(&self, sources: &[Source]) -> String {
+    pub fn render<'a>(&self, sources: impl IntoIterator<Item = Scraped<'a>>) -> String {
         let now = SystemTime::now();
         for source in sources {
             // Of `lookout etcd`: each source's publisher, labelled as its
             // events are (`host`).
             for p in source
                 .publishers
-                .iter()
+                .into_iter()
                 .flat_map(lookout_etcd::Publishers::statuses)
             {
                 let connected = p.state == lookout_etcd::PublisherState::Connected;
@@ -48,7 +58,7 @@ impl Metrics {
                 continue;
             };
             let age = now.duration_since(at).unwrap_or_default().as_secs_f64();
-            match source.host() {
+            match source.host {
                 None => ::metrics::gauge!("lookout_last_event_age_seconds").set(age),
                 Some(host) => {
                     ::metrics::gauge!("lookout_last_event_age_seconds", "host" => host.to_owned())

@@ -1,0 +1,230 @@
+//! The command line: the clap types, whose doc comments are the `--help`
+//! text (no Markdown there), and the flags' own parsers.
+
+// Doc comments of the clap types are the `--help` text: no Markdown there.
+#![allow(clippy::doc_markdown)]
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::{publish, serve, sources};
+
+/// Watch containers, services and workloads start, stop, appear and vanish —
+/// across engine restarts, without losing or repeating a transition.
+#[derive(Debug, Parser)]
+#[command(name = "lookout", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub engine: Engine,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Engine {
+    /// Containers of a Docker engine.
+    Docker(EngineArgs),
+    /// Containers of Podman (its Docker-compatible API service).
+    Podman(EngineArgs),
+    /// Replicated and global services of a Docker Swarm (on a manager).
+    Swarm(EngineArgs),
+    /// Deployments and StatefulSets of a Kubernetes cluster.
+    K8s(K8sArgs),
+    /// Instances that publishers wrote to an etcd cluster (one key each
+    /// under PREFIX/i/SOURCE/), each event saying its source
+    /// (`SOURCE/instance`, JSON `host`).
+    Etcd(EtcdArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct Common {
+    /// Print one JSON object per line (events on stdout, status on stderr).
+    #[arg(long)]
+    pub json: bool,
+    /// Also print the first snapshot as events with origin `initial`.
+    #[arg(long)]
+    pub initial: bool,
+    /// Also report when each running instance becomes ready to serve, or
+    /// stops being ready (events `ready` / `unready`): Docker and Podman by
+    /// healthcheck (none, or healthy, and not paused), Swarm by running
+    /// tasks (polled), Kubernetes by available (ready) replicas, etcd as
+    /// the publisher's records say.
+    #[arg(long)]
+    pub readiness: bool,
+    /// Also serve HTTP/1.1 on ADDR: `--help` says what.
+    // The help text is an attribute: `[::1]` would be a link in a doc comment.
+    #[arg(
+        long,
+        value_name = "ADDR",
+        help = "Also serve HTTP/1.1 on ADDR (e.g. 127.0.0.1:7070, [::1]:0; port 0 picks \
+                one): GET /events (NDJSON, or SSE with Accept: text/event-stream; \
+                ?initial=true, ?label=K=V), /instances, /instances/ID (?wait=running|\
+                stopped|gone, with --readiness also ready|unready; &timeout=10s), \
+                /healthz, /metrics. One engine connection for every client."
+    )]
+    pub serve: Option<SocketAddr>,
+    /// With --serve: every request but /healthz needs `Authorization: Bearer
+    /// TOKEN`, TOKEN being this file's content (one line).
+    #[arg(long, value_name = "PATH", requires = "serve")]
+    pub token_file: Option<PathBuf>,
+    /// With --serve: how many items a client may fall behind before it is
+    /// resynced instead (the hub's shared queue).
+    #[arg(long, value_name = "N", default_value_t = 1024, hide = true,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub serve_queue: u32,
+    /// With --serve: the most client connections open at once (more wait in
+    /// the listen backlog). lookout raises its open-files limit to the hard
+    /// limit at start; each client holds one file descriptor.
+    #[arg(long, value_name = "N", requires = "serve",
+          default_value_t = serve::MAX_CONNECTIONS as u32,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: u32,
+}
+
+#[derive(Debug, Args)]
+pub struct PublishArgs {
+    /// Also write each transition to etcd, one key per instance under
+    /// PREFIX/i/SOURCE/ (default prefix lookout), for `lookout etcd` to read.
+    /// With USER@, as that etcd user (its password: --etcd-password-file).
+    /// etcds://…: over TLS, verified with --etcd-cacert.
+    #[arg(long, value_name = "etcd[s]://[USER@]HOST:PORT[,HOST:PORT...][/PREFIX]",
+          value_parser = publish::parse_target)]
+    pub publish: Option<publish::Target>,
+    /// With --publish etcd://USER@…: the file whose first line is USER's
+    /// password (never on the command line).
+    #[arg(long, value_name = "PATH", requires = "publish")]
+    pub etcd_password_file: Option<std::path::PathBuf>,
+    /// With --publish etcds://…: the CA file (PEM) that verifies the members.
+    #[arg(long, value_name = "PATH", requires = "publish")]
+    pub etcd_cacert: Option<std::path::PathBuf>,
+    /// With --publish etcds://…: a client certificate (PEM) to show, with
+    /// --etcd-key (etcd's --client-cert-auth).
+    #[arg(long, value_name = "PATH", requires_all = ["etcd_key", "etcd_cacert"])]
+    pub etcd_cert: Option<std::path::PathBuf>,
+    /// The private key (PEM) of --etcd-cert.
+    #[arg(long, value_name = "PATH", requires = "etcd_cert")]
+    pub etcd_key: Option<std::path::PathBuf>,
+    /// With --publish: the source its keys are under (default: this host's name).
+    #[arg(long, value_name = "NAME", requires = "publish")]
+    pub source: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct EngineArgs {
+    /// Engine address: `unix:///path`, `tcp://host:port`, `https://…`, or
+    /// `ssh://[user@]host[:port][/socket]` (the system ssh, as `docker -H
+    /// ssh://…`, with BatchMode) (default: as the
+    /// engine's CLI finds it — docker: DOCKER_HOST, DOCKER_CONTEXT, the
+    /// currentContext of $DOCKER_CONFIG/config.json, /var/run/docker.sock;
+    /// podman: CONTAINER_HOST, its sockets). Resolved once, at start.
+    /// Repeatable, as `NAME=URI` (NAME defaults to the URI), and mixable
+    /// with --context / --connection: one stream of several engines, each
+    /// event and status saying its source (`NAME/instance`, JSON `host`).
+    #[arg(long = "host", value_name = "[NAME=]URI", value_parser = sources::parse_host)]
+    pub hosts: Vec<sources::Named>,
+    /// docker, swarm: the docker context NAME (as `docker --context`),
+    /// whatever DOCKER_HOST, DOCKER_CONTEXT and currentContext say.
+    /// Repeatable: a source each, named after it.
+    #[arg(long = "context", value_name = "NAME")]
+    pub contexts: Vec<String>,
+    /// podman: the connection NAME (as `podman --connection`, see `podman
+    /// system connection ls`), whatever CONTAINER_CONNECTION and
+    /// CONTAINER_HOST say. Repeatable: a source each, named after it.
+    #[arg(long = "connection", value_name = "NAME")]
+    pub connections: Vec<String>,
+    /// Only instances with this label (repeatable; all must match).
+    #[arg(long = "label", value_name = "KEY=VALUE", value_parser = parse_label)]
+    pub labels: Vec<(String, String)>,
+    #[command(flatten)]
+    pub publish: PublishArgs,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum KindArg {
+    Deployment,
+    Statefulset,
+}
+
+#[derive(Debug, Args)]
+pub struct K8sArgs {
+    /// Path to a kubeconfig (default: KUBECONFIG, ~/.kube/config, in-cluster).
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Only this namespace (default: all).
+    #[arg(long, value_name = "NS")]
+    pub namespace: Option<String>,
+    /// Which kinds to watch (repeatable; default: both).
+    #[arg(long = "kind", value_enum)]
+    pub kinds: Vec<KindArg>,
+    /// A Kubernetes label selector, e.g. `app=web,tier!=db`.
+    #[arg(long, value_name = "SELECTOR")]
+    pub label_selector: Option<String>,
+    /// The kubeconfig context NAME (as `kubectl --context`; default: its
+    /// current-context). Repeatable: one stream of several clusters, each
+    /// event and status saying its context (`NAME/instance`, JSON `host`).
+    #[arg(long = "context", value_name = "NAME")]
+    pub contexts: Vec<String>,
+    #[command(flatten)]
+    pub publish: PublishArgs,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+#[derive(Debug, Args)]
+pub struct EtcdArgs {
+    /// The cluster's members: http://HOST:PORT, https://HOST:PORT (TLS, with
+    /// --cacert) or HOST:PORT, comma-separated (tried in order; a member
+    /// that fails is left for the next).
+    #[arg(
+        long,
+        value_name = "URLS",
+        env = "ETCDCTL_ENDPOINTS",
+        default_value = "http://127.0.0.1:2379"
+    )]
+    pub endpoints: String,
+    /// The key prefix the publishers write under.
+    #[arg(long, value_name = "P", default_value = lookout_etcd::model::DEFAULT_PREFIX)]
+    pub prefix: String,
+    /// Only this source (repeatable; default: every source under the prefix).
+    #[arg(long = "source", value_name = "S")]
+    pub sources: Vec<String>,
+    /// The etcd user to authenticate as (etcd's auth enabled), with
+    /// --password-file.
+    #[arg(long, value_name = "NAME", requires = "password_file")]
+    pub user: Option<String>,
+    /// The file whose first line is --user's password (never on the
+    /// command line).
+    #[arg(long, value_name = "PATH", requires = "user")]
+    pub password_file: Option<std::path::PathBuf>,
+    /// The CA file (PEM) that verifies https:// members.
+    #[arg(long, value_name = "PATH")]
+    pub cacert: Option<std::path::PathBuf>,
+    /// A client certificate (PEM) to show https:// members, with --key
+    /// (etcd's --client-cert-auth).
+    #[arg(long, value_name = "PATH", requires_all = ["key", "cacert"])]
+    pub cert: Option<std::path::PathBuf>,
+    /// The private key (PEM) of --cert.
+    #[arg(long, value_name = "PATH", requires = "cert")]
+    pub key: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+pub fn parse_label(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+        _ => Err(format!("expected KEY=VALUE, got `{s}`")),
+    }
+}
+
+impl Engine {
+    pub fn common(&self) -> &Common {
+        match self {
+            Self::Docker(a) | Self::Podman(a) | Self::Swarm(a) => &a.common,
+            Self::K8s(a) => &a.common,
+            Self::Etcd(a) => &a.common,
+        }
+    }
+}

@@ -1,0 +1,260 @@
+//! The one choice of how a run goes, for one source or several: print
+//! (stdout and stderr), publish (print, and write each transition to etcd)
+//! or serve (print, and share a hub per engine with HTTP clients). Every
+//! mode ends in the one loop of [`consume`](crate::consume).
+
+use std::io;
+use std::sync::Arc;
+
+use lookout_core::{Dial, Hub, HubConfig, Item, Merge, Start};
+use lookout_etcd::{EtcdConfig, EtcdItem, PublisherChanges, Publishers};
+use tokio_stream::{Stream, StreamExt};
+
+use crate::cli::{Common, PublishArgs};
+use crate::consume::{Printed, Printer, Publishing, consume};
+use crate::exit::Exit;
+use crate::output::{self, write_line};
+use crate::watched::{Label, Location, Sources};
+use crate::{publish, serve};
+
+/// Runs `sources` of `provider` (not etcd: [`etcd`]) as the flags say.
+pub async fn run<D: Dial>(
+    provider: &'static str,
+    sources: Sources<D>,
+    common: &Common,
+    publish: &PublishArgs,
+    serve: Option<serve::Prepared>,
+) -> Result<(), Exit> {
+    let hub_config = || HubConfig::default().queue(common.serve_queue as usize);
+    match sources {
+        Sources::One { watch, at } => {
+            let printer = Printer::new(provider, common.json).one(at);
+            if let Some(target) = &publish.publish {
+                if serve.is_some() {
+                    return Err(Exit::Usage(
+                        "--publish and --serve do not go together yet".to_owned(),
+                    ));
+                }
+                let publisher = publisher(provider, target, publish, common).await?;
+                // On a task of its own: the feed is read and printed whatever
+                // etcd does.
+                let publishing = Publishing {
+                    running: publish::Running::start(publisher),
+                    print_initial: common.initial,
+                };
+                return consume(&printer, watch.map(one), Some(publishing)).await;
+            }
+            let Some(prepared) = serve else {
+                return consume(&printer, watch.map(one), None).await;
+            };
+            let hub = watch.share_with(hub_config());
+            serve_hubs(vec![(None, hub)], None, &printer, common, prepared).await
+        }
+        Sources::Several(watches) => {
+            let labels: Vec<Label> = watches
+                .iter()
+                .map(|w| Label {
+                    name: w.name.clone(),
+                    at: w.at.clone(),
+                })
+                .collect();
+            let printer = Printer::new(provider, common.json).several(labels);
+            if let Some(prepared) = serve {
+                // A hub each (its metrics say its host), served together.
+                let hubs = watches
+                    .into_iter()
+                    .map(|w| {
+                        let hub = w
+                            .watch
+                            .share_with(hub_config().metric_label("host", w.name.clone()));
+                        (Some(Arc::<str>::from(w.name.as_str())), hub)
+                    })
+                    .collect();
+                return serve_hubs(hubs, None, &printer, common, prepared).await;
+            }
+            let mut merge = Merge::new();
+            for w in watches {
+                merge = merge
+                    .source(w.name.as_str(), w.watch)
+                    .map_err(|e| Exit::usage("invalid sources", &e))?;
+            }
+            let stream = merge.map(|s| Printed::Item {
+                source: Some(s.source.index()),
+                item: s.item,
+            });
+            consume(&printer, stream, None).await
+        }
+    }
+}
+
+/// `lookout etcd`: the watch of the prefix at `at`, each source's
+/// publisher status on stderr (and, served, on `/healthz`, `/events`,
+/// `/metrics`).
+pub async fn etcd(
+    config: EtcdConfig,
+    at: Location,
+    common: &Common,
+    serve: Option<serve::Prepared>,
+) -> Result<(), Exit> {
+    let printer = Printer::new("etcd", common.json).one(Some(at));
+    if let Some(prepared) = serve {
+        // The hub shares instances and the watch's statuses; the
+        // publishers' are read beside it, as the hub drives the watch.
+        let (watch, publishers) = lookout_etcd::watch_and_publishers(config)
+            .map_err(|e| Exit::usage("invalid configuration", &e))?;
+        let hub = watch.share_with(HubConfig::default().queue(common.serve_queue as usize));
+        let hubs = vec![(None, hub)];
+        return serve_hubs(hubs, Some(publishers), &printer, common, prepared).await;
+    }
+    // Each source's publisher status on stderr, in order with the events.
+    let watch = lookout_etcd::watch_with_publishers(config)
+        .map_err(|e| Exit::usage("invalid configuration", &e))?;
+    let stream = watch.map(|i| match i {
+        EtcdItem::Item(item) => one(item),
+        EtcdItem::Publisher(p) => Printed::Publisher(p),
+    });
+    consume(&printer, stream, None).await
+}
+
+/// An item of the one engine of a run without several.
+fn one(item: Item) -> Printed {
+    Printed::Item { source: None, item }
+}
+
+/// The publisher of `--publish`, its baseline read.
+async fn publisher(
+    provider: &'static str,
+    target: &publish::Target,
+    args: &PublishArgs,
+    common: &Common,
+) -> Result<publish::Publisher, Exit> {
+    let source = args.source.clone().unwrap_or_else(publish::host_name);
+    let credentials = publish::credentials(target, args.etcd_password_file.as_deref())
+        .map_err(|e| Exit::Usage(format!("cannot publish: {e}")))?;
+    let identity = args.etcd_cert.as_deref().zip(args.etcd_key.as_deref());
+    let tls = publish::tls(
+        &target.endpoints,
+        args.etcd_cacert.as_deref(),
+        identity,
+        "--etcd-cacert",
+    )
+    .map_err(|e| Exit::Usage(format!("cannot publish: {e}")))?;
+    let mut publisher = publish::Publisher::new(target, source, provider, credentials, tls)
+        .map_err(|e| Exit::usage("cannot publish", &e))?;
+    publish::json_warnings(common.json);
+    if let Err(e) = publisher.baseline().await {
+        publish::warn(&format!(
+            "cannot read this source's keys ({}); each is read when written",
+            output::error_chain(&e)
+        ));
+    }
+    Ok(publisher)
+}
+
+/// Serves `hubs` (one `(None, hub)`, or each engine's `(Some(name), hub)`,
+/// in the order of the printer's sources; of `lookout etcd`, with its
+/// `publishers`) and prints what they yield on stdout, as without
+/// `--serve`, until SIGTERM or Ctrl-C.
+async fn serve_hubs(
+    hubs: Vec<(Option<Arc<str>>, Hub)>,
+    publishers: Option<Publishers>,
+    printer: &Printer,
+    common: &Common,
+    prepared: serve::Prepared,
+) -> Result<(), Exit> {
+    let addr = prepared.addr();
+    let warn_open = !addr.ip().is_loopback() && !prepared.has_token();
+    let queue = common.serve_queue as usize;
+    let server = serve::Server::start(
+        prepared,
+        &hubs,
+        publishers.as_ref(),
+        printer.provider,
+        common.readiness,
+        queue,
+    )
+    .map_err(|e| Exit::Failure(format!("cannot serve on {addr}: {e}")))?;
+    let _ = write_line(&mut io::stderr().lock(), &output::serving_line(addr));
+    if warn_open {
+        let warning = format!(
+            "serving on {addr}, which is not a loopback address, without --token-file: \
+             anyone who can reach it can read every instance and its labels"
+        );
+        let line = if common.json {
+            serde_json::json!({ "warning": warning }).to_string()
+        } else {
+            format!("lookout: warning: {warning}")
+        };
+        let _ = write_line(&mut io::stderr().lock(), &line);
+    }
+    // The stores behind /instances and /healthz are fresh while something
+    // polls each hub, client or not. (The binary may spawn; the library
+    // crates never do.)
+    #[allow(clippy::disallowed_methods)]
+    let drivers: Vec<_> = hubs
+        .iter()
+        .map(|(_, hub)| tokio::spawn(hub.run()))
+        .collect();
+    // Stdout is one more subscription (of each hub): the same lines as
+    // without --serve.
+    let start = if common.initial {
+        Start::Initial
+    } else {
+        Start::Baseline
+    };
+    let result = if let ([(None, hub)], Some(publishers)) = (hubs.as_slice(), &publishers) {
+        // The publishers' statuses on stderr too, as without --serve.
+        let stdout = AfterItems {
+            items: hub.subscribe(start),
+            publishers: publishers.changes(),
+        };
+        consume(printer, stdout, None).await
+    } else if let [(None, hub)] = hubs.as_slice() {
+        consume(printer, hub.subscribe(start).map(one), None).await
+    } else {
+        let mut merge = Merge::new();
+        for (name, hub) in &hubs {
+            let name = name.clone().unwrap_or_else(|| Arc::from(""));
+            merge = merge
+                .source(name, hub.subscribe(start))
+                .map_err(|e| Exit::usage("invalid sources", &e))?;
+        }
+        let stdout = merge.map(|s| Printed::Item {
+            source: Some(s.source.index()),
+            item: s.item,
+        });
+        consume(printer, stdout, None).await
+    };
+    server.shutdown().await;
+    for driver in drivers {
+        driver.abort();
+    }
+    result
+}
+
+/// The items of a hub's subscription and, when none is ready, the
+/// publishers' changes (`lookout etcd --serve`): a change comes after the
+/// events the hub held when it was read (a restarted publisher's `resync`
+/// before its `connected`), as [`lookout_etcd::WithPublishers`] tells them.
+struct AfterItems<S> {
+    items: S,
+    publishers: PublisherChanges,
+}
+
+impl<S: Stream<Item = Item> + Unpin> Stream for AfterItems<S> {
+    type Item = Printed;
+
+    fn poll_next(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Printed>> {
+        use std::task::Poll;
+        let this = self.get_mut();
+        match std::pin::Pin::new(&mut this.items).poll_next(cx) {
+            Poll::Ready(item) => Poll::Ready(item.map(one)),
+            Poll::Pending => std::pin::Pin::new(&mut this.publishers)
+                .poll_next(cx)
+                .map(|p| p.map(Printed::Publisher)),
+        }
+    }
+}
