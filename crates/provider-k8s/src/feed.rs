@@ -13,8 +13,7 @@ use kube::runtime::watcher;
 use lookout_core::{InstanceId, Listed};
 use tokio_stream::{Stream, StreamExt};
 
-use crate::object::Workload;
-use crate::session::{identify, listed};
+use crate::object::{Workload, identify, listed};
 use crate::{DialError, InitialList, Kind, Settings};
 
 /// What one kind's feed tells the session.

@@ -406,7 +406,7 @@ pub enum DialError {
 }
 
 /// Where each dial gets its client.
-enum Source {
+enum ClientSource {
     /// The kubeconfig (explicit, else inferred) and its context (else the
     /// current one), resolved anew on every dial.
     Kubeconfig(Option<PathBuf>, Option<String>),
@@ -414,7 +414,7 @@ enum Source {
     Client(Box<dyn FnMut() -> Client + Send>),
 }
 
-impl std::fmt::Debug for Source {
+impl std::fmt::Debug for ClientSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Kubeconfig(path, context) => f
@@ -446,7 +446,7 @@ struct Settings {
 /// The dial of one Kubernetes cluster: plug it into [`Watch`] (or call [`watch`]).
 #[derive(Debug)]
 pub struct K8sDial {
-    source: Source,
+    source: ClientSource,
     settings: Arc<Settings>,
     /// The client of the current session, for the probe.
     probe: Arc<ProbeSlot>,
@@ -468,7 +468,7 @@ impl K8sDial {
         }
         Self::from_source(
             config,
-            Source::Kubeconfig(config.kubeconfig.clone(), config.context.clone()),
+            ClientSource::Kubeconfig(config.kubeconfig.clone(), config.context.clone()),
         )
     }
 
@@ -483,7 +483,7 @@ impl K8sDial {
         config: &K8sConfig,
         connect: impl FnMut() -> Client + Send + 'static,
     ) -> Result<Self, ConfigError> {
-        Self::from_source(config, Source::Client(Box::new(connect)))
+        Self::from_source(config, ClientSource::Client(Box::new(connect)))
     }
 
     /// How each kind lists (default [`InitialList::Paged`]).
@@ -499,7 +499,7 @@ impl K8sDial {
         self
     }
 
-    fn from_source(config: &K8sConfig, source: Source) -> Result<Self, ConfigError> {
+    fn from_source(config: &K8sConfig, source: ClientSource) -> Result<Self, ConfigError> {
         let mut kinds = config.kinds.clone();
         kinds.sort_unstable();
         kinds.dedup();
@@ -571,8 +571,8 @@ impl Dial for K8sDial {
             self.listed_at = Some(now);
         }
         let client = match &mut self.source {
-            Source::Kubeconfig(path, context) => Err((path.clone(), context.clone())),
-            Source::Client(connect) => Ok(connect()),
+            ClientSource::Kubeconfig(path, context) => Err((path.clone(), context.clone())),
+            ClientSource::Client(connect) => Ok(connect()),
         };
         let settings = Arc::clone(&self.settings);
         let clients = Arc::clone(&self.clients);
