@@ -15,9 +15,9 @@ use crate::api::ApiVersion;
 pub struct Config {
     /// `unix:///path`, `tcp://host:port`, `http://host[:port]`,
     /// `https://host[:port]` or `ssh://[user@]host[:port][/socket-path]`
-    /// (through the system `ssh`, see [`SshTarget`]; `npipe://` is not
+    /// (through the system `ssh`, see [`SshTarget`](crate::SshTarget); `npipe://` is not
     /// supported).
-    /// `None`: as the engine's CLI finds it ([`Endpoint`]: Docker's
+    /// `None`: as the engine's CLI finds it ([`Endpoint`](crate::Endpoint): Docker's
     /// `DOCKER_HOST`, `DOCKER_CONTEXT`, `currentContext`, its default socket;
     /// Podman's `CONTAINER_HOST`, its sockets), resolved once, when the watch
     /// is made. TLS (`https://`, or `tcp://` with `DOCKER_TLS_VERIFY` or
@@ -28,7 +28,7 @@ pub struct Config {
     /// `DOCKER_TLS_VERIFY`, or a context with `SkipTLSVerify` (no `ca.pem`
     /// read; a warning once per watch).
     pub host: Option<String>,
-    /// A docker context to watch ([`Endpoint`]), whatever `DOCKER_HOST`,
+    /// A docker context to watch ([`Endpoint`](crate::Endpoint)), whatever `DOCKER_HOST`,
     /// `DOCKER_CONTEXT` and `currentContext` say: the docker CLI's
     /// `--context`. An error together with [`host`](Self::host).
     pub context: Option<String>,

@@ -76,7 +76,7 @@ impl Event {
     }
 
     /// How many times the object was inspected for this event (0 before
-    /// the first inspection; see [`KnownObjects::inspected`]).
+    /// the first inspection; see [`KnownObjects::inspected`](crate::KnownObjects::inspected)).
     pub fn inspections(&self) -> u8 {
         self.inspections
     }

@@ -14,7 +14,7 @@ use super::event::Event;
 use crate::discovery::Discovery;
 
 /// The objects one kind of session watches on an engine speaking the Docker
-/// API: containers (a [`Mapping`](super::Mapping)), or Swarm services
+/// API: containers (a [`Mapping`](crate::Mapping)), or Swarm services
 /// (`lookout_swarm`).
 ///
 /// It says what to subscribe to and list, how to decode the list, and makes
