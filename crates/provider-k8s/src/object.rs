@@ -19,7 +19,7 @@ use lookout_core::{InstanceId, Labels, Listed, Readiness};
 use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
-use crate::Kind;
+use crate::kind::Kind;
 
 /// A `Deployment` or `StatefulSet`, as far as lookout reads it.
 #[derive(Clone, Debug, Default, Deserialize)]

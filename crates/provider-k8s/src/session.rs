@@ -16,9 +16,12 @@ use lookout_core::{
 };
 use tokio_stream::{Stream, StreamMap};
 
+use crate::cursor::K8sCursor;
 use crate::feed::{Feed, FeedEvent, feed};
+use crate::kind::Kind;
 use crate::object::Workload;
-use crate::{K8sCursor, Kind, ProbeLease, Settings};
+use crate::probe::ProbeLease;
+use crate::settings::Settings;
 
 /// One object as the session keeps it: what a snapshot lists (the id and
 /// uid and the labels shared with the core's, the readiness when it is
