@@ -12,7 +12,7 @@ use crate::error::CompatError;
 use crate::http;
 use crate::inspect::decide;
 use crate::protocol::cursor::Cursor;
-use crate::protocol::feed::Step;
+use crate::protocol::feed::FeedOutput;
 use crate::protocol::history::{Past, decode, note, note_steps};
 use crate::protocol::objects::{Objects, Scope};
 use crate::protocol::requests;
@@ -84,8 +84,8 @@ pub(crate) async fn read<O: Objects>(
         let mut observations = Vec::with_capacity(decoded.missed.len());
         for step in decoded.missed {
             match step {
-                Step::Obs(obs) => observations.push(obs),
-                Step::Inspect { event, path } => {
+                FeedOutput::Obs(obs) => observations.push(obs),
+                FeedOutput::Inspect { event, path } => {
                     observations.push(decide(&mut decoded.feed, api, event, path).await?);
                 }
             }
