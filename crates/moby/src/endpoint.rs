@@ -9,12 +9,13 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 use super::connections::{Connection, Connections};
-use super::host::{ConfigError, Discovery, Host, TlsEnv};
+use super::discovery::Discovery;
+use super::host::{ConfigError, Host, TlsEnv};
 
 /// Where an [`Endpoint`] came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum Source {
+pub enum Origin {
     /// The host the caller gave ([`Config::host`](crate::Config::host), `--host`).
     Config,
     /// An environment variable (`DOCKER_HOST`, `CONTAINER_HOST`).
@@ -62,7 +63,7 @@ impl fmt::Display for Selected {
     }
 }
 
-impl fmt::Display for Source {
+impl fmt::Display for Origin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Config => f.write_str("config"),
@@ -102,7 +103,7 @@ pub struct Endpoint {
     /// The address.
     pub host: Host,
     /// Where it came from.
-    pub source: Source,
+    pub source: Origin,
     pub(crate) tls: TlsEnv,
     /// How the engine is started, said when it does not answer.
     pub(crate) hint: Option<&'static str>,
@@ -198,7 +199,7 @@ fn resolve_any(
     if let Some(host) = host {
         return Ok(Endpoint {
             host: Host::parse(host, "config", tls.tls)?,
-            source: Source::Config,
+            source: Origin::Config,
             tls,
             hint: None,
         });
@@ -233,7 +234,7 @@ fn resolve_any(
         };
         return Ok(Endpoint {
             host: Host::Unix(podman_socket(env, sys)),
-            source: Source::Default,
+            source: Origin::Default,
             tls,
             hint: Some(hint),
         });
@@ -286,7 +287,7 @@ fn from_connection(c: &Connection, selected_by: Selected) -> Result<Endpoint, Co
     }
     Ok(Endpoint {
         host,
-        source: Source::Connection {
+        source: Origin::Connection {
             name: c.name.clone(),
             selected_by,
         },
@@ -349,7 +350,7 @@ fn from_host_var(
     let tls = default_tls(env);
     Ok(Some(Endpoint {
         host: Host::parse(&value.to_string_lossy(), discovery.host_var, tls.tls)?,
-        source: Source::Env(discovery.host_var),
+        source: Origin::Env(discovery.host_var),
         tls,
         hint: None,
     }))
@@ -384,7 +385,7 @@ fn default_socket(
         })?;
     Ok(Endpoint {
         host: Host::Unix(path),
-        source: Source::Default,
+        source: Origin::Default,
         tls,
         hint: None,
     })
@@ -456,7 +457,7 @@ fn named(
             None => default_socket(env, discovery, default_tls(env))?,
         };
         return Ok(Endpoint {
-            source: Source::Context {
+            source: Origin::Context {
                 name: name.to_owned(),
                 selected_by,
             },
@@ -505,7 +506,7 @@ fn named(
     let source_name = format!("context {name}");
     Ok(Endpoint {
         host: Host::parse(host, &source_name, has_tls)?,
-        source: Source::Context {
+        source: Origin::Context {
             name: name.to_owned(),
             selected_by,
         },
@@ -876,7 +877,7 @@ mod tests {
         let env = |k: &str| vars.get(k).cloned();
         let e = resolve_with(&env, &root(), &podman, None, None).expect("the socket");
         assert_eq!(e.host, unix("/nonexistent/podman.sock"));
-        assert_eq!(e.source, Source::Default);
+        assert_eq!(e.source, Origin::Default);
     }
 
     /// Podman's discovery, with `vars`, as user `uid` (`run_user` as `/run/user`).
@@ -1013,6 +1014,6 @@ mod tests {
         // Root: the rootful socket, whatever XDG_RUNTIME_DIR says.
         let e = podman(&env, 0, none, None).expect("root");
         assert_eq!(e.host, unix("/run/podman/podman.sock"));
-        assert_eq!(e.source, Source::Default);
+        assert_eq!(e.source, Origin::Default);
     }
 }

@@ -3,32 +3,25 @@
 
 use std::time::Duration;
 
-use serde_json::Value;
-
 use lookout_core::Observation;
 
-use crate::INSPECT_TIMEOUT;
 use crate::api::Api;
-use crate::cursor::Cursor;
 use crate::error::CompatError;
-use crate::feed::{Feed, Step, reinspect_after};
 use crate::http;
-use crate::objects::{Event, KnownObjects};
+use crate::protocol::cursor::Cursor;
+use crate::protocol::event::Event;
+use crate::protocol::feed::{Feed, FeedOutput, reinspect_after};
+use crate::protocol::inspection::Inspection;
+use crate::protocol::objects::KnownObjects;
+
+/// How long an inspection may take. The session reads no event meanwhile,
+/// and the probe (on a connection of its own) would not notice an engine that
+/// answers `/_ping` but not this request: past it, the session ends and the
+/// core redials.
+pub(crate) const INSPECT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The largest inspected object accepted.
 const MAX_OBJECT: usize = 16 << 20;
-
-/// What the engine answered about one object.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Inspection {
-    /// The object, as the engine describes it.
-    Found(Value),
-    /// The engine says it does not exist (404): it went meanwhile.
-    Gone,
-    /// An answer that cannot be used (another error status, a body that is
-    /// not JSON): why.
-    Unusable(String),
-}
 
 /// `GET path` of one object. `Err` when the connection fails or the engine
 /// does not answer within `timeout` (the session ends: the engine is in
@@ -61,8 +54,8 @@ pub(crate) async fn decide<K: KnownObjects>(
     loop {
         let inspection = inspect(api, &path, INSPECT_TIMEOUT).await?;
         match feed.inspected(event, &inspection) {
-            Step::Obs(obs) => return Ok(obs),
-            Step::Inspect {
+            FeedOutput::Obs(obs) => return Ok(obs),
+            FeedOutput::Inspect {
                 event: again,
                 path: at,
             } => {

@@ -5,10 +5,15 @@
 //! An engine is a table: the [`Objects`] it watches (containers as a
 //! [`Mapping`] describes them, or Swarm's services), their vocabulary and
 //! where the engine listens ([`Discovery`]). The rest is here, once, one
-//! concern per module — `http` (a request on a socket it owns), `host` and
-//! `tls` (where and how to connect), `framing`, `wire` and `cursor` (the
-//! `/events` body), `feed` (what each event means), `history` (the replay
-//! after a reconnect), `objects`, `mapping` and `containers` (the kinds):
+//! concern per module. `protocol/` is the Docker API without I/O (as
+//! kube-core is to kube-client): the request paths, the `/events` body
+//! (`framing`, `wire`, `cursor`), what each event means (`feed`, `event`,
+//! `objects`, `mapping`, `containers`) and the history rules. Beside it, what
+//! does I/O and imports it: `http` (a request on a socket it owns), `host`,
+//! `endpoint` and `tls` (where and how to connect), `history` (reading the
+//! engine's history), `inspect` and `readiness` (the requests a session makes
+//! besides `/events`), and here the dial and its session; `config` and
+//! `compat_dial` hold [`Config`] and [`CompatDial`]:
 //!
 //! - **connecting**: each request gets a connection of its own (unix socket,
 //!   TCP, TLS with rustls, or one child process of the system `ssh` for
@@ -87,387 +92,51 @@
 //! never stands for the current one.
 
 mod api;
+mod compat_dial;
+mod config;
 mod connections;
-mod containers;
-mod cursor;
+mod discovery;
 mod endpoint;
 mod error;
-mod feed;
-mod framing;
 mod history;
 mod host;
 mod http;
 mod inspect;
-mod mapping;
-mod objects;
+mod protocol;
 mod readiness;
 mod ssh;
 #[cfg(test)]
 mod testing;
 #[cfg(feature = "tls")]
 mod tls;
-mod wire;
 
 use std::collections::VecDeque;
-use std::fmt;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
-use lookout_core::{
-    BoxError, Dial, DialFuture, Labels, Listed, Observation, ProbeFuture, Session, Watch,
-    WatchConfig,
-};
-use serde_json::json;
+use lookout_core::{BoxError, Dial, DialFuture, Listed, Observation, ProbeFuture, Session};
 use tracing::Instrument;
 
+use protocol::feed;
+use protocol::requests::{MAX_LIST, since};
+
 pub use api::ApiVersion;
-pub use containers::KnownContainers;
-pub use cursor::Cursor;
-pub use endpoint::{Endpoint, Selected, Source};
+pub use compat_dial::{CompatDial, watch, watch_at};
+pub use config::{Config, READINESS_POLL};
+pub use discovery::Discovery;
+pub use endpoint::{Endpoint, Origin, Selected};
 pub use error::CompatError;
-pub use feed::{Feed, MAX_INSPECTIONS, Step, reinspect_after};
-pub use framing::MAX_LINE;
-pub use history::History;
-pub use host::{ConfigError, Discovery, Host, SshTarget};
-pub use inspect::Inspection;
-pub use mapping::{HealthTable, Mapping};
-pub use objects::{
-    Decision, Event, KnownObjects, Objects, ReadinessFrom, Scope, labels_of, matches, string_value,
-};
+pub use host::{ConfigError, Host, SshTarget};
+pub use protocol::containers::KnownContainers;
+pub use protocol::cursor::Cursor;
+pub use protocol::event::Event;
+pub use protocol::feed::{Feed, FeedOutput, MAX_INSPECTIONS, reinspect_after};
+pub use protocol::framing::MAX_LINE;
+pub use protocol::inspection::Inspection;
+pub use protocol::labels::{labels_of, matches, string_value};
+pub use protocol::mapping::{HealthTable, Mapping};
+pub use protocol::objects::{Decision, History, KnownObjects, Objects, ReadinessFrom, Scope};
 #[cfg(feature = "tls")]
 pub use tls::client_config_from_files;
-
-/// What to watch on an engine speaking the Docker API (`DockerConfig`,
-/// `PodmanConfig`, `SwarmConfig`).
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct Config {
-    /// `unix:///path`, `tcp://host:port`, `http://host[:port]`,
-    /// `https://host[:port]` or `ssh://[user@]host[:port][/socket-path]`
-    /// (through the system `ssh`, see [`SshTarget`]; `npipe://` is not
-    /// supported).
-    /// `None`: as the engine's CLI finds it ([`Endpoint`]: Docker's
-    /// `DOCKER_HOST`, `DOCKER_CONTEXT`, `currentContext`, its default socket;
-    /// Podman's `CONTAINER_HOST`, its sockets), resolved once, when the watch
-    /// is made. TLS (`https://`, or `tcp://` with `DOCKER_TLS_VERIFY` or
-    /// `DOCKER_TLS` set) reads `ca.pem`, `cert.pem` and `key.pem` from
-    /// `DOCKER_CERT_PATH` (default: `DOCKER_CONFIG`, else `~/.docker`; a named
-    /// context's: its store) on every connection and verifies the server,
-    /// except as the docker CLI does not: `DOCKER_TLS` without
-    /// `DOCKER_TLS_VERIFY`, or a context with `SkipTLSVerify` (no `ca.pem`
-    /// read; a warning once per watch).
-    pub host: Option<String>,
-    /// A docker context to watch ([`Endpoint`]), whatever `DOCKER_HOST`,
-    /// `DOCKER_CONTEXT` and `currentContext` say: the docker CLI's
-    /// `--context`. An error together with [`host`](Self::host).
-    pub context: Option<String>,
-    /// Only the containers (services) carrying all of these labels.
-    pub labels: Labels,
-    /// Reconnect, probe and resync settings.
-    pub watch: WatchConfig,
-    /// Also report whether each running instance can serve
-    /// ([`EventKind::Ready`](lookout_core::EventKind::Ready) /
-    /// [`Unready`](lookout_core::EventKind::Unready), with the detail in
-    /// each event's [`readiness`](lookout_core::InstanceEvent::readiness)).
-    /// Default off: without it the stream is what it always was.
-    pub readiness: bool,
-    /// With [`readiness`](Self::readiness), how often an engine whose events
-    /// do not tell readiness is asked (Swarm: `GET /services?status=true`).
-    /// Default 5 s.
-    pub readiness_poll: Duration,
-    /// The API version of every request's path (`/v1.41/…`). `None`:
-    /// `DOCKER_API_VERSION` when set, else the `Api-Version` that each
-    /// dial's `GET /_ping` answers (unversioned paths only when the engine
-    /// sends none).
-    pub api_version: Option<ApiVersion>,
-}
-
-/// The default of [`Config::readiness_poll`].
-pub const READINESS_POLL: Duration = Duration::from_secs(5);
-
-impl Default for Config {
-    fn default() -> Self {
-        Self {
-            host: None,
-            context: None,
-            labels: Labels::new(),
-            watch: WatchConfig::default(),
-            readiness: false,
-            readiness_poll: READINESS_POLL,
-            api_version: None,
-        }
-    }
-}
-
-impl Config {
-    /// Sets [`host`](Self::host).
-    #[must_use]
-    pub fn host(mut self, host: impl Into<String>) -> Self {
-        self.host = Some(host.into());
-        self
-    }
-
-    /// Sets [`context`](Self::context).
-    #[must_use]
-    pub fn context(mut self, name: impl Into<String>) -> Self {
-        self.context = Some(name.into());
-        self
-    }
-
-    /// Adds a label that containers (services) must carry.
-    #[must_use]
-    pub fn label(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
-        let (key, value) = (key.into(), value.into());
-        self.labels = self
-            .labels
-            .iter()
-            .chain([(key.as_str(), value.as_str())])
-            .collect();
-        self
-    }
-
-    /// Sets [`labels`](Self::labels): containers (services) must carry all of them.
-    #[must_use]
-    pub fn labels(mut self, labels: Labels) -> Self {
-        self.labels = labels;
-        self
-    }
-
-    /// Sets [`watch`](Self::watch).
-    #[must_use]
-    pub fn watch_config(mut self, watch: WatchConfig) -> Self {
-        self.watch = watch;
-        self
-    }
-
-    /// Sets [`readiness`](Self::readiness).
-    #[must_use]
-    pub fn readiness(mut self, on: bool) -> Self {
-        self.readiness = on;
-        self
-    }
-
-    /// Sets [`readiness_poll`](Self::readiness_poll).
-    #[must_use]
-    pub fn readiness_poll(mut self, every: Duration) -> Self {
-        self.readiness_poll = every;
-        self
-    }
-
-    /// Sets [`api_version`](Self::api_version): every request under
-    /// `/v{version}`.
-    #[must_use]
-    pub fn api_version(mut self, version: ApiVersion) -> Self {
-        self.api_version = Some(version);
-        self
-    }
-}
-
-/// Watches the `objects` (containers as a [`Mapping`] describes them,
-/// services…) of an engine speaking the Docker API.
-///
-/// Fails only when the host (given, or from the discovery's environment
-/// variable now) cannot be parsed; an engine that is down is no error: the
-/// stream reports it and retries.
-pub fn watch<O: Objects>(
-    objects: &'static O,
-    config: Config,
-) -> Result<Watch<CompatDial<O>>, ConfigError> {
-    let endpoint = Endpoint::resolve(
-        objects.discovery(),
-        config.host.as_deref(),
-        config.context.as_deref(),
-    )?;
-    watch_at(objects, endpoint, config)
-}
-
-/// [`watch`] of the engine at `endpoint` (resolved by [`Endpoint::resolve`]):
-/// the config's [`host`](Config::host) and [`context`](Config::context) are
-/// not read.
-pub fn watch_at<O: Objects>(
-    objects: &'static O,
-    endpoint: Endpoint,
-    config: Config,
-) -> Result<Watch<CompatDial<O>>, ConfigError> {
-    let mut dial = CompatDial::with_endpoint(objects, endpoint, config.labels)?
-        .readiness(config.readiness, config.readiness_poll);
-    if let Some(version) = config.api_version {
-        dial = dial.api_version(version);
-    }
-    Ok(Watch::new(dial, config.watch))
-}
-
-/// The largest object list accepted (64 MiB: about 100 000 containers).
-const MAX_LIST: usize = 64 << 20;
-
-/// How long an inspection may take. The session reads no event meanwhile,
-/// and the probe (on a connection of its own) would not notice an engine that
-/// answers `/_ping` but not this request: past it, the session ends and the
-/// core redials.
-const INSPECT_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// Dials an engine's Docker-compatible API; what [`Watch`] drives.
-///
-/// Made by a provider from its [`Objects`] (by default containers, as a
-/// [`Mapping`] describes them): see `lookout_docker::watch`,
-/// `lookout_podman::watch` and `lookout_swarm::watch`.
-pub struct CompatDial<O: Objects = Mapping> {
-    objects: &'static O,
-    endpoint: Endpoint,
-    scope: Scope,
-    /// With readiness, how often a [`ReadinessFrom::Polled`] engine is asked.
-    readiness_poll: Duration,
-    /// `DOCKER_API_VERSION`, read once: every request's version, instead of
-    /// the one each dial's `/_ping` tells.
-    api_version: Option<ApiVersion>,
-}
-
-impl<O: Objects> fmt::Debug for CompatDial<O> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CompatDial")
-            .field("provider", &self.objects.provider())
-            .field("endpoint", &self.endpoint)
-            .field("labels", &self.scope.labels)
-            .field("readiness", &self.scope.readiness)
-            .field("readiness_poll", &self.readiness_poll)
-            .field("api_version", &self.api_version)
-            .finish_non_exhaustive()
-    }
-}
-
-impl<O: Objects> CompatDial<O> {
-    /// A dial for the `objects` of an engine, at `host` (`None`: as the
-    /// engine's CLI finds it, now: see [`Endpoint`]), watching the objects
-    /// that carry all of `labels`.
-    ///
-    /// Fails when the host (given, or found) cannot be used, or
-    /// `DOCKER_API_VERSION` is set but is no version; a host that does not
-    /// answer is no error: the watch reports it and retries.
-    // The owned host is the signature it always had.
-    #[allow(clippy::needless_pass_by_value)]
-    pub fn new(
-        objects: &'static O,
-        host: Option<String>,
-        labels: Labels,
-    ) -> Result<Self, ConfigError> {
-        let endpoint = Endpoint::resolve(objects.discovery(), host.as_deref(), None)?;
-        Self::with_endpoint(objects, endpoint, labels)
-    }
-
-    /// A dial for the `objects` of the engine at `endpoint` (resolved by
-    /// [`Endpoint::resolve`], e.g. with a pinned docker context): every
-    /// dial goes there.
-    ///
-    /// Fails when `DOCKER_API_VERSION` is set but is no version.
-    pub fn with_endpoint(
-        objects: &'static O,
-        endpoint: Endpoint,
-        labels: Labels,
-    ) -> Result<Self, ConfigError> {
-        tracing::info!(
-            provider = objects.provider(),
-            host = %endpoint.host,
-            from = %endpoint.source,
-            "engine endpoint"
-        );
-        if let Some(why) = &endpoint.tls.skip_verify {
-            tracing::warn!(
-                provider = objects.provider(),
-                host = %endpoint.host,
-                why = %why,
-                "the engine's TLS certificate is not verified: anyone on the path can pose \
-                 as the engine"
-            );
-        }
-        Ok(Self {
-            objects,
-            endpoint,
-            scope: Scope::new(labels, false),
-            readiness_poll: READINESS_POLL,
-            api_version: ApiVersion::from_env()?,
-        })
-    }
-
-    /// Also watches readiness (see [`Config::readiness`]), an engine whose
-    /// events do not tell it polled `every` (see [`Config::readiness_poll`]).
-    #[must_use]
-    pub fn readiness(mut self, on: bool, every: Duration) -> Self {
-        self.scope.readiness = on;
-        self.readiness_poll = every.max(Duration::from_millis(100));
-        self
-    }
-
-    /// Every request under `/v{version}` (instead of `DOCKER_API_VERSION`,
-    /// or each dial's `/_ping`).
-    #[must_use]
-    pub fn api_version(mut self, version: ApiVersion) -> Self {
-        self.api_version = Some(version);
-        self
-    }
-
-    /// The engine's address: every dial goes there.
-    pub fn resolve(&self) -> Result<Host, ConfigError> {
-        Ok(self.endpoint.host.clone())
-    }
-
-    /// The engine's endpoint, and where it came from.
-    pub fn endpoint(&self) -> &Endpoint {
-        &self.endpoint
-    }
-
-    /// The provider's table.
-    pub fn objects(&self) -> &'static O {
-        self.objects
-    }
-
-    fn label_filter(&self) -> Vec<String> {
-        label_filter(&self.scope.labels)
-    }
-
-    /// `/events` with the session's filters (the objects' type and actions,
-    /// the caller's labels when the events carry them), without `since`.
-    fn events_path(&self) -> String {
-        let mut filters = json!({ "type": [self.objects.event_type()] });
-        let actions = self.objects.actions(self.scope.readiness);
-        if !actions.is_empty() {
-            filters["event"] = json!(actions);
-        }
-        if self.objects.labels_in_events() && !self.scope.labels.is_empty() {
-            filters["label"] = json!(self.label_filter());
-        }
-        format!("/events?filters={}", encode(&filters.to_string()))
-    }
-
-    fn list_path(&self) -> String {
-        list_path(
-            self.objects.list_path(self.scope.readiness),
-            &self.scope.labels,
-            None,
-        )
-    }
-}
-
-/// A label filter's terms (`key=value`).
-fn label_filter(labels: &Labels) -> Vec<String> {
-    labels.iter().map(|(k, v)| format!("{k}={v}")).collect()
-}
-
-/// A list `path` with the label filter, and a `health` filter when given.
-fn list_path(path: &str, labels: &Labels, health: Option<&str>) -> String {
-    let mut filters = serde_json::Map::new();
-    if !labels.is_empty() {
-        filters.insert("label".to_owned(), json!(label_filter(labels)));
-    }
-    if let Some(health) = health {
-        filters.insert("health".to_owned(), json!([health]));
-    }
-    let mut path = path.to_owned();
-    if !filters.is_empty() {
-        path.push(if path.contains('?') { '&' } else { '?' });
-        path.push_str("filters=");
-        path.push_str(&encode(&serde_json::Value::Object(filters).to_string()));
-    }
-    path
-}
 
 impl<O: Objects> Dial for CompatDial<O> {
     type Cursor = Cursor;
@@ -609,11 +278,6 @@ async fn versioned(
     Ok(api.versioned(version))
 }
 
-/// `events_path` resumed from `cursor`.
-fn since(events_path: &str, cursor: Cursor) -> String {
-    format!("{events_path}&since={}", cursor.since())
-}
-
 /// The session: the history replayed (what was missed, exactly), the
 /// snapshot, then the events as they are decoded (each inspection they ask
 /// for on a connection of its own, in order), and with a readiness poll the
@@ -711,111 +375,4 @@ fn session<O: Objects>(
             }
         }
     })
-}
-
-/// Percent-encodes a query value (everything but RFC 3986's unreserved characters).
-fn encode(s: &str) -> String {
-    use std::fmt::Write;
-    let mut out = String::with_capacity(s.len() * 2);
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(char::from(b));
-        } else {
-            let _ = write!(out, "%{b:02X}");
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use lookout_core::EventKind;
-
-    static TABLE: Mapping = Mapping {
-        provider: "test",
-        actions: &[("start", EventKind::Started), ("die", EventKind::Stopped)],
-        ignored: &[],
-        non_label_attributes: &["name"],
-        history: History::Until,
-        discovery: Discovery {
-            host_var: "LOOKOUT_TEST_UNSET_HOST",
-            sockets: &[("", "/nonexistent/test.sock")],
-            docker_contexts: false,
-            podman_connections: false,
-            ssh_cli: "docker",
-        },
-        health: crate::mapping::HealthTable {
-            status_in_action: true,
-            unhealthy_when_paused: true,
-            lists_none: true,
-        },
-    };
-
-    use crate::testing::percent_decode as decode;
-
-    #[test]
-    fn request_paths_carry_the_filters() {
-        let labels = Labels::from([("lookout.test".into(), "a b&c=d".into())]);
-        let dial = CompatDial::new(&TABLE, None, labels).expect("default host");
-        let events = since(&dial.events_path(), Cursor::from_unix_nanos(2_000_001_000));
-        let (path, query) = events.split_once('?').expect("query");
-        assert_eq!(path, "/events");
-        let (filters, since) = query.split_once("&since=").expect("since");
-        assert_eq!(since, "2.000000000");
-        let filters: serde_json::Value =
-            serde_json::from_str(&decode(filters.strip_prefix("filters=").expect("filters")))
-                .expect("json");
-        assert_eq!(
-            filters,
-            json!({"type": ["container"], "event": ["start", "die"], "label": ["lookout.test=a b&c=d"]})
-        );
-        assert!(!dial.events_path().contains("since"));
-        assert_eq!(
-            decode(&dial.list_path()),
-            r#"/containers/json?all=1&filters={"label":["lookout.test=a b&c=d"]}"#
-        );
-        let unfiltered = CompatDial::new(&TABLE, None, Labels::new()).expect("default host");
-        assert_eq!(unfiltered.list_path(), "/containers/json?all=1");
-    }
-
-    /// With readiness, the subscription also asks for the actions that
-    /// tell it; without, it is what it always was.
-    #[test]
-    fn readiness_adds_its_actions_to_the_event_filter() {
-        let filters = |readiness: bool| {
-            let dial = CompatDial::new(&TABLE, None, Labels::new())
-                .expect("default host")
-                .readiness(readiness, READINESS_POLL);
-            let path = dial.events_path();
-            let (_, filters) = path.split_once("filters=").expect("filters");
-            serde_json::from_str::<serde_json::Value>(&decode(filters)).expect("json")
-        };
-        assert_eq!(
-            filters(false),
-            json!({"type": ["container"], "event": ["start", "die"]})
-        );
-        assert_eq!(
-            filters(true),
-            json!({"type": ["container"], "event": ["start", "die", "health_status", "pause", "unpause"]})
-        );
-    }
-
-    #[test]
-    fn a_bad_host_is_a_config_error() {
-        let err =
-            CompatDial::new(&TABLE, Some("ftp://x".into()), Labels::new()).expect_err("bad scheme");
-        assert!(err.to_string().contains("ftp://x"), "{err}");
-    }
-
-    #[tokio::test(flavor = "current_thread")]
-    async fn an_engine_that_is_down_is_a_dial_error() {
-        let mut dial = CompatDial::new(&TABLE, None, Labels::new()).expect("default host");
-        let Err(err) = dial.dial(None).await else {
-            panic!("dialing a missing socket succeeded");
-        };
-        assert!(err.to_string().contains("/nonexistent/test.sock"), "{err}");
-        let probe = dial.probe().expect("a probe").await;
-        assert!(probe.is_err());
-    }
 }

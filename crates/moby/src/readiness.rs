@@ -13,12 +13,15 @@ use bytes::Bytes;
 use lookout_core::{Health, Listed, Observation, Readiness};
 use tokio::time::{Instant, Sleep, sleep_until};
 
-use super::api::Api;
-use super::containers::{has_check, inspected_health};
-use super::cursor::Cursor;
-use super::inspect::{Inspection, inspect};
-use super::objects::{Objects, Scope};
-use super::{CompatError, INSPECT_TIMEOUT, MAX_LIST, http, list_path};
+use crate::api::Api;
+use crate::error::CompatError;
+use crate::http;
+use crate::inspect::{INSPECT_TIMEOUT, inspect};
+use crate::protocol::containers::{has_check, inspected_health};
+use crate::protocol::cursor::Cursor;
+use crate::protocol::inspection::Inspection;
+use crate::protocol::objects::{Objects, Scope};
+use crate::protocol::requests::{MAX_LIST, list_path};
 
 /// The statuses a snapshot lists, in order: a container listed under two
 /// (its status changed between the requests) takes the later one's.

@@ -3,9 +3,9 @@
 
 use lookout_core::EventKind;
 
-use crate::history::History;
-use crate::host::Discovery;
-use crate::mapping::{HealthTable, Mapping};
+use crate::discovery::Discovery;
+use crate::protocol::mapping::{HealthTable, Mapping};
+use crate::protocol::objects::History;
 
 /// Docker's mapped actions, two ignored ones, the attributes that are not
 /// labels; a discovery that finds nothing.

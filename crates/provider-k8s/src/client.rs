@@ -12,7 +12,7 @@ use std::sync::{Mutex, PoisonError};
 use kube::Client;
 use kube::config::KubeConfigOptions;
 
-use crate::{ConfigError, DialError};
+use crate::error::{ConfigError, DialError};
 
 /// The last client and the fingerprint of the configuration it was built
 /// from. Only a hash is kept: no credential is stored twice, and none is

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::Kind;
+use crate::kind::Kind;
 
 /// Where each watched kind's feed stands: the `resourceVersion` of the newest
 /// list, event or bookmark of that kind the consumer has seen. A redial

@@ -13,9 +13,11 @@ use kube::runtime::watcher;
 use lookout_core::{InstanceId, Listed};
 use tokio_stream::{Stream, StreamExt};
 
-use crate::object::Workload;
-use crate::session::{identify, listed};
-use crate::{DialError, InitialList, Kind, Settings};
+use crate::config::InitialList;
+use crate::error::DialError;
+use crate::kind::Kind;
+use crate::object::{Workload, identify, listed};
+use crate::settings::Settings;
 
 /// What one kind's feed tells the session.
 #[derive(Debug)]

@@ -177,236 +177,33 @@
 //! installed in the process, a dial installs *ring*'s.
 
 mod client;
+mod config;
 mod cursor;
+mod error;
 mod feed;
+mod kind;
 mod object;
+mod probe;
 mod session;
+mod settings;
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use kube::Client;
-use kube::core::ApiResource;
 use lookout_core::{Dial, DialFuture, ProbeFuture, Session, Watch, WatchConfig};
 
+use probe::{ProbeLease, ProbeSlot};
+use settings::Settings;
+
+pub use config::{InitialList, K8sConfig};
 pub use cursor::K8sCursor;
-
-/// A kind of Kubernetes workload that lookout watches.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Kind {
-    /// `apps/v1` `Deployment`.
-    Deployment,
-    /// `apps/v1` `StatefulSet`.
-    StatefulSet,
-}
-
-impl Kind {
-    /// Every kind, in id order.
-    pub const ALL: [Kind; 2] = [Kind::Deployment, Kind::StatefulSet];
-
-    /// Its place in [`ALL`](Self::ALL).
-    pub(crate) fn index(self) -> usize {
-        match self {
-            Self::Deployment => 0,
-            Self::StatefulSet => 1,
-        }
-    }
-
-    /// The lowercase name, as it starts an instance id: `deployment`, `statefulset`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Deployment => "deployment",
-            Self::StatefulSet => "statefulset",
-        }
-    }
-
-    fn api_resource(self) -> ApiResource {
-        match self {
-            Self::Deployment => ApiResource::erase::<Deployment>(&()),
-            Self::StatefulSet => ApiResource::erase::<StatefulSet>(&()),
-        }
-    }
-}
-
-impl std::fmt::Display for Kind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// What to watch, and how.
-#[derive(Clone, Debug)]
-pub struct K8sConfig {
-    /// An explicit kubeconfig file; `None` infers the configuration as kube
-    /// does (`KUBECONFIG`, `~/.kube/config`, in-cluster).
-    pub kubeconfig: Option<PathBuf>,
-    /// The kubeconfig context to use (as `kubectl --context`); `None`: the
-    /// kubeconfig's `current-context` (or in-cluster). A context that a
-    /// kubeconfig that can be read does not have is a [`ConfigError`]; a
-    /// kubeconfig that cannot be read (yet) is each dial's to report.
-    pub context: Option<String>,
-    /// Watch this namespace only; `None` watches all namespaces.
-    pub namespace: Option<String>,
-    /// The kinds to watch (default: both). Duplicates are ignored.
-    pub kinds: Vec<Kind>,
-    /// A label selector (`app=web,tier!=cache`), applied by the apiserver.
-    pub label_selector: Option<String>,
-    /// The core's knobs: reconnect policy, timeouts, relists. Default:
-    /// [`K8sConfig::default_watch`] (no periodic or consumer-lag relist).
-    /// With [`WatchConfig::resync_every`] set, a redial lists every kind
-    /// again when the last full list is at least that old, and resumes the
-    /// watches otherwise.
-    pub watch: WatchConfig,
-    /// Also report whether each workload can serve
-    /// ([`EventKind::Ready`](lookout_core::EventKind::Ready) /
-    /// [`Unready`](lookout_core::EventKind::Unready)), from its replica
-    /// counts and observed generation (the rule: the crate's
-    /// [Readiness](crate#readiness) section). Default off: every event's
-    /// `readiness` is `None`.
-    pub readiness: bool,
-}
-
-impl Default for K8sConfig {
-    fn default() -> Self {
-        Self {
-            kubeconfig: None,
-            context: None,
-            namespace: None,
-            kinds: Kind::ALL.to_vec(),
-            label_selector: None,
-            watch: Self::default_watch(),
-            readiness: false,
-        }
-    }
-}
-
-impl K8sConfig {
-    /// The core's defaults for Kubernetes: [`WatchConfig::default`] without
-    /// the periodic relist ([`resync_every`](WatchConfig::resync_every)) and
-    /// without the relist for a lagging consumer
-    /// ([`resync_after_lag`](WatchConfig::resync_after_lag)).
-    ///
-    /// Docker keeps both because dockerd may drop events without a sign
-    /// (a subscriber too far behind, a daemon restart), so only a list can
-    /// tell what was missed. The Kubernetes watch protocol drops nothing: a
-    /// watch is resumed from the `resourceVersion` it reached and delivers
-    /// every change after it, in order; when the apiserver no longer has that
-    /// version it says so (`410 Gone`) and the kind relists. A slow consumer
-    /// loses nothing either: the apiserver buffers for it or closes its
-    /// watch, which is then resumed. A periodic full list would cost the
-    /// apiserver a LIST of every watched object per period and tell nothing
-    /// new; set `resync_every` to have one anyway.
-    pub fn default_watch() -> WatchConfig {
-        WatchConfig::default()
-            .resync_every(None)
-            .resync_after_lag(None)
-    }
-}
-
-/// How a kind's first list (and a relist after `410 Gone`) is made.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum InitialList {
-    /// Paged `LIST` requests (500 objects a page, as client-go and
-    /// kube-runtime page), then a watch from the list's version. Every
-    /// apiserver supports it.
-    #[default]
-    Paged,
-    /// A streaming list: one watch with `sendInitialEvents=true` that sends
-    /// the current objects as events, ends them with a bookmark, and goes on
-    /// watching (Kubernetes' `WatchList`, beta and on by default since
-    /// 1.32). The apiserver serves it from its watch cache one object at a
-    /// time instead of building whole pages; an apiserver without it refuses
-    /// the request (a `Disconnected` status, retried).
-    Streaming,
-}
-
-/// A [`K8sConfig`] that can never work.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ConfigError {
-    /// `kinds` is empty: there would be nothing to watch.
-    #[error("no kind to watch: K8sConfig::kinds is empty")]
-    NoKinds,
-    /// `namespace` is `Some("")`; use `None` for all namespaces.
-    #[error("the namespace is empty; use None to watch all namespaces")]
-    EmptyNamespace,
-    /// `context` names no context of the kubeconfig.
-    #[error(
-        "no context `{context}` in the kubeconfig ({tried}){}",
-        known_contexts(known)
-    )]
-    UnknownContext {
-        /// The context asked for.
-        context: String,
-        /// The kubeconfig files read.
-        tried: String,
-        /// The contexts they have.
-        known: Vec<String>,
-    },
-}
-
-fn known_contexts(known: &[String]) -> String {
-    if known.is_empty() {
-        "; it has none".to_owned()
-    } else {
-        format!("; it has {}", known.join(", "))
-    }
-}
-
-/// Why a dial, a session or a probe failed; reported inside the core's
-/// [`Error`](lookout_core::Error) of a `Disconnected` status.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum DialError {
-    /// The explicit kubeconfig could not be read or used.
-    #[error("cannot use kubeconfig {path}: {source}", path = path.display())]
-    Kubeconfig {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: kube::config::KubeconfigError,
-    },
-    /// The kubeconfig's context `context` could not be used.
-    #[error("cannot use kubeconfig context {context}: {source}")]
-    Context {
-        /// The context.
-        context: String,
-        /// Why.
-        #[source]
-        source: kube::config::KubeconfigError,
-    },
-    /// No usable configuration was found (`KUBECONFIG`, `~/.kube/config`, in-cluster).
-    #[error("cannot infer a cluster configuration (KUBECONFIG, ~/.kube/config, in-cluster): {0}")]
-    Infer(#[source] kube::config::InferConfigError),
-    /// The client could not be built from the configuration (TLS, auth).
-    #[error("cannot build a client for {cluster}: {source}")]
-    Client {
-        /// The apiserver's URL.
-        cluster: String,
-        /// Why.
-        #[source]
-        source: kube::Error,
-    },
-    /// Listing or watching one kind failed.
-    #[error("watching {kind}s failed: {source}")]
-    Watch {
-        /// Which kind.
-        kind: Kind,
-        /// kube's error.
-        #[source]
-        source: kube::runtime::watcher::Error,
-    },
-    /// The liveness probe (`GET /version`) failed.
-    #[error("the apiserver did not answer GET /version: {0}")]
-    Probe(#[source] kube::Error),
-}
+pub use error::{ConfigError, DialError};
+pub use kind::Kind;
 
 /// Where each dial gets its client.
-enum Source {
+enum ClientSource {
     /// The kubeconfig (explicit, else inferred) and its context (else the
     /// current one), resolved anew on every dial.
     Kubeconfig(Option<PathBuf>, Option<String>),
@@ -414,7 +211,7 @@ enum Source {
     Client(Box<dyn FnMut() -> Client + Send>),
 }
 
-impl std::fmt::Debug for Source {
+impl std::fmt::Debug for ClientSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Kubeconfig(path, context) => f
@@ -427,26 +224,10 @@ impl std::fmt::Debug for Source {
     }
 }
 
-/// What every dial needs, shared by the dial and its sessions.
-#[derive(Clone, Debug)]
-struct Settings {
-    namespace: Option<String>,
-    kinds: Vec<Kind>,
-    label_selector: Option<String>,
-    /// Server-side timeout of one watch request, in seconds.
-    watch_timeout: u32,
-    /// How a kind lists.
-    initial_list: InitialList,
-    /// A redial relists every kind when the last full list is this old.
-    relist_every: Option<Duration>,
-    /// Objects carry their readiness ([`K8sConfig::readiness`]).
-    readiness: bool,
-}
-
 /// The dial of one Kubernetes cluster: plug it into [`Watch`] (or call [`watch`]).
 #[derive(Debug)]
 pub struct K8sDial {
-    source: Source,
+    source: ClientSource,
     settings: Arc<Settings>,
     /// The client of the current session, for the probe.
     probe: Arc<ProbeSlot>,
@@ -468,7 +249,7 @@ impl K8sDial {
         }
         Self::from_source(
             config,
-            Source::Kubeconfig(config.kubeconfig.clone(), config.context.clone()),
+            ClientSource::Kubeconfig(config.kubeconfig.clone(), config.context.clone()),
         )
     }
 
@@ -483,7 +264,7 @@ impl K8sDial {
         config: &K8sConfig,
         connect: impl FnMut() -> Client + Send + 'static,
     ) -> Result<Self, ConfigError> {
-        Self::from_source(config, Source::Client(Box::new(connect)))
+        Self::from_source(config, ClientSource::Client(Box::new(connect)))
     }
 
     /// How each kind lists (default [`InitialList::Paged`]).
@@ -499,7 +280,7 @@ impl K8sDial {
         self
     }
 
-    fn from_source(config: &K8sConfig, source: Source) -> Result<Self, ConfigError> {
+    fn from_source(config: &K8sConfig, source: ClientSource) -> Result<Self, ConfigError> {
         let mut kinds = config.kinds.clone();
         kinds.sort_unstable();
         kinds.dedup();
@@ -571,8 +352,8 @@ impl Dial for K8sDial {
             self.listed_at = Some(now);
         }
         let client = match &mut self.source {
-            Source::Kubeconfig(path, context) => Err((path.clone(), context.clone())),
-            Source::Client(connect) => Ok(connect()),
+            ClientSource::Kubeconfig(path, context) => Err((path.clone(), context.clone())),
+            ClientSource::Client(connect) => Ok(connect()),
         };
         let settings = Arc::clone(&self.settings);
         let clients = Arc::clone(&self.clients);
@@ -614,50 +395,6 @@ impl Dial for K8sDial {
                 .map(drop)
                 .map_err(|e| DialError::Probe(e).into())
         }))
-    }
-}
-
-/// The client of the live session, if any, for the probe.
-#[derive(Default)]
-struct ProbeSlot(Mutex<Option<(u64, Client)>>);
-
-impl std::fmt::Debug for ProbeSlot {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let slot = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        f.debug_struct("ProbeSlot")
-            .field("session", &slot.as_ref().map(|(dial, _)| *dial))
-            .finish()
-    }
-}
-
-impl ProbeSlot {
-    fn current(&self) -> Option<Client> {
-        let slot = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        slot.as_ref().map(|(_, client)| client.clone())
-    }
-}
-
-/// A session's claim on the probe slot: empties it when the session (or its
-/// dial) is dropped, so no client outlives its session.
-#[derive(Debug)]
-struct ProbeLease {
-    slot: Arc<ProbeSlot>,
-    dial: u64,
-}
-
-impl ProbeLease {
-    fn fill(&self, client: Client) {
-        let mut slot = self.slot.0.lock().unwrap_or_else(PoisonError::into_inner);
-        *slot = Some((self.dial, client));
-    }
-}
-
-impl Drop for ProbeLease {
-    fn drop(&mut self) {
-        let mut slot = self.slot.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if slot.as_ref().is_some_and(|(dial, _)| *dial == self.dial) {
-            *slot = None;
-        }
     }
 }
 

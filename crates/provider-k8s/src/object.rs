@@ -11,14 +11,15 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::{ApiResource, DynamicResourceScope, Resource};
-use lookout_core::{InstanceId, Labels, Readiness};
+use lookout_core::{InstanceId, Labels, Listed, Readiness};
 use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
-use crate::Kind;
+use crate::kind::Kind;
 
 /// A `Deployment` or `StatefulSet`, as far as lookout reads it.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -291,6 +292,52 @@ impl Resource for Workload {
     fn meta_mut(&mut self) -> &mut ObjectMeta {
         &mut self.metadata.meta
     }
+}
+
+/// The instance id and uid of an object; `None` (logged) when it has no
+/// name or namespace.
+pub(crate) fn identify(kind: Kind, obj: &Workload) -> Option<(InstanceId, Option<Arc<str>>)> {
+    let meta = &obj.metadata.meta;
+    let (Some(ns), Some(name)) = (meta.namespace.as_deref(), meta.name.as_deref()) else {
+        tracing::warn!(%kind, name = ?meta.name, namespace = ?meta.namespace, "object without name or namespace skipped");
+        return None;
+    };
+    let id = InstanceId::new(format!("{kind}/{ns}/{name}"));
+    Some((id, meta.uid.as_deref().map(Arc::from)))
+}
+
+/// An object as the core sees it (its labels moved out of it), with its
+/// readiness when `with_readiness`; `None` (logged) when it cannot be read.
+pub(crate) fn listed(kind: Kind, mut obj: Workload, with_readiness: bool) -> Option<Listed> {
+    let (id, uid) = identify(kind, &obj)?;
+    let replicas = obj.spec.as_ref().and_then(|spec| spec.replicas.as_ref());
+    let replicas = match replicas {
+        // Unset: the apiserver defaults it to 1.
+        None | Some(serde_json::Value::Null) => 1,
+        Some(n) => {
+            let Some(n) = n.as_i64() else {
+                tracing::warn!(%id, replicas = %n, "object with unreadable spec.replicas skipped");
+                return None;
+            };
+            n
+        }
+    };
+    let readiness = with_readiness.then(|| {
+        readiness(
+            kind,
+            &id,
+            count(replicas),
+            obj.metadata.generation,
+            &obj.status,
+        )
+    });
+    Some(Listed {
+        id,
+        running: replicas != 0,
+        uid,
+        labels: std::mem::take(&mut obj.metadata.labels),
+        readiness,
+    })
 }
 
 /// A replica count as lookout's `u32`: a negative one is 0, one beyond

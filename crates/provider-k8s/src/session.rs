@@ -16,9 +16,12 @@ use lookout_core::{
 };
 use tokio_stream::{Stream, StreamMap};
 
+use crate::cursor::K8sCursor;
 use crate::feed::{Feed, FeedEvent, feed};
-use crate::object::{Workload, count, readiness};
-use crate::{K8sCursor, Kind, ProbeLease, Settings};
+use crate::kind::Kind;
+use crate::object::Workload;
+use crate::probe::ProbeLease;
+use crate::settings::Settings;
 
 /// One object as the session keeps it: what a snapshot lists (the id and
 /// uid and the labels shared with the core's, the readiness when it is
@@ -435,50 +438,4 @@ impl Stream for Merge {
             }
         }
     }
-}
-
-/// The instance id and uid of an object; `None` (logged) when it has no
-/// name or namespace.
-pub(crate) fn identify(kind: Kind, obj: &Workload) -> Option<(InstanceId, Option<Arc<str>>)> {
-    let meta = &obj.metadata.meta;
-    let (Some(ns), Some(name)) = (meta.namespace.as_deref(), meta.name.as_deref()) else {
-        tracing::warn!(%kind, name = ?meta.name, namespace = ?meta.namespace, "object without name or namespace skipped");
-        return None;
-    };
-    let id = InstanceId::new(format!("{kind}/{ns}/{name}"));
-    Some((id, meta.uid.as_deref().map(Arc::from)))
-}
-
-/// An object as the core sees it (its labels moved out of it), with its
-/// readiness when `with_readiness`; `None` (logged) when it cannot be read.
-pub(crate) fn listed(kind: Kind, mut obj: Workload, with_readiness: bool) -> Option<Listed> {
-    let (id, uid) = identify(kind, &obj)?;
-    let replicas = obj.spec.as_ref().and_then(|spec| spec.replicas.as_ref());
-    let replicas = match replicas {
-        // Unset: the apiserver defaults it to 1.
-        None | Some(serde_json::Value::Null) => 1,
-        Some(n) => {
-            let Some(n) = n.as_i64() else {
-                tracing::warn!(%id, replicas = %n, "object with unreadable spec.replicas skipped");
-                return None;
-            };
-            n
-        }
-    };
-    let readiness = with_readiness.then(|| {
-        readiness(
-            kind,
-            &id,
-            count(replicas),
-            obj.metadata.generation,
-            &obj.status,
-        )
-    });
-    Some(Listed {
-        id,
-        running: replicas != 0,
-        uid,
-        labels: std::mem::take(&mut obj.metadata.labels),
-        readiness,
-    })
 }

@@ -25,7 +25,7 @@ fn object(ns: Option<&str>, name: Option<&str>, spec: &serde_json::Value) -> obj
 #[test]
 fn replicas_decide_running() {
     let running = |spec: serde_json::Value| {
-        session::listed(
+        object::listed(
             Kind::Deployment,
             object(Some("ns"), Some("web"), &spec),
             false,
@@ -44,14 +44,14 @@ fn replicas_decide_running() {
 fn ids_name_kind_namespace_and_name() {
     let spec = serde_json::json!({ "replicas": 1 });
     let obj = object(Some("shop"), Some("db"), &spec);
-    let l = session::listed(Kind::StatefulSet, obj.clone(), false).expect("readable");
+    let l = object::listed(Kind::StatefulSet, obj.clone(), false).expect("readable");
     assert_eq!(l.id.as_str(), "statefulset/shop/db");
     assert_eq!(l.uid.as_deref(), Some("u-1"));
     assert_eq!(l.labels.get("app"), Some("web"));
-    let l = session::listed(Kind::Deployment, obj, false).expect("readable");
+    let l = object::listed(Kind::Deployment, obj, false).expect("readable");
     assert_eq!(l.id.as_str(), "deployment/shop/db");
-    assert!(session::listed(Kind::Deployment, object(None, Some("db"), &spec), false).is_none());
-    assert!(session::listed(Kind::Deployment, object(Some("shop"), None, &spec), false).is_none());
+    assert!(object::listed(Kind::Deployment, object(None, Some("db"), &spec), false).is_none());
+    assert!(object::listed(Kind::Deployment, object(Some("shop"), None, &spec), false).is_none());
 }
 
 #[test]
@@ -215,7 +215,7 @@ fn a_workload_reads_only_what_lookout_uses() {
     // No metadata at all: no name, so the object is skipped (logged).
     let bare: object::Workload =
         serde_json::from_value(serde_json::json!({ "spec": null })).expect("a workload");
-    assert!(session::listed(Kind::Deployment, bare, false).is_none());
+    assert!(object::listed(Kind::Deployment, bare, false).is_none());
     // A spec that is no object cannot be read as a workload.
     assert!(serde_json::from_value::<object::Workload>(serde_json::json!({ "spec": 5 })).is_err());
 }
@@ -266,9 +266,7 @@ fn readiness_of(
         Kind::StatefulSet => "StatefulSet",
     };
     let obj = workload(name, replicas, generation, status);
-    session::listed(kind, obj, true)
-        .expect("readable")
-        .readiness
+    object::listed(kind, obj, true).expect("readable").readiness
 }
 
 use lookout_core::Readiness;
@@ -328,11 +326,11 @@ fn an_unreadable_readiness_field_does_not_fail_the_object() {
                 Some(generation.clone()),
                 Some(status.clone()),
             );
-            let off = session::listed(Kind::Deployment, w.clone(), false).expect("readable");
+            let off = object::listed(Kind::Deployment, w.clone(), false).expect("readable");
             assert_eq!(off.readiness, None);
             assert!(off.running);
             // Unreadable counts as not ready.
-            let on = session::listed(Kind::Deployment, w, true).expect("readable");
+            let on = object::listed(Kind::Deployment, w, true).expect("readable");
             let r = on.readiness.expect("readiness on");
             assert!(!r.is_ready(), "{status} {generation}: {r:?}");
         }
@@ -345,7 +343,7 @@ fn an_unreadable_readiness_field_does_not_fail_the_object() {
     );
     assert_eq!(w.metadata.generation, object::Int::Unreadable);
     assert_eq!(
-        session::listed(Kind::Deployment, w, true).and_then(|l| l.readiness),
+        object::listed(Kind::Deployment, w, true).and_then(|l| l.readiness),
         Some(Readiness::replicas(1, 1, false))
     );
 }
@@ -358,7 +356,7 @@ fn without_readiness_nothing_carries_it() {
         (Kind::StatefulSet, "StatefulSet"),
     ] {
         let w = workload(name, Some(json!(2)), Some(json!(2)), Some(ready.clone()));
-        let l = session::listed(kind, w, false).expect("readable");
+        let l = object::listed(kind, w, false).expect("readable");
         assert_eq!(l.readiness, None);
         assert!(l.running);
     }

@@ -28,7 +28,7 @@ use std::collections::VecDeque;
 use lookout_core::{EventKind, Labels, Listed, Observation};
 use serde_json::{Value, json};
 
-use lookout_moby::{Cursor, Feed, Inspection, MAX_LINE, Mapping, Objects, Step};
+use lookout_moby::{Cursor, Feed, FeedOutput, Inspection, MAX_LINE, Mapping, Objects};
 
 use super::{Input, MAX_CHUNK};
 use crate::rng::SplitMix64;
@@ -282,21 +282,21 @@ pub fn run<T: Target>(target: &T, data: &[u8], after_push: &mut dyn FnMut()) {
 fn drain<T: Target>(
     target: &T,
     feed: &mut Feed<<T::Objects as Objects>::Known>,
-    out: &mut VecDeque<Step>,
+    out: &mut VecDeque<FeedOutput>,
     rng: &mut SplitMix64,
     seen: &mut Seen,
 ) {
     while let Some(step) = out.pop_front() {
         let obs = match step {
-            Step::Obs(obs) => obs,
-            Step::Inspect {
+            FeedOutput::Obs(obs) => obs,
+            FeedOutput::Inspect {
                 mut event,
                 mut path,
             } => loop {
                 // Read again while asked (the feed bounds the reads).
                 match feed.inspected(event, &target.inspect(&path, rng.next_u64())) {
-                    Step::Obs(obs) => break obs,
-                    Step::Inspect {
+                    FeedOutput::Obs(obs) => break obs,
+                    FeedOutput::Inspect {
                         event: again,
                         path: at,
                     } => (event, path) = (again, at),
@@ -312,7 +312,7 @@ fn drain<T: Target>(
         seen.last = Some(obs);
     }
     // As a session does between two chunks.
-    Step::trim(out);
+    FeedOutput::trim(out);
 }
 
 /// What the feed yielded: how many observations, and the last one.

@@ -3,19 +3,18 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, SystemTime};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
 
 use lookout_core::{EventKind, Labels, Listed, Readiness};
-use serde_json::value::RawValue;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::cursor::Cursor;
-use super::history::History;
-use super::host::Discovery;
+use super::event::Event;
+use crate::discovery::Discovery;
 
 /// The objects one kind of session watches on an engine speaking the Docker
-/// API: containers (a [`Mapping`](super::Mapping)), or Swarm services
+/// API: containers (a [`Mapping`](crate::Mapping)), or Swarm services
 /// (`lookout_swarm`).
 ///
 /// It says what to subscribe to and list, how to decode the list, and makes
@@ -96,6 +95,37 @@ pub enum ReadinessFrom {
     /// [`Config::readiness_poll`](crate::Config::readiness_poll) between
     /// snapshots, each object as an [`Observation::Polled`](lookout_core::Observation::Polled).
     Polled,
+}
+
+/// How an engine serves, to a dial, the events it still has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum History {
+    /// `since` … `until` (lookout's clock now) ends the response after the
+    /// events the engine still has: dockerd answers from its in-memory
+    /// buffer of its last 256 events (of every type), none after a restart.
+    Until,
+    /// `since` with `stream=false` ends the response at the end of the
+    /// engine's event log: Podman (journald or a file) keeps its events
+    /// across restarts of its service. (Podman 4's `until` ends the read at
+    /// once when that time has passed: no use here.)
+    NoStream,
+    /// The engine's `since` cannot prove a history complete: Swarm stamps a
+    /// service event with the service's `UpdatedAt`, so a change made while
+    /// disconnected may carry a time older than the cursor and not be
+    /// replayed at all. A dial lists and diffs, and subscribes from now.
+    Unreliable,
+}
+
+impl History {
+    /// The query parameters that make `/events?since=…` end after the
+    /// history; `None` when the history is not read.
+    pub(crate) fn bound(self, now: SystemTime) -> Option<String> {
+        match self {
+            Self::Until => Some(format!("&until={}", Cursor::from_system_time(now).query())),
+            Self::NoStream => Some("&stream=false".to_owned()),
+            Self::Unreliable => None,
+        }
+    }
 }
 
 /// What one watch asks of its objects, the same for each of its sessions:
@@ -201,204 +231,22 @@ pub enum Decision {
     Undecodable(&'static str),
 }
 
-/// One event of the feed with what every kind needs decoded: its action,
-/// its object's id and name, its attributes and its time.
-#[derive(Debug, Clone)]
-pub struct Event {
-    pub(crate) action: String,
-    pub(crate) uid: Arc<str>,
-    pub(crate) name: String,
-    pub(crate) attributes: Attributes,
-    pub(crate) time: Cursor,
-    /// Where to resume after it, when it moved the feed forward.
-    pub(crate) cursor: Option<Cursor>,
-    /// How many times its object was inspected.
-    pub(crate) inspections: u8,
-}
-
-impl Event {
-    /// An event as the feed decodes it (for a kind's tests): its cursor is
-    /// its time.
-    pub fn new(
-        action: impl Into<String>,
-        uid: impl Into<Arc<str>>,
-        name: impl Into<String>,
-        attributes: Map<String, Value>,
-        time: Cursor,
-    ) -> Self {
-        Self {
-            action: action.into(),
-            uid: uid.into(),
-            name: name.into(),
-            attributes: Attributes::decoded(attributes),
-            time,
-            cursor: Some(time),
-            inspections: 0,
-        }
-    }
-
-    /// `Action` (or the legacy `status`).
-    pub fn action(&self) -> &str {
-        &self.action
-    }
-
-    /// The object's id: `Actor.ID` (or the legacy `id`).
-    pub fn uid(&self) -> &Arc<str> {
-        &self.uid
-    }
-
-    /// The object's name (`Actor.Attributes.name`, without a leading `/`):
-    /// the instance id.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// All of `Actor.Attributes` (empty when the event has none, or when
-    /// they are not a JSON object). Decoded on the first call: most events
-    /// need only the name, which the feed reads as it decodes the line.
-    pub fn attributes(&self) -> &Map<String, Value> {
-        self.attributes.get()
-    }
-
-    /// One attribute as a string (a non-string value as its JSON text).
-    pub fn attribute(&self, key: &str) -> Option<String> {
-        self.attributes().get(key).map(string_value)
-    }
-
-    /// How many times the object was inspected for this event (0 before
-    /// the first inspection; see [`KnownObjects::inspected`]).
-    pub fn inspections(&self) -> u8 {
-        self.inspections
-    }
-
-    /// A copy that was inspected `n` times (for a kind's tests).
-    #[must_use]
-    pub fn inspected_times(mut self, n: u8) -> Self {
-        self.inspections = n;
-        self
-    }
-
-    /// The event's time.
-    pub fn time(&self) -> Cursor {
-        self.time
-    }
-
-    /// The event's time as a [`SystemTime`].
-    pub fn at(&self) -> SystemTime {
-        SystemTime::UNIX_EPOCH
-            + Duration::from_nanos(u64::try_from(self.time.unix_nanos()).unwrap_or(0))
-    }
-}
-
-/// An event's `Actor.Attributes`: the engine's JSON text, decoded into a map
-/// on first use.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Attributes {
-    raw: Option<Box<RawValue>>,
-    decoded: OnceLock<Map<String, Value>>,
-}
-
-impl Attributes {
-    /// Attributes as the engine wrote them (any JSON value; only an object
-    /// has attributes).
-    pub(crate) fn raw(raw: &RawValue) -> Self {
-        Self {
-            raw: Some(raw.to_owned()),
-            decoded: OnceLock::new(),
-        }
-    }
-
-    /// Attributes already decoded.
-    pub(crate) fn decoded(map: Map<String, Value>) -> Self {
-        Self {
-            raw: None,
-            decoded: OnceLock::from(map),
-        }
-    }
-
-    fn get(&self) -> &Map<String, Value> {
-        self.decoded.get_or_init(|| {
-            self.raw
-                .as_deref()
-                .and_then(|raw| serde_json::from_str(raw.get()).ok())
-                .unwrap_or_default()
-        })
-    }
-}
-
-/// [`string_value`] borrowed when it is a string (as a label value, to be
-/// interned).
-pub fn label_value(v: &Value) -> std::borrow::Cow<'_, str> {
-    match v {
-        Value::String(s) => std::borrow::Cow::Borrowed(s.as_str()),
-        other => std::borrow::Cow::Owned(other.to_string()),
-    }
-}
-
-/// A JSON value as a label value: a string as it is, anything else as its
-/// JSON text.
-pub fn string_value(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
-
-/// The labels in a JSON object (`Labels`, `Spec.Labels`); none for `null`
-/// or a missing one. Straight into the interned set: no string is copied
-/// but those it has not seen yet.
-pub fn labels_of(object: Option<&Value>) -> Labels {
-    object
-        .and_then(Value::as_object)
-        .map(|l| {
-            l.iter()
-                .map(|(k, v)| (k.as_str(), label_value(v)))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// Whether `labels` carry every label of `filter` (as the engine's `label`
-/// filter with `key=value` terms matches).
-pub fn matches(labels: &Labels, filter: &Labels) -> bool {
-    filter.iter().all(|(k, v)| labels.get(k) == Some(v))
-}
-
-/// The start of a text, for a log message.
-pub(crate) fn preview(text: &[u8]) -> String {
-    const MAX: usize = 200;
-    let shown = String::from_utf8_lossy(&text[..text.len().min(MAX)]);
-    if text.len() > MAX {
-        format!("{shown}…")
-    } else {
-        shown.into_owned()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn label_helpers() {
-        let v: Value = serde_json::from_str(r#"{"a":"1","n":2,"b":null}"#).expect("json");
-        let labels = labels_of(Some(&v));
+    fn the_bound_ends_the_request() {
+        let now =
+            SystemTime::UNIX_EPOCH + std::time::Duration::from_nanos(1_700_000_000_000_000_123);
         assert_eq!(
-            labels,
-            Labels::from([
-                ("a".into(), "1".into()),
-                ("b".into(), "null".into()),
-                ("n".into(), "2".into())
-            ])
+            History::Until.bound(now).as_deref(),
+            Some("&until=1700000000.000000123")
         );
-        assert!(labels_of(Some(&Value::Null)).is_empty());
-        assert!(labels_of(None).is_empty());
-        assert!(matches(&labels, &Labels::new()));
-        assert!(matches(&labels, &Labels::from([("a".into(), "1".into())])));
-        assert!(!matches(&labels, &Labels::from([("a".into(), "2".into())])));
-        assert!(!matches(
-            &labels,
-            &Labels::from([("z".into(), String::new())])
-        ));
+        assert_eq!(
+            History::NoStream.bound(now).as_deref(),
+            Some("&stream=false")
+        );
+        assert_eq!(History::Unreliable.bound(now), None);
     }
 }

@@ -65,6 +65,17 @@ impl Lines {
     }
 }
 
+/// The start of a text, for a log message.
+pub(crate) fn preview(text: &[u8]) -> String {
+    const MAX: usize = 200;
+    let shown = String::from_utf8_lossy(&text[..text.len().min(MAX)]);
+    if text.len() > MAX {
+        format!("{shown}…")
+    } else {
+        shown.into_owned()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,10 +1,10 @@
 //! The feed's cases: framing, poison, the resume point, inspections.
 
 use super::*;
-use crate::containers::KnownContainers;
-use crate::host::Discovery;
+use crate::discovery::Discovery;
+use crate::protocol::containers::KnownContainers;
+use crate::protocol::objects::History;
 use crate::testing::{TABLE, event};
-use crate::{History, Inspection};
 use lookout_core::{EventKind, Labels};
 use serde_json::Value;
 use std::time::{Duration, SystemTime};
@@ -14,11 +14,11 @@ fn feed(resume: Option<Cursor>, listed: &[Listed]) -> Feed<KnownContainers> {
 }
 
 /// The observations of steps that need no inspection.
-fn obs(out: &mut VecDeque<Step>) -> Vec<Obs> {
+fn obs(out: &mut VecDeque<FeedOutput>) -> Vec<Obs> {
     out.drain(..)
         .map(|s| match s {
-            Step::Obs(o) => o,
-            Step::Inspect { path, .. } => panic!("a container needs no inspection: {path}"),
+            FeedOutput::Obs(o) => o,
+            FeedOutput::Inspect { path, .. } => panic!("a container needs no inspection: {path}"),
         })
         .collect()
 }
@@ -404,8 +404,8 @@ fn inspect_counted(
             let mut reads = 0;
             loop {
                 match step {
-                    Step::Obs(o) => return (o, reads),
-                    Step::Inspect { event, path } => {
+                    FeedOutput::Obs(o) => return (o, reads),
+                    FeedOutput::Inspect { event, path } => {
                         assert_eq!(path, format!("/things/{}", event.uid()));
                         assert_eq!(event.inspections(), reads);
                         reads += 1;
@@ -560,7 +560,7 @@ fn podman_health_is_read_again_until_the_check_is_logged() {
     let line = event("health_status", "c1", "web", T);
     let mut out = VecDeque::new();
     feed.push(format!("{line}\n").as_bytes(), &mut out);
-    let Some(Step::Inspect { event, path }) = out.pop_front() else {
+    let Some(FeedOutput::Inspect { event, path }) = out.pop_front() else {
         panic!("a Podman health_status is inspected")
     };
     assert_eq!(path, "/containers/c1/json");
@@ -574,7 +574,7 @@ fn podman_health_is_read_again_until_the_check_is_logged() {
         }))
     };
     // The previous check's entry, ended 500 ms before the event.
-    let Step::Inspect { event, path } =
+    let FeedOutput::Inspect { event, path } =
         feed.inspected(event, &object("healthy", "2026-12-02T08:06:07.5Z"))
     else {
         panic!("read again")
@@ -587,7 +587,8 @@ fn podman_health_is_read_again_until_the_check_is_logged() {
         reinspect_after(event.inspections()),
         Duration::from_millis(20)
     );
-    let Step::Obs(obs) = feed.inspected(event, &object("unhealthy", "2026-12-02T08:06:08.06Z"))
+    let FeedOutput::Obs(obs) =
+        feed.inspected(event, &object("unhealthy", "2026-12-02T08:06:08.06Z"))
     else {
         panic!("logged now")
     };

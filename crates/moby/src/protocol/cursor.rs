@@ -8,7 +8,7 @@ use std::time::SystemTime;
 /// A redial reads the history `since` the last event seen, minus 1 µs
 /// (Docker's `since` is inclusive and exact, Podman parses it as a float,
 /// precise to about 0.25 µs), to prove that it continues the feed (see
-/// [`History`](super::History)); a subscription resumed from a cursor drops
+/// [`History`](crate::History)); a subscription resumed from a cursor drops
 /// every event at or before it (two events in the same nanosecond, one seen
 /// and one not, would lose the second; engines stamp events with the
 /// nanosecond clock, so this is left as it is).

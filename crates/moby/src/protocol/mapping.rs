@@ -3,12 +3,12 @@
 
 use lookout_core::EventKind;
 
-use super::history::History;
-use super::host::Discovery;
+use super::objects::History;
+use crate::discovery::Discovery;
 
 /// How one engine's containers are read through its Docker-compatible API:
 /// which actions mean what, which attributes are not labels, and where the
-/// engine is found. A `Mapping` is the [`Objects`](super::Objects) of a
+/// engine is found. A `Mapping` is the [`Objects`](crate::Objects) of a
 /// container watch (Docker, Podman).
 ///
 /// Everything else (connecting, subscribing, listing, decoding, the cursor,

@@ -1,0 +1,137 @@
+//! One event of the feed as every kind reads it ([`Event`]): its action,
+//! its object's id and name, its attributes (decoded on first use) and its
+//! time.
+
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, SystemTime};
+
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+use super::cursor::Cursor;
+use super::labels::string_value;
+
+/// One event of the feed with what every kind needs decoded: its action,
+/// its object's id and name, its attributes and its time.
+#[derive(Debug, Clone)]
+pub struct Event {
+    pub(crate) action: String,
+    pub(crate) uid: Arc<str>,
+    pub(crate) name: String,
+    pub(crate) attributes: Attributes,
+    pub(crate) time: Cursor,
+    /// Where to resume after it, when it moved the feed forward.
+    pub(crate) cursor: Option<Cursor>,
+    /// How many times its object was inspected.
+    pub(crate) inspections: u8,
+}
+
+impl Event {
+    /// An event as the feed decodes it (for a kind's tests): its cursor is
+    /// its time.
+    pub fn new(
+        action: impl Into<String>,
+        uid: impl Into<Arc<str>>,
+        name: impl Into<String>,
+        attributes: Map<String, Value>,
+        time: Cursor,
+    ) -> Self {
+        Self {
+            action: action.into(),
+            uid: uid.into(),
+            name: name.into(),
+            attributes: Attributes::decoded(attributes),
+            time,
+            cursor: Some(time),
+            inspections: 0,
+        }
+    }
+
+    /// `Action` (or the legacy `status`).
+    pub fn action(&self) -> &str {
+        &self.action
+    }
+
+    /// The object's id: `Actor.ID` (or the legacy `id`).
+    pub fn uid(&self) -> &Arc<str> {
+        &self.uid
+    }
+
+    /// The object's name (`Actor.Attributes.name`, without a leading `/`):
+    /// the instance id.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// All of `Actor.Attributes` (empty when the event has none, or when
+    /// they are not a JSON object). Decoded on the first call: most events
+    /// need only the name, which the feed reads as it decodes the line.
+    pub fn attributes(&self) -> &Map<String, Value> {
+        self.attributes.get()
+    }
+
+    /// One attribute as a string (a non-string value as its JSON text).
+    pub fn attribute(&self, key: &str) -> Option<String> {
+        self.attributes().get(key).map(string_value)
+    }
+
+    /// How many times the object was inspected for this event (0 before
+    /// the first inspection; see [`KnownObjects::inspected`](crate::KnownObjects::inspected)).
+    pub fn inspections(&self) -> u8 {
+        self.inspections
+    }
+
+    /// A copy that was inspected `n` times (for a kind's tests).
+    #[must_use]
+    pub fn inspected_times(mut self, n: u8) -> Self {
+        self.inspections = n;
+        self
+    }
+
+    /// The event's time.
+    pub fn time(&self) -> Cursor {
+        self.time
+    }
+
+    /// The event's time as a [`SystemTime`].
+    pub fn at(&self) -> SystemTime {
+        SystemTime::UNIX_EPOCH
+            + Duration::from_nanos(u64::try_from(self.time.unix_nanos()).unwrap_or(0))
+    }
+}
+
+/// An event's `Actor.Attributes`: the engine's JSON text, decoded into a map
+/// on first use.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Attributes {
+    raw: Option<Box<RawValue>>,
+    decoded: OnceLock<Map<String, Value>>,
+}
+
+impl Attributes {
+    /// Attributes as the engine wrote them (any JSON value; only an object
+    /// has attributes).
+    pub(crate) fn raw(raw: &RawValue) -> Self {
+        Self {
+            raw: Some(raw.to_owned()),
+            decoded: OnceLock::new(),
+        }
+    }
+
+    /// Attributes already decoded.
+    pub(crate) fn decoded(map: Map<String, Value>) -> Self {
+        Self {
+            raw: None,
+            decoded: OnceLock::from(map),
+        }
+    }
+
+    fn get(&self) -> &Map<String, Value> {
+        self.decoded.get_or_init(|| {
+            self.raw
+                .as_deref()
+                .and_then(|raw| serde_json::from_str(raw.get()).ok())
+                .unwrap_or_default()
+        })
+    }
+}
