@@ -74,6 +74,7 @@ mod labels;
 mod liveness;
 mod merge;
 mod model;
+pub mod rfc3339;
 mod tracker;
 mod watch;
 

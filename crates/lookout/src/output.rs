@@ -1,7 +1,6 @@
 //! What `lookout` prints: events on stdout, connection status on stderr.
 
 use std::io::{self, Write};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use lookout_core::{EventKind, InstanceEvent, Labels, Readiness, Status};
 use serde::Serialize;
@@ -88,47 +87,7 @@ enum JsonStatus {
     },
 }
 
-/// RFC 3339 in UTC with nanoseconds, e.g. `2026-11-30T03:42:18.979493067Z`.
-pub fn rfc3339_nanos(time: SystemTime) -> String {
-    let (secs, nanos) = match time.duration_since(UNIX_EPOCH) {
-        Ok(after) => (
-            i64::try_from(after.as_secs()).unwrap_or(i64::MAX),
-            after.subsec_nanos(),
-        ),
-        Err(before) => {
-            // Before 1970: borrow a second so that nanos stay positive.
-            let before = before.duration();
-            let whole = i64::try_from(before.as_secs()).unwrap_or(i64::MAX);
-            match before.subsec_nanos() {
-                0 => (-whole, 0),
-                sub => (-whole - 1, 1_000_000_000 - sub),
-            }
-        }
-    };
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{nanos:09}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
-/// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = u32::try_from(doy - (153 * mp + 2) / 5 + 1).unwrap_or(1);
-    let m = u32::try_from(if mp < 10 { mp + 3 } else { mp - 9 }).unwrap_or(1);
-    (if m <= 2 { y + 1 } else { y }, m, d)
-}
+pub use lookout_core::rfc3339::format_nanos as rfc3339_nanos;
 
 /// One event as a line (without the newline).
 #[cfg(test)]
@@ -355,7 +314,7 @@ pub fn write_line(w: &mut impl Write, line: &str) -> io::Result<()> {
 mod tests {
     use super::*;
     use std::sync::Arc;
-    use std::time::Duration;
+    use std::time::{Duration, UNIX_EPOCH};
 
     #[test]
     fn rfc3339_known_values() {

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use lookout_core::rfc3339::parse_nanos as rfc3339_nanos;
 use lookout_core::{EventKind, Health, InstanceId, Labels, Listed, Readiness};
 use serde_json::Value;
 
@@ -447,64 +448,6 @@ pub(crate) fn check_logged(object: &Value, time: Cursor) -> bool {
         .and_then(Value::as_str)
         .and_then(rfc3339_nanos);
     newest_end.is_none_or(|end| end >= time.unix_nanos().saturating_sub(LOGGED_BEFORE_EVENT))
-}
-
-/// An RFC 3339 time (`2026-12-02T08:06:07.539127241Z`, or with an offset
-/// `+01:00`) in nanoseconds since the Unix epoch; `None` for anything else
-/// (years 0 to 9999 only).
-pub(crate) fn rfc3339_nanos(text: &str) -> Option<i64> {
-    fn num(s: &str, digits: usize) -> Option<i64> {
-        (s.len() == digits && s.bytes().all(|b| b.is_ascii_digit()))
-            .then(|| s.parse().ok())
-            .flatten()
-    }
-    let (date, rest) = text.split_once(['T', 't', ' '])?;
-    let mut ymd = date.split('-');
-    let (year, month, day) = (
-        num(ymd.next()?, 4)?,
-        num(ymd.next()?, 2)?,
-        num(ymd.next()?, 2)?,
-    );
-    if ymd.next().is_some() || !(1..=12).contains(&month) || !(1..=31).contains(&day) {
-        return None;
-    }
-    let (clock, offset) = if let Some(clock) = rest.strip_suffix(['Z', 'z']) {
-        (clock, 0)
-    } else {
-        let at = rest.rfind(['+', '-'])?;
-        let (clock, zone) = rest.split_at(at);
-        let sign = if zone.starts_with('-') { -1 } else { 1 };
-        let (hours, minutes) = zone.get(1..)?.split_once(':')?;
-        (
-            clock,
-            sign * (num(hours, 2)? * 3600 + num(minutes, 2)? * 60),
-        )
-    };
-    let (hms, fraction) = clock.split_once('.').unwrap_or((clock, ""));
-    let mut hms = hms.split(':');
-    let (hour, minute, second) = (
-        num(hms.next()?, 2)?,
-        num(hms.next()?, 2)?,
-        num(hms.next()?, 2)?,
-    );
-    if hms.next().is_some() || hour > 23 || minute > 59 || second > 60 {
-        return None;
-    }
-    if fraction.len() > 9 || !fraction.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let nanos: i64 = format!("{fraction:0<9}").parse().ok()?;
-    // Days since the epoch of a proleptic Gregorian date (H. Hinnant).
-    let march_year = if month <= 2 { year - 1 } else { year };
-    let era = march_year.div_euclid(400);
-    let year_of_era = march_year - era * 400;
-    let day_of_year = (153 * ((month + 9) % 12) + 2) / 5 + day - 1;
-    let days = era * 146_097 + year_of_era * 365 + year_of_era / 4 - year_of_era / 100
-        + day_of_year
-        - 719_468;
-    let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offset;
-    // Go's zero time (`0001-01-01T00:00:00Z`, an unset time) is out of range.
-    seconds.checked_mul(1_000_000_000)?.checked_add(nanos)
 }
 
 /// Whether an inspected container has a healthcheck: a health state, or a
