@@ -136,7 +136,7 @@ pub use protocol::labels::{labels_of, matches, string_value};
 pub use protocol::mapping::{HealthTable, Mapping};
 pub use protocol::objects::{Decision, History, KnownObjects, Objects, ReadinessFrom, Scope};
 #[cfg(feature = "tls")]
-pub use tls::client_config_from_files;
+pub use lookout_transport::client_config_from_files;
 
 impl<O: Objects> Dial for CompatDial<O> {
     type Cursor = Cursor;
