@@ -140,11 +140,17 @@
 //! [`Client`] is the JSON-gateway client itself (range, put, delete, txn,
 //! compaction, lease grant, watch): what the publisher shares.
 
+mod auth;
 mod client;
+mod endpoint;
 mod error;
+mod kv;
+mod lease;
 pub mod model;
 mod publishers;
 mod session;
+mod tls;
+mod watch;
 pub mod wire;
 
 use std::sync::Arc;
@@ -154,7 +160,11 @@ use std::time::Duration;
 use lookout_core::{Dial, DialFuture, ProbeFuture, Watch, WatchConfig};
 use tracing::Instrument as _;
 
-pub use client::{Client, Credentials, Endpoint, Newest, Tls};
+pub use auth::Credentials;
+pub use client::Client;
+pub use endpoint::EtcdEndpoint;
+pub use kv::Newest;
+pub use tls::Tls;
 pub use error::{ConfigError, EtcdError};
 pub use publishers::{
     EtcdItem, PublisherChanges, PublisherState, PublisherStatus, Publishers, WithPublishers,
@@ -164,7 +174,7 @@ pub use publishers::{
 #[derive(Clone, Debug)]
 pub struct EtcdConfig {
     /// The cluster's members, tried in order.
-    pub endpoints: Vec<Endpoint>,
+    pub endpoints: Vec<EtcdEndpoint>,
     /// The key prefix the publishers write under (default [`model::DEFAULT_PREFIX`]).
     pub prefix: String,
     /// The sources to read (empty: every source under the prefix).
@@ -189,7 +199,7 @@ impl EtcdConfig {
     /// `https://HOST:PORT` or `HOST:PORT`, comma-separated), the rest by default.
     pub fn new(endpoints: &str) -> Result<Self, ConfigError> {
         Ok(Self {
-            endpoints: Endpoint::parse_list(endpoints)?,
+            endpoints: EtcdEndpoint::parse_list(endpoints)?,
             prefix: model::DEFAULT_PREFIX.to_owned(),
             sources: Vec::new(),
             readiness: false,

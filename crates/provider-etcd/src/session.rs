@@ -14,7 +14,9 @@ use lookout_core::{
 use tokio::sync::Notify;
 use tracing::Instrument as _;
 
-use crate::client::{Client, Line, Newest, WatchStream};
+use crate::client::Client;
+use crate::kv::Newest;
+use crate::watch::{Line, WatchStream};
 use crate::error::EtcdError;
 use crate::model::{self, Record, State};
 use crate::publishers::{self, Board, PublisherState, PublisherStatus};
