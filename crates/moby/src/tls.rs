@@ -39,10 +39,10 @@ mod tests {
     use rustls_pki_types::pem::PemObject;
     use rustls_pki_types::{CertificateDer, PrivateKeyDer};
     use std::path::{Path, PathBuf};
-    use tokio_rustls::rustls::{RootCertStore, crypto};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio_rustls::rustls::ServerConfig;
     use tokio_rustls::rustls::server::WebPkiClientVerifier;
+    use tokio_rustls::rustls::{RootCertStore, crypto};
 
     /// Test-only certificates laid out as in `DOCKER_CERT_PATH` (`ca.pem`,
     /// `cert.pem`, `key.pem`), plus the server's.

@@ -126,7 +126,7 @@ impl Client {
 
     /// Opens a socket to `endpoint`: TCP, and TLS over it for `https://`.
     async fn connect(&self, endpoint: &EtcdEndpoint) -> Result<Socket, EtcdError> {
-        let failed = |e| EtcdError::from_transport(endpoint, "", e);
+        let failed = |e| EtcdError::from_transport(endpoint.to_string(), "", e);
         let tcp = Socket::tcp(&endpoint.host, endpoint.port)
             .await
             .map_err(failed)?;
@@ -241,7 +241,7 @@ impl Client {
                 .map_err(|e| EtcdError::Request(e.to_string()))?;
             lookout_transport::send(socket, request)
                 .await
-                .map_err(|e| EtcdError::from_transport(endpoint, path, e))
+                .map_err(|e| EtcdError::from_transport(endpoint.to_string(), path, e))
         };
         tokio::time::timeout(self.timeout, attempt)
             .await
@@ -270,7 +270,11 @@ impl Client {
 
     /// Tries each endpoint from the preferred one with `attempt`, until one
     /// answers or fails with an error another member would not fix.
-    pub(crate) async fn failover<T, F, Fut>(&self, path: &str, mut attempt: F) -> Result<T, EtcdError>
+    pub(crate) async fn failover<T, F, Fut>(
+        &self,
+        path: &str,
+        mut attempt: F,
+    ) -> Result<T, EtcdError>
     where
         F: FnMut(usize) -> Fut,
         Fut: Future<Output = Result<T, EtcdError>>,
@@ -324,7 +328,7 @@ impl Client {
             let all = ex
                 .body(ANSWER_LIMIT)
                 .await
-                .map_err(|e| EtcdError::from_transport(&self.endpoints[i], path, e))?;
+                .map_err(|e| EtcdError::from_transport(self.endpoints[i].to_string(), path, e))?;
             Ok((status, all))
         };
         let (status, all) = self.bounded(&endpoint, path, read).await?;

@@ -100,8 +100,8 @@ mod tests {
 
     #[test]
     fn endpoints_parse() {
-        let list =
-            EtcdEndpoint::parse_list("http://127.0.0.1:12371, 127.0.0.1:12372,,etcd").expect("parses");
+        let list = EtcdEndpoint::parse_list("http://127.0.0.1:12371, 127.0.0.1:12372,,etcd")
+            .expect("parses");
         let shown: Vec<String> = list.iter().map(ToString::to_string).collect();
         assert_eq!(
             shown,
@@ -112,7 +112,9 @@ mod tests {
             ]
         );
         assert_eq!(
-            EtcdEndpoint::parse("[::1]:2379").map(|e| e.to_string()).ok(),
+            EtcdEndpoint::parse("[::1]:2379")
+                .map(|e| e.to_string())
+                .ok(),
             Some("http://[::1]:2379".to_owned())
         );
         assert_eq!(

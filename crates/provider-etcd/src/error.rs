@@ -6,8 +6,6 @@ use std::time::Duration;
 
 use lookout_transport::TransportError;
 
-use crate::endpoint::EtcdEndpoint;
-
 /// A configuration that can never work.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -243,8 +241,7 @@ pub enum EtcdError {
 
 impl EtcdError {
     /// What `lookout-transport` met on a request to `endpoint` at `path`.
-    pub(crate) fn from_transport(endpoint: &EtcdEndpoint, path: &str, e: TransportError) -> Self {
-        let endpoint = endpoint.to_string();
+    pub(crate) fn from_transport(endpoint: String, path: &str, e: TransportError) -> Self {
         match e {
             TransportError::Connect(source) => Self::Connect { endpoint, source },
             TransportError::Http(source) => Self::Http {

@@ -81,7 +81,10 @@ impl ServerCertVerifier for NoCertificateCheck {
     }
 }
 
-fn pem_error(path: &Path, what: &'static str) -> impl FnOnce(rustls_pki_types::pem::Error) -> TransportError {
+fn pem_error(
+    path: &Path,
+    what: &'static str,
+) -> impl FnOnce(rustls_pki_types::pem::Error) -> TransportError {
     move |source| TransportError::Pem {
         what,
         path: path.to_owned(),
@@ -89,7 +92,10 @@ fn pem_error(path: &Path, what: &'static str) -> impl FnOnce(rustls_pki_types::p
     }
 }
 
-fn certificate_error(path: &Path, what: &'static str) -> impl FnOnce(RustlsError) -> TransportError {
+fn certificate_error(
+    path: &Path,
+    what: &'static str,
+) -> impl FnOnce(RustlsError) -> TransportError {
     move |source| TransportError::Certificate {
         what,
         path: path.to_owned(),

@@ -379,7 +379,11 @@ pub fn fast_config(endpoints: &str, prefix: &str, probe: bool) -> lookout_etcd::
 
 /// A client of `endpoints` (comma-separated), each request bounded by `timeout`.
 pub fn client_of(endpoints: &str, timeout: Duration) -> Client {
-    Client::new(EtcdEndpoint::parse_list(endpoints).expect("endpoints"), timeout).expect("a client")
+    Client::new(
+        EtcdEndpoint::parse_list(endpoints).expect("endpoints"),
+        timeout,
+    )
+    .expect("a client")
 }
 
 /// What the core tells, in order, of writes of records (`instance`, its
