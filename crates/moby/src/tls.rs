@@ -262,56 +262,6 @@ mod tests {
         assert!(err.to_string().contains("ca.pem"), "{err}");
     }
 
-    /// Shows one certificate and signs with one key, whichever they are.
-    #[derive(Debug)]
-    struct FixedKey(Arc<tokio_rustls::rustls::sign::CertifiedKey>);
-
-    impl tokio_rustls::rustls::server::ResolvesServerCert for FixedKey {
-        fn resolve(
-            &self,
-            _hello: tokio_rustls::rustls::server::ClientHello<'_>,
-        ) -> Option<Arc<tokio_rustls::rustls::sign::CertifiedKey>> {
-            Some(Arc::clone(&self.0))
-        }
-    }
-
-    /// A server showing `server-cert.pem` and signing its handshake with
-    /// the key in `key_file`.
-    fn server_signing_with(key_file: &str) -> ServerConfig {
-        let dir = certs();
-        let provider = Arc::new(crypto::ring::default_provider());
-        let chain = CertificateDer::pem_file_iter(dir.join("server-cert.pem"))
-            .expect("server-cert.pem")
-            .collect::<Result<Vec<_>, _>>()
-            .expect("the server's certificate");
-        let key = PrivateKeyDer::from_pem_file(dir.join(key_file)).expect("a key");
-        let signer = provider
-            .key_provider
-            .load_private_key(key)
-            .expect("a signing key");
-        let certified = tokio_rustls::rustls::sign::CertifiedKey::new(chain, signer);
-        ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .expect("TLS versions")
-            .with_no_client_auth()
-            .with_cert_resolver(Arc::new(FixedKey(Arc::new(certified))))
-    }
-
-    #[tokio::test(flavor = "current_thread")]
-    async fn unverified_still_checks_the_handshake_signature() {
-        let no_ca = NoCa::new("signature");
-        // The certificate's own key: taken.
-        let body = ping_once(server_signing_with("server-key.pem"), no_ca.env())
-            .await
-            .expect("the certificate's key signs");
-        assert_eq!(body.as_ref(), b"OK");
-        // The client's key, not the certificate's: refused.
-        let err = ping_once(server_signing_with("key.pem"), no_ca.env())
-            .await
-            .expect_err("a signature by another key than the certificate's");
-        assert!(err.to_string().contains("BadSignature"), "{err}");
-    }
-
     #[test]
     fn missing_ca_is_a_dial_error_naming_the_file() {
         let env = TlsEnv {

@@ -129,13 +129,13 @@
 //! - **TLS**: `https://` endpoints are verified against the CA of
 //!   [`EtcdConfig::tls`] ([`Tls::from_files`]: a CA file, and a client
 //!   certificate and key for etcd's `--client-cert-auth`). A member whose
-//!   certificate the CA does not verify, or an `https://` endpoint without
-//!   a CA, is a dial error ([`EtcdError::Tls`], naming rustls's reason):
-//!   a `Disconnected`, retried as any other.
+//!   certificate the CA does not verify is a dial error ([`EtcdError::Tls`],
+//!   naming rustls's reason), as is an `https://` endpoint without a CA
+//!   ([`EtcdError::NoCa`]): a `Disconnected`, retried as any other.
 //! - **Dropping the stream closes every connection**: each request is one
-//!   HTTP/1.1 connection driven by the stream itself. This crate spawns
-//!   nothing and needs no `protoc` (see ARCHITECTURE.md for why not
-//!   `etcd-client`).
+//!   HTTP/1.1 connection driven by the stream itself (`lookout-transport`).
+//!   This crate spawns nothing and needs no `protoc` (see ARCHITECTURE.md
+//!   for why not `etcd-client`).
 //!
 //! [`Client`] is the JSON-gateway client itself (range, put, delete, txn,
 //! compaction, lease grant, watch): what the publisher shares.

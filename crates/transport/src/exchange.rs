@@ -157,3 +157,6 @@ where
         Ok(all.freeze())
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -129,8 +129,10 @@ pub fn client_config_from_files(
 }
 
 /// The unverified mode: a configuration that takes any server certificate
-/// (see the [module](self)'s warning), showing `identity` as
-/// [`client_config_from_files`] does.
+/// (no chain, name or expiry check; no CA file read) and still verifies the
+/// handshake's signatures (the server holds the key of the certificate it
+/// shows), showing `identity` as [`client_config_from_files`] does.
+/// **Anyone on the path can pose as the server**: say so when you use it.
 pub fn unverified_client_config(
     identity: Option<(&Path, &Path)>,
 ) -> Result<Arc<ClientConfig>, TransportError> {
@@ -191,3 +193,6 @@ impl Socket {
         Ok(Self::Tls(Box::new(stream)))
     }
 }
+
+#[cfg(test)]
+mod tests;
