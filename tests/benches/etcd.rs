@@ -49,7 +49,7 @@ use lookout_e2e::bench_docker::{
     rfc3339_ns,
 };
 use lookout_e2e::engines;
-use lookout_etcd::{Client, Endpoint};
+use lookout_etcd::{Client, EtcdEndpoint};
 use serde_json::Value;
 
 /// Deletes every key under the run's prefix on drop.
@@ -143,7 +143,7 @@ fn main() {
     let _containers = Cleanup(tag.clone());
     let endpoints = engines::etcd_endpoints();
     let client = Client::new(
-        Endpoint::parse_list(&endpoints).expect("the cluster's endpoints"),
+        EtcdEndpoint::parse_list(&endpoints).expect("the cluster's endpoints"),
         Duration::from_secs(5),
     )
     .expect("an etcd client");

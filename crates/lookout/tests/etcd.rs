@@ -33,7 +33,7 @@ fn require_etcd() -> engines::EngineLock {
 /// A client of the cluster, and a runtime to drive it.
 fn client() -> (lookout_etcd::Client, tokio::runtime::Runtime) {
     let endpoints =
-        lookout_etcd::Endpoint::parse_list(&engines::etcd_endpoints()).expect("endpoints");
+        lookout_etcd::EtcdEndpoint::parse_list(&engines::etcd_endpoints()).expect("endpoints");
     let client = lookout_etcd::Client::new(endpoints, Duration::from_secs(5)).expect("a client");
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -126,6 +126,8 @@ pub use discovery::Discovery;
 pub use endpoint::{Endpoint, Origin, Selected};
 pub use error::CompatError;
 pub use host::{ConfigError, Host, SshTarget};
+#[cfg(feature = "tls")]
+pub use lookout_transport::client_config_from_files;
 pub use protocol::containers::KnownContainers;
 pub use protocol::cursor::Cursor;
 pub use protocol::event::Event;
@@ -135,8 +137,6 @@ pub use protocol::inspection::Inspection;
 pub use protocol::labels::{labels_of, matches, string_value};
 pub use protocol::mapping::{HealthTable, Mapping};
 pub use protocol::objects::{Decision, History, KnownObjects, Objects, ReadinessFrom, Scope};
-#[cfg(feature = "tls")]
-pub use tls::client_config_from_files;
 
 impl<O: Objects> Dial for CompatDial<O> {
     type Cursor = Cursor;

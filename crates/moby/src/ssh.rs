@@ -11,23 +11,12 @@
 //! `ssh "-o ConnectTimeout=30" "-o BatchMode=yes" -T [-l user] [-p port] --
 //! host docker [--host unix:///path] system dial-stdio` (each `-o` one
 //! argument, as the docker CLI passes it), with the full environment, so the
-//! user's ssh configuration and agent apply. The child belongs to the
-//! connection: dropping the connection kills it (tokio's `kill_on_drop`;
-//! no task is spawned, and the runtime reaps it). What ssh writes on its
-//! stderr is kept (up to 4 KiB) and said in the error of a request that
-//! fails on the connection.
+//! user's ssh configuration and agent apply. The child and its connection
+//! are `lookout-transport`'s ([`lookout_transport::SshStream`]): dropping
+//! the connection kills it; what ssh writes on its stderr (up to 4 KiB) is
+//! said in the error of a request that fails on the connection.
 
-use std::io;
-use std::pin::Pin;
-use std::process::Stdio;
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
-
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
-
-/// How much of ssh's stderr is kept.
-const STDERR_KEPT: usize = 4096;
+use lookout_transport::{Socket, TransportError};
 
 /// Where an `ssh://` host leads: the SSH destination and the engine's socket
 /// on it.
@@ -132,22 +121,8 @@ impl SshTarget {
     }
 
     /// Starts ssh: a connection to the engine's API.
-    pub(crate) fn connect(&self) -> io::Result<SshStream> {
-        let mut child = Command::new("ssh")
-            .args(self.argv())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()?;
-        let missing = || io::Error::other("ssh's pipes were not set up");
-        Ok(SshStream {
-            stdin: child.stdin.take().ok_or_else(missing)?,
-            stdout: child.stdout.take().ok_or_else(missing)?,
-            stderr: child.stderr.take(),
-            said: Arc::default(),
-            _child: child,
-        })
+    pub(crate) fn connect(&self) -> Result<Socket, TransportError> {
+        Socket::ssh(self.argv())
     }
 }
 
@@ -185,94 +160,6 @@ fn quote(word: &str) -> String {
     } else {
         format!("'{}'", word.replace('\'', r"'\''"))
     }
-}
-
-/// One connection through ssh: its stdout read, its stdin written; its
-/// stderr kept for errors. Dropping it kills ssh.
-#[derive(Debug)]
-pub(crate) struct SshStream {
-    stdin: ChildStdin,
-    stdout: ChildStdout,
-    /// `None` once it ended.
-    stderr: Option<ChildStderr>,
-    /// What ssh said on its stderr so far (the first [`STDERR_KEPT`] bytes).
-    said: Arc<Mutex<Vec<u8>>>,
-    _child: Child,
-}
-
-impl SshStream {
-    /// What ssh said on its stderr, shared: it grows as the connection is read.
-    pub(crate) fn said(&self) -> Arc<Mutex<Vec<u8>>> {
-        Arc::clone(&self.said)
-    }
-
-    /// Reads what stderr has now; `Ready` once it ended.
-    fn poll_stderr(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        let Some(stderr) = self.stderr.as_mut() else {
-            return Poll::Ready(());
-        };
-        let mut buf = [0u8; 512];
-        loop {
-            let mut read = ReadBuf::new(&mut buf);
-            match Pin::new(&mut *stderr).poll_read(cx, &mut read) {
-                Poll::Ready(Ok(())) if !read.filled().is_empty() => {
-                    if let Ok(mut said) = self.said.lock() {
-                        let room = STDERR_KEPT.saturating_sub(said.len());
-                        let take = read.filled().len().min(room);
-                        said.extend_from_slice(&read.filled()[..take]);
-                    }
-                }
-                Poll::Ready(_) => {
-                    self.stderr = None;
-                    return Poll::Ready(());
-                }
-                Poll::Pending => return Poll::Pending,
-            }
-        }
-    }
-}
-
-impl AsyncRead for SshStream {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        let stderr_done = this.poll_stderr(cx).is_ready();
-        let before = buf.filled().len();
-        match Pin::new(&mut this.stdout).poll_read(cx, buf) {
-            // The end of stdout: ssh is exiting; its stderr (why) is read to
-            // its end first, so that the error can say it.
-            Poll::Ready(Ok(())) if buf.filled().len() == before && !stderr_done => Poll::Pending,
-            other => other,
-        }
-    }
-}
-
-impl AsyncWrite for SshStream {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().stdin).poll_write(cx, buf)
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().stdin).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().stdin).poll_shutdown(cx)
-    }
-}
-
-/// ssh's stderr as text for an error: trimmed, `None` when it said nothing.
-pub(crate) fn said(said: &Mutex<Vec<u8>>) -> Option<String> {
-    let said = said.lock().ok()?;
-    let text = String::from_utf8_lossy(&said).trim().to_owned();
-    (!text.is_empty()).then_some(text)
 }
 
 #[cfg(test)]

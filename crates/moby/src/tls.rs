@@ -6,93 +6,17 @@
 //! the handshake's signatures are still checked (the server holds the key of
 //! the certificate it shows).
 
-use std::path::Path;
 use std::sync::Arc;
 
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
-use tokio_rustls::rustls::client::danger::{
-    HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier,
-};
-use tokio_rustls::rustls::crypto::{
-    CryptoProvider, verify_tls12_signature, verify_tls13_signature,
-};
-use tokio_rustls::rustls::{
-    ClientConfig, DigitallySignedStruct, Error as RustlsError, RootCertStore, SignatureScheme,
-    crypto,
-};
+use lookout_transport::{ClientConfig, client_config_from_files, unverified_client_config};
 
 use super::error::CompatError;
 use super::host::TlsEnv;
 
-fn tls_error(path: &Path, what: &str, e: impl std::fmt::Display) -> CompatError {
-    CompatError::Tls(format!("{what} {}: {e}", path.display()))
-}
-
-/// Takes the server's certificate unverified (no chain, name or expiry
-/// check), as the docker CLI's `InsecureSkipVerify`; the handshake's
-/// signatures are verified with the provider's algorithms.
-#[derive(Debug)]
-struct NoCertificateCheck(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for NoCertificateCheck {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, RustlsError> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, RustlsError> {
-        verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, RustlsError> {
-        verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
-
-/// The roots of the PEM file `ca`.
-fn roots(ca: &Path) -> Result<RootCertStore, CompatError> {
-    let mut roots = RootCertStore::empty();
-    for cert in CertificateDer::pem_file_iter(ca).map_err(|e| tls_error(ca, "reading", e))? {
-        let cert = cert.map_err(|e| tls_error(ca, "parsing", e))?;
-        roots
-            .add(cert)
-            .map_err(|e| tls_error(ca, "using the CA of", e))?;
-    }
-    Ok(roots)
-}
-
-/// Builds the client configuration from the files (read anew on every dial).
+/// Builds the client configuration from the files (read anew on every dial):
+/// `ca.pem` verifies the engine unless [`TlsEnv::skip_verify`] says why not
+/// (then any certificate is taken: `lookout-transport`'s unverified mode);
+/// `cert.pem` and `key.pem` are shown when both exist.
 pub(crate) fn client_config(env: &TlsEnv) -> Result<Arc<ClientConfig>, CompatError> {
     let dir = env.cert_path.as_deref().ok_or_else(|| {
         CompatError::Tls("no DOCKER_CERT_PATH and no HOME to find ca.pem in".to_owned())
@@ -100,55 +24,11 @@ pub(crate) fn client_config(env: &TlsEnv) -> Result<Arc<ClientConfig>, CompatErr
     let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
     let identity = (cert.exists() && key.exists()).then_some((cert.as_path(), key.as_path()));
     if env.skip_verify.is_some() {
-        build(None, identity)
+        unverified_client_config(identity)
     } else {
-        build(Some(&dir.join("ca.pem")), identity)
+        client_config_from_files(&dir.join("ca.pem"), identity)
     }
-}
-
-/// A rustls client configuration (ring, TLS 1.2 and 1.3) that verifies
-/// servers against the CA certificates of the PEM file `ca`, and shows the
-/// client certificate chain and private key of the PEM files `identity`
-/// when given (for servers that require a client certificate). The files
-/// are read now; errors name the file (never its content). Docker's TLS
-/// setup is built on it; other lookout crates (lookout-etcd) share it.
-pub fn client_config_from_files(
-    ca: &Path,
-    identity: Option<(&Path, &Path)>,
-) -> Result<Arc<ClientConfig>, CompatError> {
-    build(Some(ca), identity)
-}
-
-/// Verified against `ca` (`None`: any certificate, see
-/// [`NoCertificateCheck`]), with the client certificate and key `identity`.
-fn build(
-    ca: Option<&Path>,
-    identity: Option<(&Path, &Path)>,
-) -> Result<Arc<ClientConfig>, CompatError> {
-    let provider = Arc::new(crypto::ring::default_provider());
-    let versions = ClientConfig::builder_with_provider(Arc::clone(&provider))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| CompatError::Tls(e.to_string()))?;
-    let builder = match ca {
-        None => versions
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(NoCertificateCheck(provider))),
-        Some(ca) => versions.with_root_certificates(roots(ca)?),
-    };
-    let config = if let Some((cert, key)) = identity {
-        let chain = CertificateDer::pem_file_iter(cert)
-            .map_err(|e| tls_error(cert, "reading", e))?
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| tls_error(cert, "parsing", e))?;
-        let key_der =
-            PrivateKeyDer::from_pem_file(key).map_err(|e| tls_error(key, "reading", e))?;
-        builder
-            .with_client_auth_cert(chain, key_der)
-            .map_err(|e| tls_error(cert, "using", e))?
-    } else {
-        builder.with_no_client_auth()
-    };
-    Ok(Arc::new(config))
+    .map_err(|e| CompatError::Tls(e.to_string()))
 }
 
 #[cfg(test)]
@@ -156,10 +36,13 @@ mod tests {
     use super::*;
     use crate::host::Host;
     use crate::http;
-    use std::path::PathBuf;
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    use std::path::{Path, PathBuf};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio_rustls::rustls::ServerConfig;
     use tokio_rustls::rustls::server::WebPkiClientVerifier;
+    use tokio_rustls::rustls::{RootCertStore, crypto};
 
     /// Test-only certificates laid out as in `DOCKER_CERT_PATH` (`ca.pem`,
     /// `cert.pem`, `key.pem`), plus the server's.
@@ -377,56 +260,6 @@ mod tests {
             .await
             .expect_err("no ca.pem to verify with");
         assert!(err.to_string().contains("ca.pem"), "{err}");
-    }
-
-    /// Shows one certificate and signs with one key, whichever they are.
-    #[derive(Debug)]
-    struct FixedKey(Arc<tokio_rustls::rustls::sign::CertifiedKey>);
-
-    impl tokio_rustls::rustls::server::ResolvesServerCert for FixedKey {
-        fn resolve(
-            &self,
-            _hello: tokio_rustls::rustls::server::ClientHello<'_>,
-        ) -> Option<Arc<tokio_rustls::rustls::sign::CertifiedKey>> {
-            Some(Arc::clone(&self.0))
-        }
-    }
-
-    /// A server showing `server-cert.pem` and signing its handshake with
-    /// the key in `key_file`.
-    fn server_signing_with(key_file: &str) -> ServerConfig {
-        let dir = certs();
-        let provider = Arc::new(crypto::ring::default_provider());
-        let chain = CertificateDer::pem_file_iter(dir.join("server-cert.pem"))
-            .expect("server-cert.pem")
-            .collect::<Result<Vec<_>, _>>()
-            .expect("the server's certificate");
-        let key = PrivateKeyDer::from_pem_file(dir.join(key_file)).expect("a key");
-        let signer = provider
-            .key_provider
-            .load_private_key(key)
-            .expect("a signing key");
-        let certified = tokio_rustls::rustls::sign::CertifiedKey::new(chain, signer);
-        ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .expect("TLS versions")
-            .with_no_client_auth()
-            .with_cert_resolver(Arc::new(FixedKey(Arc::new(certified))))
-    }
-
-    #[tokio::test(flavor = "current_thread")]
-    async fn unverified_still_checks_the_handshake_signature() {
-        let no_ca = NoCa::new("signature");
-        // The certificate's own key: taken.
-        let body = ping_once(server_signing_with("server-key.pem"), no_ca.env())
-            .await
-            .expect("the certificate's key signs");
-        assert_eq!(body.as_ref(), b"OK");
-        // The client's key, not the certificate's: refused.
-        let err = ping_once(server_signing_with("key.pem"), no_ca.env())
-            .await
-            .expect_err("a signature by another key than the certificate's");
-        assert!(err.to_string().contains("BadSignature"), "{err}");
     }
 
     #[test]

@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use lookout_transport::TransportError;
+
 /// A configuration that can never work.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -33,7 +35,7 @@ pub enum ConfigError {
     /// The TLS files cannot be used (unreadable, not PEM, a key that does
     /// not fit its certificate): the message names the file.
     #[error("etcd TLS: {0}")]
-    Tls(String),
+    Tls(#[source] TransportError),
     /// A prefix or source name that cannot be a key's part.
     #[error("{what} `{value}`: {why}")]
     Name {
@@ -60,13 +62,22 @@ pub enum EtcdError {
         source: std::io::Error,
     },
     /// No TLS session with the member (its certificate not verified by the
-    /// CA, no CA given, a client certificate refused).
-    #[error("cannot connect to etcd at {endpoint}: {why}")]
+    /// CA, a client certificate refused).
+    #[error("cannot connect to etcd at {endpoint}: TLS {source}")]
     Tls {
         /// The member.
         endpoint: String,
         /// Why (rustls's error: `invalid peer certificate: UnknownIssuer`, …).
-        why: String,
+        #[source]
+        source: Box<TransportError>,
+    },
+    /// An `https://` member, and no CA to verify it with.
+    #[error(
+        "cannot connect to etcd at {endpoint}: no CA certificate to verify the member with (give a CA file)"
+    )]
+    NoCa {
+        /// The member.
+        endpoint: String,
     },
     /// The member did not answer in time.
     #[error("{endpoint}{path}: no answer within {timeout:?}")]
@@ -229,11 +240,33 @@ pub enum EtcdError {
 }
 
 impl EtcdError {
+    /// What `lookout-transport` met on a request to `endpoint` at `path`.
+    pub(crate) fn from_transport(endpoint: String, path: &str, e: TransportError) -> Self {
+        match e {
+            TransportError::Connect(source) => Self::Connect { endpoint, source },
+            TransportError::Http(source) => Self::Http {
+                endpoint,
+                path: path.to_owned(),
+                source,
+            },
+            TransportError::TooLarge { limit } => Self::TooLarge {
+                endpoint,
+                path: path.to_owned(),
+                limit,
+            },
+            source => Self::Tls {
+                endpoint,
+                source: Box::new(source),
+            },
+        }
+    }
+
     /// Whether another member may succeed where this one failed.
     pub(crate) fn fails_over(&self) -> bool {
         match self {
             Self::Connect { .. }
             | Self::Tls { .. }
+            | Self::NoCa { .. }
             | Self::Timeout { .. }
             | Self::Http { .. }
             | Self::Unhealthy { .. } => true,

@@ -129,22 +129,31 @@
 //! - **TLS**: `https://` endpoints are verified against the CA of
 //!   [`EtcdConfig::tls`] ([`Tls::from_files`]: a CA file, and a client
 //!   certificate and key for etcd's `--client-cert-auth`). A member whose
-//!   certificate the CA does not verify, or an `https://` endpoint without
-//!   a CA, is a dial error ([`EtcdError::Tls`], naming rustls's reason):
-//!   a `Disconnected`, retried as any other.
+//!   certificate the CA does not verify is a dial error ([`EtcdError::Tls`],
+//!   naming rustls's reason), as is an `https://` endpoint without a CA
+//!   ([`EtcdError::NoCa`]): a `Disconnected`, retried as any other.
 //! - **Dropping the stream closes every connection**: each request is one
-//!   HTTP/1.1 connection driven by the stream itself. This crate spawns
-//!   nothing and needs no `protoc` (see ARCHITECTURE.md for why not
-//!   `etcd-client`).
+//!   HTTP/1.1 connection driven by the stream itself (`lookout-transport`).
+//!   This crate spawns nothing and needs no `protoc` (see ARCHITECTURE.md
+//!   for why not `etcd-client`).
 //!
 //! [`Client`] is the JSON-gateway client itself (range, put, delete, txn,
 //! compaction, lease grant, watch): what the publisher shares.
 
+mod auth;
 mod client;
+mod endpoint;
 mod error;
+mod kv;
+mod lease;
+mod mapping;
 pub mod model;
 mod publishers;
+mod seen;
 mod session;
+mod settings;
+mod tls;
+mod watch;
 pub mod wire;
 
 use std::sync::Arc;
@@ -154,17 +163,21 @@ use std::time::Duration;
 use lookout_core::{Dial, DialFuture, ProbeFuture, Watch, WatchConfig};
 use tracing::Instrument as _;
 
-pub use client::{Client, Credentials, Endpoint, Newest, Tls};
+pub use auth::Credentials;
+pub use client::Client;
+pub use endpoint::EtcdEndpoint;
 pub use error::{ConfigError, EtcdError};
+pub use kv::Newest;
 pub use publishers::{
     EtcdItem, PublisherChanges, PublisherState, PublisherStatus, Publishers, WithPublishers,
 };
+pub use tls::Tls;
 
 /// What to watch, and how.
 #[derive(Clone, Debug)]
 pub struct EtcdConfig {
     /// The cluster's members, tried in order.
-    pub endpoints: Vec<Endpoint>,
+    pub endpoints: Vec<EtcdEndpoint>,
     /// The key prefix the publishers write under (default [`model::DEFAULT_PREFIX`]).
     pub prefix: String,
     /// The sources to read (empty: every source under the prefix).
@@ -189,7 +202,7 @@ impl EtcdConfig {
     /// `https://HOST:PORT` or `HOST:PORT`, comma-separated), the rest by default.
     pub fn new(endpoints: &str) -> Result<Self, ConfigError> {
         Ok(Self {
-            endpoints: Endpoint::parse_list(endpoints)?,
+            endpoints: EtcdEndpoint::parse_list(endpoints)?,
             prefix: model::DEFAULT_PREFIX.to_owned(),
             sources: Vec::new(),
             readiness: false,
@@ -213,8 +226,8 @@ impl EtcdConfig {
 #[derive(Debug)]
 pub struct EtcdDial {
     client: Client,
-    settings: Arc<session::Settings>,
-    shared: Arc<session::Shared>,
+    settings: Arc<settings::Settings>,
+    state: Arc<session::DialState>,
 }
 
 impl EtcdDial {
@@ -231,14 +244,14 @@ impl EtcdDial {
             client: Client::new(config.endpoints.clone(), config.request_timeout)?
                 .with_credentials(config.credentials.clone())
                 .with_tls(config.tls.clone()),
-            settings: Arc::new(session::Settings {
+            settings: Arc::new(settings::Settings {
                 prefix,
                 sources,
                 readiness: config.readiness,
                 catch_up: config.watch.probe_timeout / 2,
                 create_timeout: config.request_timeout,
             }),
-            shared: Arc::default(),
+            state: Arc::default(),
         })
     }
 }
@@ -249,12 +262,12 @@ impl Dial for EtcdDial {
     fn dial(&mut self, resume: Option<&i64>) -> DialFuture<i64> {
         let client = self.client.clone();
         let settings = Arc::clone(&self.settings);
-        let shared = Arc::clone(&self.shared);
+        let state = Arc::clone(&self.state);
         let resume = resume.copied();
         let span = tracing::debug_span!("dial", provider = "etcd", ?resume);
         Box::pin(
             async move {
-                session::open(client, settings, shared, resume)
+                session::open(client, settings, state, resume)
                     .await
                     .map_err(Into::into)
             }
@@ -269,8 +282,8 @@ impl Dial for EtcdDial {
     fn probe(&mut self) -> Option<ProbeFuture> {
         let client = self.client.clone();
         let settings = Arc::clone(&self.settings);
-        let shared = Arc::clone(&self.shared);
-        let member = shared.watching.load(Ordering::Relaxed);
+        let state = Arc::clone(&self.state);
+        let member = state.watching.load(Ordering::Relaxed);
         let endpoint = &client.endpoints()[member % client.endpoints().len()];
         let span = tracing::debug_span!("conn", provider = "etcd", %endpoint, request = "probe");
         Some(Box::pin(
@@ -278,11 +291,11 @@ impl Dial for EtcdDial {
                 client.health_of(member).await?;
                 let (key, end) = settings.range();
                 let store = client.newest_modification(&key, &end).await?;
-                if tokio::time::timeout(settings.catch_up, shared.seen.caught_up(store))
+                if tokio::time::timeout(settings.catch_up, state.seen.caught_up(store))
                     .await
                     .is_err()
                 {
-                    let (seen, keys) = shared.seen.told();
+                    let (seen, keys) = state.seen.told();
                     return Err(EtcdError::Behind {
                         newest: store.put,
                         keys: store.keys,
@@ -310,7 +323,7 @@ pub fn watch(config: EtcdConfig) -> Result<Watch<EtcdDial>, ConfigError> {
 /// stream ([`WithPublishers`]): synchronous, contacts nothing until polled.
 pub fn watch_with_publishers(config: EtcdConfig) -> Result<WithPublishers, ConfigError> {
     let dial = EtcdDial::new(&config)?;
-    let board = Arc::clone(&dial.shared.board);
+    let board = Arc::clone(&dial.state.board);
     Ok(WithPublishers::new(Watch::new(dial, config.watch), board))
 }
 
@@ -322,6 +335,6 @@ pub fn watch_and_publishers(
     config: EtcdConfig,
 ) -> Result<(Watch<EtcdDial>, Publishers), ConfigError> {
     let dial = EtcdDial::new(&config)?;
-    let publishers = Publishers::new(Arc::clone(&dial.shared.board));
+    let publishers = Publishers::new(Arc::clone(&dial.state.board));
     Ok((Watch::new(dial, config.watch), publishers))
 }

@@ -464,7 +464,7 @@ async fn a_frozen_member_is_noticed_and_left_for_the_next() {
         .map(engines::etcd_member_url)
         .collect();
     let writer = lookout_etcd::Client::new(
-        lookout_etcd::Endpoint::parse_list(&others.join(",")).expect("endpoints"),
+        lookout_etcd::EtcdEndpoint::parse_list(&others.join(",")).expect("endpoints"),
         Duration::from_secs(5),
     )
     .expect("a client");

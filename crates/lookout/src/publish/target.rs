@@ -3,7 +3,7 @@
 //! host's name).
 
 use lookout_etcd::model;
-use lookout_etcd::{Credentials, Endpoint, Tls};
+use lookout_etcd::{Credentials, EtcdEndpoint as Endpoint, Tls};
 
 /// Where to publish: the endpoints, the prefix and the user of `etcd://…`.
 #[derive(Clone, Debug)]

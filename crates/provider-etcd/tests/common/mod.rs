@@ -13,7 +13,7 @@ use std::time::Duration;
 use lookout_core::{EventKind, InstanceEvent, Item, Status};
 use lookout_engines as engines;
 use lookout_etcd::model::{Record, RecordEvent, State};
-use lookout_etcd::{Client, Endpoint};
+use lookout_etcd::{Client, EtcdEndpoint};
 use tokio_stream::{Stream, StreamExt};
 
 /// Bound of every wait for an item.
@@ -66,7 +66,7 @@ impl Drop for Cleanup {
 
 /// A client of the whole cluster.
 pub fn cluster() -> Client {
-    let endpoints = Endpoint::parse_list(&engines::etcd_endpoints()).expect("endpoints");
+    let endpoints = EtcdEndpoint::parse_list(&engines::etcd_endpoints()).expect("endpoints");
     Client::new(endpoints, Duration::from_secs(5)).expect("a client")
 }
 
@@ -379,7 +379,11 @@ pub fn fast_config(endpoints: &str, prefix: &str, probe: bool) -> lookout_etcd::
 
 /// A client of `endpoints` (comma-separated), each request bounded by `timeout`.
 pub fn client_of(endpoints: &str, timeout: Duration) -> Client {
-    Client::new(Endpoint::parse_list(endpoints).expect("endpoints"), timeout).expect("a client")
+    Client::new(
+        EtcdEndpoint::parse_list(endpoints).expect("endpoints"),
+        timeout,
+    )
+    .expect("a client")
 }
 
 /// What the core tells, in order, of writes of records (`instance`, its
