@@ -24,7 +24,7 @@
 
 use lookout_core::Labels;
 use serde::{Deserialize, Serialize};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use crate::error::ConfigError;
 
@@ -168,92 +168,16 @@ pub fn parse_instance_key<'k>(prefix: &str, key: &'k [u8]) -> Option<(&'k str, &
 }
 
 /// Parses RFC 3339 (`2026-12-03T10:02:37.123Z`, `…+01:00`; up to
-/// nanoseconds) to a time.
+/// nanoseconds) to a time: [`lookout_core::rfc3339::parse`].
+#[must_use]
 pub fn parse_rfc3339(text: &str) -> Option<SystemTime> {
-    let bytes = text.as_bytes();
-    if bytes.len() < 20
-        || bytes[4] != b'-'
-        || bytes[7] != b'-'
-        || !matches!(bytes[10], b'T' | b't' | b' ')
-        || bytes[13] != b':'
-        || bytes[16] != b':'
-    {
-        return None;
-    }
-    let num = |range: std::ops::Range<usize>| -> Option<i64> {
-        let digits = text.get(range)?;
-        digits
-            .bytes()
-            .all(|c| c.is_ascii_digit())
-            .then(|| digits.parse().ok())?
-    };
-    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    if !(1..=12).contains(&month)
-        || !(1..=31).contains(&day)
-        || hour > 23
-        || minute > 59
-        || second > 60
-    {
-        return None;
-    }
-    let mut end = 19;
-    let mut nanos: u32 = 0;
-    if bytes.get(end) == Some(&b'.') {
-        end += 1;
-        let start = end;
-        while bytes.get(end).is_some_and(u8::is_ascii_digit) {
-            end += 1;
-        }
-        if end == start {
-            return None;
-        }
-        let mut padded = text[start..end].chars().take(9).collect::<String>();
-        while padded.len() < 9 {
-            padded.push('0');
-        }
-        nanos = padded.parse().ok()?;
-    }
-    let offset = match &text[end..] {
-        "Z" | "z" => 0,
-        tz if tz.len() == 6 && (tz.starts_with('+') || tz.starts_with('-')) => {
-            if bytes[end + 3] != b':' {
-                return None;
-            }
-            let seconds = num(end + 1..end + 3)? * 3600 + num(end + 4..end + 6)? * 60;
-            if tz.starts_with('-') {
-                -seconds
-            } else {
-                seconds
-            }
-        }
-        _ => return None,
-    };
-    let secs =
-        days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second - offset;
-    let whole = Duration::from_secs(secs.unsigned_abs());
-    let nanos = Duration::from_nanos(u64::from(nanos));
-    if secs >= 0 {
-        UNIX_EPOCH.checked_add(whole + nanos)
-    } else {
-        UNIX_EPOCH.checked_sub(whole)?.checked_add(nanos)
-    }
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+    lookout_core::rfc3339::parse(text)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::{Duration, UNIX_EPOCH};
 
     #[test]
     fn keys() {
