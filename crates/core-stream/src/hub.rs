@@ -37,8 +37,9 @@ pub use store::{Store, Synced, Until};
 pub use subscription::{Start, Subscription};
 
 use crate::dial::Dial;
+use crate::item::{Item, Status};
 use crate::model::{EventKind, Origin};
-use crate::watch::{Item, Status, Watch};
+use crate::watch::Watch;
 pub(crate) use present::Present;
 use wakers::Wakers;
 
@@ -246,7 +247,12 @@ impl<D: Dial> Watch<D> {
     /// [`share`](Self::share) with a [`HubConfig`].
     pub fn share_with(mut self, config: HubConfig) -> Hub {
         let mut present = Present::default();
-        let synced = self.known(&mut present);
+        let synced = self.has_synced();
+        if synced {
+            self.tell_known(SystemTime::now(), &mut present);
+        } else {
+            self.tell_first_snapshot();
+        }
         Hub::new(Box::pin(self), present, synced, config)
     }
 }

@@ -15,7 +15,7 @@ use std::fmt;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::SystemTime;
 
 use tokio::time::{Instant, Sleep, sleep, sleep_until};
 use tokio_stream::Stream;
@@ -24,49 +24,10 @@ use crate::backoff::Backoff;
 use crate::config::WatchConfig;
 use crate::dial::{Dial, DialFuture, ProbeFuture, Session};
 use crate::error::Error;
+use crate::item::{Item, Status};
 use crate::liveness::{Due, Liveness};
 use crate::model::{Change, InstanceEvent, Observation, Origin};
 use crate::tracker::{Tracker, Transitions};
-
-/// What the stream yields: an instance event or a connection status.
-#[derive(Clone, Debug)]
-pub enum Item {
-    /// A transition of one instance.
-    Event(InstanceEvent),
-    /// The connection changed.
-    Status(Status),
-}
-
-/// The connection status, reported between events.
-#[derive(Clone, Debug)]
-pub enum Status {
-    /// A snapshot completed (after each successful (re)connect, and after each
-    /// periodic or engine-initiated relist); the events it implied precede this.
-    /// Also after a reconnect that resumed the feed with nothing missed
-    /// ([`Observation::Resumed`](crate::Observation::Resumed)).
-    Connected {
-        /// How many instances the stream knows now.
-        instances: usize,
-    },
-    /// The session failed or could not start; the next dial follows in `retry_in`.
-    Disconnected {
-        /// Why.
-        error: Arc<Error>,
-        /// Consecutive failures so far, 1-based (reset by a healthy session).
-        attempt: u32,
-        /// The delay before the next dial, per the [`ReconnectPolicy`](crate::ReconnectPolicy).
-        retry_in: Duration,
-    },
-    /// Only from a [`Subscription`](crate::Subscription): it fell more than
-    /// its hub's [`queue`](crate::HubConfig::queue) behind, and `missed`
-    /// items were dropped for it. The difference between the state it last
-    /// saw and the present follows, as [`Origin::Resync`] events, then the
-    /// hub's status. ([`Watch`] never yields it.)
-    Lagged {
-        /// How many items it did not get.
-        missed: u64,
-    },
-}
 
 /// A resilient, leak-free stream of [`Item`]s from one engine.
 ///
@@ -338,22 +299,21 @@ impl<D: Dial> Watch<D> {
         crate::Events::new(self)
     }
 
-    /// For [`share`](Self::share): the first snapshot will be told as
-    /// events, or, when it is complete already, what is known goes into
-    /// `known` (returns whether it was).
-    pub(crate) fn known(&mut self, known: &mut crate::hub::Present) -> bool {
-        if !self.core.synced_once {
-            self.core.config.initial = true;
-            return false;
-        }
-        let mut events = std::collections::VecDeque::new();
-        self.core
-            .tracker
-            .tell(std::time::SystemTime::now(), &mut events);
-        for e in &events {
-            known.apply(e);
-        }
-        true
+    /// Whether a snapshot completed: the state of every instance is known.
+    pub(crate) fn has_synced(&self) -> bool {
+        self.core.synced_once
+    }
+
+    /// Every known instance, as the events that bring it about, stamped
+    /// `at` (see [`Tracker::tell`]).
+    pub(crate) fn tell_known(&self, at: SystemTime, out: &mut impl Transitions) {
+        self.core.tracker.tell(at, out);
+    }
+
+    /// The first snapshot will be told as [`Origin::Initial`] events
+    /// ([`WatchConfig::initial`] on).
+    pub(crate) fn tell_first_snapshot(&mut self) {
+        self.core.config.initial = true;
     }
 
     /// The consumer polls again at `entered` (a poll that reads the clock):

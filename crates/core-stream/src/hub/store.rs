@@ -8,8 +8,8 @@ use std::time::SystemTime;
 
 use super::present::{Instance, follow};
 use super::{Shared, Waiter};
+use crate::item::{Item, Status};
 use crate::model::InstanceId;
-use crate::watch::{Item, Status};
 
 /// The state of every instance of a [`Hub`](crate::Hub), as its events tell
 /// it. Cheap to clone (a handle).

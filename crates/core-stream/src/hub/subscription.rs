@@ -11,8 +11,8 @@ use tokio_stream::Stream;
 
 use super::present::Telling;
 use super::{Inner, Shared, Waiter};
+use crate::item::{Item, Status};
 use crate::model::Origin;
-use crate::watch::{Item, Status};
 
 /// How a [`Subscription`] starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
