@@ -1,6 +1,9 @@
 //! The tracker's cases, and a proptest against the plain tracker it replaced
 //! (kept here as the reference).
 
+use std::collections::VecDeque;
+
+use super::key::pack_hex64;
 use super::*;
 
 /// The tracker as it was before its layout was made for scale (a
