@@ -4,8 +4,8 @@ use std::task::{Context, Poll, ready};
 use pin_project_lite::pin_project;
 use tokio_stream::Stream;
 
+use crate::item::{Item, Status};
 use crate::model::InstanceEvent;
-use crate::watch::{Item, Status};
 
 pin_project! {
     /// Yields only the [`InstanceEvent`]s of a stream of [`Item`]s; statuses are

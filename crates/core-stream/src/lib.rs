@@ -70,6 +70,7 @@ mod dial;
 mod error;
 mod events;
 mod hub;
+mod item;
 mod labels;
 mod liveness;
 mod merge;
@@ -84,9 +85,10 @@ pub use dial::{BoxError, Dial, DialFuture, ProbeFuture, Session};
 pub use error::Error;
 pub use events::Events;
 pub use hub::{Hub, HubConfig, Instance, Run, Start, Store, Subscription, Synced, Until};
+pub use item::{Item, Status};
 pub use labels::{Iter as LabelsIter, Labels};
 pub use merge::{DuplicateSource, Merge, SourceId, SourceState, Sourced};
 pub use model::{
     Change, EventKind, Health, InstanceEvent, InstanceId, Listed, Observation, Origin, Readiness,
 };
-pub use watch::{Item, Status, Watch};
+pub use watch::Watch;

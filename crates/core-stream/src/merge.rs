@@ -33,7 +33,7 @@ use std::task::{Context, Poll, Wake, Waker};
 
 use tokio_stream::Stream;
 
-use crate::watch::{Item, Status};
+use crate::item::{Item, Status};
 
 /// An item of a [`Merge`], with the source that yielded it.
 #[derive(Clone, Debug)]

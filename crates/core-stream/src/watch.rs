@@ -15,7 +15,7 @@ use std::fmt;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::SystemTime;
 
 use tokio::time::{Instant, Sleep, sleep, sleep_until};
 use tokio_stream::Stream;
@@ -24,49 +24,10 @@ use crate::backoff::Backoff;
 use crate::config::WatchConfig;
 use crate::dial::{Dial, DialFuture, ProbeFuture, Session};
 use crate::error::Error;
+use crate::item::{Item, Status};
 use crate::liveness::{Due, Liveness};
 use crate::model::{Change, InstanceEvent, Observation, Origin};
 use crate::tracker::{Tracker, Transitions};
-
-/// What the stream yields: an instance event or a connection status.
-#[derive(Clone, Debug)]
-pub enum Item {
-    /// A transition of one instance.
-    Event(InstanceEvent),
-    /// The connection changed.
-    Status(Status),
-}
-
-/// The connection status, reported between events.
-#[derive(Clone, Debug)]
-pub enum Status {
-    /// A snapshot completed (after each successful (re)connect, and after each
-    /// periodic or engine-initiated relist); the events it implied precede this.
-    /// Also after a reconnect that resumed the feed with nothing missed
-    /// ([`Observation::Resumed`](crate::Observation::Resumed)).
-    Connected {
-        /// How many instances the stream knows now.
-        instances: usize,
-    },
-    /// The session failed or could not start; the next dial follows in `retry_in`.
-    Disconnected {
-        /// Why.
-        error: Arc<Error>,
-        /// Consecutive failures so far, 1-based (reset by a healthy session).
-        attempt: u32,
-        /// The delay before the next dial, per the [`ReconnectPolicy`](crate::ReconnectPolicy).
-        retry_in: Duration,
-    },
-    /// Only from a [`Subscription`](crate::Subscription): it fell more than
-    /// its hub's [`queue`](crate::HubConfig::queue) behind, and `missed`
-    /// items were dropped for it. The difference between the state it last
-    /// saw and the present follows, as [`Origin::Resync`] events, then the
-    /// hub's status. ([`Watch`] never yields it.)
-    Lagged {
-        /// How many items it did not get.
-        missed: u64,
-    },
-}
 
 /// A resilient, leak-free stream of [`Item`]s from one engine.
 ///
@@ -179,8 +140,8 @@ where
 const CLOCK_EVERY: u8 = 32;
 
 /// Where the stream is between two polls. Each state's step returns a
-/// [`Step`]; every change of state is logged at `debug` (in the session's
-/// span once there is one).
+/// [`StepOutcome`]; every change of state is logged at `debug` (in the
+/// session's span once there is one).
 enum State<C> {
     /// About to dial, at once: at the start, after a backoff, and for a
     /// relist (periodic, or after the consumer lagged), which redials from
@@ -243,8 +204,8 @@ enum Applied {
     First(InstanceEvent),
 }
 
-/// What one step decided.
-enum Step<C> {
+/// What one state's step decided: what the poll loop does next.
+enum StepOutcome<C> {
     /// Run the loop again: an item may be queued, or the state may progress.
     Again,
     /// Yield this item now (the queue is empty: it is next in order).
@@ -338,22 +299,21 @@ impl<D: Dial> Watch<D> {
         crate::Events::new(self)
     }
 
-    /// For [`share`](Self::share): the first snapshot will be told as
-    /// events, or, when it is complete already, what is known goes into
-    /// `known` (returns whether it was).
-    pub(crate) fn known(&mut self, known: &mut crate::hub::Present) -> bool {
-        if !self.core.synced_once {
-            self.core.config.initial = true;
-            return false;
-        }
-        let mut events = std::collections::VecDeque::new();
-        self.core
-            .tracker
-            .tell(std::time::SystemTime::now(), &mut events);
-        for e in &events {
-            known.apply(e);
-        }
-        true
+    /// Whether a snapshot completed: the state of every instance is known.
+    pub(crate) fn has_synced(&self) -> bool {
+        self.core.synced_once
+    }
+
+    /// Every known instance, as the events that bring it about, stamped
+    /// `at` (see [`Tracker::tell`]).
+    pub(crate) fn tell_known(&self, at: SystemTime, out: &mut impl Transitions) {
+        self.core.tracker.tell(at, out);
+    }
+
+    /// The first snapshot will be told as [`Origin::Initial`] events
+    /// ([`WatchConfig::initial`] on).
+    pub(crate) fn tell_first_snapshot(&mut self) {
+        self.core.config.initial = true;
     }
 
     /// The consumer polls again at `entered` (a poll that reads the clock):
@@ -403,25 +363,25 @@ impl<D: Dial> Stream for Watch<D> {
                 return Poll::Ready(Some(item));
             }
             let step = match &mut this.state {
-                State::Idle => Step::To(this.core.dial(&mut this.dial)),
+                State::Idle => StepOutcome::To(this.core.dial(&mut this.dial)),
                 State::Dialing(d) => d.poll(&this.core.config, cx),
                 State::Streaming(s) => s.poll(&mut this.dial, &mut this.core, entered, cx),
                 State::Backoff(delay) => {
                     if delay.as_mut().poll(cx).is_ready() {
                         tracing::debug!("backoff over");
-                        Step::To(State::Idle)
+                        StepOutcome::To(State::Idle)
                     } else {
-                        Step::Pending
+                        StepOutcome::Pending
                     }
                 }
             };
             match step {
-                Step::Again => {}
-                Step::Yield(item) => {
+                StepOutcome::Again => {}
+                StepOutcome::Yield(item) => {
                     this.yielded_at = Some(entered);
                     return Poll::Ready(Some(item));
                 }
-                Step::Pending => {
+                StepOutcome::Pending => {
                     if this.yielded_at.is_some() && this.unclocked > 0 {
                         // A burst ends between two reads of the clock: its
                         // lag is measured now, and the liveness rules asked
@@ -435,9 +395,9 @@ impl<D: Dial> Stream for Watch<D> {
                     this.yielded_at = None;
                     return Poll::Pending;
                 }
-                Step::To(next) => this.state = next,
+                StepOutcome::To(next) => this.state = next,
                 // Dropping the old state closes its connection now.
-                Step::Failed(error) => this.state = this.core.failed(&this.state, error),
+                StepOutcome::Failed(error) => this.state = this.core.failed(&this.state, error),
             }
         }
     }
@@ -566,12 +526,12 @@ impl<C: Clone + fmt::Debug> Core<C> {
 
 impl<C> Dialing<C> {
     /// The dial completes (streaming), fails, or times out.
-    fn poll(&mut self, config: &WatchConfig, cx: &mut Context<'_>) -> Step<C> {
+    fn poll(&mut self, config: &WatchConfig, cx: &mut Context<'_>) -> StepOutcome<C> {
         let _g = self.span.enter();
         match self.fut.as_mut().poll(cx) {
             Poll::Ready(Ok(session)) => {
                 tracing::debug!("dialed; streaming");
-                Step::To(State::Streaming(Box::new(Streaming {
+                StepOutcome::To(State::Streaming(Box::new(Streaming {
                     session,
                     span: self.span.clone(),
                     liveness: Liveness::new(Instant::now()),
@@ -580,11 +540,11 @@ impl<C> Dialing<C> {
                     timer: None,
                 })))
             }
-            Poll::Ready(Err(e)) => Step::Failed(Error::Dial(e)),
+            Poll::Ready(Err(e)) => StepOutcome::Failed(Error::Dial(e)),
             Poll::Pending if self.timeout.as_mut().poll(cx).is_ready() => {
-                Step::Failed(Error::DialTimeout(config.dial_timeout))
+                StepOutcome::Failed(Error::DialTimeout(config.dial_timeout))
             }
-            Poll::Pending => Step::Pending,
+            Poll::Pending => StepOutcome::Pending,
         }
     }
 }
@@ -598,7 +558,7 @@ impl<C: Clone + fmt::Debug> Streaming<C> {
         core: &mut Core<C>,
         entered: Instant,
         cx: &mut Context<'_>,
-    ) -> Step<C> {
+    ) -> StepOutcome<C> {
         // The span is entered in place (no clone per observation); only the
         // quiet path, which needs all of `self`, enters a clone of it.
         let g = self.span.enter();
@@ -609,20 +569,20 @@ impl<C: Clone + fmt::Debug> Streaming<C> {
                 self.liveness.seen(entered);
                 self.probe = None;
                 match core.observe(obs) {
-                    Applied::First(event) => Step::Yield(Item::Event(event)),
+                    Applied::First(event) => StepOutcome::Yield(Item::Event(event)),
                     Applied::Synced => {
                         // Rare, and the schedule of the next relists counts
                         // from it: the clock itself, not the poll's time.
                         let now = Instant::now();
                         self.healthy_since.get_or_insert(now);
                         self.liveness.synced(now);
-                        Step::Again
+                        StepOutcome::Again
                     }
-                    Applied::Nothing => Step::Again,
+                    Applied::Nothing => StepOutcome::Again,
                 }
             }
-            Poll::Ready(Some(Err(e))) => Step::Failed(Error::Session(e)),
-            Poll::Ready(None) => Step::Failed(Error::SessionEnded),
+            Poll::Ready(Some(Err(e))) => StepOutcome::Failed(Error::Session(e)),
+            Poll::Ready(None) => StepOutcome::Failed(Error::SessionEnded),
             Poll::Pending => {
                 drop(g);
                 let span = self.span.clone();
@@ -639,7 +599,7 @@ impl<C: Clone + fmt::Debug> Streaming<C> {
         dial: &mut D,
         config: &WatchConfig,
         cx: &mut Context<'_>,
-    ) -> Step<C> {
+    ) -> StepOutcome<C> {
         let now = Instant::now();
         if let Some(probe) = &mut self.probe {
             match probe.as_mut().poll(cx) {
@@ -649,7 +609,7 @@ impl<C: Clone + fmt::Debug> Streaming<C> {
                     self.liveness.seen(now);
                 }
                 Poll::Ready(Err(e)) => {
-                    return Step::Failed(Error::ProbeFailed {
+                    return StepOutcome::Failed(Error::ProbeFailed {
                         silent: self.liveness.silent_before_probe(),
                         source: e,
                     });
@@ -660,9 +620,9 @@ impl<C: Clone + fmt::Debug> Streaming<C> {
         match self.liveness.due(now, config) {
             Due::Relist { lagged } => {
                 tracing::debug!(lagged, "resync: redialing from the cursor");
-                Step::To(State::Idle)
+                StepOutcome::To(State::Idle)
             }
-            Due::ProbeTimedOut { silent } => Step::Failed(Error::ProbeTimeout {
+            Due::ProbeTimedOut { silent } => StepOutcome::Failed(Error::ProbeTimeout {
                 silent,
                 timeout: config.probe_timeout,
             }),
@@ -675,7 +635,7 @@ impl<C: Clone + fmt::Debug> Streaming<C> {
                     // No probe: silence is an idle engine.
                     self.liveness.seen(now);
                 }
-                Step::Again
+                StepOutcome::Again
             }
             Due::Wait(deadline) => {
                 // Silence only moves the deadline later, so a busy session
@@ -691,9 +651,9 @@ impl<C: Clone + fmt::Debug> Streaming<C> {
                     None => self.timer.insert(Box::pin(sleep_until(deadline))),
                 };
                 if timer.as_mut().poll(cx).is_ready() {
-                    Step::Again
+                    StepOutcome::Again
                 } else {
-                    Step::Pending
+                    StepOutcome::Pending
                 }
             }
         }

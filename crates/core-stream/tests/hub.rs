@@ -471,7 +471,9 @@ mod interleavings {
 
     #[derive(Clone, Debug)]
     enum Op {
-        Subscribe(bool),
+        Subscribe {
+            initial: bool,
+        },
         Read(usize, usize),
         Drop(usize),
         Change(usize, EventKind),
@@ -482,7 +484,7 @@ mod interleavings {
     fn op() -> impl Strategy<Value = Op> {
         let kind = prop_oneof![Just(Created), Just(Started), Just(Stopped), Just(Removed)];
         prop_oneof![
-            2 => any::<bool>().prop_map(Op::Subscribe),
+            2 => any::<bool>().prop_map(|initial| Op::Subscribe { initial }),
             4 => (0..8usize, 1..24usize).prop_map(|(s, n)| Op::Read(s, n)),
             1 => (0..8usize).prop_map(Op::Drop),
             6 => (0..4usize, kind).prop_map(|(i, k)| Op::Change(i, k)),
@@ -560,7 +562,7 @@ mod interleavings {
             let mut cursor = 0;
             for op in ops {
                 match op {
-                    Op::Subscribe(initial) => {
+                    Op::Subscribe { initial } => {
                         let start = if *initial {
                             Start::Initial
                         } else {

@@ -1152,17 +1152,27 @@ mod prop {
 
     #[derive(Clone, Debug)]
     enum Op {
-        /// With a healthcheck (containers).
-        Create(u8, bool),
+        Create {
+            instance: u8,
+            /// With a healthcheck (containers).
+            check: bool,
+        },
         Start(u8),
         Stop(u8),
         Remove(u8),
         /// A container's check result: starting, healthy, unhealthy.
         Health(u8, u8),
-        Pause(u8, bool),
+        Pause {
+            instance: u8,
+            paused: bool,
+        },
         /// The service's desired and ready replicas; whether the change
         /// tells them (Kubernetes) or not (Swarm's feed: a poll does).
-        Scale(u32, u32, bool),
+        Scale {
+            desired: u32,
+            ready: u32,
+            tells: bool,
+        },
         /// The session polls an instance's readiness.
         Poll(u8),
         /// A poll that names another incarnation.
@@ -1184,13 +1194,23 @@ mod prop {
 
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
-            2 => (0u8..3, any::<bool>()).prop_map(|(i, c)| Op::Create(i, c)),
+            2 => (0u8..3, any::<bool>()).prop_map(|(i, c)| Op::Create {
+                instance: i,
+                check: c
+            }),
             3 => (0u8..2).prop_map(Op::Start),
             2 => (0u8..2).prop_map(Op::Stop),
             1 => (0u8..3).prop_map(Op::Remove),
             4 => (0u8..2, 0u8..3).prop_map(|(i, h)| Op::Health(i, h)),
-            2 => (0u8..2, any::<bool>()).prop_map(|(i, p)| Op::Pause(i, p)),
-            3 => (0u32..4, 0u32..4, any::<bool>()).prop_map(|(d, r, t)| Op::Scale(d, r, t)),
+            2 => (0u8..2, any::<bool>()).prop_map(|(i, p)| Op::Pause {
+                instance: i,
+                paused: p
+            }),
+            3 => (0u32..4, 0u32..4, any::<bool>()).prop_map(|(d, r, t)| Op::Scale {
+                desired: d,
+                ready: r,
+                tells: t
+            }),
             2 => (0u8..3).prop_map(Op::Poll),
             1 => (0u8..3).prop_map(Op::PollStale),
             1 => Just(Op::Drop),
@@ -1348,7 +1368,7 @@ mod prop {
         /// The change an operation makes to the engine, if any.
         fn apply(&mut self, op: &Op) -> Option<Change<u64>> {
             let (id, kind, readiness) = match *op {
-                Op::Create(i, check) => {
+                Op::Create { instance: i, check } => {
                     let id = IDS[usize::from(i)];
                     if self.engine.contains_key(id) {
                         return None;
@@ -1418,7 +1438,10 @@ mod prop {
                     };
                     (id, kind, Some(inst.readiness))
                 }
-                Op::Pause(i, p) => {
+                Op::Pause {
+                    instance: i,
+                    paused: p,
+                } => {
                     let id = IDS[usize::from(i)];
                     let inst = self.engine.get_mut(id)?;
                     if !inst.running {
@@ -1435,7 +1458,11 @@ mod prop {
                     };
                     (id, kind, Some(inst.readiness))
                 }
-                Op::Scale(desired, ready, tells) => {
+                Op::Scale {
+                    desired,
+                    ready,
+                    tells,
+                } => {
                     let id = IDS[2];
                     let inst = self.engine.get_mut(id)?;
                     inst.running = desired > 0;

@@ -6,8 +6,9 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use crate::item::Item;
 use crate::model::{EventKind, InstanceEvent, InstanceId, Labels, Origin, Readiness};
-use crate::watch::Item;
+use crate::tracker::Transitions;
 
 /// One instance as the [`Store`](crate::Store) knows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -190,6 +191,14 @@ impl Present {
             }
         }
         out.len() - before
+    }
+}
+
+/// What a watch knew when it was shared goes into the hub's present, event
+/// by event.
+impl Transitions for Present {
+    fn push(&mut self, event: InstanceEvent) {
+        self.apply(&event);
     }
 }
 

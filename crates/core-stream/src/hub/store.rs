@@ -7,9 +7,9 @@ use std::task::{Context, Poll};
 use std::time::SystemTime;
 
 use super::present::{Instance, follow};
-use super::{Shared, Waiter};
+use super::waiter::{HubState, Waiter};
+use crate::item::{Item, Status};
 use crate::model::InstanceId;
-use crate::watch::{Item, Status};
 
 /// The state of every instance of a [`Hub`](crate::Hub), as its events tell
 /// it. Cheap to clone (a handle).
@@ -33,7 +33,7 @@ use crate::watch::{Item, Status};
 /// one, for example at a `tokio::time::timeout`, and nothing is lost).
 #[derive(Clone)]
 pub struct Store {
-    shared: Arc<Shared>,
+    state: Arc<HubState>,
 }
 
 impl fmt::Debug for Store {
@@ -45,23 +45,23 @@ impl fmt::Debug for Store {
 }
 
 impl Store {
-    pub(super) fn new(shared: Arc<Shared>) -> Self {
-        Self { shared }
+    pub(super) fn new(state: Arc<HubState>) -> Self {
+        Self { state }
     }
 
     /// The instance `id`, if it exists.
     pub fn get(&self, id: &str) -> Option<Instance> {
-        self.shared.lock().present.get(id)
+        self.state.lock().present().get(id)
     }
 
     /// Every instance, ordered by id.
     pub fn instances(&self) -> Vec<Instance> {
-        self.shared.lock().present.instances()
+        self.state.lock().present().instances()
     }
 
     /// How many instances exist.
     pub fn len(&self) -> usize {
-        self.shared.lock().present.len()
+        self.state.lock().present().len()
     }
 
     /// Whether no instance exists.
@@ -72,24 +72,24 @@ impl Store {
     /// Whether the first snapshot is complete (before it, the store holds
     /// what it has listed so far).
     pub fn is_synced(&self) -> bool {
-        self.shared.lock().synced
+        self.state.lock().is_synced()
     }
 
     /// The upstream's last status ([`Status::Connected`] with the present
     /// count, or the last [`Status::Disconnected`]); `None` before the first.
     pub fn status(&self) -> Option<Status> {
-        self.shared.lock().current_status()
+        self.state.lock().current_status()
     }
 
     /// When the last event reached the hub (lookout's clock).
     pub fn last_event_at(&self) -> Option<SystemTime> {
-        self.shared.lock().last_event_at
+        self.state.lock().last_event_at()
     }
 
     /// Resolves once the first snapshot is complete (at once if it is).
     pub fn synced(&self) -> Synced {
         Synced {
-            waiter: Waiter::new(Arc::clone(&self.shared)),
+            waiter: Waiter::new(Arc::clone(&self.state)),
         }
     }
 
@@ -119,7 +119,7 @@ impl Store {
         F: FnMut(Option<&Instance>) -> bool,
     {
         Until {
-            waiter: Waiter::new(Arc::clone(&self.shared)),
+            waiter: Waiter::new(Arc::clone(&self.state)),
             id: id.into(),
             holds,
             watched: None,
@@ -138,7 +138,7 @@ impl Future for Synced {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        self.waiter.poll(cx, |inner| inner.synced.then_some(()))
+        self.waiter.poll(cx, |ring| ring.is_synced().then_some(()))
     }
 }
 
@@ -178,18 +178,18 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Instance>> {
         let this = self.get_mut();
         let (id, holds, watched) = (&this.id, &mut this.holds, &mut this.watched);
-        this.waiter.poll(cx, |inner| {
-            let head = inner.head();
+        this.waiter.poll(cx, |ring| {
+            let head = ring.head();
             let mut check =
                 |w: &Watched| (w.synced && holds(w.instance.as_ref())).then(|| w.instance.clone());
             let w = match watched {
                 // A first look, or the ring wrapped past it: the present.
-                Some(w) if w.cursor >= inner.tail => w,
+                Some(w) if w.cursor >= ring.tail() => w,
                 _ => {
                     let w = watched.insert(Watched {
                         cursor: head,
-                        synced: inner.synced,
-                        instance: inner.present.get(id.as_str()),
+                        synced: ring.is_synced(),
+                        instance: ring.present().get(id.as_str()),
                     });
                     if let Some(found) = check(w) {
                         return Some(found);
@@ -198,11 +198,11 @@ where
                 }
             };
             while w.cursor < head {
-                let at = usize::try_from(w.cursor - inner.tail).unwrap_or(usize::MAX);
+                let item = ring.item(w.cursor);
                 w.cursor += 1;
-                match &inner.ring[at] {
-                    Item::Event(e) if e.id == *id => follow(&mut w.instance, e),
-                    Item::Status(Status::Connected { .. }) if !w.synced => w.synced = true,
+                match item {
+                    Some(Item::Event(e)) if e.id == *id => follow(&mut w.instance, e),
+                    Some(Item::Status(Status::Connected { .. })) if !w.synced => w.synced = true,
                     _ => continue,
                 }
                 if let Some(found) = check(w) {

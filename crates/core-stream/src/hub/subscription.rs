@@ -10,9 +10,10 @@ use std::task::{Context, Poll};
 use tokio_stream::Stream;
 
 use super::present::Telling;
-use super::{Inner, Shared, Waiter};
+use super::ring::Ring;
+use super::waiter::{HubState, Waiter};
+use crate::item::{Item, Status};
 use crate::model::Origin;
-use crate::watch::{Item, Status};
 
 /// How a [`Subscription`] starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,33 +84,31 @@ impl fmt::Debug for Subscription {
 }
 
 impl Subscription {
-    pub(super) fn new(shared: Arc<Shared>, start: Start) -> Self {
-        Self::with(shared, Some(start), None)
+    pub(super) fn new(state: Arc<HubState>, start: Start) -> Self {
+        Self::with(state, Some(start), None)
     }
 
     /// A subscription that goes on after the hub position `after` (see
     /// [`Hub::resume`](crate::Hub::resume)).
-    pub(super) fn resume(shared: Arc<Shared>, after: Option<u64>) -> Self {
-        Self::with(shared, None, after)
+    pub(super) fn resume(state: Arc<HubState>, after: Option<u64>) -> Self {
+        Self::with(state, None, after)
     }
 
     /// Subscribes as `start` says, or, without, resumes after `after`.
-    fn with(shared: Arc<Shared>, start: Option<Start>, after: Option<u64>) -> Self {
-        let waiter = Waiter::new(shared);
+    fn with(state: Arc<HubState>, start: Option<Start>, after: Option<u64>) -> Self {
+        let waiter = Waiter::new(state);
         let mut local = VecDeque::new();
         let (slot, telling) = {
-            let mut inner = waiter.shared().lock();
+            let mut ring = waiter.state().lock();
             let slot = match start {
-                Some(start) => inner.add_reader(start == Start::Baseline),
-                None => inner.add_resumed_reader(after),
+                Some(start) => ring.add_reader(start == Start::Baseline),
+                None => ring.add_resumed_reader(after),
             };
             // A resume that lags at once is told the status after the lag.
-            let lagged = inner.readers[slot]
-                .as_ref()
-                .is_some_and(|r| r.lagged.is_some());
-            let status = inner.current_status().filter(|_| !lagged);
+            let lagged = ring.has_lagged(slot);
+            let status = ring.current_status().filter(|_| !lagged);
             let telling = if start == Some(Start::Initial) {
-                let present = inner.present_sorted();
+                let present = ring.present_sorted();
                 Some((Telling::new(present, Origin::Initial), status))
             } else {
                 local.extend(status.map(Item::Status));
@@ -173,39 +172,26 @@ impl Reading {
 
     /// Copies what the hub has for this subscription into `local`: the
     /// difference to the present after a lag, else the next items.
-    fn read(&mut self, inner: &mut Inner) -> bool {
-        let head = inner.head();
-        let Some(reader) = inner.readers[self.slot].as_mut() else {
-            return false;
-        };
-        if let Some(lagged) = reader.lagged.take() {
-            reader.cursor = head;
-            inner.low_cursor = inner.low_cursor.min(head);
-            let missed = head - lagged.at;
+    fn read(&mut self, ring: &mut Ring) -> bool {
+        if let Some(lag) = ring.take_lag(self.slot) {
+            let missed = lag.missed;
             self.local
                 .push_back(Item::Status(Status::Lagged { missed }));
-            let told = lagged.seen.diff(&inner.present, &mut self.local);
-            self.local.extend(inner.current_status().map(Item::Status));
-            inner.metrics.resyncs.increment(1);
+            let told = lag.seen.diff(ring.present(), &mut self.local);
+            self.local.extend(ring.current_status().map(Item::Status));
             self.span.in_scope(|| {
                 tracing::debug!(missed, transitions = told, "lagged: told the difference");
             });
             return true;
         }
         let skip_initial = self.start == Some(Start::Baseline);
-        while reader.cursor < head && self.local.len() < READ_BATCH {
-            // The cursor is in the ring: a reader below it has lagged.
-            let at = usize::try_from(reader.cursor - inner.tail).unwrap_or(usize::MAX);
-            let position = reader.cursor;
-            reader.cursor += 1;
-            match &inner.ring[at] {
-                Item::Event(e) if skip_initial && e.origin == Origin::Initial => {}
-                item => {
-                    self.local.push_back(item.clone());
-                    self.positions.push_back(position);
-                }
-            }
-        }
+        ring.read(
+            self.slot,
+            skip_initial,
+            READ_BATCH,
+            &mut self.local,
+            &mut self.positions,
+        );
         !self.local.is_empty()
     }
 }
@@ -219,10 +205,10 @@ impl Stream for Subscription {
         if let Some(item) = reading.ready() {
             return Poll::Ready(Some(item));
         }
-        let polled = this.waiter.poll(cx, |inner| {
-            if reading.read(inner) {
+        let polled = this.waiter.poll(cx, |ring| {
+            if reading.read(ring) {
                 Some(true)
-            } else if inner.ended {
+            } else if ring.has_ended() {
                 // Every item read, none to come.
                 Some(false)
             } else {
@@ -239,7 +225,7 @@ impl Stream for Subscription {
 
 impl Drop for Subscription {
     fn drop(&mut self) {
-        self.waiter.shared().lock().remove_reader(self.reading.slot);
+        self.waiter.state().lock().remove_reader(self.reading.slot);
         self.reading
             .span
             .in_scope(|| tracing::debug!("unsubscribed"));

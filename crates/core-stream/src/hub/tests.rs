@@ -97,12 +97,10 @@ fn a_stalled_subscription_costs_the_instances_not_the_events() {
             }
             events += 1;
             if events.is_multiple_of(10_000) {
-                let inner = hub.shared.lock();
-                assert!(inner.ring.len() <= QUEUE, "the ring is bounded");
-                assert_eq!(inner.present.len(), 10);
-                let stalled_reader = inner.readers[stalled.reading.slot]
-                    .as_ref()
-                    .expect("subscribed");
+                let ring = hub.state.lock();
+                assert!(ring.queued() <= QUEUE, "the ring is bounded");
+                assert_eq!(ring.present().len(), 10);
+                let stalled_reader = ring.reader(stalled.reading.slot).expect("subscribed");
                 let lagged = stalled_reader.lagged.as_ref().expect("it lagged");
                 assert!(
                     lagged.seen.len() <= 10,

@@ -1,6 +1,9 @@
 //! The tracker's cases, and a proptest against the plain tracker it replaced
 //! (kept here as the reference).
 
+use std::collections::VecDeque;
+
+use super::key::pack_hex64;
 use super::*;
 
 /// The tracker as it was before its layout was made for scale (a
@@ -445,7 +448,12 @@ mod same_as_reference {
     #[derive(Clone, Debug)]
     enum Op {
         Begin,
-        Listed(u8, bool, u8, u8),
+        Listed {
+            id: u8,
+            running: bool,
+            uid: u8,
+            labels: u8,
+        },
         End(Option<Origin>),
         Change(u8, EventKind, u8, Option<u8>),
     }
@@ -504,7 +512,12 @@ mod same_as_reference {
         prop_oneof![
             1 => Just(Op::Begin),
             6 => (any::<u8>(), any::<bool>(), any::<u8>(), any::<u8>())
-                .prop_map(|(i, r, u, l)| Op::Listed(i, r, u, l)),
+                .prop_map(|(i, r, u, l)| Op::Listed {
+                    id: i,
+                    running: r,
+                    uid: u,
+                    labels: l,
+                }),
             1 => origin.prop_map(Op::End),
             4 => (any::<u8>(), kind, any::<u8>(), proptest::option::of(any::<u8>()))
                 .prop_map(|(i, k, u, l)| Op::Change(i, k, u, l)),
@@ -541,7 +554,7 @@ mod same_as_reference {
                         t.begin_resync();
                         r.begin_resync();
                     }
-                    Op::Listed(i, running, u, l) => {
+                    Op::Listed { id: i, running, uid: u, labels: l } => {
                         let listed = Listed { id: id(i), running, uid: uid(u), labels: labels(l), readiness: None };
                         t.listed(listed.clone());
                         r.listed(listed);
