@@ -421,8 +421,7 @@ fn one_engine_refuses_host_and_says_none() {
 #[test]
 fn a_killed_engine_is_named_by_healthz_until_it_is_back() {
     let _one = common::require_docker(false);
-    engines::docker2_up().unwrap_or_else(|e| panic!("docker2: {e}"));
-    let _two = engines::lock_engine("docker2", true).expect("docker2 lock");
+    let _two = common::require_docker2(true);
     let name = common::unique("serve-several", "kill");
     let label = format!("lookout.serve-several={name}");
     let (_lookout, addr) = serve_two(&label);

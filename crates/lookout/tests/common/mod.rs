@@ -224,10 +224,16 @@ pub fn usage_error(args: &[&str]) -> String {
 
 /// Makes sure both dockerds answer (CI brings them up).
 pub fn require_two_dockerds() -> (engines::EngineLock, engines::EngineLock) {
-    let one = require_docker(false);
+    (require_docker(false), require_docker2(false))
+}
+
+/// Takes the second dockerd's lock, then makes sure it answers: in this
+/// order, as `require_docker`, so that a test that kills it (holding the lock
+/// exclusively) is never caught halfway by another's check.
+pub fn require_docker2(exclusive: bool) -> engines::EngineLock {
+    let lock = engines::lock_engine("docker2", exclusive).expect("docker2 lock");
     engines::docker2_up().unwrap_or_else(|e| panic!("docker2: {e}"));
-    let two = engines::lock_engine("docker2", false).expect("docker2 lock");
-    (one, two)
+    lock
 }
 
 /// A container of the test on `cli`'s engine, removed on drop.
