@@ -29,6 +29,11 @@ pub type ProbeFuture = Pin<Box<dyn Future<Output = Result<(), BoxError>> + Send>
 /// Everything a dial or a probe opens must be owned by the returned
 /// future/stream, so that dropping it closes it: the core never spawns, and
 /// dropping the watch stream drops the session, the pending dial and the probe.
+///
+/// Implemented outside this crate (each provider, and a user's own): the
+/// trait is not sealed. Its shape only grows compatibly: a method added in a
+/// later version has a default (as [`probe`](Self::probe) does), so an
+/// implementation written against this version keeps compiling.
 pub trait Dial: Send + 'static {
     /// An opaque, ordered position in the engine's change feed.
     type Cursor: Clone + fmt::Debug + Send + 'static;

@@ -97,10 +97,12 @@ impl Labels {
         self.keys_values().0.iter().map(|k| &**k)
     }
 
+    /// How many labels there are.
     pub fn len(&self) -> usize {
         self.keys_values().0.len()
     }
 
+    /// Whether there is no label.
     pub fn is_empty(&self) -> bool {
         self.0.is_none()
     }

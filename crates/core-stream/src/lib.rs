@@ -37,6 +37,63 @@
 //! [`Merge`] makes one stream of many watches (several engines, of any
 //! providers), each item tagged by its source, fairly and in O(1) per item.
 //!
+//! # Stability
+//!
+//! This crate follows semantic versioning (0.x: a breaking change bumps the
+//! minor version). To let it grow without breaking:
+//!
+//! - the configurations ([`WatchConfig`], [`HubConfig`], [`ReconnectPolicy`])
+//!   have private fields: start from `default()` and use their builder
+//!   methods, read them back with their getters;
+//! - the data a provider hands in ([`Listed`], [`Change`]) and the data the
+//!   stream hands out ([`InstanceEvent`], [`Instance`], [`Sourced`]) are
+//!   `#[non_exhaustive]`: read their public fields, build them with their
+//!   constructors (`new`) and setters;
+//! - the enums where a new case may come ([`EventKind`], [`Origin`],
+//!   [`Status`], [`Observation`], [`Readiness`], [`Health`], [`Error`],
+//!   [`SourceState`], [`Start`]) are `#[non_exhaustive]`: match them with a
+//!   wildcard arm. [`Item`] is exhaustive by nature (an event or a status);
+//! - [`Dial`] is meant to be implemented outside this crate (it is not
+//!   sealed): a method added to it later always has a default, so an
+//!   existing provider keeps compiling.
+//!
+//! # Public dependencies
+//!
+//! These crates' types or traits appear in this crate's API, so their major
+//! version is part of it:
+//!
+//! - **`tokio-stream`** (and the `futures-core` `Stream` trait it
+//!   re-exports): [`Watch`], [`Subscription`], [`Merge`] and [`Events`] are
+//!   `Stream`s, and a [`Session`] is one. The streams use **`tokio`**'s timer,
+//!   so they must be polled inside a tokio runtime (with the `time` driver).
+//! - **`metrics`** (the facade): a [`Hub`] records its series through it
+//!   (`lookout_events_total{kind,origin}`, `lookout_connected`,
+//!   `lookout_reconnects_total`, `lookout_instances`,
+//!   `lookout_instances_ready`, `lookout_subscribers`,
+//!   `lookout_subscriber_resyncs_total`, each with the labels of
+//!   [`HubConfig::metric_label`]); a recorder sees them only when it is
+//!   installed with the same major version of `metrics`. The names and
+//!   labels are part of the API.
+//! - **`tracing`**: [`Events`] and the watch log through it.
+//! - **`serde`** (feature `serde` only): [`Labels`] implements `Serialize`
+//!   and `Deserialize`.
+//!
+//! Everything else (`jiff`, `hashbrown`, `foldhash`, `pin-project-lite`,
+//! `thiserror`) is an implementation detail: none of its types is in the API.
+//!
+//! # Features
+//!
+//! - **`serde`** (off by default): `serde::Serialize` and
+//!   `serde::Deserialize` for [`Labels`] (as a map of strings).
+//!
+//! # RFC 3339
+//!
+//! [`rfc3339`] reads and writes RFC 3339 times for every lookout crate (the
+//! engines' timestamps, the CLI's lines). It is part of this crate's API, in
+//! `std` types only (`SystemTime`, nanoseconds as `i64`, `String`).
+//!
+//! # Example
+//!
 //! ```
 //! use lookout_core::{Dial, DialFuture, Observation, Watch, WatchConfig};
 //! use tokio_stream::StreamExt;
@@ -63,6 +120,9 @@
 //! assert!(next.is_err(), "an empty, quiet engine yields no event");
 //! # }
 //! ```
+
+#![deny(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod backoff;
 mod config;

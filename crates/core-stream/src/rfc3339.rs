@@ -2,6 +2,10 @@
 //! (the Docker API's `Created`/`StartedAt`, etcd records' `at`, the CLI's
 //! lines): the calendar arithmetic is `jiff`'s; this file only holds RFC 3339's
 //! shape, stricter than the ISO 8601 forms `jiff` also reads.
+//!
+//! Part of the public API (other lookout crates and their users read and
+//! write the same times): its signatures hold `std` types only, so the
+//! calendar library behind it is no dependency of the API.
 
 use std::time::SystemTime;
 

@@ -17,6 +17,7 @@ pub enum TransportError {
     /// A PEM file cannot be read or parsed.
     #[cfg(feature = "tls")]
     #[error("{what} {}: {source}", path.display())]
+    #[non_exhaustive]
     Pem {
         /// What was done with it: `reading`, `parsing`.
         what: &'static str,
@@ -29,6 +30,7 @@ pub enum TransportError {
     /// A certificate or key of a file cannot be used.
     #[cfg(feature = "tls")]
     #[error("{what} {}: {source}", path.display())]
+    #[non_exhaustive]
     Certificate {
         /// What was done with it: `using`, `using the CA of`.
         what: &'static str,
@@ -45,6 +47,7 @@ pub enum TransportError {
     /// The host is no name a certificate can be for.
     #[cfg(feature = "tls")]
     #[error("{name:?} is not a valid TLS server name: {source}")]
+    #[non_exhaustive]
     ServerName {
         /// The host.
         name: String,
@@ -56,6 +59,7 @@ pub enum TransportError {
     /// signature that does not verify, the connection closed).
     #[cfg(feature = "tls")]
     #[error("handshake with {name}: {source}")]
+    #[non_exhaustive]
     Handshake {
         /// The server's name.
         name: String,
@@ -67,7 +71,8 @@ pub enum TransportError {
     /// framing).
     #[error("HTTP: {0}")]
     Http(#[source] hyper::Error),
-    /// A body was larger than its limit.
+    /// A body was larger than its limit. (Exhaustive: the limit is all
+    /// there is to tell.)
     #[error("the response exceeds {limit} bytes")]
     TooLarge {
         /// The limit in bytes.

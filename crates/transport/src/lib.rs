@@ -27,6 +27,45 @@
 //! rustls's, hyper's); the callers add the host and path. Timeouts are the
 //! caller's (wrap the futures in `tokio::time::timeout`: dropping them on
 //! expiry closes the socket).
+//!
+//! # Features
+//!
+//! - **`tls`** (on by default): TLS with rustls (its `ring` provider):
+//!   [`Socket::tls`], [`client_config_from_files`],
+//!   [`unverified_client_config`], the [`ClientConfig`] re-export and the
+//!   TLS variants of [`TransportError`].
+//!
+//! # Public dependencies
+//!
+//! These crates' types or traits appear in this crate's API, so their major
+//! version is part of it:
+//!
+//! - **`http`** 1: the request ([`http::Request`]) and the response head
+//!   ([`http::StatusCode`], [`http::HeaderMap`]): the HTTP vocabulary the
+//!   callers speak.
+//! - **`hyper`** 1: the request body's trait (`hyper::body::Body`, which is
+//!   `http-body` 1's `Body`) and the error of a failed exchange
+//!   ([`hyper::Error`], in [`Exchange::chunk`] and [`TransportError::Http`]).
+//!   hyper's connection and its response body (`Incoming`) stay inside
+//!   [`Exchange`].
+//! - **`bytes`** 1: a body's chunks ([`bytes::Bytes`]).
+//! - **`tokio`** 1: the sockets ([`Socket`]'s variants, [`Socket::tcp`]'s
+//!   `TcpStream`); everything runs on a tokio runtime.
+//! - **`rustls`** 0.23 (through `tokio-rustls` 0.26, and `rustls-pki-types`
+//!   1; feature `tls` only): a TLS configuration is a rustls
+//!   [`ClientConfig`] (re-exported here, so a caller may build its own with
+//!   rustls's builder), the TLS socket is tokio-rustls's stream, and the
+//!   TLS errors keep rustls's typed causes.
+//!
+//! `hyper-util` and `thiserror` are implementation details.
+//!
+//! # Stability
+//!
+//! [`Socket`] and [`TransportError`] are `#[non_exhaustive]` (match them with
+//! a wildcard arm): a new kind of socket or of failure may come.
+
+#![deny(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod connect;
 mod error;
@@ -41,5 +80,8 @@ pub use exchange::{Exchange, USER_AGENT, send};
 pub use ssh::{SshSaid, SshStream};
 #[cfg(feature = "tls")]
 pub use tls::{client_config_from_files, unverified_client_config};
+/// rustls's client configuration, re-exported: what [`Socket::tls`] takes
+/// and [`client_config_from_files`] builds (rustls is a public dependency
+/// of this crate under the `tls` feature).
 #[cfg(feature = "tls")]
 pub use tokio_rustls::rustls::ClientConfig;
