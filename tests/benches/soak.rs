@@ -300,14 +300,13 @@ impl Engine {
 }
 
 fn policy() -> ReconnectPolicy {
-    ReconnectPolicy {
-        initial_delay: Duration::from_millis(2),
-        multiplier: 2.0,
-        max_delay: Duration::from_millis(100),
-        jitter: true,
-        reset_after: Duration::ZERO,
-        seed: None,
-    }
+    ReconnectPolicy::default()
+        .initial_delay(Duration::from_millis(2))
+        .multiplier(2.0)
+        .max_delay(Duration::from_millis(100))
+        .jitter(true)
+        .reset_after(Duration::ZERO)
+        .seed(None)
 }
 
 fn config(host: &str, watch: WatchConfig) -> DockerConfig {
@@ -365,6 +364,7 @@ impl Consumer {
             Item::Status(Status::Lagged { .. }) => {
                 return Err("a Watch yielded Lagged (only a Subscription may)".into());
             }
+            Item::Status(other) => return Err(format!("an unknown status: {other:?}")),
         }
         Ok(item)
     }

@@ -272,10 +272,7 @@ fn watch_config(timeout_s: u32) -> WatchConfig {
             timeout_s.saturating_sub(1).max(1),
         )))
         .probe_timeout(Duration::from_secs(1))
-        .reconnect(ReconnectPolicy {
-            initial_delay: Duration::from_millis(200),
-            ..ReconnectPolicy::default()
-        })
+        .reconnect(ReconnectPolicy::default().initial_delay(Duration::from_millis(200)))
 }
 
 fn name_of(d: &Deployment) -> String {

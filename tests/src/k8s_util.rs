@@ -177,12 +177,12 @@ pub fn init_tracing() {
 /// thread blocks in apiserver commands between polls).
 pub fn fast_watch_config() -> WatchConfig {
     WatchConfig::default()
-        .reconnect(ReconnectPolicy {
-            initial_delay: Duration::from_millis(100),
-            max_delay: Duration::from_millis(500),
-            jitter: false,
-            ..ReconnectPolicy::default()
-        })
+        .reconnect(
+            ReconnectPolicy::default()
+                .initial_delay(Duration::from_millis(100))
+                .max_delay(Duration::from_millis(500))
+                .jitter(false),
+        )
         .dial_timeout(Duration::from_secs(5))
         .probe_after(Duration::from_secs(1))
         .probe_timeout(Duration::from_secs(1))

@@ -593,7 +593,7 @@ async fn k8s_stopped_apiserver_is_noticed_and_recovered() {
     require_controlled(&kubeconfig);
     let a = fx.id(Kind::Deployment, "a");
     let cfg = config(&kubeconfig, Some(&fx.ns));
-    let bound = cfg.watch.probe_after + cfg.watch.probe_timeout;
+    let bound = cfg.watch.get_probe_after() + cfg.watch.get_probe_timeout();
     let mut rec = Recorder::new(cfg);
     rec.until("first snapshot", STEP, |r| r.connected() >= 1)
         .await;

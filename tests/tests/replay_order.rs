@@ -53,11 +53,11 @@ fn start_api(
         .resync_every(None)
         .resync_after_lag(None)
         .dial_timeout(Duration::from_secs(5))
-        .reconnect(ReconnectPolicy {
-            initial_delay: Duration::from_millis(5),
-            max_delay: Duration::from_millis(50),
-            ..ReconnectPolicy::default()
-        });
+        .reconnect(
+            ReconnectPolicy::default()
+                .initial_delay(Duration::from_millis(5))
+                .max_delay(Duration::from_millis(50)),
+        );
     let mut docker = DockerConfig::default()
         .host(&engine.host)
         .watch_config(config);

@@ -244,11 +244,11 @@ async fn no_ssh_process_is_left_after_a_drop_or_a_failed_dial() {
         &DOCKER_SSH,
         format!("ssh://nobody@{}", engines::SSH_HOST_ALIAS),
         lookout_core::Labels::new(),
-        ssh_config().reconnect(ReconnectPolicy {
-            initial_delay: Duration::from_secs(60),
-            jitter: false,
-            ..ReconnectPolicy::default()
-        }),
+        ssh_config().reconnect(
+            ReconnectPolicy::default()
+                .initial_delay(Duration::from_secs(60))
+                .jitter(false),
+        ),
     );
     let error = refused.disconnected(ITEM).await;
     let text = error_chain(&*error);

@@ -339,6 +339,7 @@ fn last_replicas(events: &[InstanceEvent]) -> (EventKind, Option<(u32, u32)>) {
             desired,
             ready,
             observed,
+            ..
         }) => {
             assert!(observed, "Swarm's readiness is always observed: {e:?}");
             Some((desired, ready))

@@ -190,13 +190,9 @@ impl Workload {
     fn snapshot(&self) -> Vec<Obs> {
         let mut v = vec![Ok(Observation::ResyncBegin)];
         v.extend(self.ids.iter().zip(&self.labels).map(|(id, labels)| {
-            Ok(Observation::Listed(Listed {
-                id: id.clone(),
-                running: false,
-                uid: None,
-                labels: labels.clone(),
-                readiness: None,
-            }))
+            Ok(Observation::Listed(
+                Listed::new(id.clone(), false).labels(labels.clone()),
+            ))
         }));
         v.push(Ok(Observation::ResyncDone));
         v
@@ -215,15 +211,9 @@ impl Workload {
     fn changes(&self, from: usize, count: usize) -> impl Iterator<Item = Obs> + '_ {
         (from..from + count).map(move |n| {
             let (id, kind) = self.expected(n);
-            Ok(Observation::Change(Change {
-                id: id.clone(),
-                kind,
-                uid: None,
-                labels: None,
-                at: self.at,
-                cursor: Some(n as u64),
-                readiness: None,
-            }))
+            Ok(Observation::Change(
+                Change::new(id.clone(), kind, self.at).cursor(Some(n as u64)),
+            ))
         })
     }
 }

@@ -99,14 +99,12 @@ fn labels(n: usize, kind: Kind, salt: usize) -> Labels {
 }
 
 fn listed(n: usize, running: bool, with_labels: Kind, salt: usize) -> Obs {
-    Ok(Observation::Listed(Listed {
-        id: format!("container-{n:08}").into(),
-        running,
-        // A container id: 64 hex digits.
-        uid: Some(format!("{n:064x}").into()),
-        labels: labels(n, with_labels, salt),
-        readiness: None,
-    }))
+    Ok(Observation::Listed(
+        Listed::new(format!("container-{n:08}").into(), running)
+            // A container id: 64 hex digits.
+            .uid(Some(format!("{n:064x}").into()))
+            .labels(labels(n, with_labels, salt)),
+    ))
 }
 
 /// The second snapshot lists in the first one's order or, `reordered`, in

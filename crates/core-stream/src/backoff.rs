@@ -14,20 +14,17 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 ///
 /// There is no attempt limit, on purpose: an event watcher that gives up stops
 /// delivering events for good after a short outage. Drop the stream to stop.
+///
+/// Start from `ReconnectPolicy::default()` and set what differs with the
+/// builder methods; the `get_*` methods read a setting back.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ReconnectPolicy {
-    /// The delay bound of the first retry. Default 500 ms.
-    pub initial_delay: Duration,
-    /// The growth factor of the delay bound per consecutive failure. Default 2.
-    pub multiplier: f64,
-    /// The cap of the delay bound. Default 30 s.
-    pub max_delay: Duration,
-    /// Full jitter on (default) or off (each delay is exactly the bound).
-    pub jitter: bool,
-    /// How long a session must stay healthy before the failure count resets. Default 60 s.
-    pub reset_after: Duration,
-    /// The jitter's random seed; `None` (default) seeds from the clock.
-    pub seed: Option<u64>,
+    pub(crate) initial_delay: Duration,
+    pub(crate) multiplier: f64,
+    pub(crate) max_delay: Duration,
+    pub(crate) jitter: bool,
+    pub(crate) reset_after: Duration,
+    pub(crate) seed: Option<u64>,
 }
 
 impl Default for ReconnectPolicy {
@@ -44,6 +41,70 @@ impl Default for ReconnectPolicy {
 }
 
 impl ReconnectPolicy {
+    /// Sets the delay bound of the first retry. Default 500 ms.
+    #[must_use]
+    pub fn initial_delay(mut self, d: Duration) -> Self {
+        self.initial_delay = d;
+        self
+    }
+    /// Sets the growth factor of the delay bound per consecutive failure
+    /// (below 1 counts as 1). Default 2.
+    #[must_use]
+    pub fn multiplier(mut self, factor: f64) -> Self {
+        self.multiplier = factor;
+        self
+    }
+    /// Sets the cap of the delay bound. Default 30 s.
+    #[must_use]
+    pub fn max_delay(mut self, d: Duration) -> Self {
+        self.max_delay = d;
+        self
+    }
+    /// Full jitter on (default) or off (each delay is exactly the bound).
+    #[must_use]
+    pub fn jitter(mut self, on: bool) -> Self {
+        self.jitter = on;
+        self
+    }
+    /// Sets how long a session must stay healthy before the failure count
+    /// resets. Default 60 s.
+    #[must_use]
+    pub fn reset_after(mut self, d: Duration) -> Self {
+        self.reset_after = d;
+        self
+    }
+    /// Sets the jitter's random seed; `None` (default) seeds from the clock.
+    #[must_use]
+    pub fn seed(mut self, seed: Option<u64>) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// The delay bound of the first retry.
+    pub fn get_initial_delay(&self) -> Duration {
+        self.initial_delay
+    }
+    /// The growth factor of the delay bound per consecutive failure.
+    pub fn get_multiplier(&self) -> f64 {
+        self.multiplier
+    }
+    /// The cap of the delay bound.
+    pub fn get_max_delay(&self) -> Duration {
+        self.max_delay
+    }
+    /// Whether full jitter is on.
+    pub fn get_jitter(&self) -> bool {
+        self.jitter
+    }
+    /// How long a session must stay healthy before the failure count resets.
+    pub fn get_reset_after(&self) -> Duration {
+        self.reset_after
+    }
+    /// The jitter's random seed; `None` seeds from the clock.
+    pub fn get_seed(&self) -> Option<u64> {
+        self.seed
+    }
+
     /// The delay bound (before jitter) of the `attempt`-th consecutive failure (1-based).
     pub fn bound(&self, attempt: u32) -> Duration {
         let exp = i32::try_from(attempt.saturating_sub(1)).unwrap_or(i32::MAX);

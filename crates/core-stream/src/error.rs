@@ -21,6 +21,7 @@ pub enum Error {
     SessionEnded,
     /// The session was silent and the liveness probe failed.
     #[error("the engine was silent for {silent:?} and its liveness probe failed: {source}")]
+    #[non_exhaustive]
     ProbeFailed {
         /// How long the session had been silent when the probe started.
         silent: Duration,
@@ -32,6 +33,7 @@ pub enum Error {
     #[error(
         "the engine was silent for {silent:?} and its liveness probe did not answer within {timeout:?}"
     )]
+    #[non_exhaustive]
     ProbeTimeout {
         /// How long the session had been silent when the probe started.
         silent: Duration,

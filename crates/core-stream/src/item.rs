@@ -10,6 +10,9 @@ use crate::error::Error;
 use crate::model::InstanceEvent;
 
 /// What the stream yields: an instance event or a connection status.
+///
+/// Exhaustive: a stream tells events and statuses, nothing else; a new kind
+/// of status comes as a new [`Status`] variant.
 #[derive(Clone, Debug)]
 pub enum Item {
     /// A transition of one instance.
@@ -19,7 +22,11 @@ pub enum Item {
 }
 
 /// The connection status, reported between events.
+///
+/// `Connected` and `Lagged` are exhaustive (a count is all they tell);
+/// `Disconnected` may grow a field ([`Status::disconnected`] builds one).
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub enum Status {
     /// A snapshot completed (after each successful (re)connect, and after each
     /// periodic or engine-initiated relist); the events it implied precede this.
@@ -30,6 +37,7 @@ pub enum Status {
         instances: usize,
     },
     /// The session failed or could not start; the next dial follows in `retry_in`.
+    #[non_exhaustive]
     Disconnected {
         /// Why.
         error: Arc<Error>,
@@ -47,4 +55,17 @@ pub enum Status {
         /// How many items it did not get.
         missed: u64,
     },
+}
+
+impl Status {
+    /// [`Status::Disconnected`]: the session failed with `error`, after
+    /// `attempt` consecutive failures, and the next dial follows in
+    /// `retry_in`.
+    pub fn disconnected(error: Arc<Error>, attempt: u32, retry_in: Duration) -> Self {
+        Self::Disconnected {
+            error,
+            attempt,
+            retry_in,
+        }
+    }
 }

@@ -37,6 +37,7 @@ use crate::item::{Item, Status};
 
 /// An item of a [`Merge`], with the source that yielded it.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct Sourced {
     /// The source: [`Merge::name`] tells its name.
     pub source: SourceId,
@@ -97,7 +98,14 @@ impl fmt::Display for SourceState {
 /// A source name given twice to one [`Merge`].
 #[derive(Debug, thiserror::Error)]
 #[error("source `{0}` is given twice: each source of a merge needs a name of its own")]
-pub struct DuplicateSource(pub Arc<str>);
+pub struct DuplicateSource(Arc<str>);
+
+impl DuplicateSource {
+    /// The name given twice.
+    pub fn name(&self) -> &str {
+        &self.0
+    }
+}
 
 type Upstream = Pin<Box<dyn Stream<Item = Item> + Send>>;
 

@@ -8,6 +8,8 @@ use std::time::SystemTime;
 
 pub(crate) use crate::labels::Labels;
 
+mod construct;
+
 /// The provider-defined, stable key of an instance.
 ///
 /// | provider | id |
@@ -160,14 +162,18 @@ impl fmt::Display for Health {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Readiness {
-    /// A container: its healthcheck status, and whether it is paused.
+    /// A container: its healthcheck status, and whether it is paused
+    /// ([`Readiness::container`]).
+    #[non_exhaustive]
     Container {
         /// The healthcheck status.
         health: Health,
         /// Paused (it still runs, but serves nothing).
         paused: bool,
     },
-    /// A replicated workload (a Swarm service, a Kubernetes workload).
+    /// A replicated workload (a Swarm service, a Kubernetes workload)
+    /// ([`Readiness::replicas`]).
+    #[non_exhaustive]
     Replicas {
         /// How many replicas are wanted.
         desired: u32,
@@ -179,7 +185,8 @@ pub enum Readiness {
         observed: bool,
     },
     /// Readiness as another lookout told it, without the engine's detail
-    /// (the etcd provider: a publisher's record).
+    /// (the etcd provider: a publisher's record; [`Readiness::told`]).
+    #[non_exhaustive]
     Told {
         /// Whether it can serve.
         ready: bool,
@@ -199,6 +206,11 @@ impl Readiness {
             ready,
             observed,
         }
+    }
+
+    /// Readiness as another lookout told it.
+    pub fn told(ready: bool) -> Self {
+        Self::Told { ready }
     }
 
     /// Whether a running instance in this state can serve (the table above).
@@ -225,6 +237,7 @@ impl fmt::Display for EventKind {
 
 /// How an event was learnt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Origin {
     /// From the first snapshot, only when the caller asked for it
     /// ([`WatchConfig::initial`](crate::WatchConfig::initial)).
@@ -257,7 +270,11 @@ impl fmt::Display for Origin {
 }
 
 /// One transition of one instance, as the stream yields it.
+///
+/// Made by the core; [`InstanceEvent::new`] and its setters build one
+/// elsewhere (a test, a relay).
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct InstanceEvent {
     /// Which instance.
     pub id: InstanceId,
@@ -286,7 +303,10 @@ pub struct InstanceEvent {
 }
 
 /// One instance as a snapshot (list) reports it.
+///
+/// A provider builds it with [`Listed::new`] and its setters.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Listed {
     /// Which instance.
     pub id: InstanceId,
@@ -303,7 +323,10 @@ pub struct Listed {
 }
 
 /// One live change as the engine's change feed reports it.
+///
+/// A provider builds it with [`Change::new`] and its setters.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Change<C> {
     /// Which instance.
     pub id: InstanceId,
@@ -339,7 +362,11 @@ pub struct Change<C> {
 /// changes made meanwhile (see [`Dial::dial`](crate::Dial::dial)). It may relist again later with
 /// another `ResyncBegin … ResyncDone` (as a Kubernetes watcher does after
 /// `410 Gone`). Any observation counts as a sign of life for stall detection.
+///
+/// A provider builds the variants directly, except
+/// [`Polled`](Self::Polled) ([`Observation::polled`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Observation<C> {
     /// A snapshot starts; instances listed until `ResyncDone` form the whole truth.
     ResyncBegin,
@@ -367,6 +394,7 @@ pub enum Observation<C> {
     /// of whether the running instance is ready is reported as
     /// [`Origin::Resync`] (the poll found it), at the local time; an instance
     /// not known, or of another incarnation (`uid`), is ignored.
+    #[non_exhaustive]
     Polled {
         /// Which instance.
         id: InstanceId,

@@ -134,13 +134,11 @@ async fn a_lagging_subscription_gets_the_net_difference_then_live() {
     let tx = dial.session();
     tx.send(Ok(Observation::ResyncBegin)).expect("open");
     for (id, running) in [("a", true), ("b", true), ("d", false)] {
-        tx.send(Ok(Observation::Listed(lookout_core::Listed {
-            id: id.into(),
-            running,
-            uid: Some(format!("{id}-1").into()),
-            labels: lookout_core::Labels::new(),
-            readiness: None,
-        })))
+        tx.send(Ok(Observation::Listed(
+            lookout_core::Listed::new(id.into(), running)
+                .uid(Some(format!("{id}-1").into()))
+                .labels(lookout_core::Labels::new()),
+        )))
         .expect("open");
     }
     tx.send(Ok(Observation::ResyncDone)).expect("open");
@@ -164,10 +162,9 @@ async fn a_lagging_subscription_gets_the_net_difference_then_live() {
         cursor += 1;
         send(change(id, kind, cursor));
     }
-    send(Ok(Observation::Change(lookout_core::Change {
-        uid: Some("d-2".into()),
-        ..change_of("d", Created, 10)
-    })));
+    send(Ok(Observation::Change(
+        change_of("d", Created, 10).uid(Some("d-2".into())),
+    )));
     // The hub moves on without the lagging one: the store polls it.
     timeout(
         Duration::from_secs(1),
@@ -548,10 +545,7 @@ mod interleavings {
             engine.insert("b".into(), false);
             let listed: Vec<(&str, bool)> = engine.iter().map(|(k, v)| (k.as_str(), *v)).collect();
             snapshot(&session, &listed);
-            let config = quick().reconnect(lookout_core::ReconnectPolicy {
-                seed: Some(7),
-                ..lookout_core::ReconnectPolicy::default()
-            });
+            let config = quick().reconnect(lookout_core::ReconnectPolicy::default().seed(Some(7)));
             let hub =
                 Watch::new(dial.clone(), config).share_with(HubConfig::default().queue(QUEUE));
             let store = hub.store();
@@ -634,7 +628,7 @@ mod interleavings {
                 r.items.extend(drain(&mut r.sub));
                 let mut state = match r.start {
                     Start::Initial => BTreeMap::new(),
-                    Start::Baseline => r.at_start.clone(),
+                    _ => r.at_start.clone(),
                 };
                 rebuild(&mut state, &r.items);
                 prop_assert_eq!(

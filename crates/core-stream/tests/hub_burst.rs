@@ -49,15 +49,10 @@ impl Dial for Burst {
             let mut items: Vec<Obs> =
                 vec![Ok(Observation::ResyncBegin), Ok(Observation::ResyncDone)];
             items.extend((0..changes).map(|n| {
-                Ok(Observation::Change(Change {
-                    id: format!("c-{n}").into(),
-                    kind: EventKind::Created,
-                    uid: None,
-                    labels: None,
-                    at,
-                    cursor: Some(n as u64),
-                    readiness: None,
-                }))
+                Ok(Observation::Change(
+                    Change::new(format!("c-{n}").into(), EventKind::Created, at)
+                        .cursor(Some(n as u64)),
+                ))
             }));
             Ok(
                 Box::pin(Ready(items.into_iter()).chain(tokio_stream::pending()))

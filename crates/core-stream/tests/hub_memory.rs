@@ -83,13 +83,7 @@ fn a_drained_subscription_does_not_keep_what_it_was_told() {
         let (tx, rx) = mpsc::unbounded_channel::<Obs>();
         tx.send(Ok(Observation::ResyncBegin)).expect("send");
         for n in 0..INSTANCES {
-            tx.send(Ok(Observation::Listed(Listed {
-                id: id(n).into(),
-                running: false,
-                uid: None,
-                labels: lookout_core::Labels::default(),
-                readiness: None,
-            })))
+            tx.send(Ok(Observation::Listed(Listed::new(id(n).into(), false).labels(lookout_core::Labels::default()))))
             .expect("send");
         }
         tx.send(Ok(Observation::ResyncDone)).expect("send");
@@ -128,15 +122,7 @@ fn a_drained_subscription_does_not_keep_what_it_was_told() {
         ));
         let at = SystemTime::now();
         for n in 0..INSTANCES {
-            tx.send(Ok(Observation::Change(Change {
-                id: id(n).into(),
-                kind: EventKind::Started,
-                uid: None,
-                labels: None,
-                at,
-                cursor: Some(n as u64),
-                readiness: None,
-            })))
+            tx.send(Ok(Observation::Change(Change::new(id(n).into(), EventKind::Started, at).cursor(Some(n as u64)))))
             .expect("send");
         }
         for _ in 0..INSTANCES {

@@ -104,7 +104,7 @@ async fn a_duplicate_name_is_refused() {
         .source("host", watch(&a))
         .and_then(|m| m.source("host", watch(&b)))
         .expect_err("a name given twice");
-    assert_eq!(&*err.0, "host");
+    assert_eq!(err.name(), "host");
     assert!(err.to_string().contains("`host` is given twice"), "{err}");
 }
 

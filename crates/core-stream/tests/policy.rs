@@ -50,6 +50,7 @@ async fn expect_disconnected(w: &mut Watch<Scripted>) -> (Arc<Error>, u32, Durat
             error,
             attempt,
             retry_in,
+            ..
         }) => (error, attempt, retry_in),
         other => panic!("expected Disconnected, got {other:?}"),
     }
@@ -112,10 +113,7 @@ async fn reconnects_indefinitely() {
         dial.fail("connection refused");
     }
     let s = dial.session();
-    let policy = ReconnectPolicy {
-        seed: Some(42),
-        ..ReconnectPolicy::default()
-    };
+    let policy = ReconnectPolicy::default().seed(Some(42));
     let mut w = Watch::new(dial.clone(), quick().reconnect(policy.clone()));
 
     let mut delays = Vec::new();
@@ -163,11 +161,11 @@ async fn reconnects_indefinitely() {
     let s = dial.session();
     snapshot(&s, &[("a", false)]);
     expect_connected(&mut w).await;
-    tokio::time::sleep(policy.reset_after).await;
+    tokio::time::sleep(policy.get_reset_after()).await;
     drop(s);
     let (_, attempt, retry_in) = expect_disconnected(&mut w).await;
     assert_eq!(attempt, 1);
-    assert!(retry_in <= policy.initial_delay);
+    assert!(retry_in <= policy.get_initial_delay());
 }
 
 #[tokio::test(start_paused = true)]
@@ -176,10 +174,7 @@ async fn no_jitter_delays_follow_the_exponential_and_the_cap() {
     for _ in 0..9 {
         dial.fail("refused");
     }
-    let policy = ReconnectPolicy {
-        jitter: false,
-        ..ReconnectPolicy::default()
-    };
+    let policy = ReconnectPolicy::default().jitter(false);
     let mut w = Watch::new(dial.clone(), quick().reconnect(policy));
     let mut got = Vec::new();
     for _ in 0..9 {
@@ -384,7 +379,7 @@ async fn stall_is_detected() {
     let config = quick()
         .probe_after(Duration::from_secs(30))
         .probe_timeout(Duration::from_secs(5));
-    let bound = config.probe_after + config.probe_timeout;
+    let bound = config.get_probe_after() + config.get_probe_timeout();
     for plan in [ProbePlan::Fail, ProbePlan::Hang] {
         let dial = Scripted::default();
         let s1 = dial.session();
@@ -395,7 +390,7 @@ async fn stall_is_detected() {
         snapshot(&s1, &[("a", true)]);
         expect_connected(&mut w).await;
         // Quiet but alive: the first probe answers, the session stays.
-        expect_quiet(&mut w, config.probe_after + Duration::from_secs(1)).await;
+        expect_quiet(&mut w, config.get_probe_after() + Duration::from_secs(1)).await;
         assert_eq!(dial.lock().probes_started, 1);
         assert!(!s1.is_closed());
         // Then the engine hangs: the next probe fails or never answers.
@@ -666,13 +661,11 @@ mod prop {
     fn list(engine: &BTreeMap<String, Inst>, out: &mut Vec<Obs>) {
         out.push(Ok(Observation::ResyncBegin));
         for (id, i) in engine {
-            out.push(Ok(Observation::Listed(Listed {
-                id: id.as_str().into(),
-                running: i.running,
-                uid: Some(i.uid.to_string().into()),
-                labels: lookout_core::Labels::new(),
-                readiness: None,
-            })));
+            out.push(Ok(Observation::Listed(
+                Listed::new(id.as_str().into(), i.running)
+                    .uid(Some(i.uid.to_string().into()))
+                    .labels(lookout_core::Labels::new()),
+            )));
         }
         out.push(Ok(Observation::ResyncDone));
     }
@@ -770,15 +763,9 @@ mod prop {
                 _ => continue,
             };
             cursor += 1;
-            let change = Change {
-                id: id.as_str().into(),
-                kind,
-                uid: Some(uid.to_string().into()),
-                labels: None,
-                at: SystemTime::UNIX_EPOCH,
-                cursor: Some(cursor),
-                readiness: None,
-            };
+            let change = Change::new(id.as_str().into(), kind, SystemTime::UNIX_EPOCH)
+                .uid(Some(uid.to_string().into()))
+                .cursor(Some(cursor));
             if !connected {
                 missed.push(change);
                 continue;

@@ -1353,13 +1353,12 @@ mod prop {
         engine
             .iter()
             .map(|(id, i)| {
-                Ok(Observation::Listed(Listed {
-                    id: id.as_str().into(),
-                    running: i.running,
-                    uid: Some(format!("u{}", i.uid).into()),
-                    labels: lookout_core::Labels::new(),
-                    readiness: Some(i.readiness),
-                }))
+                Ok(Observation::Listed(
+                    Listed::new(id.as_str().into(), i.running)
+                        .uid(Some(format!("u{}", i.uid).into()))
+                        .labels(lookout_core::Labels::new())
+                        .readiness(Some(i.readiness)),
+                ))
             })
             .collect()
     }
@@ -1409,15 +1408,8 @@ mod prop {
                 Op::Remove(i) => {
                     let id = IDS[usize::from(i)];
                     let inst = self.engine.remove(id)?;
-                    let change = Change {
-                        id: id.into(),
-                        kind: Removed,
-                        uid: Some(format!("u{}", inst.uid).into()),
-                        labels: None,
-                        at: std::time::SystemTime::UNIX_EPOCH,
-                        cursor: None,
-                        readiness: None,
-                    };
+                    let change = Change::new(id.into(), Removed, std::time::SystemTime::UNIX_EPOCH)
+                        .uid(Some(format!("u{}", inst.uid).into()));
                     return Some(change);
                 }
                 Op::Health(i, h) => {
@@ -1473,15 +1465,11 @@ mod prop {
                 _ => return None,
             };
             let uid = self.engine.get(id).map(|i| format!("u{}", i.uid).into());
-            Some(Change {
-                id: id.into(),
-                kind,
-                uid,
-                labels: None,
-                at: std::time::SystemTime::UNIX_EPOCH,
-                cursor: None,
-                readiness,
-            })
+            Some(
+                Change::new(id.into(), kind, std::time::SystemTime::UNIX_EPOCH)
+                    .uid(uid)
+                    .readiness(readiness),
+            )
         }
 
         fn send(&self, obs: Obs) {

@@ -51,7 +51,7 @@ pub enum ReadinessJson {
 impl ReadinessJson {
     pub fn new(r: Option<Readiness>) -> Option<Self> {
         Some(match r? {
-            Readiness::Container { health, paused } => Self::Container {
+            Readiness::Container { health, paused, .. } => Self::Container {
                 health: health.as_str(),
                 paused,
             },
@@ -59,12 +59,13 @@ impl ReadinessJson {
                 desired,
                 ready,
                 observed,
+                ..
             } => Self::Replicas {
                 desired,
                 ready_replicas: ready,
                 observed,
             },
-            Readiness::Told { ready } => Self::Told { ready },
+            Readiness::Told { ready, .. } => Self::Told { ready },
             // A detail this binary does not know of yet.
             _ => return None,
         })
@@ -84,6 +85,11 @@ enum JsonStatus {
     },
     Lagged {
         missed: u64,
+    },
+    /// A status this binary does not know of yet (`lookout_core::Status` is
+    /// `#[non_exhaustive]`).
+    Other {
+        detail: String,
     },
 }
 
@@ -198,12 +204,16 @@ fn status_json(s: &Status) -> JsonStatus {
             error,
             attempt,
             retry_in,
+            ..
         } => JsonStatus::Disconnected {
             error: error_chain(&**error),
             attempt: *attempt,
             retry_in_ms: retry_in.as_millis(),
         },
         Status::Lagged { missed } => JsonStatus::Lagged { missed: *missed },
+        other => JsonStatus::Other {
+            detail: format!("{other:?}"),
+        },
     }
 }
 
@@ -216,6 +226,7 @@ fn status_text(provider: &str, s: &Status) -> String {
             error,
             attempt,
             retry_in,
+            ..
         } => format!(
             "lookout: {provider}: disconnected: {} (attempt {attempt}, retrying in {:.1}s)",
             error_chain(&**error),
@@ -224,6 +235,7 @@ fn status_text(provider: &str, s: &Status) -> String {
         Status::Lagged { missed } => {
             format!("lookout: {provider}: lagged: {missed} items dropped; resynced")
         }
+        other => format!("lookout: {provider}: {other:?}"),
     }
 }
 
@@ -328,15 +340,13 @@ mod tests {
     }
 
     fn event() -> InstanceEvent {
-        InstanceEvent {
-            id: "web".into(),
-            kind: EventKind::Stopped,
-            at: UNIX_EPOCH + Duration::new(1_796_010_138, 979_493_067),
-            origin: lookout_core::Origin::Live,
-            labels: Arc::new(Labels::from([("app".into(), "web".into())])),
-            uid: None,
-            readiness: None,
-        }
+        InstanceEvent::new(
+            "web".into(),
+            EventKind::Stopped,
+            UNIX_EPOCH + Duration::new(1_796_010_138, 979_493_067),
+            lookout_core::Origin::Live,
+        )
+        .labels(Arc::new(Labels::from([("app".into(), "web".into())])))
     }
 
     #[test]
@@ -456,11 +466,11 @@ mod tests {
             status_line("docker", &Status::Connected { instances: 3 }, f),
             r#"{"status":"connected","instances":3}"#
         );
-        let s = Status::Disconnected {
-            error: Arc::new(lookout_core::Error::SessionEnded),
-            attempt: 2,
-            retry_in: Duration::from_secs(1),
-        };
+        let s = Status::disconnected(
+            Arc::new(lookout_core::Error::SessionEnded),
+            2,
+            Duration::from_secs(1),
+        );
         assert_eq!(
             status_line("docker", &s, f),
             r#"{"status":"disconnected","error":"the engine closed the change feed","attempt":2,"retry_in_ms":1000}"#

@@ -161,7 +161,8 @@ impl Publisher {
         // What the publisher learnt from a snapshot is a resync to its readers.
         let origin = match e.origin {
             Origin::Live => "live",
-            Origin::Initial | Origin::Resync => "resync",
+            // What else a snapshot or relist may tell.
+            _ => "resync",
         };
         let record = self.record(e, origin);
         if let Some(first) = &mut self.first {
@@ -192,7 +193,9 @@ impl Publisher {
                     warn(&format!("cannot delete {key}: {e}"));
                 }
             }
-            Status::Lagged { .. } => {}
+            // A lag (and a status this binary does not know of yet) changes
+            // no connection.
+            _ => {}
         }
     }
 

@@ -193,11 +193,8 @@ impl<O: Objects> Poll<O> {
             .into_iter()
             .filter(|l| l.running)
             .filter_map(|l| {
-                Some(Observation::Polled {
-                    readiness: l.readiness?,
-                    id: l.id,
-                    uid: l.uid,
-                })
+                let readiness = l.readiness?;
+                Some(Observation::polled(l.id, l.uid, readiness))
             })
             .collect())
     }
@@ -311,12 +308,11 @@ mod tests {
 
     fn listed(ids: &[&str]) -> Vec<Listed> {
         ids.iter()
-            .map(|id| Listed {
-                id: (*id).into(),
-                running: true,
-                uid: Some((*id).into()),
-                labels: Labels::new(),
-                readiness: Some(Readiness::container(Health::None, false)),
+            .map(|id| {
+                Listed::new((*id).into(), true)
+                    .uid(Some((*id).into()))
+                    .labels(Labels::new())
+                    .readiness(Some(Readiness::container(Health::None, false)))
             })
             .collect()
     }

@@ -248,7 +248,7 @@ impl EtcdDial {
                 prefix,
                 sources,
                 readiness: config.readiness,
-                catch_up: config.watch.probe_timeout / 2,
+                catch_up: config.watch.get_probe_timeout() / 2,
                 create_timeout: config.request_timeout,
             }),
             state: Arc::default(),

@@ -131,7 +131,7 @@ pub(crate) fn decode(
                 uid,
                 labels: Arc::new(record.labels),
                 readiness: if settings.readiness {
-                    record.ready.map(|ready| Readiness::Told { ready })
+                    record.ready.map(Readiness::told)
                 } else {
                     None
                 },
@@ -151,13 +151,12 @@ pub(crate) fn snapshot(map: &BTreeMap<InstanceId, Entry>, out: &mut Vec<Observat
     out.reserve(map.len() + 2);
     out.push(Observation::ResyncBegin);
     out.extend(map.iter().map(|(id, e)| {
-        Observation::Listed(Listed {
-            id: id.clone(),
-            running: e.running,
-            uid: e.uid.clone(),
-            labels: Labels::clone(&e.labels),
-            readiness: e.readiness,
-        })
+        Observation::Listed(
+            Listed::new(id.clone(), e.running)
+                .uid(e.uid.clone())
+                .labels(Labels::clone(&e.labels))
+                .readiness(e.readiness),
+        )
     }));
     out.push(Observation::ResyncDone);
 }
@@ -223,19 +222,20 @@ pub(crate) fn apply(
                 at,
                 resync: false,
             } => {
-                out.push(Observation::Change(Change {
-                    id: id.clone(),
-                    kind: if entry.running {
-                        EventKind::Started
-                    } else {
-                        EventKind::Stopped
-                    },
-                    uid: entry.uid.clone(),
-                    labels: Some(Arc::clone(&entry.labels)),
-                    at: at.unwrap_or_else(SystemTime::now),
-                    cursor: None,
-                    readiness: entry.readiness,
-                }));
+                out.push(Observation::Change(
+                    Change::new(
+                        id.clone(),
+                        if entry.running {
+                            EventKind::Started
+                        } else {
+                            EventKind::Stopped
+                        },
+                        at.unwrap_or_else(SystemTime::now),
+                    )
+                    .uid(entry.uid.clone())
+                    .labels(Some(Arc::clone(&entry.labels)))
+                    .readiness(entry.readiness),
+                ));
                 last_change_rev = Some(rev);
                 map.insert(id, entry);
             }
@@ -246,15 +246,10 @@ pub(crate) fn apply(
                 resync: false,
             } => {
                 map.remove(&id);
-                out.push(Observation::Change(Change {
-                    id,
-                    kind: EventKind::Removed,
-                    uid,
-                    labels: None,
-                    at: at.unwrap_or_else(SystemTime::now),
-                    cursor: None,
-                    readiness: None,
-                }));
+                out.push(Observation::Change(
+                    Change::new(id, EventKind::Removed, at.unwrap_or_else(SystemTime::now))
+                        .uid(uid),
+                ));
                 last_change_rev = Some(rev);
             }
         }
@@ -370,7 +365,7 @@ pub(crate) mod tests {
         let Observation::Change(first) = &out[0] else {
             panic!("a change")
         };
-        assert_eq!(first.readiness, Some(Readiness::Told { ready: true }));
+        assert_eq!(first.readiness, Some(Readiness::told(true)));
         assert_eq!(first.uid.as_deref(), Some("u-p/i/h/a"));
         assert_eq!(
             map.keys().map(InstanceId::as_str).collect::<Vec<_>>(),

@@ -34,13 +34,11 @@ fn config(endpoints: &str, prefix: &str, initial: bool) -> EtcdConfig {
     let mut c = EtcdConfig::new(endpoints).expect("endpoints");
     prefix.clone_into(&mut c.prefix);
     c.request_timeout = Duration::from_secs(2);
-    c.watch = EtcdConfig::default_watch()
-        .initial(initial)
-        .reconnect(ReconnectPolicy {
-            initial_delay: Duration::from_millis(100),
-            max_delay: Duration::from_millis(500),
-            ..ReconnectPolicy::default()
-        });
+    c.watch = EtcdConfig::default_watch().initial(initial).reconnect(
+        ReconnectPolicy::default()
+            .initial_delay(Duration::from_millis(100))
+            .max_delay(Duration::from_millis(500)),
+    );
     c
 }
 

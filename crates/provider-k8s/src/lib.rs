@@ -298,7 +298,7 @@ impl K8sDial {
                 label_selector: config.label_selector.clone(),
                 watch_timeout: watch_timeout(&config.watch),
                 initial_list: InitialList::default(),
-                relist_every: config.watch.resync_every,
+                relist_every: config.watch.get_resync_every(),
                 readiness: config.readiness,
             }),
             probe: Arc::default(),
@@ -330,7 +330,9 @@ pub fn watch_with_client(
 /// The server-side timeout of a watch request: the core's stall bound, within
 /// what the apiserver accepts.
 fn watch_timeout(config: &WatchConfig) -> u32 {
-    let bound = config.probe_after.saturating_add(config.probe_timeout);
+    let bound = config
+        .get_probe_after()
+        .saturating_add(config.get_probe_timeout());
     let secs = bound.max(Duration::from_secs(1)).as_secs().min(290);
     u32::try_from(secs).unwrap_or(290)
 }

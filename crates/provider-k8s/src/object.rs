@@ -331,13 +331,12 @@ pub(crate) fn listed(kind: Kind, mut obj: Workload, with_readiness: bool) -> Opt
             &obj.status,
         )
     });
-    Some(Listed {
-        id,
-        running: replicas != 0,
-        uid,
-        labels: std::mem::take(&mut obj.metadata.labels),
-        readiness,
-    })
+    Some(
+        Listed::new(id, replicas != 0)
+            .uid(uid)
+            .labels(std::mem::take(&mut obj.metadata.labels))
+            .readiness(readiness),
+    )
 }
 
 /// A replica count as lookout's `u32`: a negative one is 0, one beyond

@@ -255,21 +255,18 @@ impl Merge {
                 // a known running object, which the core swallows as a
                 // start but applies the readiness of (`Ready`/`Unready`
                 // when it changes whether the object can serve).
-                let change = Change {
-                    id: id.clone(),
-                    kind: if entry.running {
-                        EventKind::Started
-                    } else {
-                        EventKind::Stopped
-                    },
-                    uid: entry.uid.clone(),
+                let kind = if entry.running {
+                    EventKind::Started
+                } else {
+                    EventKind::Stopped
+                };
+                let change = Change::new(id.clone(), kind, SystemTime::now())
+                    .uid(entry.uid.clone())
                     // The interned set (the same as the store's): the core
                     // keeps its own `Arc` when they are unchanged.
-                    labels: Some(Arc::new(labels)),
-                    at: SystemTime::now(),
-                    cursor: Some(self.cursor.clone()),
-                    readiness: entry.readiness,
-                };
+                    .labels(Some(Arc::new(labels)))
+                    .cursor(Some(self.cursor.clone()))
+                    .readiness(entry.readiness);
                 store.insert(id, entry);
                 self.tell(change, replay);
             }
@@ -279,16 +276,10 @@ impl Merge {
                 if let Some(store) = &mut state.store {
                     store.remove(&id);
                 }
-                let change = Change {
-                    id,
-                    kind: EventKind::Removed,
-                    uid,
-                    // The known ones.
-                    labels: None,
-                    at: SystemTime::now(),
-                    cursor: Some(self.cursor.clone()),
-                    readiness: None,
-                };
+                // The labels: the known ones.
+                let change = Change::new(id, EventKind::Removed, SystemTime::now())
+                    .uid(uid)
+                    .cursor(Some(self.cursor.clone()));
                 self.tell(change, replay);
             }
             FeedEvent::Bookmark(version) => {
@@ -328,13 +319,12 @@ impl Merge {
             for state in self.kinds.values_mut() {
                 state.listed = false;
                 for (id, e) in state.store.iter().flatten() {
-                    self.out.push_back(Observation::Listed(Listed {
-                        id: id.clone(),
-                        running: e.running,
-                        uid: e.uid.clone(),
-                        labels: e.labels.clone(),
-                        readiness: e.readiness,
-                    }));
+                    self.out.push_back(Observation::Listed(
+                        Listed::new(id.clone(), e.running)
+                            .uid(e.uid.clone())
+                            .labels(e.labels.clone())
+                            .readiness(e.readiness),
+                    ));
                 }
             }
             self.out.push_back(Observation::ResyncDone);

@@ -135,11 +135,11 @@ fn kinds_read_as_in_ids() {
 async fn a_missing_kubeconfig_is_a_retried_disconnect() {
     let config = K8sConfig {
         kubeconfig: Some("/nonexistent/lookout/kubeconfig".into()),
-        watch: WatchConfig::default().reconnect(lookout_core::ReconnectPolicy {
-            initial_delay: Duration::from_millis(1),
-            max_delay: Duration::from_millis(1),
-            ..lookout_core::ReconnectPolicy::default()
-        }),
+        watch: WatchConfig::default().reconnect(
+            lookout_core::ReconnectPolicy::default()
+                .initial_delay(Duration::from_millis(1))
+                .max_delay(Duration::from_millis(1)),
+        ),
         ..K8sConfig::default()
     };
     let mut w = watch(config).expect("valid config");
@@ -164,10 +164,13 @@ async fn a_missing_kubeconfig_is_a_retried_disconnect() {
 #[test]
 fn kubernetes_defaults_have_no_periodic_or_lag_relist() {
     let watch = K8sConfig::default().watch;
-    assert_eq!(watch.resync_every, None);
-    assert_eq!(watch.resync_after_lag, None);
+    assert_eq!(watch.get_resync_every(), None);
+    assert_eq!(watch.get_resync_after_lag(), None);
     let d = K8sConfig::default_watch();
-    assert_eq!(d.probe_after, WatchConfig::default().probe_after);
+    assert_eq!(
+        d.get_probe_after(),
+        WatchConfig::default().get_probe_after()
+    );
     let dial = K8sDial::new(&K8sConfig::default()).expect("valid");
     assert_eq!(dial.settings.relist_every, None);
     let periodic = K8sConfig {

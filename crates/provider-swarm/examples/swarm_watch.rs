@@ -32,8 +32,8 @@ async fn main() -> Result<(), lookout_swarm::ConfigError> {
             }) => {
                 eprintln!("disconnected ({error}); retrying in {retry_in:?}");
             }
-            // Only a hub's subscription lags.
-            Item::Status(Status::Lagged { .. }) => {}
+            // Only a hub's subscription lags (and a status may be added).
+            Item::Status(_) => {}
         }
     }
     Ok(())

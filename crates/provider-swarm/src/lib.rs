@@ -185,13 +185,12 @@ impl Objects for Services {
                     );
                     return None;
                 };
-                Some(Listed {
-                    id: InstanceId::from(s.name),
-                    running: s.running,
-                    uid: Some(Arc::from(s.uid)),
-                    labels: s.labels,
-                    readiness: readiness.then(|| service_status(entry)).flatten(),
-                })
+                Some(
+                    Listed::new(InstanceId::from(s.name), s.running)
+                        .uid(Some(Arc::from(s.uid)))
+                        .labels(s.labels)
+                        .readiness(readiness.then(|| service_status(entry)).flatten()),
+                )
             })
             .collect())
     }

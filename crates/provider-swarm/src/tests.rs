@@ -41,13 +41,9 @@ fn known(listed: &[Listed]) -> KnownServices {
 }
 
 fn listed(uid: &str, running: bool, labels: Labels) -> Listed {
-    Listed {
-        id: InstanceId::from(format!("svc-{uid}")),
-        running,
-        uid: Some(uid.into()),
-        labels,
-        readiness: None,
-    }
+    Listed::new(InstanceId::from(format!("svc-{uid}")), running)
+        .uid(Some(uid.into()))
+        .labels(labels)
 }
 
 #[test]
@@ -69,12 +65,10 @@ fn parses_the_service_list() {
         ("d4", "job", true, Labels::new()),
         ("e5", "bare", true, Labels::new()),
     ]
-    .map(|(uid, name, running, labels)| Listed {
-        id: InstanceId::from(name),
-        running,
-        uid: Some(uid.into()),
-        labels,
-        readiness: None,
+    .map(|(uid, name, running, labels)| {
+        Listed::new(InstanceId::from(name), running)
+            .uid(Some(uid.into()))
+            .labels(labels)
     });
     assert_eq!(
         SERVICES.parse_list(body.as_bytes(), false),

@@ -431,6 +431,7 @@ pub fn line(origin: i128, i: usize, s: &Seen) -> String {
             format!("#{i} {got}: disconnected #{attempt}: {error}")
         }
         Item::Status(Status::Lagged { missed }) => format!("#{i} {got}: lagged ({missed})"),
+        Item::Status(other) => format!("#{i} {got}: {other:?}"),
     }
 }
 

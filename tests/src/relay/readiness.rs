@@ -231,7 +231,7 @@ pub async fn lifecycle(engine: &'static Engine) {
     // The detail: what each event follows from.
     for e in full_events(&w, &a) {
         let health = e.readiness.map(|r| match r {
-            Readiness::Container { health, paused } => {
+            Readiness::Container { health, paused, .. } => {
                 assert!(!paused, "{} {}: paused", e.id, e.kind);
                 health
             }

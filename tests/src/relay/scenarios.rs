@@ -215,11 +215,11 @@ pub fn test_config() -> WatchConfig {
         .dial_timeout(Duration::from_secs(2))
         .resync_every(None)
         .resync_after_lag(None)
-        .reconnect(ReconnectPolicy {
-            initial_delay: Duration::from_millis(100),
-            max_delay: Duration::from_secs(1),
-            ..ReconnectPolicy::default()
-        })
+        .reconnect(
+            ReconnectPolicy::default()
+                .initial_delay(Duration::from_millis(100))
+                .max_delay(Duration::from_secs(1)),
+        )
 }
 
 /// The bound of every single expected item.
@@ -487,6 +487,7 @@ fn summary(items: &[Item]) -> String {
                 format!("disconnected #{attempt}: {error}")
             }
             Item::Status(Status::Lagged { missed }) => format!("lagged ({missed})"),
+            Item::Status(other) => format!("{other:?}"),
         })
         .collect();
     format!("[{}]", lines.join("; "))
@@ -767,7 +768,7 @@ pub async fn stall(engine: &'static Engine) {
     let _lock = engines::lock_engine(engine.name, true).expect("engine lock");
     let c = Containers::new(engine, "stall");
     let config = test_config();
-    let bound = config.probe_after + config.probe_timeout;
+    let bound = config.get_probe_after() + config.get_probe_timeout();
     let mut w = Watcher::new(engine, (engine.host)(), c.filter(), config);
     w.connected().await;
     let stopped = Continue(engine);
@@ -843,11 +844,11 @@ pub async fn drop_closes(engine: &'static Engine) {
         Labels::new(),
         test_config()
             .dial_timeout(Duration::from_millis(300))
-            .reconnect(ReconnectPolicy {
-                initial_delay: Duration::from_secs(60),
-                jitter: false,
-                ..ReconnectPolicy::default()
-            }),
+            .reconnect(
+                ReconnectPolicy::default()
+                    .initial_delay(Duration::from_secs(60))
+                    .jitter(false),
+            ),
     );
     let error = w.disconnected(ITEM).await;
     assert!(matches!(*error, Error::DialTimeout(_)), "{error}");

@@ -44,13 +44,9 @@ fn items_of(instances: usize, changes: usize, readiness: bool) -> (Vec<Obs>, Vec
     let ids: Vec<InstanceId> = (0..instances).map(|i| format!("inst-{i}").into()).collect();
     let mut snapshot = vec![Ok(Observation::ResyncBegin)];
     snapshot.extend(ids.iter().map(|id| {
-        Ok(Observation::Listed(Listed {
-            id: id.clone(),
-            running: false,
-            uid: None,
-            labels: lookout_core::Labels::default(),
-            readiness: None,
-        }))
+        Ok(Observation::Listed(
+            Listed::new(id.clone(), false).labels(lookout_core::Labels::default()),
+        ))
     }));
     snapshot.push(Ok(Observation::ResyncDone));
     let at = SystemTime::now();
@@ -70,15 +66,11 @@ fn items_of(instances: usize, changes: usize, readiness: bool) -> (Vec<Obs>, Vec
             } else {
                 (EventKind::Stopped, None)
             };
-            Ok(Observation::Change(Change {
-                id: ids[n % instances].clone(),
-                kind,
-                uid: None,
-                labels: None,
-                at,
-                cursor: Some(n as u64),
-                readiness,
-            }))
+            Ok(Observation::Change(
+                Change::new(ids[n % instances].clone(), kind, at)
+                    .cursor(Some(n as u64))
+                    .readiness(readiness),
+            ))
         })
         .collect();
     (snapshot, live)

@@ -12,6 +12,7 @@ use crate::tracker::Transitions;
 
 /// One instance as the [`Store`](crate::Store) knows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Instance {
     /// Which instance.
     pub id: InstanceId,

@@ -17,6 +17,7 @@ use crate::model::Origin;
 
 /// How a [`Subscription`] starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Start {
     /// With the present as [`Origin::Initial`] events (`Created`, then
     /// `Started` for each instance that runs, ordered by id); before the

@@ -27,6 +27,7 @@ pub fn short(item: &lookout_core::Item) -> String {
         Item::Status(Status::Connected { instances }) => format!("connected {instances}"),
         Item::Status(Status::Disconnected { attempt, .. }) => format!("disconnected {attempt}"),
         Item::Status(Status::Lagged { missed }) => format!("lagged {missed}"),
+        Item::Status(other) => format!("{other:?}"),
     }
 }
 
@@ -159,25 +160,20 @@ impl Dial for Scripted {
 }
 
 pub fn listed(id: &str, running: bool) -> Obs {
-    Ok(Observation::Listed(Listed {
-        id: id.into(),
-        running,
-        uid: None,
-        labels: lookout_core::Labels::new(),
-        readiness: None,
-    }))
+    Ok(Observation::Listed(
+        Listed::new(id.into(), running).labels(lookout_core::Labels::new()),
+    ))
 }
 
 pub fn change(id: &str, kind: EventKind, cursor: u64) -> Obs {
-    Ok(Observation::Change(Change {
-        id: id.into(),
-        kind,
-        uid: None,
-        labels: None,
-        at: SystemTime::UNIX_EPOCH + Duration::from_secs(cursor),
-        cursor: Some(cursor),
-        readiness: None,
-    }))
+    Ok(Observation::Change(
+        Change::new(
+            id.into(),
+            kind,
+            SystemTime::UNIX_EPOCH + Duration::from_secs(cursor),
+        )
+        .cursor(Some(cursor)),
+    ))
 }
 
 /// A listed instance with an incarnation and, readiness watched, its readiness.
@@ -187,13 +183,12 @@ pub fn listed_with(
     uid: Option<&str>,
     readiness: Option<Readiness>,
 ) -> Obs {
-    Ok(Observation::Listed(Listed {
-        id: id.into(),
-        running,
-        uid: uid.map(Into::into),
-        labels: lookout_core::Labels::new(),
-        readiness,
-    }))
+    Ok(Observation::Listed(
+        Listed::new(id.into(), running)
+            .uid(uid.map(Into::into))
+            .labels(lookout_core::Labels::new())
+            .readiness(readiness),
+    ))
 }
 
 /// A live change with an incarnation and, readiness watched, the readiness
@@ -205,24 +200,25 @@ pub fn change_with(
     uid: Option<&str>,
     readiness: Option<Readiness>,
 ) -> Obs {
-    Ok(Observation::Change(Change {
-        id: id.into(),
-        kind,
-        uid: uid.map(Into::into),
-        labels: None,
-        at: SystemTime::UNIX_EPOCH + Duration::from_secs(cursor),
-        cursor: Some(cursor),
-        readiness,
-    }))
+    Ok(Observation::Change(
+        Change::new(
+            id.into(),
+            kind,
+            SystemTime::UNIX_EPOCH + Duration::from_secs(cursor),
+        )
+        .uid(uid.map(Into::into))
+        .cursor(Some(cursor))
+        .readiness(readiness),
+    ))
 }
 
 /// A polled readiness (Swarm).
 pub fn polled(id: &str, uid: Option<&str>, readiness: Readiness) -> Obs {
-    Ok(Observation::Polled {
-        id: id.into(),
-        uid: uid.map(Into::into),
+    Ok(Observation::polled(
+        id.into(),
+        uid.map(Into::into),
         readiness,
-    })
+    ))
 }
 
 /// A container's readiness, unpaused.

@@ -174,15 +174,8 @@ mod tests {
     use std::time::UNIX_EPOCH;
 
     fn event(id: &str, kind: EventKind) -> InstanceEvent {
-        InstanceEvent {
-            id: id.into(),
-            kind,
-            at: UNIX_EPOCH,
-            origin: Origin::Live,
-            labels: StdArc::new(Labels::new()),
-            uid: None,
-            readiness: None,
-        }
+        InstanceEvent::new(id.into(), kind, UNIX_EPOCH, Origin::Live)
+            .labels(StdArc::new(Labels::new()))
     }
 
     fn kinds(q: &Queue) -> Vec<String> {

@@ -231,13 +231,10 @@ mod tests {
         type Cursor = ();
         fn dial(&mut self, _resume: Option<&()>) -> DialFuture<()> {
             let listed = |id: &str, running| {
-                Ok(Observation::Listed(Listed {
-                    id: id.into(),
-                    running,
-                    uid: None,
-                    labels: [("app".to_owned(), id.to_owned())].into(),
-                    readiness: None,
-                }))
+                Ok(Observation::Listed(
+                    Listed::new(id.into(), running)
+                        .labels([("app".to_owned(), id.to_owned())].into()),
+                ))
             };
             Box::pin(async move {
                 let snapshot = vec![

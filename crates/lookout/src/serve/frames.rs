@@ -304,20 +304,20 @@ mod tests {
     use std::time::{Duration, UNIX_EPOCH};
 
     fn event(id: &str, labels: &[(&str, &str)]) -> Item {
-        Item::Event(InstanceEvent {
-            id: id.into(),
-            kind: EventKind::Started,
-            at: UNIX_EPOCH + Duration::from_secs(1),
-            origin: Origin::Live,
-            labels: Arc::new(
+        Item::Event(
+            InstanceEvent::new(
+                id.into(),
+                EventKind::Started,
+                UNIX_EPOCH + Duration::from_secs(1),
+                Origin::Live,
+            )
+            .labels(Arc::new(
                 labels
                     .iter()
                     .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                     .collect(),
-            ),
-            uid: None,
-            readiness: None,
-        })
+            )),
+        )
     }
 
     #[test]

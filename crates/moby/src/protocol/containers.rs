@@ -73,7 +73,7 @@ impl Objects for Mapping {
                 .iter()
                 .filter_map(|l| {
                     let (health, paused) = match l.readiness {
-                        Some(Readiness::Container { health, paused }) => (health, paused),
+                        Some(Readiness::Container { health, paused, .. }) => (health, paused),
                         _ => (Health::None, false),
                     };
                     let known = Container {
@@ -494,15 +494,17 @@ pub(crate) fn parse_list(
             continue;
         };
         let state = entry.get("State").and_then(Value::as_str).unwrap_or("");
-        listed.push(Listed {
-            id: InstanceId::from(name),
-            // A paused container still runs: no event says otherwise (`pause`
-            // is not a stop). A restarting one has died and not started yet.
-            running: matches!(state, "running" | "paused"),
-            uid: Some(Arc::from(uid)),
-            labels: labels_of(entry.get("Labels")),
-            readiness: readiness.then(|| Readiness::container(Health::None, state == "paused")),
-        });
+        listed.push(
+            Listed::new(
+                InstanceId::from(name),
+                // A paused container still runs: no event says otherwise (`pause`
+                // is not a stop). A restarting one has died and not started yet.
+                matches!(state, "running" | "paused"),
+            )
+            .uid(Some(Arc::from(uid)))
+            .labels(labels_of(entry.get("Labels")))
+            .readiness(readiness.then(|| Readiness::container(Health::None, state == "paused"))),
+        );
     }
     Ok(listed)
 }

@@ -302,15 +302,16 @@ impl<K: KnownObjects> Feed<K> {
                 kind,
                 labels,
                 readiness,
-            } => FeedOutput::Obs(Observation::Change(Change {
-                at: event.at(),
-                id: InstanceId::from(event.name),
-                kind,
-                uid: Some(event.uid),
-                labels: Some(labels),
-                cursor,
-                readiness,
-            })),
+            } => {
+                let at = event.at();
+                FeedOutput::Obs(Observation::Change(
+                    Change::new(InstanceId::from(event.name), kind, at)
+                        .uid(Some(event.uid))
+                        .labels(Some(labels))
+                        .cursor(cursor)
+                        .readiness(readiness),
+                ))
+            }
             Decision::Inspect(path) => FeedOutput::Inspect { event, path },
             Decision::Undecodable(reason) => {
                 tracing::warn!(

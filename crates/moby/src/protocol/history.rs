@@ -340,13 +340,9 @@ mod tests {
     }
 
     fn listed(id: &str, uid: &str, running: bool) -> Listed {
-        Listed {
-            id: id.into(),
-            running,
-            uid: Some(uid.into()),
-            labels: Labels::new(),
-            readiness: None,
-        }
+        Listed::new(id.into(), running)
+            .uid(Some(uid.into()))
+            .labels(Labels::new())
     }
 
     /// dockerd logs `die` before its list shows the container exited: the

@@ -363,11 +363,11 @@ pub fn fast_config(endpoints: &str, prefix: &str, probe: bool) -> lookout_etcd::
     let mut c = lookout_etcd::EtcdConfig::new(endpoints).expect("endpoints");
     prefix.clone_into(&mut c.prefix);
     c.request_timeout = Duration::from_secs(if probe { 1 } else { 2 });
-    c.watch = lookout_etcd::EtcdConfig::default_watch().reconnect(lookout_core::ReconnectPolicy {
-        initial_delay: Duration::from_millis(100),
-        max_delay: Duration::from_millis(500),
-        ..lookout_core::ReconnectPolicy::default()
-    });
+    c.watch = lookout_etcd::EtcdConfig::default_watch().reconnect(
+        lookout_core::ReconnectPolicy::default()
+            .initial_delay(Duration::from_millis(100))
+            .max_delay(Duration::from_millis(500)),
+    );
     if probe {
         c.watch = c
             .watch

@@ -92,13 +92,9 @@ impl Target for Containers {
     }
 
     fn listed(&self) -> Listed {
-        Listed {
-            id: "web".into(),
-            running: true,
-            uid: Some("0123456789ab".into()),
-            labels: Labels::from([("app".into(), "web".into())]),
-            readiness: None,
-        }
+        Listed::new("web".into(), true)
+            .uid(Some("0123456789ab".into()))
+            .labels(Labels::from([("app".into(), "web".into())]))
     }
 
     fn labels(&self) -> Labels {
@@ -358,13 +354,9 @@ impl Target for Swarm {
     }
 
     fn listed(&self) -> Listed {
-        Listed {
-            id: "web".into(),
-            running: true,
-            uid: Some("kq2x9m3v0w4t".into()),
-            labels: Labels::from([("app".into(), "web".into())]),
-            readiness: None,
-        }
+        Listed::new("web".into(), true)
+            .uid(Some("kq2x9m3v0w4t".into()))
+            .labels(Labels::from([("app".into(), "web".into())]))
     }
 
     fn labels(&self) -> Labels {

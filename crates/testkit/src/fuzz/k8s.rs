@@ -284,12 +284,12 @@ pub fn k8s_watch(data: &[u8]) {
         kinds,
         label_selector: plan.selector.then(|| "app=web".to_owned()),
         readiness: plan.readiness,
-        watch: WatchConfig::default().reconnect(ReconnectPolicy {
-            initial_delay: Duration::from_millis(1),
-            max_delay: Duration::from_millis(1),
-            jitter: false,
-            ..ReconnectPolicy::default()
-        }),
+        watch: WatchConfig::default().reconnect(
+            ReconnectPolicy::default()
+                .initial_delay(Duration::from_millis(1))
+                .max_delay(Duration::from_millis(1))
+                .jitter(false),
+        ),
         ..K8sConfig::default()
     };
     let runtime = tokio::runtime::Builder::new_current_thread()

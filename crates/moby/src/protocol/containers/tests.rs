@@ -90,13 +90,10 @@ fn ev(action: &str, uid: &str, nanos: i64) -> Event {
 }
 
 fn listed(uid: &str, health: Health, paused: bool) -> Listed {
-    Listed {
-        id: "web".into(),
-        running: true,
-        uid: Some(uid.into()),
-        labels: Labels::from([("app".into(), "web".into())]),
-        readiness: Some(Readiness::container(health, paused)),
-    }
+    Listed::new("web".into(), true)
+        .uid(Some(uid.into()))
+        .labels(Labels::from([("app".into(), "web".into())]))
+        .readiness(Some(Readiness::container(health, paused)))
 }
 
 /// A report's kind and readiness.

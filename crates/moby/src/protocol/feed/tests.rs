@@ -258,13 +258,9 @@ fn events_older_than_the_resume_point_are_dropped() {
 
 #[test]
 fn events_of_containers_gone_before_the_snapshot_are_dropped() {
-    let listed = [Listed {
-        id: "kept".into(),
-        running: true,
-        uid: Some("k1".into()),
-        labels: Labels::from([("from".into(), "list".into())]),
-        readiness: None,
-    }];
+    let listed = [Listed::new("kept".into(), true)
+        .uid(Some("k1".into()))
+        .labels(Labels::from([("from".into(), "list".into())]))];
     let mut feed = feed(Some(Cursor::from_unix_nanos(1)), &listed);
     let out = feed_lines(
         &mut feed,
@@ -484,13 +480,10 @@ static PODMAN: crate::Mapping = crate::Mapping {
 };
 
 fn running(uid: &str, readiness: Option<lookout_core::Readiness>) -> Listed {
-    Listed {
-        id: "web".into(),
-        running: true,
-        uid: Some(uid.into()),
-        labels: Labels::from([("app".into(), "web".into())]),
-        readiness,
-    }
+    Listed::new("web".into(), true)
+        .uid(Some(uid.into()))
+        .labels(Labels::from([("app".into(), "web".into())]))
+        .readiness(readiness)
 }
 
 fn readiness_of(obs: &Obs) -> (&str, EventKind, Option<lookout_core::Readiness>) {

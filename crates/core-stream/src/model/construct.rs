@@ -1,0 +1,136 @@
+//! The constructors and setters of the `#[non_exhaustive]` data of the
+//! model: [`InstanceEvent`], [`Listed`], [`Change`] and
+//! [`Observation::Polled`]. A field added later gets a default here, so a
+//! provider's code keeps compiling.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use super::{
+    Change, EventKind, InstanceEvent, InstanceId, Labels, Listed, Observation, Origin, Readiness,
+};
+
+impl InstanceEvent {
+    /// The event `kind` of instance `id` at `at`, learnt as `origin`; no
+    /// labels, uid or readiness (see the setters).
+    pub fn new(id: InstanceId, kind: EventKind, at: SystemTime, origin: Origin) -> Self {
+        Self {
+            id,
+            kind,
+            at,
+            origin,
+            labels: Arc::new(Labels::new()),
+            uid: None,
+            readiness: None,
+        }
+    }
+
+    /// Sets [`labels`](Self#structfield.labels).
+    #[must_use]
+    pub fn labels(mut self, labels: Arc<Labels>) -> Self {
+        self.labels = labels;
+        self
+    }
+
+    /// Sets [`uid`](Self#structfield.uid) (`None`: unknown).
+    #[must_use]
+    pub fn uid(mut self, uid: Option<Arc<str>>) -> Self {
+        self.uid = uid;
+        self
+    }
+
+    /// Sets [`readiness`](Self#structfield.readiness) (`None`: not watched).
+    #[must_use]
+    pub fn readiness(mut self, readiness: Option<Readiness>) -> Self {
+        self.readiness = readiness;
+        self
+    }
+}
+
+impl Listed {
+    /// Instance `id` as listed, running or not; no uid, labels or readiness
+    /// (see the setters).
+    pub fn new(id: InstanceId, running: bool) -> Self {
+        Self {
+            id,
+            running,
+            uid: None,
+            labels: Labels::new(),
+            readiness: None,
+        }
+    }
+
+    /// Sets [`uid`](Self#structfield.uid) (`None`: unknown).
+    #[must_use]
+    pub fn uid(mut self, uid: Option<Arc<str>>) -> Self {
+        self.uid = uid;
+        self
+    }
+
+    /// Sets [`labels`](Self#structfield.labels).
+    #[must_use]
+    pub fn labels(mut self, labels: Labels) -> Self {
+        self.labels = labels;
+        self
+    }
+
+    /// Sets [`readiness`](Self#structfield.readiness) (`None`: not watched).
+    #[must_use]
+    pub fn readiness(mut self, readiness: Option<Readiness>) -> Self {
+        self.readiness = readiness;
+        self
+    }
+}
+
+impl<C> Change<C> {
+    /// The change `kind` of instance `id`, at the engine's time `at`; no
+    /// uid, labels, cursor or readiness (see the setters).
+    pub fn new(id: InstanceId, kind: EventKind, at: SystemTime) -> Self {
+        Self {
+            id,
+            kind,
+            uid: None,
+            labels: None,
+            at,
+            cursor: None,
+            readiness: None,
+        }
+    }
+
+    /// Sets [`uid`](Self#structfield.uid) (`None`: unknown).
+    #[must_use]
+    pub fn uid(mut self, uid: Option<Arc<str>>) -> Self {
+        self.uid = uid;
+        self
+    }
+
+    /// Sets [`labels`](Self#structfield.labels) (`None`: keep the known ones).
+    #[must_use]
+    pub fn labels(mut self, labels: Option<Arc<Labels>>) -> Self {
+        self.labels = labels;
+        self
+    }
+
+    /// Sets [`cursor`](Self#structfield.cursor) (`None`: the engine gave none).
+    #[must_use]
+    pub fn cursor(mut self, cursor: Option<C>) -> Self {
+        self.cursor = cursor;
+        self
+    }
+
+    /// Sets [`readiness`](Self#structfield.readiness) (`None`: the change
+    /// does not tell it).
+    #[must_use]
+    pub fn readiness(mut self, readiness: Option<Readiness>) -> Self {
+        self.readiness = readiness;
+        self
+    }
+}
+
+impl<C> Observation<C> {
+    /// [`Observation::Polled`]: the readiness of instance `id` (incarnation
+    /// `uid`, when known) as the session polled it.
+    pub fn polled(id: InstanceId, uid: Option<Arc<str>>, readiness: Readiness) -> Self {
+        Self::Polled { id, uid, readiness }
+    }
+}
