@@ -72,10 +72,7 @@ use waiter::{HubState, Waiter};
 /// #         Box::pin(async {
 /// #             let snapshot = vec![
 /// #                 Ok(Observation::ResyncBegin),
-/// #                 Ok(Observation::Listed(lookout_core::Listed {
-/// #                     id: "web".into(), running: true, uid: None, labels: Default::default(),
-/// #                     readiness: None,
-/// #                 })),
+/// #                 Ok(Observation::Listed(lookout_core::Listed::new("web".into(), true))),
 /// #                 Ok(Observation::ResyncDone),
 /// #             ];
 /// #             let session = tokio_stream::iter(snapshot).chain(tokio_stream::pending());
