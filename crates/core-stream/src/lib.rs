@@ -45,10 +45,12 @@
 //! - the configurations ([`WatchConfig`], [`HubConfig`], [`ReconnectPolicy`])
 //!   have private fields: start from `default()` and use their builder
 //!   methods, read them back with their getters;
-//! - the data a provider hands in ([`Listed`], [`Change`]) and the data the
-//!   stream hands out ([`InstanceEvent`], [`Instance`], [`Sourced`]) are
-//!   `#[non_exhaustive]`: read their public fields, build them with their
-//!   constructors (`new`) and setters;
+//! - the data a provider hands in ([`Listed`], [`Change`],
+//!   [`Observation::polled`]) and the data the stream hands out
+//!   ([`InstanceEvent`], [`Instance`], [`Sourced`], [`Status`]) are
+//!   `#[non_exhaustive]`: read their public fields; build a `Listed`, a
+//!   `Change` or an `InstanceEvent` with its constructor (`new`) and
+//!   setters (a field added later gets a default);
 //! - the enums where a new case may come ([`EventKind`], [`Origin`],
 //!   [`Status`], [`Observation`], [`Readiness`], [`Health`], [`Error`],
 //!   [`SourceState`], [`Start`]) are `#[non_exhaustive]`: match them with a
