@@ -10,6 +10,33 @@ use super::{
     Change, EventKind, InstanceEvent, InstanceId, Labels, Listed, Observation, Origin, Readiness,
 };
 
+/// The setters every record of an instance has: its incarnation and its
+/// readiness.
+macro_rules! uid_and_readiness {
+    ($($generic:ident)?; $ty:ty) => {
+        impl$(<$generic>)? $ty {
+            /// Sets [`uid`](Self#structfield.uid) (`None`: unknown).
+            #[must_use]
+            pub fn uid(mut self, uid: Option<Arc<str>>) -> Self {
+                self.uid = uid;
+                self
+            }
+
+            /// Sets [`readiness`](Self#structfield.readiness) (`None`: not
+            /// watched, or not told).
+            #[must_use]
+            pub fn readiness(mut self, readiness: Option<Readiness>) -> Self {
+                self.readiness = readiness;
+                self
+            }
+        }
+    };
+}
+
+uid_and_readiness!(; InstanceEvent);
+uid_and_readiness!(; Listed);
+uid_and_readiness!(C; Change<C>);
+
 impl InstanceEvent {
     /// The event `kind` of instance `id` at `at`, learnt as `origin`; no
     /// labels, uid or readiness (see the setters).
@@ -31,20 +58,6 @@ impl InstanceEvent {
         self.labels = labels;
         self
     }
-
-    /// Sets [`uid`](Self#structfield.uid) (`None`: unknown).
-    #[must_use]
-    pub fn uid(mut self, uid: Option<Arc<str>>) -> Self {
-        self.uid = uid;
-        self
-    }
-
-    /// Sets [`readiness`](Self#structfield.readiness) (`None`: not watched).
-    #[must_use]
-    pub fn readiness(mut self, readiness: Option<Readiness>) -> Self {
-        self.readiness = readiness;
-        self
-    }
 }
 
 impl Listed {
@@ -60,24 +73,10 @@ impl Listed {
         }
     }
 
-    /// Sets [`uid`](Self#structfield.uid) (`None`: unknown).
-    #[must_use]
-    pub fn uid(mut self, uid: Option<Arc<str>>) -> Self {
-        self.uid = uid;
-        self
-    }
-
     /// Sets [`labels`](Self#structfield.labels).
     #[must_use]
     pub fn labels(mut self, labels: Labels) -> Self {
         self.labels = labels;
-        self
-    }
-
-    /// Sets [`readiness`](Self#structfield.readiness) (`None`: not watched).
-    #[must_use]
-    pub fn readiness(mut self, readiness: Option<Readiness>) -> Self {
-        self.readiness = readiness;
         self
     }
 }
@@ -97,13 +96,6 @@ impl<C> Change<C> {
         }
     }
 
-    /// Sets [`uid`](Self#structfield.uid) (`None`: unknown).
-    #[must_use]
-    pub fn uid(mut self, uid: Option<Arc<str>>) -> Self {
-        self.uid = uid;
-        self
-    }
-
     /// Sets [`labels`](Self#structfield.labels) (`None`: keep the known ones).
     #[must_use]
     pub fn labels(mut self, labels: Option<Arc<Labels>>) -> Self {
@@ -115,14 +107,6 @@ impl<C> Change<C> {
     #[must_use]
     pub fn cursor(mut self, cursor: Option<C>) -> Self {
         self.cursor = cursor;
-        self
-    }
-
-    /// Sets [`readiness`](Self#structfield.readiness) (`None`: the change
-    /// does not tell it).
-    #[must_use]
-    pub fn readiness(mut self, readiness: Option<Readiness>) -> Self {
-        self.readiness = readiness;
         self
     }
 }
