@@ -136,7 +136,10 @@ pub fn check(
     let patch = unpack(root, packaged)?;
     let patch_arg = patch.display().to_string();
     let dir = root.join(DIR);
-    let target = target_dir(root).join("downstream");
+    // The workspace's own target directory: the third-party crates the
+    // fixture locks at the workspace's versions, with the same features, are
+    // built once for both.
+    let target = target_dir(root);
     if written {
         let mut args = vec!["update", "--config", &patch_arg];
         for p in packaged {

@@ -118,7 +118,13 @@ pub fn make(
     for p in meta.publish_order()? {
         let current = p.version()?;
         let log_path = p.dir.join("CHANGELOG.md");
-        let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+        let log = match std::fs::read_to_string(&log_path) {
+            Ok(log) => log,
+            Err(e) => {
+                errors.push(format!("{}: {}: {e}", p.name, log_path.display()));
+                continue;
+            }
+        };
         if let Err(e) = changelog::check(&log) {
             errors.push(format!("{}: {}: {e}", p.name, log_path.display()));
         }
@@ -145,6 +151,14 @@ pub fn make(
             plan.push(e);
             continue;
         };
+        if git(root, &["cat-file", "-e", &format!("{commit}^{{commit}}")]).is_err() {
+            errors.push(format!(
+                "{}: its last release's commit {commit} is not in this clone (a shallow clone? \
+                 `git fetch --unshallow`)",
+                p.name
+            ));
+            continue;
+        }
         e.old = Some((old, commit.to_owned()));
         if !manifest_cache.contains_key(commit) {
             manifest_cache.insert(commit.to_owned(), manifest_changes(root, commit)?);
