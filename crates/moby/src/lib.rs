@@ -102,7 +102,7 @@ mod history;
 mod host;
 mod http;
 mod inspect;
-mod protocol;
+pub mod protocol;
 mod readiness;
 mod ssh;
 #[cfg(test)]
@@ -126,15 +126,10 @@ pub use discovery::Discovery;
 pub use endpoint::{Endpoint, Origin, Selected};
 pub use error::CompatError;
 pub use host::{ConfigError, Host, SshTarget};
-#[cfg(feature = "tls")]
-pub use lookout_transport::client_config_from_files;
 pub use protocol::containers::KnownContainers;
 pub use protocol::cursor::Cursor;
 pub use protocol::event::Event;
-pub use protocol::feed::{Feed, FeedOutput, MAX_INSPECTIONS, reinspect_after};
-pub use protocol::framing::MAX_LINE;
-pub use protocol::inspection::Inspection;
-pub use protocol::labels::{labels_of, matches, string_value};
+pub use protocol::labels::{labels_of, matches};
 pub use protocol::mapping::{HealthTable, Mapping};
 pub use protocol::objects::{Decision, History, KnownObjects, Objects, ReadinessFrom, Scope};
 
@@ -332,7 +327,7 @@ fn session<O: Objects>(
                     false
                 }
                 Some(Err(source)) => {
-                    yield Err(BoxError::from(CompatError::Http { path: "/events".to_owned(), source }));
+                    yield Err(BoxError::from(CompatError::Http { path: "/events".to_owned(), source: source.into() }));
                     break;
                 }
                 None => {
