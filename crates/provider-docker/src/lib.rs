@@ -82,46 +82,39 @@ pub use lookout_moby::{CompatError, ConfigError, Cursor};
 pub type DockerDial = moby::CompatDial;
 
 /// Docker's vocabulary and discovery.
-pub static MAPPING: moby::Mapping = moby::Mapping {
-    provider: "docker",
-    actions: &[
-        ("create", EventKind::Created),
-        ("start", EventKind::Started),
-        ("die", EventKind::Stopped),
-        ("destroy", EventKind::Removed),
-    ],
-    ignored: &[
-        "attach",
-        "commit",
-        "copy",
-        "detach",
-        "exec_create",
-        "exec_detach",
-        "exec_die",
-        "exec_start",
-        "export",
-        "health_status",
-        "kill",
-        "oom",
-        "pause",
-        "rename",
-        "resize",
-        "restart",
-        "stop",
-        "top",
-        "unpause",
-        "update",
-        "prune",
-    ],
-    non_label_attributes: &["name", "image", "exitCode", "signal", "execDuration"],
-    history: moby::History::Until,
-    discovery: moby::Discovery::DOCKER,
-    health: moby::HealthTable {
-        status_in_action: true,
-        unhealthy_when_paused: true,
-        lists_none: true,
-    },
-};
+pub static MAPPING: moby::Mapping =
+    moby::Mapping::new("docker", moby::Discovery::DOCKER, moby::History::Until)
+        .actions(&[
+            ("create", EventKind::Created),
+            ("start", EventKind::Started),
+            ("die", EventKind::Stopped),
+            ("destroy", EventKind::Removed),
+        ])
+        .ignored(&[
+            "attach",
+            "commit",
+            "copy",
+            "detach",
+            "exec_create",
+            "exec_detach",
+            "exec_die",
+            "exec_start",
+            "export",
+            "health_status",
+            "kill",
+            "oom",
+            "pause",
+            "rename",
+            "resize",
+            "restart",
+            "stop",
+            "top",
+            "unpause",
+            "update",
+            "prune",
+        ])
+        .non_label_attributes(&["name", "image", "exitCode", "signal", "execDuration"])
+        .health(moby::HealthTable::DOCKER);
 
 /// What to watch: [`moby::Config`]. Without a host: as the docker CLI finds
 /// it ([`moby::Endpoint`]: [`context`](moby::Config::context) pinned, else

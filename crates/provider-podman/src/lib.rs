@@ -83,66 +83,60 @@ pub use lookout_moby::{CompatError, ConfigError, Cursor};
 pub type PodmanDial = moby::CompatDial;
 
 /// Podman's vocabulary and discovery.
-pub static MAPPING: moby::Mapping = moby::Mapping {
-    provider: "podman",
-    actions: &[
-        ("create", EventKind::Created),
-        ("start", EventKind::Started),
-        ("die", EventKind::Stopped),
-        ("died", EventKind::Stopped),
-        ("remove", EventKind::Removed),
-        ("destroy", EventKind::Removed),
-    ],
-    ignored: &[
-        "attach",
-        "checkpoint",
-        "cleanup",
-        "commit",
-        "exec",
-        "exec_died",
-        "exited",
-        "export",
-        "health_status",
-        "import",
-        "init",
-        "kill",
-        "mount",
-        "pause",
-        "prune",
-        "rename",
-        "restart",
-        "restore",
-        "stop",
-        "sync",
-        "unmount",
-        "unpause",
-        "update",
-    ],
-    non_label_attributes: &[
-        "name",
-        "image",
-        "podId",
-        "containerExitCode",
-        "exitCode",
-        "health_status",
-    ],
-    history: moby::History::NoStream,
-    discovery: moby::Discovery {
-        host_var: "CONTAINER_HOST",
-        sockets: &[
+pub static MAPPING: moby::Mapping = moby::Mapping::new(
+    "podman",
+    moby::Discovery::new("CONTAINER_HOST", "podman")
+        .sockets(&[
             ("XDG_RUNTIME_DIR", "podman/podman.sock"),
             ("", "/run/podman/podman.sock"),
-        ],
-        docker_contexts: false,
-        podman_connections: true,
-        ssh_cli: "podman",
-    },
-    health: moby::HealthTable {
-        status_in_action: false,
-        unhealthy_when_paused: false,
-        lists_none: false,
-    },
-};
+        ])
+        .podman_connections(true),
+    moby::History::NoStream,
+)
+.actions(&[
+    ("create", EventKind::Created),
+    ("start", EventKind::Started),
+    ("die", EventKind::Stopped),
+    ("died", EventKind::Stopped),
+    ("remove", EventKind::Removed),
+    ("destroy", EventKind::Removed),
+])
+.ignored(&[
+    "attach",
+    "checkpoint",
+    "cleanup",
+    "commit",
+    "exec",
+    "exec_died",
+    "exited",
+    "export",
+    "health_status",
+    "import",
+    "init",
+    "kill",
+    "mount",
+    "pause",
+    "prune",
+    "rename",
+    "restart",
+    "restore",
+    "stop",
+    "sync",
+    "unmount",
+    "unpause",
+    "update",
+])
+.non_label_attributes(&[
+    "name",
+    "image",
+    "podId",
+    "containerExitCode",
+    "exitCode",
+    "health_status",
+])
+// Podman's answers: each health event inspected, a pause keeps the status,
+// `health=none` matches nothing.
+.health(moby::HealthTable::new());
 
 /// What to watch: [`moby::Config`]. Without a host, as podman finds its
 /// service ([`moby::Endpoint`]): a pinned connection
