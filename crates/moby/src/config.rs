@@ -15,7 +15,7 @@ use crate::api::ApiVersion;
 /// taking and returning the config
 /// (`Config::default().host("unix:///run/docker.sock").label("app", "web")`);
 /// the fields are private, so a new option is a new method. Each field's
-/// meaning is documented on its builder method.
+/// meaning is documented on its builder method; `get_*` methods read it back.
 #[derive(Debug, Clone)]
 pub struct Config {
     pub(crate) host: Option<String>,
@@ -144,5 +144,52 @@ impl Config {
     pub fn api_version(mut self, version: ApiVersion) -> Self {
         self.api_version = Some(version);
         self
+    }
+
+    /// The host given ([`host`](Self::host)); `None`: as the engine's CLI
+    /// finds it.
+    #[must_use]
+    pub fn get_host(&self) -> Option<&str> {
+        self.host.as_deref()
+    }
+
+    /// The context (connection) pinned ([`context`](Self::context)).
+    #[must_use]
+    pub fn get_context(&self) -> Option<&str> {
+        self.context.as_deref()
+    }
+
+    /// The label filter ([`label`](Self::label), [`labels`](Self::labels));
+    /// empty: every container (service).
+    #[must_use]
+    pub fn get_labels(&self) -> &Labels {
+        &self.labels
+    }
+
+    /// The watch's settings ([`watch_config`](Self::watch_config)).
+    #[must_use]
+    pub fn get_watch_config(&self) -> &WatchConfig {
+        &self.watch
+    }
+
+    /// Whether readiness is watched ([`readiness`](Self::readiness)).
+    #[must_use]
+    pub fn get_readiness(&self) -> bool {
+        self.readiness
+    }
+
+    /// How often readiness is polled where it must be
+    /// ([`readiness_poll`](Self::readiness_poll)), as set (the watch takes
+    /// at least 100 ms).
+    #[must_use]
+    pub fn get_readiness_poll(&self) -> Duration {
+        self.readiness_poll
+    }
+
+    /// The API version pinned ([`api_version`](Self::api_version)); `None`:
+    /// `DOCKER_API_VERSION`, else each dial's `/_ping`.
+    #[must_use]
+    pub fn get_api_version(&self) -> Option<ApiVersion> {
+        self.api_version
     }
 }
