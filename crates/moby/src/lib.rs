@@ -124,6 +124,9 @@
 //! [`Event`] and [`CompatDial`] private fields and constructors.
 //! [`ApiVersion`] (`MAJOR.MINOR`) and [`protocol::FeedOutput`] are
 //! exhaustive by nature (see each).
+//! [`Objects`] and [`KnownObjects`] are implemented by tables outside this
+//! crate (they are not sealed): a method added to them comes with a
+//! default.
 //!
 //! # Features
 //!
