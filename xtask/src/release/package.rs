@@ -9,10 +9,26 @@ use std::time::Duration;
 
 use super::workspace::Metadata;
 
-/// Paths no published crate may hold, matched on any path component.
+/// Paths no published crate may hold, matched on any path component: test
+/// data, test certificates and keys, fuzz corpora, engine beds, and the
+/// tests and benches themselves (they need the workspace: its engines, its
+/// test crates), which each crate's `include` leaves out.
 const FORBIDDEN: &[&str] = &[
-    "corpus", "fuzz", "testdata", "fixtures", "engines", ".ci", "target",
+    "tests",
+    "benches",
+    "certs",
+    "corpus",
+    "fuzz",
+    "testdata",
+    "fixtures",
+    "engines",
+    ".ci",
+    "target",
+    "proptest-regressions",
 ];
+/// File names no published crate may hold (keys and certificates, proptest's
+/// regression files).
+const FORBIDDEN_SUFFIXES: &[&str] = &[".pem", ".key", ".crt", ".proptest-regressions"];
 /// The largest file a package may hold (a data file crept in).
 const MAX_FILE: u64 = 256 * 1024;
 
@@ -106,6 +122,8 @@ pub fn package(root: &Path, meta: &Metadata, allow_dirty: bool) -> Result<Vec<Pa
             let inner = path.split_once('/').map_or(*path, |(_, rest)| rest);
             if let Some(c) = inner.split('/').find(|c| FORBIDDEN.contains(c)) {
                 bad.push(format!("{}: {inner} ({c}/ is not for publishing)", p.name));
+            } else if FORBIDDEN_SUFFIXES.iter().any(|s| inner.ends_with(s)) {
+                bad.push(format!("{}: {inner} is not for publishing", p.name));
             }
             if size.parse::<u64>().is_ok_and(|s| s > MAX_FILE) {
                 bad.push(format!("{}: {inner} is {size} bytes", p.name));
