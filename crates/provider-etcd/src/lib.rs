@@ -63,7 +63,7 @@
 //!
 //! - **A redial resumes; it does not relist.** The watch is opened again
 //!   from the revision after the cursor, on the first member that answers
-//!   (the last one that did, then the next of [`EtcdConfig::endpoints`]):
+//!   (the last one that did, then the next of [`EtcdConfig::get_endpoints`]):
 //!   what changed meanwhile comes as etcd replays it, in order, exactly once,
 //!   [`Origin::Live`](lookout_core::Origin::Live), before `Connected`: the
 //!   session says [`Observation::Resumed`](lookout_core::Observation::Resumed)
@@ -138,7 +138,40 @@
 //!   for why not `etcd-client`).
 //!
 //! [`Client`] is the JSON-gateway client itself (range, put, delete, txn,
-//! compaction, lease grant, watch): what the publisher shares.
+//! compaction, lease grant and keepalive, health): what the publisher
+//! (`lookout --publish etcd://…`) shares. Its answers are [`RangeResponse`]
+//! (of [`KeyValue`]s), [`Header`], [`LeaseGrant`] and [`Newest`];
+//! [`Client::txn`] speaks the gateway's JSON, with [`b64`], [`unb64`] and
+//! [`prefix_range_end`] to write and read it.
+//!
+//! # Features
+//!
+//! This crate has no Cargo features: everything above is always built
+//! (TLS with rustls and *ring*, through `lookout-transport`).
+//!
+//! # Public dependencies
+//!
+//! Types or traits of these crates appear in this crate's API, so their
+//! semver-incompatible releases are breaking changes of this crate too:
+//!
+//! - [`lookout-core`](lookout_core) 0.1: the contract ([`Watch`],
+//!   [`WatchConfig`], the items, [`Labels`](lookout_core::Labels) in
+//!   [`model::Record`]).
+//! - `tokio-stream` 0.1: [`WithPublishers`] and [`PublisherChanges`] are
+//!   its `Stream`s (as lookout-core's watch is).
+//! - `serde` 1: [`model::Record`] and its parts are `Serialize` and
+//!   `Deserialize` (the format publishers write).
+//! - `serde_json` 1: [`Client::txn`] takes and answers the gateway's JSON
+//!   (`serde_json::Value`); [`EtcdError::Decode`] and
+//!   [`model::Record::from_json`] give its `Error`.
+//!
+//! The HTTP and TLS crates underneath (`lookout-transport`, hyper, http,
+//! rustls) are not: their errors come boxed (`EtcdError::Http`'s,
+//! `EtcdError::Tls`'s, `ConfigError::Tls`'s `source`), and [`Tls`] is
+//! made from PEM files.
+
+#![deny(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod auth;
 mod client;
@@ -154,7 +187,7 @@ mod session;
 mod settings;
 mod tls;
 mod watch;
-pub mod wire;
+mod wire;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -172,34 +205,46 @@ pub use publishers::{
     EtcdItem, PublisherChanges, PublisherState, PublisherStatus, Publishers, WithPublishers,
 };
 pub use tls::Tls;
+pub use wire::{Header, KeyValue, LeaseGrant, RangeResponse, b64, prefix_range_end, unb64};
 
-/// What to watch, and how.
+/// What to watch, and how: [`EtcdConfig::new`] with the endpoints, then
+/// the builder methods.
+///
+/// ```
+/// use std::time::Duration;
+/// use lookout_etcd::EtcdConfig;
+///
+/// # fn main() -> Result<(), lookout_etcd::ConfigError> {
+/// let config = EtcdConfig::new("127.0.0.1:2379,127.0.0.1:22379")?
+///     .prefix("lookout")
+///     .sources(["host-a"])
+///     .readiness(true)
+///     .request_timeout(Duration::from_secs(3));
+/// assert_eq!(config.get_endpoints().len(), 2);
+/// assert_eq!(config.get_sources(), ["host-a"]);
+/// # Ok(())
+/// # }
+/// ```
+///
+/// Each option is set by a method of its name taking `self`, and read back
+/// by `get_` and its name (as clap's builders): a new option is a new
+/// method.
 #[derive(Clone, Debug)]
 pub struct EtcdConfig {
-    /// The cluster's members, tried in order.
-    pub endpoints: Vec<EtcdEndpoint>,
-    /// The key prefix the publishers write under (default [`model::DEFAULT_PREFIX`]).
-    pub prefix: String,
-    /// The sources to read (empty: every source under the prefix).
-    pub sources: Vec<String>,
-    /// Tell readiness (the records' `ready`) and `Ready`/`Unready`.
-    pub readiness: bool,
-    /// The bound of each request (connect and answer) and of a watch's
-    /// creation (default 5 s).
-    pub request_timeout: Duration,
-    /// The core's settings (default [`EtcdConfig::default_watch`]).
-    pub watch: WatchConfig,
-    /// The user to authenticate as, when etcd's auth is enabled (default
-    /// none). Its `Debug` redacts the password.
-    pub credentials: Option<Credentials>,
-    /// The CA (and client certificate) `https://` endpoints are verified
-    /// with (default none: an `https://` endpoint then fails to connect).
-    pub tls: Option<Tls>,
+    endpoints: Vec<EtcdEndpoint>,
+    prefix: String,
+    sources: Vec<String>,
+    readiness: bool,
+    request_timeout: Duration,
+    watch: WatchConfig,
+    credentials: Option<Credentials>,
+    tls: Option<Tls>,
 }
 
 impl EtcdConfig {
     /// A configuration for `endpoints` (`http://HOST:PORT`,
-    /// `https://HOST:PORT` or `HOST:PORT`, comma-separated), the rest by default.
+    /// `https://HOST:PORT` or `HOST:PORT`, comma-separated; tried in
+    /// order), the rest by default.
     pub fn new(endpoints: &str) -> Result<Self, ConfigError> {
         Ok(Self {
             endpoints: EtcdEndpoint::parse_list(endpoints)?,
@@ -211,6 +256,104 @@ impl EtcdConfig {
             credentials: None,
             tls: None,
         })
+    }
+
+    /// The key prefix the publishers write under (default
+    /// [`model::DEFAULT_PREFIX`]; trailing `/`s are ignored, an empty one is
+    /// a [`ConfigError::Name`] of [`watch`]).
+    #[must_use]
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// The sources to read, replacing any before (default none: every
+    /// source under the prefix). A name that is empty or holds a `/` is a
+    /// [`ConfigError::Name`] of [`watch`].
+    #[must_use]
+    pub fn sources(mut self, sources: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.sources = sources.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Tell readiness (the records' `ready`) and `Ready`/`Unready`
+    /// (default off).
+    #[must_use]
+    pub fn readiness(mut self, on: bool) -> Self {
+        self.readiness = on;
+        self
+    }
+
+    /// The bound of each request (connect and answer) and of a watch's
+    /// creation (default 5 s).
+    #[must_use]
+    pub fn request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// The core's settings (default [`EtcdConfig::default_watch`]).
+    #[must_use]
+    pub fn watch_config(mut self, watch: WatchConfig) -> Self {
+        self.watch = watch;
+        self
+    }
+
+    /// The user to authenticate as, when etcd's auth is enabled (default
+    /// none). Its `Debug` redacts the password.
+    #[must_use]
+    pub fn credentials(mut self, credentials: Credentials) -> Self {
+        self.credentials = Some(credentials);
+        self
+    }
+
+    /// The CA (and client certificate) `https://` endpoints are verified
+    /// with (default none: an `https://` endpoint then fails to connect,
+    /// [`EtcdError::NoCa`]).
+    #[must_use]
+    pub fn tls(mut self, tls: Tls) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
+    /// The cluster's members, in the order they are tried.
+    pub fn get_endpoints(&self) -> &[EtcdEndpoint] {
+        &self.endpoints
+    }
+
+    /// The key prefix ([`prefix`](Self::prefix)), as given.
+    pub fn get_prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The sources read ([`sources`](Self::sources)); empty: every source.
+    pub fn get_sources(&self) -> &[String] {
+        &self.sources
+    }
+
+    /// Whether readiness is told ([`readiness`](Self::readiness)).
+    pub fn get_readiness(&self) -> bool {
+        self.readiness
+    }
+
+    /// The bound of each request ([`request_timeout`](Self::request_timeout)).
+    pub fn get_request_timeout(&self) -> Duration {
+        self.request_timeout
+    }
+
+    /// The core's settings ([`watch_config`](Self::watch_config)).
+    pub fn get_watch_config(&self) -> &WatchConfig {
+        &self.watch
+    }
+
+    /// The user authenticated as ([`credentials`](Self::credentials)); `None`: no auth.
+    pub fn get_credentials(&self) -> Option<&Credentials> {
+        self.credentials.as_ref()
+    }
+
+    /// The TLS of `https://` endpoints ([`tls`](Self::tls)); `None`: none.
+    pub fn get_tls(&self) -> Option<&Tls> {
+        self.tls.as_ref()
     }
 
     /// The core's defaults without periodic or lag relist: etcd's watch

@@ -27,7 +27,7 @@ impl Tls {
     /// `identity` (certificate, key) when given.
     pub fn from_files(ca: &Path, identity: Option<(&Path, &Path)>) -> Result<Self, ConfigError> {
         let config =
-            lookout_transport::client_config_from_files(ca, identity).map_err(ConfigError::Tls)?;
+            lookout_transport::client_config_from_files(ca, identity).map_err(|e| ConfigError::Tls(Box::new(e)))?;
         Ok(Self {
             config,
             ca: ca.to_owned(),
