@@ -685,9 +685,7 @@ pub fn rss_probe(mode: &str, ns: &str) {
             }
             std::hint::black_box(&state);
         } else {
-            let config = K8sConfig::default()
-                .namespace(ns)
-                .kinds([Kind::Deployment]);
+            let config = K8sConfig::default().namespace(ns).kinds([Kind::Deployment]);
             let how = if streaming {
                 InitialList::Streaming
             } else {

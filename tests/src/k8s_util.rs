@@ -1306,6 +1306,9 @@ fn chunk(line: &str) -> String {
 }
 
 /// A `Deployment` or `StatefulSet` as the apiserver serves it.
+///
+/// # Panics
+/// For a kind lookout-k8s adds later (no fixture yet).
 pub fn object(
     kind: Kind,
     ns: &str,
@@ -1332,6 +1335,9 @@ pub fn object(
 }
 
 /// A list response.
+///
+/// # Panics
+/// For a kind lookout-k8s adds later (no fixture yet).
 pub fn list(kind: Kind, rv: u64, items: &[serde_json::Value]) -> Reply {
     let k = match kind {
         Kind::Deployment => "DeploymentList",

@@ -451,7 +451,10 @@ async fn k8s_streaming_list_syncs_without_a_list_request() {
     let dial = K8sDial::with_client(&cfg, move || client.clone())
         .expect("a valid config")
         .initial_list(InitialList::Streaming);
-    let mut rec = Recorder::pump(lookout_core::Watch::new(dial, cfg.get_watch_config().clone()));
+    let mut rec = Recorder::pump(lookout_core::Watch::new(
+        dial,
+        cfg.get_watch_config().clone(),
+    ));
     rec.until("first snapshot", STEP, |r| r.connected() >= 1)
         .await;
     assert_eq!(
@@ -1118,7 +1121,7 @@ async fn fake_410_relists_one_kind_and_keeps_the_other() {
         (Some(_), true, _) => Reply::Watch(vec![Frame::Hold]),
         _ => Reply::Json(404, "{}".into()),
     });
-    let mut rec = Recorder::new(fake_config(&fake, &Kind::ALL));
+    let mut rec = Recorder::new(fake_config(&fake, Kind::ALL));
     rec.until("first snapshot", STEP, |r| r.connected() >= 1)
         .await;
     gate.open();
@@ -1437,7 +1440,7 @@ async fn fake_redial_relists_only_the_expired_kind() {
         (Some(_), true, _) => Reply::Watch(vec![Frame::Hold]),
         _ => Reply::Json(404, "{}".into()),
     });
-    let mut rec = Recorder::new(fake_config(&fake, &Kind::ALL));
+    let mut rec = Recorder::new(fake_config(&fake, Kind::ALL));
     rec.until("first snapshot", STEP, |r| r.connected() >= 1)
         .await;
     gate.open();
@@ -1717,7 +1720,7 @@ async fn fake_readiness_missed_while_disconnected_comes_once_in_the_relist() {
         (Some(_), true, _) => Reply::Watch(vec![Frame::Hold]),
         _ => Reply::Json(404, "{}".into()),
     });
-    let mut cfg = fake_config(&fake, &Kind::ALL);
+    let mut cfg = fake_config(&fake, Kind::ALL);
     cfg = cfg.readiness(true);
     let mut rec = Recorder::new(cfg);
     rec.until("first snapshot", STEP, |r| r.connected() >= 1)

@@ -27,7 +27,8 @@ fn quick_probe(c: EtcdConfig) -> EtcdConfig {
         .clone()
         .probe_after(Duration::from_secs(1))
         .probe_timeout(Duration::from_secs(1));
-    c.request_timeout(Duration::from_secs(1)).watch_config(watch)
+    c.request_timeout(Duration::from_secs(1))
+        .watch_config(watch)
 }
 
 fn config(endpoints: &str, prefix: &str, initial: bool) -> EtcdConfig {

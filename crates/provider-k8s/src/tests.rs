@@ -122,11 +122,13 @@ fn kinds_read_as_in_ids() {
 async fn a_missing_kubeconfig_is_a_retried_disconnect() {
     let config = K8sConfig::default()
         .kubeconfig("/nonexistent/lookout/kubeconfig")
-        .watch_config(WatchConfig::default().reconnect(lookout_core::ReconnectPolicy {
-            initial_delay: Duration::from_millis(1),
-            max_delay: Duration::from_millis(1),
-            ..lookout_core::ReconnectPolicy::default()
-        }));
+        .watch_config(
+            WatchConfig::default().reconnect(lookout_core::ReconnectPolicy {
+                initial_delay: Duration::from_millis(1),
+                max_delay: Duration::from_millis(1),
+                ..lookout_core::ReconnectPolicy::default()
+            }),
+        );
     let mut w = watch(config).expect("valid config");
     for attempt in 1..=2 {
         let item = tokio::time::timeout(Duration::from_secs(5), w.next())

@@ -23,8 +23,13 @@ pub fn config(a: &EtcdArgs) -> Result<(EtcdConfig, Location), Exit> {
         config = config.credentials(credentials);
     }
     let identity = a.cert.as_deref().zip(a.key.as_deref());
-    let tls = publish::tls(config.get_endpoints(), a.cacert.as_deref(), identity, "--cacert")
-        .map_err(|e| Exit::Usage(format!("invalid configuration: {e}")))?;
+    let tls = publish::tls(
+        config.get_endpoints(),
+        a.cacert.as_deref(),
+        identity,
+        "--cacert",
+    )
+    .map_err(|e| Exit::Usage(format!("invalid configuration: {e}")))?;
     if let Some(tls) = tls {
         config = config.tls(tls);
     }
