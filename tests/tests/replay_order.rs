@@ -61,7 +61,9 @@ fn start_api(
     let mut docker = DockerConfig::default()
         .host(&engine.host)
         .watch_config(config);
-    docker.api_version = pinned;
+    if let Some(version) = pinned {
+        docker = docker.api_version(version);
+    }
     let w = watch(docker).expect("a valid host");
     (engine, w)
 }

@@ -27,23 +27,27 @@
 //!     (libFuzzer on nightly, installing cargo-fuzz if missing; without
 //!     nightly, the same harnesses on stable with random inputs, said loudly)
 //! 11. `cargo doc --workspace --no-deps --locked` with `RUSTDOCFLAGS=-D warnings`
-//! 12. `cargo package --workspace --locked --exclude xtask --exclude lookout-e2e
-//!     --exclude lookout-testkit`
-//!     (verified: each packaged crate is built from its .crate file)
+//! 12. `cargo xtask release --dry-run` (`release.rs`): the release plan from
+//!     each crate's changelog and last release (`release/versions.toml`),
+//!     cargo-semver-checks of every changed library against its last
+//!     release (installed if missing), the MSRV check over `Cargo.lock`,
+//!     `cargo package` of every published crate (each built from its
+//!     `.crate` file; no test data in any), and the downstream fixture
+//!     (`tests/downstream/`) built from the packaged files and run against
+//!     the engines
 //!
 //! The engines are left running; `cargo xtask engines down` stops them.
 //!
 //! cargo test's own summaries reach stdout line by line; the last stdout line
 //! of the run is the plain total, `tests: N passed, N failed, N skipped`.
 
-use std::ffi::OsString;
-use std::fs;
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::process::{cargo_bin, run_inherited, wait_bounded};
 use crate::{engines, engines_cmd};
 
 const MINUTE: Duration = Duration::from_secs(60);
@@ -94,12 +98,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         eprintln!("\n==> ci step `{}` ({})", step.name, step.describe());
         let t = Instant::now();
         let result = match &step.action {
-            Action::Cargo { args, env } => {
-                if args.first() == Some(&"package") {
-                    forget_packaged_sources();
-                }
-                cargo(&root, args, env, step.timeout)
-            }
+            Action::Cargo { args, env } => cargo(&root, args, env, step.timeout),
             Action::Test { args } => {
                 cargo_test(&root, args, &test_env(), step.timeout, &mut counts)
             }
@@ -129,62 +128,16 @@ pub fn run(args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-/// `cargo package --workspace` verifies each crate against the others through
-/// a local registry whose sources cargo extracts under
-/// `~/.cargo/registry/src/`, and an extraction of the same name and version
-/// is reused by later runs even when our sources changed since. Our crates are
-/// not on crates.io, so every `lookout-*` extraction there is such a leftover:
-/// remove them before packaging.
-fn forget_packaged_sources() {
-    let Some(home) = std::env::var_os("CARGO_HOME")
-        .map(std::path::PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cargo")))
-    else {
-        return;
-    };
-    let Ok(registries) = std::fs::read_dir(home.join("registry/src")) else {
-        return;
-    };
-    for registry in registries.flatten() {
-        let Ok(crates) = std::fs::read_dir(registry.path()) else {
-            continue;
-        };
-        for krate in crates.flatten() {
-            if krate.file_name().to_string_lossy().starts_with("lookout-") {
-                eprintln!(
-                    "==> removing the stale extraction {}",
-                    krate.path().display()
-                );
-                let _ = std::fs::remove_dir_all(krate.path());
-            }
-        }
-    }
-}
-
-/// `cargo package` for every publishable crate. The last argument,
-/// `--allow-dirty`, is only for a developer's tree, which usually has
-/// uncommitted changes; CI's fresh clone has none.
-const PACKAGE: &[&str] = &[
-    "package",
-    "--workspace",
-    "--locked",
-    "--exclude",
-    "xtask",
-    "--exclude",
-    "lookout-e2e",
-    "--exclude",
-    "lookout-testkit",
-    "--allow-dirty",
-];
-
 /// The pipeline. `ci`: running in CI (a fresh clone), else on a developer's tree.
 // One entry per step, in order: longer as the pipeline grows, and clearest as one list.
 #[allow(clippy::too_many_lines)]
 fn steps(ci: bool) -> [Step; 12] {
-    let package_args = if ci {
-        &PACKAGE[..PACKAGE.len() - 1]
+    // The release's dry run packages the crates: a developer's tree usually
+    // has uncommitted changes, CI's fresh clone has none.
+    let release_args: &'static [&'static str] = if ci {
+        &["xtask", "release", "--dry-run"]
     } else {
-        PACKAGE
+        &["xtask", "release", "--dry-run", "--allow-dirty"]
     };
     [
         Step {
@@ -288,10 +241,12 @@ fn steps(ci: bool) -> [Step; 12] {
             },
         },
         Step {
-            name: "package",
-            timeout: 40 * MINUTE,
+            name: "release --dry-run",
+            // Cold: installing cargo-semver-checks (6.3 min measured), the
+            // packages' verification, the downstream fixture's three builds.
+            timeout: 50 * MINUTE,
             action: Action::Cargo {
-                args: package_args,
+                args: release_args,
                 env: vec![],
             },
         },
@@ -338,10 +293,6 @@ fn summary(done: &[(&str, Duration)], total: Duration) {
         eprintln!("    {name:<16} {took:>10.1?}");
     }
     eprintln!("    {:<16} {total:>10.1?}", "total");
-}
-
-fn cargo_bin() -> OsString {
-    std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into())
 }
 
 fn cargo(
@@ -482,79 +433,4 @@ fn deny(root: &std::path::Path, timeout: Duration) -> Result<(), String> {
         &[],
         left,
     )
-}
-
-/// Run `cmd` with inherited stdout/stderr; kill it and its descendants after `timeout`.
-fn run_inherited(cmd: &mut Command, timeout: Duration) -> Result<ExitStatus, String> {
-    let what = format!(
-        "{} {}",
-        cmd.get_program().to_string_lossy(),
-        cmd.get_args()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect::<Vec<_>>()
-            .join(" ")
-    );
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("cannot run `{what}`: {e}"))?;
-    wait_bounded(&mut child, timeout, &what)
-}
-
-/// Wait for `child`; after `timeout`, kill it and its descendants.
-fn wait_bounded(child: &mut Child, timeout: Duration, what: &str) -> Result<ExitStatus, String> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(status) = child
-            .try_wait()
-            .map_err(|e| format!("waiting for `{what}`: {e}"))?
-        {
-            return Ok(status);
-        }
-        if Instant::now() >= deadline {
-            kill_tree(child);
-            return Err(format!(
-                "`{what}` did not finish within {timeout:?} and was killed"
-            ));
-        }
-        thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// SIGKILL `child` and every process descended from it (found through /proc).
-fn kill_tree(child: &mut Child) {
-    let mut pids = vec![child.id()];
-    let mut i = 0;
-    while i < pids.len() && pids.len() < 10_000 {
-        let parent = pids[i];
-        if let Ok(entries) = fs::read_dir("/proc") {
-            for entry in entries.flatten() {
-                let Some(pid) = entry
-                    .file_name()
-                    .to_str()
-                    .and_then(|n| n.parse::<u32>().ok())
-                else {
-                    continue;
-                };
-                let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
-                    continue;
-                };
-                let parent_of = stat
-                    .rfind(')')
-                    .and_then(|at| stat[at + 1..].split_whitespace().nth(1))
-                    .and_then(|p| p.parse::<u32>().ok());
-                if parent_of == Some(parent) && !pids.contains(&pid) {
-                    pids.push(pid);
-                }
-            }
-        }
-        i += 1;
-    }
-    for pid in pids.iter().skip(1) {
-        let _ = Command::new("sh")
-            .args(["-c", "kill -s KILL \"$0\" 2>/dev/null", &pid.to_string()])
-            .stdin(Stdio::null())
-            .status();
-    }
-    let _ = child.kill();
-    let _ = child.wait();
 }

@@ -11,7 +11,11 @@ use std::fmt;
 
 use super::host::{ConfigError, Host, TlsEnv};
 
-/// An API version, `MAJOR.MINOR` (`1.41`).
+/// An API version, `MAJOR.MINOR` (`1.41`), ordered as versions are.
+///
+/// Its fields are public and complete by nature (the Docker API's versions
+/// are `MAJOR.MINOR`): it can be built as a literal or with
+/// [`ApiVersion::new`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ApiVersion {
     /// `1`.
@@ -27,6 +31,11 @@ impl fmt::Display for ApiVersion {
 }
 
 impl ApiVersion {
+    /// The version `major.minor`.
+    pub const fn new(major: u16, minor: u16) -> Self {
+        Self { major, minor }
+    }
+
     /// Parses `1.41` (or `v1.41`, as the docker CLI accepts in
     /// `DOCKER_API_VERSION`): `None` for anything else.
     pub fn parse(s: &str) -> Option<Self> {

@@ -21,6 +21,7 @@ pub enum Origin {
     /// An environment variable (`DOCKER_HOST`, `CONTAINER_HOST`).
     Env(&'static str),
     /// A docker context.
+    #[non_exhaustive]
     Context {
         /// The context's name.
         name: String,
@@ -28,6 +29,7 @@ pub enum Origin {
         selected_by: Selected,
     },
     /// A Podman connection (`podman system connection`).
+    #[non_exhaustive]
     Connection {
         /// The connection's name.
         name: String,

@@ -9,6 +9,7 @@ pub enum CompatError {
     #[error(transparent)]
     Host(#[from] ConfigError),
     /// The socket could not be opened (engine down, socket missing, refused…).
+    #[non_exhaustive]
     #[error("cannot connect to {host}: {source}{hint}")]
     Connect {
         /// The host dialed.
@@ -21,6 +22,7 @@ pub enum CompatError {
         source: std::io::Error,
     },
     /// A request over `ssh://` failed, and ssh said why (on its stderr).
+    #[non_exhaustive]
     #[error("{source}; ssh to {host} said: {said}")]
     Ssh {
         /// The host dialed.
@@ -38,15 +40,18 @@ pub enum CompatError {
     #[error("invalid request: {0}")]
     Request(String),
     /// HTTP failed on the connection (reset, closed mid-response, bad framing).
+    #[non_exhaustive]
     #[error("HTTP error on GET {path}: {source}")]
     Http {
         /// The request path, without the query.
         path: String,
-        /// hyper's error.
+        /// The HTTP layer's error (its type is not part of this crate's
+        /// API: read it through `Display` and `Error::source`).
         #[source]
-        source: hyper::Error,
+        source: lookout_core::BoxError,
     },
     /// The engine answered with an error status.
+    #[non_exhaustive]
     #[error("GET {path} answered {status}: {message}")]
     Status {
         /// The request path, without the query.
@@ -57,6 +62,7 @@ pub enum CompatError {
         message: String,
     },
     /// The engine did not answer a request in time.
+    #[non_exhaustive]
     #[error("GET {path} did not answer within {after:?}")]
     Timeout {
         /// The request path, without the query.
@@ -65,6 +71,7 @@ pub enum CompatError {
         after: std::time::Duration,
     },
     /// A response was larger than lookout accepts.
+    #[non_exhaustive]
     #[error("the response to GET {path} exceeds {limit} bytes")]
     TooLarge {
         /// The request path.
@@ -73,6 +80,7 @@ pub enum CompatError {
         limit: usize,
     },
     /// The object list (`/containers/json`, `/services`) could not be decoded.
+    #[non_exhaustive]
     #[error("cannot decode the list from GET {path}: {reason}")]
     List {
         /// The request path, without the query.

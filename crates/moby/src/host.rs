@@ -11,6 +11,7 @@ use std::path::PathBuf;
 pub enum ConfigError {
     /// The host is not `unix:///path`, `tcp://host:port`, `http://host[:port]`,
     /// `https://host[:port]` or `ssh://[user@]host[:port][/path]`.
+    #[non_exhaustive]
     #[error("unusable engine host {host:?} (from {source_name}): {reason}")]
     InvalidHost {
         /// The host as given.
@@ -22,6 +23,7 @@ pub enum ConfigError {
     },
     /// A docker context named (pinned, `DOCKER_CONTEXT` or `currentContext`)
     /// is not in the store.
+    #[non_exhaustive]
     #[error("docker context {name:?} not found: no {}", path.display())]
     UnknownContext {
         /// The context's name.
@@ -30,6 +32,7 @@ pub enum ConfigError {
         path: PathBuf,
     },
     /// A docker context's store entry cannot be used.
+    #[non_exhaustive]
     #[error("docker context {name:?} ({}): {reason}", path.display())]
     Context {
         /// The context's name.
@@ -40,6 +43,7 @@ pub enum ConfigError {
         reason: String,
     },
     /// The docker CLI's `config.json` cannot be read.
+    #[non_exhaustive]
     #[error("cannot read {}: {reason}", path.display())]
     ConfigFile {
         /// The file.
@@ -49,6 +53,7 @@ pub enum ConfigError {
     },
     /// A Podman connection named (pinned or `CONTAINER_CONNECTION`) is in
     /// none of podman's files.
+    #[non_exhaustive]
     #[error("podman connection {name:?} not found (read: {tried})")]
     UnknownConnection {
         /// The connection's name.
@@ -60,6 +65,7 @@ pub enum ConfigError {
     #[error("conflicting options: cannot specify both a host and a context")]
     ContextAndHost,
     /// `DOCKER_API_VERSION` is not a version (`1.41`).
+    #[non_exhaustive]
     #[error("unusable DOCKER_API_VERSION {value:?}: expected MAJOR.MINOR, e.g. 1.41")]
     InvalidApiVersion {
         /// The variable's value.
@@ -69,11 +75,16 @@ pub enum ConfigError {
 
 /// A parsed engine address. Parsing checks the syntax only: the socket or the
 /// server is reached (and TLS material read) on every dial.
+///
+/// `#[non_exhaustive]`: another kind of address (a Windows named pipe) may
+/// come; match with a wildcard arm.
 #[derive(Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Host {
     /// A unix socket.
     Unix(PathBuf),
     /// A TCP endpoint, plain or TLS.
+    #[non_exhaustive]
     Tcp {
         /// Host name or IP address (IPv6 without brackets).
         host: String,

@@ -121,7 +121,7 @@ fn transport_error(path: &str, e: TransportError) -> CompatError {
     match e {
         TransportError::Http(source) => CompatError::Http {
             path: path.to_owned(),
-            source,
+            source: source.into(),
         },
         TransportError::TooLarge { limit } => CompatError::TooLarge {
             path: path.to_owned(),

@@ -90,6 +90,77 @@
 //! has not seen is dropped (it is from before the snapshot; the resync
 //! reported the container's end), so an event of an earlier incarnation
 //! never stands for the current one.
+//!
+//! # The API
+//!
+//! - **Watching** an engine (what `lookout-docker`, `lookout-podman` and
+//!   `lookout-swarm` are tables over; their `DockerConfig` & co. are
+//!   [`Config`]): [`Config`] (private fields, builder methods),
+//!   [`watch`] / [`watch_at`], the [`CompatDial`] they drive, where the
+//!   engine is ([`Endpoint`], [`Origin`], [`Selected`], [`Host`],
+//!   [`SshTarget`], [`ApiVersion`]), the feed's position ([`Cursor`]) and the
+//!   errors ([`ConfigError`] when a watch is made, [`CompatError`] for a
+//!   dial, a session or a probe).
+//! - **A table for another engine speaking the Docker API**: containers as
+//!   a [`Mapping`] describes them (with its [`Discovery`], [`History`] and
+//!   [`HealthTable`]; `const` builders, so a table is a `static`), or
+//!   objects of one's own through [`Objects`] and [`KnownObjects`] (as
+//!   `lookout-swarm` does for services): each event is an [`Event`] and
+//!   becomes a [`Decision`]; [`Scope`], [`ReadinessFrom`], [`labels_of`]
+//!   and [`matches()`] are what such a table needs. [`KnownContainers`] is a
+//!   [`Mapping`]'s [`KnownObjects`].
+//! - **The `/events` decoder without I/O** ([`protocol`]): for a program
+//!   that reads the body itself, and lookout's fuzz harnesses.
+//!
+//! # Stability
+//!
+//! What may grow is `#[non_exhaustive]` (match with a wildcard arm, build
+//! through the constructors): [`CompatError`] and [`ConfigError`] (and
+//! their variants with fields), [`Host`] (and `Host::Tcp`), [`Origin`]
+//! (and its variants with fields), [`Selected`], [`Endpoint`],
+//! [`SshTarget`], [`History`], [`ReadinessFrom`], [`Decision`] and
+//! [`protocol::Inspection`]. [`Config`], [`Mapping`], [`HealthTable`] and
+//! [`Discovery`] have private fields and builder methods; [`Cursor`],
+//! [`Event`] and [`CompatDial`] private fields and constructors.
+//! [`ApiVersion`] (`MAJOR.MINOR`) and [`protocol::FeedOutput`] are
+//! exhaustive by nature (see each).
+//! [`Objects`] and [`KnownObjects`] are implemented by tables outside this
+//! crate (they are not sealed): a method added to them comes with a
+//! default.
+//!
+//! # Features
+//!
+//! - **`tls`** (default): `https://` hosts and `tcp://` hosts with
+//!   `DOCKER_TLS_VERIFY` or `DOCKER_TLS` (rustls with ring, through
+//!   `lookout-transport`'s `tls` feature). Without it such a host is still
+//!   accepted, and each dial fails with [`CompatError::Tls`]. It adds no
+//!   item to the API.
+//!
+//! # Public dependencies
+//!
+//! These crates' types appear in this crate's API, so their major version
+//! is part of it:
+//!
+//! - **`lookout-core`** 0.1: the contract every provider implements and
+//!   users consume ([`Watch`](lookout_core::Watch), [`Dial`], `WatchConfig`,
+//!   `Labels`, `Listed`, `EventKind`, `Readiness`, `Observation`,
+//!   `BoxError`).
+//! - **`serde_json`** 1: the engine's JSON, in the table API only: an
+//!   [`Event`]'s attributes ([`Event::new`], [`Event::attributes`]), the
+//!   object [`KnownObjects::inspected`] reads, [`labels_of`] and
+//!   [`protocol::Inspection::Found`]. A table decodes the engine's objects,
+//!   which are JSON; `serde_json` 1 is the field's standard.
+//!
+//! Everything else is an implementation detail: `lookout-transport`,
+//! `hyper`, `http`, `bytes`, rustls (a TLS failure is
+//! [`CompatError::Tls`]'s text, an HTTP failure [`CompatError::Http`]'s
+//! boxed source), `sha2`, `toml`, `memchr`, `serde`, `async-stream`,
+//! `thiserror`. The watch runs on a `tokio` 1 runtime (its sockets,
+//! timers and `ssh` children are tokio's) and logs through `tracing`, but
+//! no type of theirs is in the API.
+
+#![deny(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod api;
 mod compat_dial;
@@ -102,7 +173,7 @@ mod history;
 mod host;
 mod http;
 mod inspect;
-mod protocol;
+pub mod protocol;
 mod readiness;
 mod ssh;
 #[cfg(test)]
@@ -126,15 +197,10 @@ pub use discovery::Discovery;
 pub use endpoint::{Endpoint, Origin, Selected};
 pub use error::CompatError;
 pub use host::{ConfigError, Host, SshTarget};
-#[cfg(feature = "tls")]
-pub use lookout_transport::client_config_from_files;
 pub use protocol::containers::KnownContainers;
 pub use protocol::cursor::Cursor;
 pub use protocol::event::Event;
-pub use protocol::feed::{Feed, FeedOutput, MAX_INSPECTIONS, reinspect_after};
-pub use protocol::framing::MAX_LINE;
-pub use protocol::inspection::Inspection;
-pub use protocol::labels::{labels_of, matches, string_value};
+pub use protocol::labels::{labels_of, matches};
 pub use protocol::mapping::{HealthTable, Mapping};
 pub use protocol::objects::{Decision, History, KnownObjects, Objects, ReadinessFrom, Scope};
 
@@ -332,7 +398,7 @@ fn session<O: Objects>(
                     false
                 }
                 Some(Err(source)) => {
-                    yield Err(BoxError::from(CompatError::Http { path: "/events".to_owned(), source }));
+                    yield Err(BoxError::from(CompatError::Http { path: "/events".to_owned(), source: source.into() }));
                     break;
                 }
                 None => {

@@ -19,8 +19,11 @@
 use lookout_transport::{Socket, TransportError};
 
 /// Where an `ssh://` host leads: the SSH destination and the engine's socket
-/// on it.
+/// on it. Read from a [`Host::Ssh`](crate::Host::Ssh) (made by
+/// [`Host::parse`](crate::Host::parse) or an endpoint's resolution);
+/// `#[non_exhaustive]`: a field may be added.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SshTarget {
     /// `-l user`.
     pub user: Option<String>,

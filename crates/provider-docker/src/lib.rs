@@ -1,7 +1,7 @@
 //! Docker's container events as a resilient, leak-free stream.
 //!
 //! [`watch`] connects to dockerd (or anything speaking its API) and returns a
-//! [`Watch`]: a `Stream` of [`Item`](lookout_core::Item)s — instance events and
+//! [`Watch`]: a `Stream` of [`Item`]s — instance events and
 //! connection statuses — that never ends and never gives up.
 //!
 //! ```no_run
@@ -72,56 +72,79 @@
 //!
 //! The Docker Engine API machinery is [`lookout_moby`]'s (Podman and Swarm
 //! build on it too); this crate is Docker's [`MAPPING`] table.
+//!
+//! # The API and its dependencies
+//!
+//! [`DockerConfig`] is an alias of [`lookout_moby::Config`] and [`DockerDial`] one of
+//! [`lookout_moby::CompatDial`]: this crate's configuration *is*
+//! `lookout-moby`'s (private fields, builder methods), so an option added
+//! there is one here. [`ConfigError`], [`CompatError`], [`Cursor`] and
+//! [`ApiVersion`] are `lookout-moby`'s, re-exported.
+//!
+//! Public dependencies (their types are in this crate's API, so their
+//! major version is part of it), both re-exported whole so that a crate
+//! depending on this one alone can name every type:
+//!
+//! - **`lookout-core`** 0.1 ([`lookout_core`]): the [`Watch`] and what it
+//!   yields ([`Item`], [`InstanceEvent`], [`EventKind`], [`Status`],
+//!   [`Labels`]) and its settings ([`WatchConfig`]), re-exported here too.
+//! - **`lookout-moby`** 0.1 ([`lookout_moby`]): the configuration, the
+//!   dial, the errors and where the engine is
+//!   ([`Endpoint`](lookout_moby::Endpoint), for
+//!   [`lookout_moby::watch_at`]).
+//!
+//! # Features
+//!
+//! - **`tls`** (default): `https://` hosts and `tcp://` hosts with
+//!   `DOCKER_TLS_VERIFY` or `DOCKER_TLS` (rustls with ring; turns on
+//!   `lookout-moby`'s `tls`). Without it such a host fails each dial with
+//!   [`CompatError::Tls`]. It adds no item to the API.
 
-use lookout_core::{EventKind, Watch};
+#![deny(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 use lookout_moby as moby;
 
-pub use lookout_moby::{CompatError, ConfigError, Cursor};
+pub use lookout_core::{self, EventKind, InstanceEvent, Item, Labels, Status, Watch, WatchConfig};
+pub use lookout_moby::{self, ApiVersion, CompatError, ConfigError, Cursor};
 
 /// Dials dockerd; the [`Dial`](lookout_core::Dial) behind [`watch`].
 pub type DockerDial = moby::CompatDial;
 
 /// Docker's vocabulary and discovery.
-pub static MAPPING: moby::Mapping = moby::Mapping {
-    provider: "docker",
-    actions: &[
-        ("create", EventKind::Created),
-        ("start", EventKind::Started),
-        ("die", EventKind::Stopped),
-        ("destroy", EventKind::Removed),
-    ],
-    ignored: &[
-        "attach",
-        "commit",
-        "copy",
-        "detach",
-        "exec_create",
-        "exec_detach",
-        "exec_die",
-        "exec_start",
-        "export",
-        "health_status",
-        "kill",
-        "oom",
-        "pause",
-        "rename",
-        "resize",
-        "restart",
-        "stop",
-        "top",
-        "unpause",
-        "update",
-        "prune",
-    ],
-    non_label_attributes: &["name", "image", "exitCode", "signal", "execDuration"],
-    history: moby::History::Until,
-    discovery: moby::Discovery::DOCKER,
-    health: moby::HealthTable {
-        status_in_action: true,
-        unhealthy_when_paused: true,
-        lists_none: true,
-    },
-};
+pub static MAPPING: moby::Mapping =
+    moby::Mapping::new("docker", moby::Discovery::DOCKER, moby::History::Until)
+        .actions(&[
+            ("create", EventKind::Created),
+            ("start", EventKind::Started),
+            ("die", EventKind::Stopped),
+            ("destroy", EventKind::Removed),
+        ])
+        .ignored(&[
+            "attach",
+            "commit",
+            "copy",
+            "detach",
+            "exec_create",
+            "exec_detach",
+            "exec_die",
+            "exec_start",
+            "export",
+            "health_status",
+            "kill",
+            "oom",
+            "pause",
+            "rename",
+            "resize",
+            "restart",
+            "stop",
+            "top",
+            "unpause",
+            "update",
+            "prune",
+        ])
+        .non_label_attributes(&["name", "image", "exitCode", "signal", "execDuration"])
+        .health(moby::HealthTable::DOCKER);
 
 /// What to watch: [`moby::Config`]. Without a host: as the docker CLI finds
 /// it ([`moby::Endpoint`]: [`context`](moby::Config::context) pinned, else

@@ -2,7 +2,7 @@
 //!
 //! [`watch`] connects to Podman's API service (`podman system service`)
 //! through its Docker-compatible API and returns a [`Watch`]: a `Stream` of
-//! [`Item`](lookout_core::Item)s — instance events and connection statuses —
+//! [`Item`]s — instance events and connection statuses —
 //! that never ends and never gives up. All of the machinery is
 //! [`lookout_moby`]'s; this crate is Podman's [`MAPPING`] table and
 //! host discovery.
@@ -73,76 +73,98 @@
 //! a container created while watching (or first seen in a replayed history)
 //! from its event's attributes minus `name`, `image`, `podId`,
 //! `containerExitCode`, `exitCode` and `health_status`.
+//!
+//! # The API and its dependencies
+//!
+//! [`PodmanConfig`] is an alias of [`lookout_moby::Config`] and [`PodmanDial`] one of
+//! [`lookout_moby::CompatDial`]: this crate's configuration *is*
+//! `lookout-moby`'s (private fields, builder methods), so an option added
+//! there is one here. [`ConfigError`], [`CompatError`], [`Cursor`] and
+//! [`ApiVersion`] are `lookout-moby`'s, re-exported.
+//!
+//! Public dependencies (their types are in this crate's API, so their
+//! major version is part of it), both re-exported whole so that a crate
+//! depending on this one alone can name every type:
+//!
+//! - **`lookout-core`** 0.1 ([`lookout_core`]): the [`Watch`] and what it
+//!   yields ([`Item`], [`InstanceEvent`], [`EventKind`], [`Status`],
+//!   [`Labels`]) and its settings ([`WatchConfig`]), re-exported here too.
+//! - **`lookout-moby`** 0.1 ([`lookout_moby`]): the configuration, the
+//!   dial, the errors and where the engine is
+//!   ([`Endpoint`](lookout_moby::Endpoint), for
+//!   [`lookout_moby::watch_at`]).
+//!
+//! # Features
+//!
+//! None: TLS (`https://` hosts, rustls with ring) is always built in
+//! (`lookout-moby`'s `tls`).
 
-use lookout_core::{EventKind, Watch};
+#![deny(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 use lookout_moby as moby;
 
-pub use lookout_moby::{CompatError, ConfigError, Cursor};
+pub use lookout_core::{self, EventKind, InstanceEvent, Item, Labels, Status, Watch, WatchConfig};
+pub use lookout_moby::{self, ApiVersion, CompatError, ConfigError, Cursor};
 
 /// Dials Podman; the [`Dial`](lookout_core::Dial) behind [`watch`].
 pub type PodmanDial = moby::CompatDial;
 
 /// Podman's vocabulary and discovery.
-pub static MAPPING: moby::Mapping = moby::Mapping {
-    provider: "podman",
-    actions: &[
-        ("create", EventKind::Created),
-        ("start", EventKind::Started),
-        ("die", EventKind::Stopped),
-        ("died", EventKind::Stopped),
-        ("remove", EventKind::Removed),
-        ("destroy", EventKind::Removed),
-    ],
-    ignored: &[
-        "attach",
-        "checkpoint",
-        "cleanup",
-        "commit",
-        "exec",
-        "exec_died",
-        "exited",
-        "export",
-        "health_status",
-        "import",
-        "init",
-        "kill",
-        "mount",
-        "pause",
-        "prune",
-        "rename",
-        "restart",
-        "restore",
-        "stop",
-        "sync",
-        "unmount",
-        "unpause",
-        "update",
-    ],
-    non_label_attributes: &[
-        "name",
-        "image",
-        "podId",
-        "containerExitCode",
-        "exitCode",
-        "health_status",
-    ],
-    history: moby::History::NoStream,
-    discovery: moby::Discovery {
-        host_var: "CONTAINER_HOST",
-        sockets: &[
+pub static MAPPING: moby::Mapping = moby::Mapping::new(
+    "podman",
+    moby::Discovery::new("CONTAINER_HOST", "podman")
+        .sockets(&[
             ("XDG_RUNTIME_DIR", "podman/podman.sock"),
             ("", "/run/podman/podman.sock"),
-        ],
-        docker_contexts: false,
-        podman_connections: true,
-        ssh_cli: "podman",
-    },
-    health: moby::HealthTable {
-        status_in_action: false,
-        unhealthy_when_paused: false,
-        lists_none: false,
-    },
-};
+        ])
+        .podman_connections(true),
+    moby::History::NoStream,
+)
+.actions(&[
+    ("create", EventKind::Created),
+    ("start", EventKind::Started),
+    ("die", EventKind::Stopped),
+    ("died", EventKind::Stopped),
+    ("remove", EventKind::Removed),
+    ("destroy", EventKind::Removed),
+])
+.ignored(&[
+    "attach",
+    "checkpoint",
+    "cleanup",
+    "commit",
+    "exec",
+    "exec_died",
+    "exited",
+    "export",
+    "health_status",
+    "import",
+    "init",
+    "kill",
+    "mount",
+    "pause",
+    "prune",
+    "rename",
+    "restart",
+    "restore",
+    "stop",
+    "sync",
+    "unmount",
+    "unpause",
+    "update",
+])
+.non_label_attributes(&[
+    "name",
+    "image",
+    "podId",
+    "containerExitCode",
+    "exitCode",
+    "health_status",
+])
+// Podman's answers: each health event inspected, a pause keeps the status,
+// `health=none` matches nothing.
+.health(moby::HealthTable::new());
 
 /// What to watch: [`moby::Config`]. Without a host, as podman finds its
 /// service ([`moby::Endpoint`]): a pinned connection

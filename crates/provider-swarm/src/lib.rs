@@ -1,7 +1,7 @@
 //! Docker Swarm's services as a resilient, leak-free stream.
 //!
 //! [`watch`] connects to a Swarm manager's Docker API and returns a
-//! [`Watch`]: a `Stream` of [`Item`](lookout_core::Item)s — instance events
+//! [`Watch`]: a `Stream` of [`Item`]s — instance events
 //! and connection statuses — that never ends and never gives up. An instance
 //! is a service. The connection, the `/events` decoding, the cursor and the
 //! probe are [`lookout_moby`]'s; this crate says what a service
@@ -88,24 +88,53 @@
 //! only managers hold: point the watch at a manager (any manager, not only
 //! the leader). On a worker, or on an engine that is in no Swarm, listing
 //! services fails (`503 This node is not a swarm manager…`): the stream
-//! reports it as [`Status::Disconnected`](lookout_core::Status::Disconnected)
+//! reports it as [`Status::Disconnected`]
 //! and keeps retrying, so a node promoted later is picked up. A manager
 //! that loses its events for a while (a leader election, a hung connection)
 //! is caught up by the periodic resync
-//! ([`WatchConfig::resync_every`](lookout_core::WatchConfig::resync_every)),
+//! ([`WatchConfig::resync_every`]),
 //! the safety net for any event the engine did not send.
+//!
+//! # The API and its dependencies
+//!
+//! [`SwarmConfig`] is an alias of [`lookout_moby::Config`] and [`SwarmDial`] one of
+//! [`lookout_moby::CompatDial`]: this crate's configuration *is*
+//! `lookout-moby`'s (private fields, builder methods), so an option added
+//! there is one here. [`ConfigError`], [`CompatError`], [`Cursor`] and
+//! [`ApiVersion`] are `lookout-moby`'s, re-exported.
+//!
+//! Public dependencies (their types are in this crate's API, so their
+//! major version is part of it), both re-exported whole so that a crate
+//! depending on this one alone can name every type:
+//!
+//! - **`lookout-core`** 0.1 ([`lookout_core`]): the [`Watch`] and what it
+//!   yields ([`Item`], [`InstanceEvent`], [`EventKind`], [`Status`],
+//!   [`Labels`]) and its settings ([`WatchConfig`]), re-exported here too.
+//! - **`lookout-moby`** 0.1 ([`lookout_moby`]): the configuration, the
+//!   dial, the errors and where the engine is
+//!   ([`Endpoint`](lookout_moby::Endpoint), for
+//!   [`lookout_moby::watch_at`]).
+//!
+//! # Features
+//!
+//! None: TLS (`https://` hosts and `tcp://` hosts with `DOCKER_TLS_VERIFY`,
+//! rustls with ring) is always built in (`lookout-moby`'s `tls`).
+
+#![deny(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use lookout_core::{EventKind, InstanceId, Labels, Listed, Readiness, Watch};
+use lookout_core::{InstanceId, Listed, Readiness};
 use lookout_moby::{
     Decision, Discovery, Event, History, KnownObjects, Objects, ReadinessFrom, Scope, labels_of,
     matches,
 };
 use serde_json::Value;
 
-pub use lookout_moby::{CompatError, ConfigError, Cursor};
+pub use lookout_core::{self, EventKind, InstanceEvent, Item, Labels, Status, Watch, WatchConfig};
+pub use lookout_moby::{self, ApiVersion, CompatError, ConfigError, Cursor};
 
 /// What to watch: [`lookout_moby::Config`] (host, labels, watch settings). Without
 /// a host: as the docker CLI finds it ([`lookout_moby::Endpoint`]:

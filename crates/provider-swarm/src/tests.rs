@@ -98,7 +98,7 @@ fn subscribes_to_service_events_and_filters_them_itself() {
         "service events are stamped with UpdatedAt: `since` proves nothing"
     );
     assert_eq!(SERVICES.list_path(false), "/services");
-    assert_eq!(SERVICES.discovery().host_var, "DOCKER_HOST");
+    assert_eq!(SERVICES.discovery().host_var(), "DOCKER_HOST");
 }
 
 #[test]

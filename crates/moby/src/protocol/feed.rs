@@ -22,6 +22,10 @@ pub(crate) type Obs = Observation<Cursor>;
 pub const MAX_INSPECTIONS: u8 = 10;
 
 /// What the feed makes of one line.
+///
+/// Exhaustive: a line either yields an observation or asks for its object
+/// first; another kind of step would need every reader of the feed to act
+/// on it, so it could not come without a breaking change anyway.
 #[derive(Debug)]
 pub enum FeedOutput {
     /// An observation to yield.

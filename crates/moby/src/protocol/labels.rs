@@ -6,7 +6,7 @@ use serde_json::Value;
 
 /// [`string_value`] borrowed when it is a string (as a label value, to be
 /// interned).
-pub fn label_value(v: &Value) -> std::borrow::Cow<'_, str> {
+pub(crate) fn label_value(v: &Value) -> std::borrow::Cow<'_, str> {
     match v {
         Value::String(s) => std::borrow::Cow::Borrowed(s.as_str()),
         other => std::borrow::Cow::Owned(other.to_string()),
@@ -15,7 +15,7 @@ pub fn label_value(v: &Value) -> std::borrow::Cow<'_, str> {
 
 /// A JSON value as a label value: a string as it is, anything else as its
 /// JSON text.
-pub fn string_value(v: &Value) -> String {
+pub(crate) fn string_value(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
         other => other.to_string(),

@@ -80,7 +80,11 @@ pub trait Objects: fmt::Debug + Send + Sync + 'static {
 }
 
 /// Where an engine's objects tell their readiness.
+///
+/// `#[non_exhaustive]`: another source may come (a table returns one;
+/// lookout reads it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ReadinessFrom {
     /// Containers: their health events (`health_status`, `pause`,
     /// `unpause`), and for a snapshot the engine's `health` list filter
@@ -98,7 +102,11 @@ pub enum ReadinessFrom {
 }
 
 /// How an engine serves, to a dial, the events it still has.
+///
+/// `#[non_exhaustive]`: another engine may serve its history another way
+/// (a table returns one; lookout reads it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum History {
     /// `since` … `until` (lookout's clock now) ends the response after the
     /// events the engine still has: dockerd answers from its in-memory
@@ -198,7 +206,7 @@ pub trait KnownObjects: Send + 'static {
     /// event): the session does so after a pause, longer each time (20 ms,
     /// doubling, at most 500 ms), the event's
     /// [`inspections`](Event::inspections) counting the reads; an event
-    /// whose object was read [`MAX_INSPECTIONS`](crate::MAX_INSPECTIONS)
+    /// whose object was read [`MAX_INSPECTIONS`](crate::protocol::MAX_INSPECTIONS)
     /// times and that still asks is skipped as undecodable.
     fn inspected(&mut self, event: &Event, object: Option<&Value>) -> Decision {
         let _ = (event, object);
@@ -207,7 +215,12 @@ pub trait KnownObjects: Send + 'static {
 }
 
 /// What a [`KnownObjects`] makes of one event.
+///
+/// `#[non_exhaustive]`: another outcome may come (a table returns one;
+/// lookout reads it). [`Report`](Self::Report)'s fields are fixed, so a
+/// table can build it: what else an event may tell would be a new variant.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Decision {
     /// Nothing lookout reports (an ignored action, an object outside the
     /// filter, a stale event): the cursor moves past it.

@@ -1,5 +1,5 @@
 //! The fuzz harness of the Docker-API `/events` decoder
-//! ([`lookout_moby::Feed`], what every session runs on the bytes it reads),
+//! ([`lookout_moby::protocol::Feed`], what every session runs on the bytes it reads),
 //! and its targets: Docker's and Podman's containers, Swarm's services.
 //!
 //! [`run`] turns arbitrary bytes into one session's `/events` body, cut into
@@ -28,7 +28,8 @@ use std::collections::VecDeque;
 use lookout_core::{EventKind, Labels, Listed, Observation};
 use serde_json::{Value, json};
 
-use lookout_moby::{Cursor, Feed, FeedOutput, Inspection, MAX_LINE, Mapping, Objects};
+use lookout_moby::protocol::{Feed, FeedOutput, Inspection, MAX_LINE};
+use lookout_moby::{Cursor, Mapping, Objects};
 
 use super::{Input, MAX_CHUNK};
 use crate::rng::SplitMix64;
