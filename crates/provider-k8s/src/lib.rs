@@ -184,7 +184,7 @@
 //! - [`lookout-core`](lookout_core) 0.1: the contract ([`Watch`],
 //!   [`WatchConfig`], the items and events).
 //! - [`kube`] 5 (feature `client`): [`K8sDial::with_client`] and
-//!   [`watch_with_client`] take kube's [`Client`](kube::Client), and
+//!   [`watch_with_client`] take kube's [`Client`], and
 //!   [`DialError`]'s sources are kube's errors (`kube::Error`,
 //!   `kube::config::KubeconfigError`, `kube::config::InferConfigError`,
 //!   `kube::runtime::watcher::Error`).
