@@ -62,7 +62,7 @@ struct Keys {
 impl Drop for Keys {
     fn drop(&mut self) {
         let key = format!("{}/", self.prefix).into_bytes();
-        let end = lookout_etcd::wire::prefix_range_end(&key);
+        let end = lookout_etcd::prefix_range_end(&key);
         if let Err(e) = self.rt.block_on(self.client.delete_range(&key, &end)) {
             eprintln!("etcd: could not delete the keys under {}: {e}", self.prefix);
         }
@@ -73,7 +73,7 @@ impl Drop for Keys {
 /// of their keys' bytes, of their values' bytes).
 async fn stored(client: &Client, prefix: &str) -> (usize, i64, usize, usize) {
     let key = prefix.as_bytes();
-    let end = lookout_etcd::wire::prefix_range_end(key);
+    let end = lookout_etcd::prefix_range_end(key);
     let r = client
         .range(key, &end, 0, 0)
         .await

@@ -209,16 +209,11 @@ async fn lookout(
     bound: Duration,
     ready: &mpsc::Sender<Who>,
 ) -> Seen {
-    let config = K8sConfig {
-        kubeconfig: Some(kubeconfig.to_path_buf()),
-
-        context: None,
-        namespace: Some(ns.to_owned()),
-        kinds: vec![Kind::Deployment],
-        label_selector: None,
-        watch: K8sConfig::default_watch(),
-        readiness: false,
-    };
+    let config = K8sConfig::default()
+        .kubeconfig(kubeconfig)
+        .namespace(ns)
+        .kinds([Kind::Deployment])
+        .watch_config(K8sConfig::default_watch());
     let mut watch = lookout_k8s::watch(config).expect("a valid K8sConfig");
     let mut seen = Seen {
         who: Who::Lookout,

@@ -215,12 +215,10 @@ async fn lookout(
     mut stop: oneshot::Receiver<()>,
     belief: &watch::Sender<Belief>,
 ) -> Vec<String> {
-    let config = K8sConfig {
-        namespace: Some(ns.to_owned()),
-        kinds: vec![Kind::Deployment],
-        watch: watch_config(timeout_s).initial(true),
-        ..K8sConfig::default()
-    };
+    let config = K8sConfig::default()
+        .namespace(ns)
+        .kinds([Kind::Deployment])
+        .watch_config(watch_config(timeout_s).initial(true));
     let mut watch =
         lookout_k8s::watch_with_client(config, move || client.clone()).expect("a valid K8sConfig");
     let mut notes = Vec::new();
@@ -684,11 +682,7 @@ pub fn rss_probe(mode: &str, ns: &str) {
             }
             std::hint::black_box(&state);
         } else {
-            let config = K8sConfig {
-                namespace: Some(ns.to_owned()),
-                kinds: vec![Kind::Deployment],
-                ..K8sConfig::default()
-            };
+            let config = K8sConfig::default().namespace(ns).kinds([Kind::Deployment]);
             let how = if streaming {
                 InitialList::Streaming
             } else {
@@ -697,7 +691,7 @@ pub fn rss_probe(mode: &str, ns: &str) {
             let dial = K8sDial::with_client(&config, move || client.clone())
                 .expect("a valid K8sConfig")
                 .initial_list(how);
-            let mut watch = lookout_core::Watch::new(dial, config.watch);
+            let mut watch = lookout_core::Watch::new(dial, config.get_watch_config().clone());
             loop {
                 match tokio::time::timeout(SETTLE, watch.next()).await {
                     Ok(Some(Item::Status(Status::Connected { .. }))) => break,

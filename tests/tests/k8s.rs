@@ -47,15 +47,13 @@ async fn setup(
 }
 
 fn config(kubeconfig: &Path, ns: Option<&str>) -> K8sConfig {
-    K8sConfig {
-        kubeconfig: Some(kubeconfig.to_path_buf()),
-
-        context: None,
-        namespace: ns.map(Into::into),
-        kinds: Kind::ALL.to_vec(),
-        label_selector: None,
-        watch: fast_watch_config(),
-        readiness: false,
+    let config = K8sConfig::default()
+        .kubeconfig(kubeconfig)
+        .kinds(Kind::ALL.iter().copied())
+        .watch_config(fast_watch_config());
+    match ns {
+        Some(ns) => config.namespace(ns),
+        None => config,
     }
 }
 
@@ -83,10 +81,7 @@ async fn via_relay_with(kubeconfig: &Path, fx: &Fixture, readiness: bool) -> Via
     let relayed = kubeconfig_via(kubeconfig, relay.port());
     let requests = Requests::default();
     let client = counting_client(relayed.path(), &requests).await;
-    let cfg = K8sConfig {
-        readiness,
-        ..config(relayed.path(), Some(&fx.ns))
-    };
+    let cfg = config(relayed.path(), Some(&fx.ns)).readiness(readiness);
     let mut rec = Recorder::with_client(cfg, &client);
     rec.until("first snapshot", STEP, |r| r.connected() >= 1)
         .await;
@@ -163,8 +158,7 @@ async fn k8s_statefulset_lifecycle() {
 async fn k8s_label_selector_excludes_others() {
     let t = Instant::now();
     let (_lock, kubeconfig, fx) = setup(false, &[]).await;
-    let mut cfg = config(&kubeconfig, None);
-    cfg.label_selector = Some(format!("{RUN_LABEL}={},pick=yes", fx.run));
+    let cfg = config(&kubeconfig, None).label_selector(format!("{RUN_LABEL}={},pick=yes", fx.run));
     let mut rec = Recorder::new(cfg);
     rec.until("first snapshot", STEP, |r| r.connected() >= 1)
         .await;
@@ -453,14 +447,14 @@ async fn k8s_streaming_list_syncs_without_a_list_request() {
     let [a, _, s] = TRIO.map(|(kind, name, _)| fx.id(kind, name));
     let requests = Requests::default();
     let client = counting_client(&kubeconfig, &requests).await;
-    let cfg = K8sConfig {
-        watch: fast_watch_config().initial(true),
-        ..config(&kubeconfig, Some(&fx.ns))
-    };
+    let cfg = config(&kubeconfig, Some(&fx.ns)).watch_config(fast_watch_config().initial(true));
     let dial = K8sDial::with_client(&cfg, move || client.clone())
         .expect("a valid config")
         .initial_list(InitialList::Streaming);
-    let mut rec = Recorder::pump(lookout_core::Watch::new(dial, cfg.watch));
+    let mut rec = Recorder::pump(lookout_core::Watch::new(
+        dial,
+        cfg.get_watch_config().clone(),
+    ));
     rec.until("first snapshot", STEP, |r| r.connected() >= 1)
         .await;
     assert_eq!(
@@ -593,7 +587,8 @@ async fn k8s_stopped_apiserver_is_noticed_and_recovered() {
     require_controlled(&kubeconfig);
     let a = fx.id(Kind::Deployment, "a");
     let cfg = config(&kubeconfig, Some(&fx.ns));
-    let bound = cfg.watch.get_probe_after() + cfg.watch.get_probe_timeout();
+    let bound =
+        cfg.get_watch_config().get_probe_after() + cfg.get_watch_config().get_probe_timeout();
     let mut rec = Recorder::new(cfg);
     rec.until("first snapshot", STEP, |r| r.connected() >= 1)
         .await;
@@ -725,6 +720,7 @@ fn workload_status(kind: Kind, replicas: i64, observed: i64, serving: i64) -> se
             "readyReplicas": serving,
             "availableReplicas": 0,
         }),
+        other => panic!("no status for {other}"),
     }
 }
 
@@ -739,10 +735,7 @@ fn workload_status(kind: Kind, replicas: i64, observed: i64, serving: i64) -> se
 async fn readiness_follows_status(kind: Kind) {
     let t = Instant::now();
     let (_lock, kubeconfig, fx) = setup(false, &[]).await;
-    let mut rec = Recorder::new(K8sConfig {
-        readiness: true,
-        ..config(&kubeconfig, Some(&fx.ns))
-    });
+    let mut rec = Recorder::new(config(&kubeconfig, Some(&fx.ns)).readiness(true));
     rec.until("first snapshot", STEP, |r| r.connected() >= 1)
         .await;
     let web = fx.id(kind, "web");
@@ -840,11 +833,11 @@ async fn k8s_readiness_initial_tells_ready_workloads_ready() {
         let status = workload_status(kind, replicas, generation, serving);
         fx.set_status(kind, name, status).await;
     }
-    let mut rec = Recorder::new(K8sConfig {
-        readiness: true,
-        watch: fast_watch_config().initial(true),
-        ..config(&kubeconfig, Some(&fx.ns))
-    });
+    let mut rec = Recorder::new(
+        config(&kubeconfig, Some(&fx.ns))
+            .readiness(true)
+            .watch_config(fast_watch_config().initial(true)),
+    );
     rec.until("first snapshot", STEP, |r| r.connected() >= 1)
         .await;
     let [ready, short, off, s_ready] = objects.map(|(kind, name, _)| fx.id(kind, name));
@@ -1006,16 +999,11 @@ async fn k8s_readiness_change_past_a_compaction_arrives_once_as_resync() {
 // ------------------------------------------------------------------ the fake apiserver
 
 fn fake_config(fake: &FakeApi, kinds: &[Kind]) -> K8sConfig {
-    K8sConfig {
-        kubeconfig: Some(fake.kubeconfig(&std::env::temp_dir())),
-
-        context: None,
-        namespace: Some("fake".into()),
-        kinds: kinds.to_vec(),
-        label_selector: None,
-        watch: fast_watch_config(),
-        readiness: false,
-    }
+    K8sConfig::default()
+        .kubeconfig(fake.kubeconfig(&std::env::temp_dir()))
+        .namespace("fake")
+        .kinds(kinds.iter().copied())
+        .watch_config(fast_watch_config())
 }
 
 fn dep(name: &str, rv: u64, replicas: &serde_json::Value) -> serde_json::Value {
@@ -1134,7 +1122,7 @@ async fn fake_410_relists_one_kind_and_keeps_the_other() {
         (Some(_), true, _) => Reply::Watch(vec![Frame::Hold]),
         _ => Reply::Json(404, "{}".into()),
     });
-    let mut rec = Recorder::new(fake_config(&fake, &Kind::ALL));
+    let mut rec = Recorder::new(fake_config(&fake, Kind::ALL));
     rec.until("first snapshot", STEP, |r| r.connected() >= 1)
         .await;
     gate.open();
@@ -1200,7 +1188,8 @@ async fn fake_periodic_relist_only_when_asked() {
             .count()
     };
     let mut cfg = fake_config(&fake, &[Kind::Deployment]);
-    cfg.watch = cfg.watch.resync_every(Some(Duration::from_millis(500)));
+    let watch = cfg.get_watch_config().clone();
+    cfg = cfg.watch_config(watch.resync_every(Some(Duration::from_millis(500))));
     let mut rec = Recorder::new(cfg);
     rec.until("two periodic relists", STEP, |r| r.connected() >= 3)
         .await;
@@ -1452,7 +1441,7 @@ async fn fake_redial_relists_only_the_expired_kind() {
         (Some(_), true, _) => Reply::Watch(vec![Frame::Hold]),
         _ => Reply::Json(404, "{}".into()),
     });
-    let mut rec = Recorder::new(fake_config(&fake, &Kind::ALL));
+    let mut rec = Recorder::new(fake_config(&fake, Kind::ALL));
     rec.until("first snapshot", STEP, |r| r.connected() >= 1)
         .await;
     gate.open();
@@ -1567,8 +1556,9 @@ fn readiness_script() -> FakeApi {
 async fn fake_readiness_flips_through_modified() {
     let fake = readiness_script();
     let mut cfg = fake_config(&fake, &[Kind::Deployment]);
-    cfg.watch = cfg.watch.initial(true);
-    cfg.readiness = true;
+    let watch = cfg.get_watch_config().clone();
+    cfg = cfg.watch_config(watch.initial(true));
+    cfg = cfg.readiness(true);
     let mut rec = Recorder::new(cfg);
     rec.until("the script's last readiness", STEP, |r| {
         r.of(WEB).len() >= 10
@@ -1603,7 +1593,8 @@ async fn fake_readiness_flips_through_modified() {
     // Readiness off: the same script is what it was before readiness.
     let fake = readiness_script();
     let mut cfg = fake_config(&fake, &[Kind::Deployment]);
-    cfg.watch = cfg.watch.initial(true);
+    let watch = cfg.get_watch_config().clone();
+    cfg = cfg.watch_config(watch.initial(true));
     let mut rec = Recorder::new(cfg);
     rec.until("stopped and started", STEP, |r| r.of(WEB).len() >= 4)
         .await;
@@ -1669,7 +1660,7 @@ async fn fake_readiness_missed_while_disconnected_comes_once_in_the_replay() {
         _ => Reply::Json(404, "{}".into()),
     });
     let mut cfg = fake_config(&fake, &[Kind::Deployment]);
-    cfg.readiness = true;
+    cfg = cfg.readiness(true);
     let mut rec = Recorder::new(cfg);
     rec.until("first snapshot", STEP, |r| r.connected() >= 1)
         .await;
@@ -1730,8 +1721,8 @@ async fn fake_readiness_missed_while_disconnected_comes_once_in_the_relist() {
         (Some(_), true, _) => Reply::Watch(vec![Frame::Hold]),
         _ => Reply::Json(404, "{}".into()),
     });
-    let mut cfg = fake_config(&fake, &Kind::ALL);
-    cfg.readiness = true;
+    let mut cfg = fake_config(&fake, Kind::ALL);
+    cfg = cfg.readiness(true);
     let mut rec = Recorder::new(cfg);
     rec.until("first snapshot", STEP, |r| r.connected() >= 1)
         .await;

@@ -291,16 +291,11 @@ async fn dockerd_podman_and_k8s_in_one_stream() {
     let d = Containers::new(&scenarios::DOCKER, "merge3");
     let p = Containers::new(podman, "merge3");
     let fx = Fixture::new(&kubeconfig).await;
-    let k8s = K8sConfig {
-        kubeconfig: Some(kubeconfig.clone()),
-
-        context: None,
-        namespace: Some(fx.ns.clone()),
-        kinds: Kind::ALL.to_vec(),
-        label_selector: None,
-        watch: k8s_util::fast_watch_config(),
-        readiness: false,
-    };
+    let k8s = K8sConfig::default()
+        .kubeconfig(kubeconfig.clone())
+        .namespace(fx.ns.clone())
+        .kinds(Kind::ALL.iter().copied())
+        .watch_config(k8s_util::fast_watch_config());
     let merge = Merge::new()
         .source("docker", docker_watch(&scenarios::DOCKER, &d))
         .and_then(|m| m.source("podman", docker_watch(podman, &p)))

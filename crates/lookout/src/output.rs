@@ -419,13 +419,11 @@ mod tests {
             json: true,
             color: false,
         };
-        let mut p = lookout_etcd::PublisherStatus {
-            source: "h".into(),
-            state: lookout_etcd::PublisherState::Connected,
-            writer: Some("lookout/0.1.0 h pid 7".into()),
-            instances: 2,
-            revision: 9,
-        };
+        let mut p =
+            lookout_etcd::PublisherStatus::new("h", lookout_etcd::PublisherState::Connected);
+        p.writer = Some("lookout/0.1.0 h pid 7".into());
+        p.instances = 2;
+        p.revision = 9;
         assert_eq!(
             publisher_line(&p, json),
             r#"{"host":"h","status":"connected","instances":2,"writer":"lookout/0.1.0 h pid 7"}"#

@@ -108,7 +108,7 @@ impl Publisher {
     /// compared with.
     pub async fn baseline(&mut self) -> Result<usize, EtcdError> {
         let key = model::source_prefix(&self.prefix, &self.source);
-        let end = lookout_etcd::wire::prefix_range_end(key.as_bytes());
+        let end = lookout_etcd::prefix_range_end(key.as_bytes());
         let mut from = key.clone().into_bytes();
         let mut revision = 0;
         loop {
@@ -138,22 +138,16 @@ impl Publisher {
             EventKind::Started | EventKind::Ready | EventKind::Unready => State::Running,
             _ => State::Stopped,
         };
-        Record {
-            provider: self.provider.to_owned(),
-            state,
-            ready: e
-                .readiness
-                .filter(|_| state == State::Running)
-                .map(|r| r.is_ready()),
-            uid: e.uid.as_deref().map(str::to_owned),
-            labels: lookout_core::Labels::clone(&e.labels),
-            event: RecordEvent {
-                kind: e.kind.as_str().to_owned(),
-                origin: origin.to_owned(),
-                at: rfc3339_nanos(e.at),
-            },
-            writer: self.writer.clone(),
-        }
+        let event = RecordEvent::new(e.kind.as_str(), origin, rfc3339_nanos(e.at));
+        let mut record = Record::new(self.provider, state, event);
+        record.ready = e
+            .readiness
+            .filter(|_| state == State::Running)
+            .map(|r| r.is_ready());
+        record.uid = e.uid.as_deref().map(str::to_owned);
+        record.labels = lookout_core::Labels::clone(&e.labels);
+        record.writer.clone_from(&self.writer);
+        record
     }
 
     /// One event of the run: written at once (after the first snapshot).
@@ -222,11 +216,7 @@ impl Publisher {
             let mut tomb = held.clone();
             tomb.state = State::Removed;
             tomb.ready = None;
-            tomb.event = RecordEvent {
-                kind: "removed".into(),
-                origin: "resync".into(),
-                at: at.clone(),
-            };
+            tomb.event = RecordEvent::new("removed", "resync", at.clone());
             tomb.writer.clone_from(&self.writer);
             slot.want = Some(tomb);
         }
@@ -307,8 +297,8 @@ impl Publisher {
         lease: i64,
         revision: i64,
     ) -> Result<Written, EtcdError> {
-        let k = lookout_etcd::wire::b64(key.as_bytes());
-        let mut put = json!({ "key": k, "value": lookout_etcd::wire::b64(value) });
+        let k = lookout_etcd::b64(key.as_bytes());
+        let mut put = json!({ "key": k, "value": lookout_etcd::b64(value) });
         if lease != 0 {
             put["lease"] = lease.to_string().into();
         }
@@ -330,7 +320,7 @@ impl Publisher {
             .as_str()
             .and_then(|r| r.parse().ok())
             .unwrap_or(0);
-        let current = kv["value"].as_str().and_then(lookout_etcd::wire::unb64);
+        let current = kv["value"].as_str().and_then(lookout_etcd::unb64);
         if current.as_deref() == Some(value) {
             // Our own write, whose answer was lost.
             return Ok(Written::Done(current_revision));

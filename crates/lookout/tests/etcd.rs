@@ -48,7 +48,7 @@ struct Cleanup(String);
 impl Drop for Cleanup {
     fn drop(&mut self) {
         let key = format!("{}/", self.0).into_bytes();
-        let end = lookout_etcd::wire::prefix_range_end(&key);
+        let end = lookout_etcd::prefix_range_end(&key);
         let (client, rt) = client();
         if let Err(e) = rt.block_on(client.delete_range(&key, &end)) {
             eprintln!("etcd: could not delete the keys under {}: {e}", self.0);
@@ -71,19 +71,15 @@ fn put(
         State::Stopped => "stopped",
         State::Removed => "removed",
     };
-    let record = Record {
-        provider: "docker".into(),
+    let mut record = Record::new(
+        "docker",
         state,
-        ready,
-        uid: Some(format!("uid-{instance}")),
-        labels: lookout_core::Labels::from([("app".to_owned(), instance.to_owned())]),
-        event: RecordEvent {
-            kind: kind.into(),
-            origin: origin.into(),
-            at: "2026-12-03T10:00:00.25Z".into(),
-        },
-        writer: "lookout-cli tests".into(),
-    };
+        RecordEvent::new(kind, origin, "2026-12-03T10:00:00.25Z"),
+    );
+    record.ready = ready;
+    record.uid = Some(format!("uid-{instance}"));
+    record.labels = lookout_core::Labels::from([("app".to_owned(), instance.to_owned())]);
+    record.writer = "lookout-cli tests".into();
     let value = serde_json::to_vec(&record).expect("encodes");
     let key = instance_key(prefix, source, instance);
     let (client, rt) = client();

@@ -7,6 +7,9 @@ use std::time::Duration;
 use lookout_transport::TransportError;
 
 /// A configuration that can never work.
+///
+/// Sources are boxed errors: the HTTP and TLS crates underneath are not
+/// part of this crate's API (their messages are kept).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
@@ -16,6 +19,7 @@ pub enum ConfigError {
     )]
     NoEndpoint,
     /// An endpoint that cannot be used.
+    #[non_exhaustive]
     #[error("etcd endpoint `{endpoint}`: {why}")]
     Endpoint {
         /// As given.
@@ -24,6 +28,7 @@ pub enum ConfigError {
         why: String,
     },
     /// The password file cannot be read.
+    #[non_exhaustive]
     #[error("cannot read the etcd password file {}: {source}", path.display())]
     PasswordFile {
         /// The file.
@@ -35,8 +40,9 @@ pub enum ConfigError {
     /// The TLS files cannot be used (unreadable, not PEM, a key that does
     /// not fit its certificate): the message names the file.
     #[error("etcd TLS: {0}")]
-    Tls(#[source] TransportError),
+    Tls(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// A prefix or source name that cannot be a key's part.
+    #[non_exhaustive]
     #[error("{what} `{value}`: {why}")]
     Name {
         /// `prefix` or `source`.
@@ -53,6 +59,7 @@ pub enum ConfigError {
 #[non_exhaustive]
 pub enum EtcdError {
     /// The member could not be reached.
+    #[non_exhaustive]
     #[error("cannot connect to etcd at {endpoint}: {source}")]
     Connect {
         /// The member.
@@ -63,23 +70,26 @@ pub enum EtcdError {
     },
     /// No TLS session with the member (its certificate not verified by the
     /// CA, a client certificate refused).
+    #[non_exhaustive]
     #[error("cannot connect to etcd at {endpoint}: TLS {source}")]
     Tls {
         /// The member.
         endpoint: String,
         /// Why (rustls's error: `invalid peer certificate: UnknownIssuer`, …).
         #[source]
-        source: Box<TransportError>,
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// An `https://` member, and no CA to verify it with.
     #[error(
         "cannot connect to etcd at {endpoint}: no CA certificate to verify the member with (give a CA file)"
     )]
+    #[non_exhaustive]
     NoCa {
         /// The member.
         endpoint: String,
     },
     /// The member did not answer in time.
+    #[non_exhaustive]
     #[error("{endpoint}{path}: no answer within {timeout:?}")]
     Timeout {
         /// The member.
@@ -90,21 +100,23 @@ pub enum EtcdError {
         timeout: Duration,
     },
     /// HTTP failed (the connection broke mid-answer, …).
+    #[non_exhaustive]
     #[error("{endpoint}{path}: HTTP: {source}")]
     Http {
         /// The member.
         endpoint: String,
         /// The request's path.
         path: String,
-        /// hyper's error.
+        /// The HTTP layer's error.
         #[source]
-        source: hyper::Error,
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// The request could not be built.
     #[error("cannot build the request: {0}")]
     Request(String),
     /// etcd refused to authenticate the user (a wrong password, an unknown
     /// user, no member reachable, …).
+    #[non_exhaustive]
     #[error("cannot authenticate to etcd as `{user}`: {source}")]
     Authenticate {
         /// The user.
@@ -118,6 +130,7 @@ pub enum EtcdError {
     #[error(
         "{endpoint}{path}: etcd requires authentication ({message}): give a user and its password"
     )]
+    #[non_exhaustive]
     AuthRequired {
         /// The member.
         endpoint: String,
@@ -127,6 +140,7 @@ pub enum EtcdError {
         message: String,
     },
     /// The member answered with an error.
+    #[non_exhaustive]
     #[error("{endpoint}{path}: HTTP {status}: {message} (gRPC code {code})")]
     Status {
         /// The member.
@@ -141,6 +155,7 @@ pub enum EtcdError {
         message: String,
     },
     /// The answer is no JSON of the expected shape.
+    #[non_exhaustive]
     #[error("{endpoint}{path}: cannot decode the answer: {source}")]
     Decode {
         /// The member.
@@ -152,6 +167,7 @@ pub enum EtcdError {
         source: serde_json::Error,
     },
     /// The answer (or a watch line) is larger than the bound.
+    #[non_exhaustive]
     #[error("{endpoint}{path}: the answer is larger than {limit} bytes")]
     TooLarge {
         /// The member.
@@ -162,6 +178,7 @@ pub enum EtcdError {
         limit: usize,
     },
     /// `/health` says the member cannot serve (no leader, …).
+    #[non_exhaustive]
     #[error("{endpoint} is not healthy: {reason}")]
     Unhealthy {
         /// The member.
@@ -170,6 +187,7 @@ pub enum EtcdError {
         reason: String,
     },
     /// Every endpoint failed.
+    #[non_exhaustive]
     #[error("no etcd endpoint answered ({tried})")]
     Unreachable {
         /// The endpoints tried.
@@ -179,12 +197,14 @@ pub enum EtcdError {
         last: Box<EtcdError>,
     },
     /// The watch stream ended.
+    #[non_exhaustive]
     #[error("{endpoint}: the watch ended")]
     WatchEnded {
         /// The member.
         endpoint: String,
     },
     /// etcd canceled the watch for another reason than compaction.
+    #[non_exhaustive]
     #[error("{endpoint}: etcd canceled the watch: {reason}")]
     Canceled {
         /// The member.
@@ -193,6 +213,7 @@ pub enum EtcdError {
         reason: String,
     },
     /// The watch stream carried an error.
+    #[non_exhaustive]
     #[error("{endpoint}: the watch failed: {message} (gRPC code {code})")]
     WatchError {
         /// The member.
@@ -207,6 +228,7 @@ pub enum EtcdError {
     #[error(
         "the watch is behind: it told revision {seen} and {told_keys} keys; at revision {at} the newest put under its range is at {newest} and it holds {keys} keys (waited {waited:?})"
     )]
+    #[non_exhaustive]
     Behind {
         /// The newest put's revision.
         newest: i64,
@@ -222,6 +244,7 @@ pub enum EtcdError {
         waited: Duration,
     },
     /// The watch did not say `created` in time.
+    #[non_exhaustive]
     #[error("{endpoint}: the watch was not created within {timeout:?}")]
     NotCreated {
         /// The member.
@@ -230,6 +253,7 @@ pub enum EtcdError {
         timeout: Duration,
     },
     /// A list could not be completed: etcd compacted its revision while it was read.
+    #[non_exhaustive]
     #[error("the list at revision {revision} was compacted away {times} times in a row")]
     ListCompacted {
         /// The revision of the last attempt.
@@ -247,7 +271,7 @@ impl EtcdError {
             TransportError::Http(source) => Self::Http {
                 endpoint,
                 path: path.to_owned(),
-                source,
+                source: Box::new(source),
             },
             TransportError::TooLarge { limit } => Self::TooLarge {
                 endpoint,

@@ -16,6 +16,7 @@ struct HeaderOnly {
 
 /// What [`Client::newest_modification`] read, at one revision.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Newest {
     /// The mod revision of the newest put among the range's keys (0: none).
     pub put: i64,
@@ -98,7 +99,10 @@ impl Client {
     }
 
     /// `txn`: `request` is the gateway's JSON `TxnRequest` (`compare`,
-    /// `success`, `failure`); its JSON answer.
+    /// `success`, `failure`; keys and values in base64: [`b64`](crate::b64));
+    /// its JSON answer (`succeeded`, `responses`, `header`). The gateway's
+    /// JSON is the contract of this call: `serde_json` is a public
+    /// dependency of this crate for it.
     pub async fn txn(&self, request: &serde_json::Value) -> Result<serde_json::Value, EtcdError> {
         self.unary("/v3/kv/txn", request).await
     }

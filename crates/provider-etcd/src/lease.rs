@@ -51,7 +51,7 @@ impl Client {
                                     return Err(EtcdError::Http {
                                         endpoint: endpoint.clone(),
                                         path: path.to_owned(),
-                                        source,
+                                        source: Box::new(source),
                                     });
                                 }
                             }

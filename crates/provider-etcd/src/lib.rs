@@ -63,7 +63,7 @@
 //!
 //! - **A redial resumes; it does not relist.** The watch is opened again
 //!   from the revision after the cursor, on the first member that answers
-//!   (the last one that did, then the next of [`EtcdConfig::endpoints`]):
+//!   (the last one that did, then the next of [`EtcdConfig::get_endpoints`]):
 //!   what changed meanwhile comes as etcd replays it, in order, exactly once,
 //!   [`Origin::Live`](lookout_core::Origin::Live), before `Connected`: the
 //!   session says [`Observation::Resumed`](lookout_core::Observation::Resumed)
@@ -138,10 +138,44 @@
 //!   for why not `etcd-client`).
 //!
 //! [`Client`] is the JSON-gateway client itself (range, put, delete, txn,
-//! compaction, lease grant, watch): what the publisher shares.
+//! compaction, lease grant and keepalive, health): what the publisher
+//! (`lookout --publish etcd://…`) shares. Its answers are [`RangeResponse`]
+//! (of [`KeyValue`]s), [`Header`], [`LeaseGrant`] and [`Newest`];
+//! [`Client::txn`] speaks the gateway's JSON, with [`b64`], [`unb64`] and
+//! [`prefix_range_end`] to write and read it.
+//!
+//! # Features
+//!
+//! This crate has no Cargo features: everything above is always built
+//! (TLS with rustls and *ring*, through `lookout-transport`).
+//!
+//! # Public dependencies
+//!
+//! Types or traits of these crates appear in this crate's API, so their
+//! semver-incompatible releases are breaking changes of this crate too:
+//!
+//! - [`lookout-core`](lookout_core) 0.1: the contract ([`Watch`],
+//!   [`WatchConfig`](lookout_core::WatchConfig), the items, [`Labels`](lookout_core::Labels) in
+//!   [`model::Record`]).
+//! - `tokio-stream` 0.1: [`WithPublishers`] and [`PublisherChanges`] are
+//!   its `Stream`s (as lookout-core's watch is).
+//! - `serde` 1: [`model::Record`] and its parts are `Serialize` and
+//!   `Deserialize` (the format publishers write).
+//! - `serde_json` 1: [`Client::txn`] takes and answers the gateway's JSON
+//!   (`serde_json::Value`); [`EtcdError::Decode`] and
+//!   [`model::Record::from_json`] give its `Error`.
+//!
+//! The HTTP and TLS crates underneath (`lookout-transport`, hyper, http,
+//! rustls) are not: their errors come boxed (`EtcdError::Http`'s,
+//! `EtcdError::Tls`'s, `ConfigError::Tls`'s `source`), and [`Tls`] is
+//! made from PEM files.
+
+#![deny(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod auth;
 mod client;
+mod config;
 mod endpoint;
 mod error;
 mod kv;
@@ -154,17 +188,17 @@ mod session;
 mod settings;
 mod tls;
 mod watch;
-pub mod wire;
+mod wire;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
-use lookout_core::{Dial, DialFuture, ProbeFuture, Watch, WatchConfig};
+use lookout_core::{Dial, DialFuture, ProbeFuture, Watch};
 use tracing::Instrument as _;
 
 pub use auth::Credentials;
 pub use client::Client;
+pub use config::EtcdConfig;
 pub use endpoint::EtcdEndpoint;
 pub use error::{ConfigError, EtcdError};
 pub use kv::Newest;
@@ -172,55 +206,7 @@ pub use publishers::{
     EtcdItem, PublisherChanges, PublisherState, PublisherStatus, Publishers, WithPublishers,
 };
 pub use tls::Tls;
-
-/// What to watch, and how.
-#[derive(Clone, Debug)]
-pub struct EtcdConfig {
-    /// The cluster's members, tried in order.
-    pub endpoints: Vec<EtcdEndpoint>,
-    /// The key prefix the publishers write under (default [`model::DEFAULT_PREFIX`]).
-    pub prefix: String,
-    /// The sources to read (empty: every source under the prefix).
-    pub sources: Vec<String>,
-    /// Tell readiness (the records' `ready`) and `Ready`/`Unready`.
-    pub readiness: bool,
-    /// The bound of each request (connect and answer) and of a watch's
-    /// creation (default 5 s).
-    pub request_timeout: Duration,
-    /// The core's settings (default [`EtcdConfig::default_watch`]).
-    pub watch: WatchConfig,
-    /// The user to authenticate as, when etcd's auth is enabled (default
-    /// none). Its `Debug` redacts the password.
-    pub credentials: Option<Credentials>,
-    /// The CA (and client certificate) `https://` endpoints are verified
-    /// with (default none: an `https://` endpoint then fails to connect).
-    pub tls: Option<Tls>,
-}
-
-impl EtcdConfig {
-    /// A configuration for `endpoints` (`http://HOST:PORT`,
-    /// `https://HOST:PORT` or `HOST:PORT`, comma-separated), the rest by default.
-    pub fn new(endpoints: &str) -> Result<Self, ConfigError> {
-        Ok(Self {
-            endpoints: EtcdEndpoint::parse_list(endpoints)?,
-            prefix: model::DEFAULT_PREFIX.to_owned(),
-            sources: Vec::new(),
-            readiness: false,
-            request_timeout: Duration::from_secs(5),
-            watch: Self::default_watch(),
-            credentials: None,
-            tls: None,
-        })
-    }
-
-    /// The core's defaults without periodic or lag relist: etcd's watch
-    /// resumes from its revision and says when it cannot.
-    pub fn default_watch() -> WatchConfig {
-        WatchConfig::default()
-            .resync_every(None)
-            .resync_after_lag(None)
-    }
-}
+pub use wire::{Header, KeyValue, LeaseGrant, RangeResponse, b64, prefix_range_end, unb64};
 
 /// The [`Dial`] of an etcd prefix: see the [crate docs](crate).
 #[derive(Debug)]
@@ -233,23 +219,26 @@ pub struct EtcdDial {
 impl EtcdDial {
     /// Checks `config` (prefix, sources, endpoints); contacts nothing.
     pub fn new(config: &EtcdConfig) -> Result<Self, ConfigError> {
-        let prefix = model::check_prefix(&config.prefix)?.to_owned();
-        for s in &config.sources {
+        let prefix = model::check_prefix(config.get_prefix())?.to_owned();
+        for s in config.get_sources() {
             model::check_source(s)?;
         }
-        let mut sources = config.sources.clone();
+        let mut sources = config.get_sources().to_vec();
         sources.sort_unstable();
         sources.dedup();
         Ok(Self {
-            client: Client::new(config.endpoints.clone(), config.request_timeout)?
-                .with_credentials(config.credentials.clone())
-                .with_tls(config.tls.clone()),
+            client: Client::new(
+                config.get_endpoints().to_vec(),
+                config.get_request_timeout(),
+            )?
+            .with_credentials(config.get_credentials().cloned())
+            .with_tls(config.get_tls().cloned()),
             settings: Arc::new(settings::Settings {
                 prefix,
                 sources,
-                readiness: config.readiness,
-                catch_up: config.watch.get_probe_timeout() / 2,
-                create_timeout: config.request_timeout,
+                readiness: config.get_readiness(),
+                catch_up: config.get_watch_config().get_probe_timeout() / 2,
+                create_timeout: config.get_request_timeout(),
             }),
             state: Arc::default(),
         })
@@ -316,7 +305,7 @@ impl Dial for EtcdDial {
 /// The watch of `config`'s prefix: synchronous, contacts nothing until polled.
 pub fn watch(config: EtcdConfig) -> Result<Watch<EtcdDial>, ConfigError> {
     let dial = EtcdDial::new(&config)?;
-    Ok(Watch::new(dial, config.watch))
+    Ok(Watch::new(dial, config.into_watch_config()))
 }
 
 /// The watch of `config`'s prefix with its publishers' statuses, in one
@@ -324,7 +313,10 @@ pub fn watch(config: EtcdConfig) -> Result<Watch<EtcdDial>, ConfigError> {
 pub fn watch_with_publishers(config: EtcdConfig) -> Result<WithPublishers, ConfigError> {
     let dial = EtcdDial::new(&config)?;
     let board = Arc::clone(&dial.state.board);
-    Ok(WithPublishers::new(Watch::new(dial, config.watch), board))
+    Ok(WithPublishers::new(
+        Watch::new(dial, config.into_watch_config()),
+        board,
+    ))
 }
 
 /// The watch of `config`'s prefix and a handle on its publishers' statuses
@@ -336,5 +328,5 @@ pub fn watch_and_publishers(
 ) -> Result<(Watch<EtcdDial>, Publishers), ConfigError> {
     let dial = EtcdDial::new(&config)?;
     let publishers = Publishers::new(Arc::clone(&dial.state.board));
-    Ok((Watch::new(dial, config.watch), publishers))
+    Ok((Watch::new(dial, config.into_watch_config()), publishers))
 }

@@ -32,6 +32,11 @@ use crate::error::ConfigError;
 pub const DEFAULT_PREFIX: &str = "lookout";
 
 /// The state of an instance a record tells.
+///
+/// Exhaustive: an instance exists and runs, exists and does not, or is
+/// gone. A record that says more (readiness, a pause) does it with another
+/// field, which readers of older versions skip; a new state would make
+/// them refuse the record, so the format does not grow that way.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum State {
@@ -43,8 +48,10 @@ pub enum State {
     Removed,
 }
 
-/// The transition that wrote a record, as the publisher learnt it.
+/// The transition that wrote a record, as the publisher learnt it
+/// ([`RecordEvent::new`]; `#[non_exhaustive]`: a field may be added).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct RecordEvent {
     /// `created`, `started`, `stopped`, `removed`, `ready`, `unready`.
     pub kind: String,
@@ -55,8 +62,11 @@ pub struct RecordEvent {
     pub at: String,
 }
 
-/// The value of `PREFIX/i/SOURCE/INSTANCE`.
+/// The value of `PREFIX/i/SOURCE/INSTANCE` ([`Record::new`], then its
+/// fields; `#[non_exhaustive]`: a field may be added, with a default for
+/// the records written before it).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Record {
     /// The publisher's provider: `docker`, `podman`, `swarm`, `k8s`.
     pub provider: String,
@@ -79,7 +89,33 @@ pub struct Record {
     pub writer: String,
 }
 
+impl RecordEvent {
+    /// The transition `kind` (`started`, …) found with `origin` (`live`,
+    /// `resync`) at `at` (RFC 3339).
+    pub fn new(kind: impl Into<String>, origin: impl Into<String>, at: impl Into<String>) -> Self {
+        Self {
+            kind: kind.into(),
+            origin: origin.into(),
+            at: at.into(),
+        }
+    }
+}
+
 impl Record {
+    /// A record of `provider`'s instance in `state`, written by `event`;
+    /// no readiness, no uid, no labels, no writer (set the fields).
+    pub fn new(provider: impl Into<String>, state: State, event: RecordEvent) -> Self {
+        Self {
+            provider: provider.into(),
+            state,
+            ready: None,
+            uid: None,
+            labels: Labels::new(),
+            event,
+            writer: String::new(),
+        }
+    }
+
     /// Decodes a value.
     pub fn from_json(value: &[u8]) -> Result<Self, serde_json::Error> {
         serde_json::from_slice(value)

@@ -42,8 +42,10 @@ impl fmt::Display for PublisherState {
     }
 }
 
-/// A source's publisher, as the watch last read its status key.
+/// A source's publisher, as the watch last read its status key
+/// (`#[non_exhaustive]`: a field may be added; [`PublisherStatus::new`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PublisherStatus {
     /// The source (`SOURCE` of `PREFIX/s/SOURCE`).
     pub source: Arc<str>,
@@ -56,6 +58,20 @@ pub struct PublisherStatus {
     /// The etcd revision it was read at (the status key's put or deletion,
     /// or the list's revision).
     pub revision: i64,
+}
+
+impl PublisherStatus {
+    /// `source`'s publisher in `state`, with no writer, no instance and
+    /// revision 0 (set the fields).
+    pub fn new(source: impl Into<Arc<str>>, state: PublisherState) -> Self {
+        Self {
+            source: source.into(),
+            state,
+            writer: None,
+            instances: 0,
+            revision: 0,
+        }
+    }
 }
 
 /// Each source's publisher status as last told, and, while a
@@ -107,7 +123,9 @@ pub(crate) fn lock(board: &Mutex<Board>) -> std::sync::MutexGuard<'_, Board> {
     board.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// What [`WithPublishers`] yields.
+/// What [`WithPublishers`] yields. Exhaustive: an item of the watch
+/// (whose own enums grow) or a publisher's status (whose struct grows);
+/// anything else would be another stream.
 #[derive(Clone, Debug)]
 pub enum EtcdItem {
     /// An item of the watch: an instance event, or the status of the watch

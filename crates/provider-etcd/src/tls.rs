@@ -26,8 +26,8 @@ impl Tls {
     /// showing the certificate chain and private key of the PEM files
     /// `identity` (certificate, key) when given.
     pub fn from_files(ca: &Path, identity: Option<(&Path, &Path)>) -> Result<Self, ConfigError> {
-        let config =
-            lookout_transport::client_config_from_files(ca, identity).map_err(ConfigError::Tls)?;
+        let config = lookout_transport::client_config_from_files(ca, identity)
+            .map_err(|e| ConfigError::Tls(Box::new(e)))?;
         Ok(Self {
             config,
             ca: ca.to_owned(),

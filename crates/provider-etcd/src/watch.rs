@@ -119,7 +119,7 @@ impl WatchStream {
             Some(Err(source)) => Err(EtcdError::Http {
                 endpoint: self.endpoint.clone(),
                 path: "/v3/watch".to_owned(),
-                source,
+                source: Box::new(source),
             }),
             None => Ok(false),
         }

@@ -1,17 +1,24 @@
 //! What the etcd v3 JSON gateway speaks: the protobuf messages as JSON, keys
 //! and values in base64, int64 fields as strings (numbers are taken too).
+//! The answers of [`Client`](crate::Client)'s calls ([`Header`], [`KeyValue`],
+//! [`RangeResponse`], [`LeaseGrant`]) and the helpers for
+//! [`Client::txn`](crate::Client::txn)'s JSON ([`b64`], [`unb64`],
+//! [`prefix_range_end`]) are re-exported at the crate's root; the watch's
+//! shapes are this crate's own.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use serde::de::{self, Deserializer};
 use serde::{Deserialize, Serialize};
 
-/// Base64 of a key or value, as the gateway wants it.
+/// Base64 of a key or value, as the gateway's JSON wants it (for
+/// [`Client::txn`](crate::Client::txn)'s request).
 pub fn b64(bytes: &[u8]) -> String {
     STANDARD.encode(bytes)
 }
 
-/// A key or value the gateway wrote in base64.
+/// A key or value the gateway's JSON wrote in base64 (as in
+/// [`Client::txn`](crate::Client::txn)'s answer); `None`: no base64.
 pub fn unb64(text: &str) -> Option<Vec<u8>> {
     STANDARD.decode(text.as_bytes()).ok()
 }
@@ -50,6 +57,7 @@ fn base64<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
 
 /// Every response's header: the store's revision when it was served.
 #[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Header {
     /// The revision of the store (0 when absent, as protobuf omits it).
     #[serde(default, deserialize_with = "int64")]
@@ -58,6 +66,7 @@ pub struct Header {
 
 /// One key and its value at some revision.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct KeyValue {
     /// The key.
     #[serde(default, deserialize_with = "base64")]
@@ -81,6 +90,7 @@ pub struct KeyValue {
 
 /// `POST /v3/kv/range`'s answer.
 #[derive(Clone, Debug, Default, Deserialize)]
+#[non_exhaustive]
 pub struct RangeResponse {
     /// The revision the range was read at.
     #[serde(default)]
@@ -98,7 +108,7 @@ pub struct RangeResponse {
 
 /// A watch event's type: protobuf omits the default, `PUT`.
 #[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
-pub enum EventType {
+pub(crate) enum EventType {
     /// A key was put.
     #[default]
     #[serde(rename = "PUT")]
@@ -110,53 +120,53 @@ pub enum EventType {
 
 /// One watch event.
 #[derive(Clone, Debug, Default, Deserialize)]
-pub struct Event {
+pub(crate) struct Event {
     /// Put or delete.
     #[serde(default, rename = "type")]
-    pub kind: EventType,
+    pub(crate) kind: EventType,
     /// The key after the event (a deletion: the key, `mod_revision` the
     /// deletion's revision, no value).
     #[serde(default)]
-    pub kv: KeyValue,
+    pub(crate) kv: KeyValue,
     /// The key before the event, when the watch asked for it and etcd still has it.
     #[serde(default)]
-    pub prev_kv: Option<KeyValue>,
+    pub(crate) prev_kv: Option<KeyValue>,
 }
 
 /// One message of a watch stream.
 #[derive(Clone, Debug, Default, Deserialize)]
-pub struct WatchResponse {
+pub(crate) struct WatchResponse {
     /// The store's revision: for a progress notification (no event), every
     /// event up to it has been sent.
     #[serde(default)]
-    pub header: Header,
+    pub(crate) header: Header,
     /// The answer to the create request.
     #[serde(default)]
-    pub created: bool,
+    pub(crate) created: bool,
     /// The watch ended: `compact_revision` > 0 when its revision was compacted.
     #[serde(default)]
-    pub canceled: bool,
+    pub(crate) canceled: bool,
     /// The oldest revision still served, when the watch was canceled for compaction.
     #[serde(default, deserialize_with = "int64")]
-    pub compact_revision: i64,
+    pub(crate) compact_revision: i64,
     /// Why etcd canceled the watch.
     #[serde(default)]
-    pub cancel_reason: String,
+    pub(crate) cancel_reason: String,
     /// The events, in revision order (empty: a progress notification).
     #[serde(default)]
-    pub events: Vec<Event>,
+    pub(crate) events: Vec<Event>,
 }
 
 /// An error of the gateway: a unary answer `{"code","message"}`, or a watch
 /// line's `{"error":{"grpc_code","http_code","message"}}`.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
-pub struct GatewayError {
+pub(crate) struct GatewayError {
     /// The gRPC status code (11: out of range, i.e. compacted; 14: unavailable).
     #[serde(default, alias = "grpc_code")]
-    pub code: i32,
+    pub(crate) code: i32,
     /// etcd's message.
     #[serde(default)]
-    pub message: String,
+    pub(crate) message: String,
 }
 
 /// One line of a watch stream.
@@ -170,6 +180,7 @@ pub(crate) struct WatchLine {
 
 /// `POST /v3/lease/grant`'s answer.
 #[derive(Clone, Copy, Debug, Default, Deserialize)]
+#[non_exhaustive]
 pub struct LeaseGrant {
     /// The lease id.
     #[serde(default, rename = "ID", deserialize_with = "int64")]

@@ -125,9 +125,8 @@ async fn refusals(endpoints: &str, prefix: &str) {
     assert!(!format!("{credentials:?}").contains(PASSWORD));
 }
 
-fn with_credentials(mut c: EtcdConfig, password: &str) -> EtcdConfig {
-    c.credentials = Some(Credentials::new("root", password));
-    c
+fn with_credentials(c: EtcdConfig, password: &str) -> EtcdConfig {
+    c.credentials(Credentials::new("root", password))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

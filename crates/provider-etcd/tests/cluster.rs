@@ -21,25 +21,28 @@ use lookout_etcd::EtcdConfig;
 use lookout_etcd::model::State;
 
 /// Probes after 1 s of silence, answered within 1 s.
-fn quick_probe(mut c: EtcdConfig) -> EtcdConfig {
-    c.request_timeout = Duration::from_secs(1);
-    c.watch = c
-        .watch
+fn quick_probe(c: EtcdConfig) -> EtcdConfig {
+    let watch = c
+        .get_watch_config()
+        .clone()
         .probe_after(Duration::from_secs(1))
         .probe_timeout(Duration::from_secs(1));
-    c
+    c.request_timeout(Duration::from_secs(1))
+        .watch_config(watch)
 }
 
 fn config(endpoints: &str, prefix: &str, initial: bool) -> EtcdConfig {
-    let mut c = EtcdConfig::new(endpoints).expect("endpoints");
-    prefix.clone_into(&mut c.prefix);
-    c.request_timeout = Duration::from_secs(2);
-    c.watch = EtcdConfig::default_watch().initial(initial).reconnect(
-        ReconnectPolicy::default()
-            .initial_delay(Duration::from_millis(100))
-            .max_delay(Duration::from_millis(500)),
-    );
-    c
+    EtcdConfig::new(endpoints)
+        .expect("endpoints")
+        .prefix(prefix)
+        .request_timeout(Duration::from_secs(2))
+        .watch_config(
+            EtcdConfig::default_watch().initial(initial).reconnect(
+                ReconnectPolicy::default()
+                    .initial_delay(Duration::from_millis(100))
+                    .max_delay(Duration::from_millis(500)),
+            ),
+        )
 }
 
 /// Items until `connected`, without the `disconnected` of failed redials.
@@ -174,8 +177,7 @@ async fn publisher_resync_records_stay_resync_and_sources_filter() {
     let prefix = unique_prefix("origin");
     let _cleanup = common::Cleanup(prefix.clone());
     let client = cluster();
-    let mut c = config(&engines::etcd_endpoints(), &prefix, false);
-    c.sources = vec!["src".to_owned()];
+    let c = config(&engines::etcd_endpoints(), &prefix, false).sources(["src"]);
     let mut watch = lookout_etcd::watch(c).expect("config");
     assert_eq!(reconnect_items(&mut watch).await, ["connected 0"]);
     // Another source's key is not watched.

@@ -595,8 +595,9 @@ async fn partition_round(
         .chain(majority.iter().cloned())
         .collect::<Vec<_>>()
         .join(",");
-    let mut config = fast_config(&endpoints, &prefix, true);
-    config.watch = config.watch.probe_after(PROBE_AFTER);
+    let config = fast_config(&endpoints, &prefix, true);
+    let watch = config.get_watch_config().clone().probe_after(PROBE_AFTER);
+    let config = config.watch_config(watch);
     let mut consumer = Consumer::start(config);
     consumer.connected("first connection").await;
     // `told` is incremental: what a watch that listed the first writes
@@ -656,9 +657,9 @@ async fn partition_round(
     let caught_up = healed.elapsed();
     consumer.converge(&writer.expected()[before..]).await;
     let mut alone = Consumer::start({
-        let mut c = fast_config(&cluster.member_url(cut), &prefix, false);
-        c.watch = c.watch.initial(true);
-        c
+        let c = fast_config(&cluster.member_url(cut), &prefix, false);
+        let watch = c.get_watch_config().clone().initial(true);
+        c.watch_config(watch)
     });
     alone.connected("a watch through the healed member").await;
     let mut listed = alone.events.clone();

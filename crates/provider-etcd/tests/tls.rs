@@ -96,9 +96,11 @@ fn tls(set: &str, ca: &str, identity: Option<(&str, &str)>) -> Tls {
         .unwrap_or_else(|e| panic!("the TLS files: {e}"))
 }
 
-fn with_tls(mut c: EtcdConfig, tls: Option<Tls>) -> EtcdConfig {
-    c.tls = tls;
-    c
+fn with_tls(c: EtcdConfig, tls: Option<Tls>) -> EtcdConfig {
+    match tls {
+        Some(tls) => c.tls(tls),
+        None => c,
+    }
 }
 
 /// The first item of a watch with `config`: a `Disconnected`, its error

@@ -14,11 +14,10 @@ use tokio_stream::StreamExt;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), lookout_k8s::ConfigError> {
-    let config = K8sConfig {
-        namespace: std::env::args().nth(1),
-        kinds: vec![Kind::Deployment, Kind::StatefulSet],
-        ..K8sConfig::default()
-    };
+    let mut config = K8sConfig::default().kinds([Kind::Deployment, Kind::StatefulSet]);
+    if let Some(namespace) = std::env::args().nth(1) {
+        config = config.namespace(namespace);
+    }
     let mut events = lookout_k8s::watch(config)?.events();
     while let Some(e) = events.next().await {
         let running = matches!(e.kind, lookout_core::EventKind::Started);

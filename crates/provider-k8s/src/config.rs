@@ -1,41 +1,39 @@
 //! What to watch, and how ([`K8sConfig`], [`InitialList`]).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use lookout_core::WatchConfig;
 
 use crate::kind::Kind;
 
-/// What to watch, and how.
+/// What to watch, and how: [`K8sConfig::default`] (every namespace, every
+/// kind, no selector, [`K8sConfig::default_watch`]), then the builder
+/// methods.
+///
+/// ```
+/// use lookout_k8s::{K8sConfig, Kind};
+///
+/// let config = K8sConfig::default()
+///     .namespace("shop")
+///     .kinds([Kind::Deployment])
+///     .label_selector("app.kubernetes.io/part-of=shop")
+///     .readiness(true);
+/// assert_eq!(config.get_namespace(), Some("shop"));
+/// assert_eq!(config.get_kinds(), [Kind::Deployment]);
+/// ```
+///
+/// Each option is set by a method of its name taking `self`, and read back
+/// by `get_` and its name (as clap's builders): a new option is a new
+/// method.
 #[derive(Clone, Debug)]
 pub struct K8sConfig {
-    /// An explicit kubeconfig file; `None` infers the configuration as kube
-    /// does (`KUBECONFIG`, `~/.kube/config`, in-cluster).
-    pub kubeconfig: Option<PathBuf>,
-    /// The kubeconfig context to use (as `kubectl --context`); `None`: the
-    /// kubeconfig's `current-context` (or in-cluster). A context that a
-    /// kubeconfig that can be read does not have is a [`ConfigError`](crate::ConfigError); a
-    /// kubeconfig that cannot be read (yet) is each dial's to report.
-    pub context: Option<String>,
-    /// Watch this namespace only; `None` watches all namespaces.
-    pub namespace: Option<String>,
-    /// The kinds to watch (default: both). Duplicates are ignored.
-    pub kinds: Vec<Kind>,
-    /// A label selector (`app=web,tier!=cache`), applied by the apiserver.
-    pub label_selector: Option<String>,
-    /// The core's knobs: reconnect policy, timeouts, relists. Default:
-    /// [`K8sConfig::default_watch`] (no periodic or consumer-lag relist).
-    /// With [`WatchConfig::resync_every`] set, a redial lists every kind
-    /// again when the last full list is at least that old, and resumes the
-    /// watches otherwise.
-    pub watch: WatchConfig,
-    /// Also report whether each workload can serve
-    /// ([`EventKind::Ready`](lookout_core::EventKind::Ready) /
-    /// [`Unready`](lookout_core::EventKind::Unready)), from its replica
-    /// counts and observed generation (the rule: the crate's
-    /// [Readiness](crate#readiness) section). Default off: every event's
-    /// `readiness` is `None`.
-    pub readiness: bool,
+    kubeconfig: Option<PathBuf>,
+    context: Option<String>,
+    namespace: Option<String>,
+    kinds: Vec<Kind>,
+    label_selector: Option<String>,
+    watch: WatchConfig,
+    readiness: bool,
 }
 
 impl Default for K8sConfig {
@@ -44,7 +42,7 @@ impl Default for K8sConfig {
             kubeconfig: None,
             context: None,
             namespace: None,
-            kinds: Kind::ALL.to_vec(),
+            kinds: vec![Kind::Deployment, Kind::StatefulSet],
             label_selector: None,
             watch: Self::default_watch(),
             readiness: false,
@@ -53,6 +51,114 @@ impl Default for K8sConfig {
 }
 
 impl K8sConfig {
+    /// An explicit kubeconfig file. Default none: the configuration is
+    /// inferred as kube does it (`KUBECONFIG`, `~/.kube/config`,
+    /// in-cluster). Not used by [`K8sDial::with_client`](crate::K8sDial::with_client).
+    #[must_use]
+    pub fn kubeconfig(mut self, path: impl Into<PathBuf>) -> Self {
+        self.kubeconfig = Some(path.into());
+        self
+    }
+
+    /// The kubeconfig context to use (as `kubectl --context`). Default
+    /// none: the kubeconfig's `current-context` (or in-cluster). A context
+    /// that a kubeconfig that can be read does not have is a
+    /// [`ConfigError`](crate::ConfigError); a kubeconfig that cannot be read
+    /// (yet) is each dial's to report.
+    #[must_use]
+    pub fn context(mut self, name: impl Into<String>) -> Self {
+        self.context = Some(name.into());
+        self
+    }
+
+    /// Watch this namespace only. Default: every namespace. An empty name
+    /// is a [`ConfigError::EmptyNamespace`](crate::ConfigError::EmptyNamespace).
+    #[must_use]
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.namespace = Some(namespace.into());
+        self
+    }
+
+    /// The kinds to watch, replacing the default (`Deployment` and
+    /// `StatefulSet`). Duplicates are ignored; none at all is a
+    /// [`ConfigError::NoKinds`](crate::ConfigError::NoKinds).
+    #[must_use]
+    pub fn kinds(mut self, kinds: impl IntoIterator<Item = Kind>) -> Self {
+        self.kinds = kinds.into_iter().collect();
+        self
+    }
+
+    /// A label selector (`app=web,tier!=cache`), applied by the apiserver.
+    /// Default none: every object.
+    #[must_use]
+    pub fn label_selector(mut self, selector: impl Into<String>) -> Self {
+        self.label_selector = Some(selector.into());
+        self
+    }
+
+    /// The core's knobs: reconnect policy, timeouts, relists. Default:
+    /// [`K8sConfig::default_watch`] (no periodic or consumer-lag relist).
+    /// With [`WatchConfig::resync_every`] set, a redial lists every kind
+    /// again when the last full list is at least that old, and resumes the
+    /// watches otherwise.
+    #[must_use]
+    pub fn watch_config(mut self, watch: WatchConfig) -> Self {
+        self.watch = watch;
+        self
+    }
+
+    /// Also report whether each workload can serve
+    /// ([`EventKind::Ready`](lookout_core::EventKind::Ready) /
+    /// [`Unready`](lookout_core::EventKind::Unready)), from its replica
+    /// counts and observed generation (the rule: the crate's
+    /// [Readiness](crate#readiness) section). Default off: every event's
+    /// `readiness` is `None`.
+    #[must_use]
+    pub fn readiness(mut self, on: bool) -> Self {
+        self.readiness = on;
+        self
+    }
+
+    /// The explicit kubeconfig file ([`kubeconfig`](Self::kubeconfig)); `None`: inferred.
+    pub fn get_kubeconfig(&self) -> Option<&Path> {
+        self.kubeconfig.as_deref()
+    }
+
+    /// The kubeconfig context ([`context`](Self::context)); `None`: the current one.
+    pub fn get_context(&self) -> Option<&str> {
+        self.context.as_deref()
+    }
+
+    /// The namespace watched ([`namespace`](Self::namespace)); `None`: every namespace.
+    pub fn get_namespace(&self) -> Option<&str> {
+        self.namespace.as_deref()
+    }
+
+    /// The kinds watched ([`kinds`](Self::kinds)), as given.
+    pub fn get_kinds(&self) -> &[Kind] {
+        &self.kinds
+    }
+
+    /// The label selector ([`label_selector`](Self::label_selector)); `None`: none.
+    pub fn get_label_selector(&self) -> Option<&str> {
+        self.label_selector.as_deref()
+    }
+
+    /// The core's knobs ([`watch_config`](Self::watch_config)).
+    pub fn get_watch_config(&self) -> &WatchConfig {
+        &self.watch
+    }
+
+    /// Whether readiness is told ([`readiness`](Self::readiness)).
+    pub fn get_readiness(&self) -> bool {
+        self.readiness
+    }
+
+    /// The configuration, taken apart for the dial: its core knobs.
+    pub(crate) fn into_watch_config(self) -> WatchConfig {
+        self.watch
+    }
+
     /// The core's defaults for Kubernetes: [`WatchConfig::default`] without
     /// the periodic relist ([`resync_every`](WatchConfig::resync_every)) and
     /// without the relist for a lagging consumer

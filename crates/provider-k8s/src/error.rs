@@ -16,6 +16,7 @@ pub enum ConfigError {
     #[error("the namespace is empty; use None to watch all namespaces")]
     EmptyNamespace,
     /// `context` names no context of the kubeconfig.
+    #[non_exhaustive]
     #[error(
         "no context `{context}` in the kubeconfig ({tried}){}",
         known_contexts(known)
@@ -44,6 +45,7 @@ fn known_contexts(known: &[String]) -> String {
 #[non_exhaustive]
 pub enum DialError {
     /// The explicit kubeconfig could not be read or used.
+    #[non_exhaustive]
     #[error("cannot use kubeconfig {path}: {source}", path = path.display())]
     Kubeconfig {
         /// The file.
@@ -53,6 +55,7 @@ pub enum DialError {
         source: kube::config::KubeconfigError,
     },
     /// The kubeconfig's context `context` could not be used.
+    #[non_exhaustive]
     #[error("cannot use kubeconfig context {context}: {source}")]
     Context {
         /// The context.
@@ -65,6 +68,7 @@ pub enum DialError {
     #[error("cannot infer a cluster configuration (KUBECONFIG, ~/.kube/config, in-cluster): {0}")]
     Infer(#[source] kube::config::InferConfigError),
     /// The client could not be built from the configuration (TLS, auth).
+    #[non_exhaustive]
     #[error("cannot build a client for {cluster}: {source}")]
     Client {
         /// The apiserver's URL.
@@ -74,6 +78,7 @@ pub enum DialError {
         source: kube::Error,
     },
     /// Listing or watching one kind failed.
+    #[non_exhaustive]
     #[error("watching {kind}s failed: {source}")]
     Watch {
         /// Which kind.

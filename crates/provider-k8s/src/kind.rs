@@ -5,7 +5,13 @@ use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use kube::core::ApiResource;
 
 /// A kind of Kubernetes workload that lookout watches.
+///
+/// `#[non_exhaustive]`: more built-in kinds will be added (`DaemonSet`), so
+/// a `match` on it needs a `_` arm. Kinds named by the program
+/// (`GROUP/VERSION/KIND`, a custom resource) are to come as options of
+/// [`K8sConfig`](crate::K8sConfig) of their own, leaving `Kind` `Copy`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum Kind {
     /// `apps/v1` `Deployment`.
     Deployment,
@@ -14,8 +20,8 @@ pub enum Kind {
 }
 
 impl Kind {
-    /// Every kind, in id order.
-    pub const ALL: [Kind; 2] = [Kind::Deployment, Kind::StatefulSet];
+    /// Every built-in kind, in id order (a slice: it grows with the kinds).
+    pub const ALL: &'static [Kind] = &[Kind::Deployment, Kind::StatefulSet];
 
     /// Its place in [`ALL`](Self::ALL).
     pub(crate) fn index(self) -> usize {

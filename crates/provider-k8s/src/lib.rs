@@ -7,12 +7,10 @@
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), lookout_k8s::ConfigError> {
-//! let config = K8sConfig {
-//!     namespace: Some("shop".into()),
-//!     kinds: vec![Kind::Deployment, Kind::StatefulSet],
-//!     label_selector: Some("app.kubernetes.io/part-of=shop".into()),
-//!     ..K8sConfig::default()
-//! };
+//! let config = K8sConfig::default()
+//!     .namespace("shop")
+//!     .kinds([Kind::Deployment, Kind::StatefulSet])
+//!     .label_selector("app.kubernetes.io/part-of=shop");
 //! // Synchronous: nothing is contacted until the stream is polled. A cluster
 //! // that cannot be reached is a `Disconnected` status, retried forever.
 //! let mut events = lookout_k8s::watch(config)?.events();
@@ -69,10 +67,7 @@
 //!
 //! ```no_run
 //! # fn main() -> Result<(), lookout_k8s::ConfigError> {
-//! let config = lookout_k8s::K8sConfig {
-//!     readiness: true,
-//!     ..lookout_k8s::K8sConfig::default()
-//! };
+//! let config = lookout_k8s::K8sConfig::default().readiness(true);
 //! let watch = lookout_k8s::watch(config)?;
 //! # drop(watch);
 //! # Ok(())
@@ -175,6 +170,34 @@
 //!
 //! TLS is rustls with *ring* (no OpenSSL). If no rustls `CryptoProvider` is
 //! installed in the process, a dial installs *ring*'s.
+//!
+//! # Features
+//!
+//! This crate has no Cargo features: everything above is always built
+//! (kube's client and runtime, rustls with *ring*).
+//!
+//! # Public dependencies
+//!
+//! Types of these crates appear in this crate's API, so their
+//! semver-incompatible releases are breaking changes of this crate too:
+//!
+//! - [`lookout-core`](lookout_core) 0.1: the contract ([`Watch`],
+//!   [`WatchConfig`], the items and events).
+//! - [`kube`] 5 (feature `client`): [`K8sDial::with_client`] and
+//!   [`watch_with_client`] take kube's [`Client`], and
+//!   [`DialError`]'s sources are kube's errors (`kube::Error`,
+//!   `kube::config::KubeconfigError`, `kube::config::InferConfigError`,
+//!   `kube::runtime::watcher::Error`).
+//! - `tokio-stream` 0.1 (through lookout-core): the `Stream` the watch is.
+//!
+//! `k8s-openapi` 0.29 appears in no signature (objects are read into this
+//! crate's own types), but it is the one kube 5 builds on, and this crate
+//! enables its `v1_33` feature (the `apps/v1` kinds it reads): a program
+//! that depends on `k8s-openapi` itself takes 0.29 with the same version
+//! feature, as every crate over kube 5 must agree on one.
+
+#![deny(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod client;
 mod config;
@@ -244,18 +267,21 @@ pub struct K8sDial {
 impl K8sDial {
     /// Checks `config` and builds the dial; nothing is contacted.
     pub fn new(config: &K8sConfig) -> Result<Self, ConfigError> {
-        if let Some(context) = &config.context {
-            client::check_context(config.kubeconfig.as_deref(), context)?;
+        if let Some(context) = config.get_context() {
+            client::check_context(config.get_kubeconfig(), context)?;
         }
         Self::from_source(
             config,
-            ClientSource::Kubeconfig(config.kubeconfig.clone(), config.context.clone()),
+            ClientSource::Kubeconfig(
+                config.get_kubeconfig().map(Into::into),
+                config.get_context().map(Into::into),
+            ),
         )
     }
 
     /// Like [`new`](Self::new), but every dial takes the client `connect`
     /// returns instead of resolving a kubeconfig
-    /// ([`K8sConfig::kubeconfig`] is not used): a client with the program's
+    /// ([`K8sConfig::kubeconfig`] and [`K8sConfig::context`] are not used): a client with the program's
     /// own middleware or credentials, or one over an apiserver in memory.
     /// Return a clone of one client to share its connections across dials;
     /// the client's connections must still belong to it (dropping the stream
@@ -281,25 +307,25 @@ impl K8sDial {
     }
 
     fn from_source(config: &K8sConfig, source: ClientSource) -> Result<Self, ConfigError> {
-        let mut kinds = config.kinds.clone();
+        let mut kinds = config.get_kinds().to_vec();
         kinds.sort_unstable();
         kinds.dedup();
         if kinds.is_empty() {
             return Err(ConfigError::NoKinds);
         }
-        if config.namespace.as_deref() == Some("") {
+        if config.get_namespace() == Some("") {
             return Err(ConfigError::EmptyNamespace);
         }
         Ok(Self {
             source,
             settings: Arc::new(Settings {
-                namespace: config.namespace.clone(),
+                namespace: config.get_namespace().map(Into::into),
                 kinds,
-                label_selector: config.label_selector.clone(),
-                watch_timeout: watch_timeout(&config.watch),
+                label_selector: config.get_label_selector().map(Into::into),
+                watch_timeout: watch_timeout(config.get_watch_config()),
                 initial_list: InitialList::default(),
-                relist_every: config.watch.get_resync_every(),
-                readiness: config.readiness,
+                relist_every: config.get_watch_config().get_resync_every(),
+                readiness: config.get_readiness(),
             }),
             probe: Arc::default(),
             clients: Arc::default(),
@@ -314,7 +340,7 @@ impl K8sDial {
 /// resolved on each dial, when the stream is polled.
 pub fn watch(config: K8sConfig) -> Result<Watch<K8sDial>, ConfigError> {
     let dial = K8sDial::new(&config)?;
-    Ok(Watch::new(dial, config.watch))
+    Ok(Watch::new(dial, config.into_watch_config()))
 }
 
 /// Watches with the clients `connect` makes, one call per dial (see
@@ -324,7 +350,7 @@ pub fn watch_with_client(
     connect: impl FnMut() -> Client + Send + 'static,
 ) -> Result<Watch<K8sDial>, ConfigError> {
     let dial = K8sDial::with_client(&config, connect)?;
-    Ok(Watch::new(dial, config.watch))
+    Ok(Watch::new(dial, config.into_watch_config()))
 }
 
 /// The server-side timeout of a watch request: the core's stall bound, within

@@ -386,7 +386,8 @@ impl Drop for Merge {
     /// changes queued.)
     fn drop(&mut self) {
         let queued: Vec<Kind> = Kind::ALL
-            .into_iter()
+            .iter()
+            .copied()
             .filter(|kind| {
                 let prefix = format!("{kind}/");
                 self.out.iter().any(|obs| {

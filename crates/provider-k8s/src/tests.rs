@@ -56,27 +56,16 @@ fn ids_name_kind_namespace_and_name() {
 
 #[test]
 fn config_errors_only_for_what_can_never_work() {
-    let empty = K8sConfig {
-        kinds: Vec::new(),
-        ..K8sConfig::default()
-    };
+    let empty = K8sConfig::default().kinds([]);
     assert!(matches!(watch(empty), Err(ConfigError::NoKinds)));
-    let blank_ns = K8sConfig {
-        namespace: Some(String::new()),
-        ..K8sConfig::default()
-    };
+    let blank_ns = K8sConfig::default().namespace("");
     assert!(matches!(watch(blank_ns), Err(ConfigError::EmptyNamespace)));
-    let dupes = K8sConfig {
-        kinds: vec![Kind::StatefulSet, Kind::Deployment, Kind::StatefulSet],
-        ..K8sConfig::default()
-    };
+    let dupes =
+        K8sConfig::default().kinds([Kind::StatefulSet, Kind::Deployment, Kind::StatefulSet]);
     let dial = K8sDial::new(&dupes).expect("valid");
     assert_eq!(dial.settings.kinds, Kind::ALL);
     // A kubeconfig that does not exist is not a ConfigError: it may appear.
-    let missing = K8sConfig {
-        kubeconfig: Some("/nonexistent/kubeconfig".into()),
-        ..K8sConfig::default()
-    };
+    let missing = K8sConfig::default().kubeconfig("/nonexistent/kubeconfig");
     assert!(watch(missing).is_ok());
     // A context: one the kubeconfig has, or a ConfigError naming the others.
     let dir = std::env::temp_dir().join(format!("lookout-k8s-contexts-{}", std::process::id()));
@@ -89,10 +78,8 @@ fn config_errors_only_for_what_can_never_work() {
          context:\n    cluster: c\n    user: u\ncurrent-context: a\n",
     )
     .expect("write");
-    let with = |context: &str, kubeconfig: &std::path::Path| K8sConfig {
-        kubeconfig: Some(kubeconfig.to_owned()),
-        context: Some(context.to_owned()),
-        ..K8sConfig::default()
+    let with = |context: &str, kubeconfig: &std::path::Path| {
+        K8sConfig::default().kubeconfig(kubeconfig).context(context)
     };
     assert!(watch(with("a", &file)).is_ok());
     match watch(with("b", &file)) {
@@ -128,20 +115,20 @@ fn watch_timeout_follows_the_stall_bound() {
 fn kinds_read_as_in_ids() {
     assert_eq!(Kind::Deployment.to_string(), "deployment");
     assert_eq!(Kind::StatefulSet.as_str(), "statefulset");
-    assert_eq!(K8sConfig::default().kinds, Kind::ALL);
+    assert_eq!(K8sConfig::default().get_kinds(), Kind::ALL);
 }
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_missing_kubeconfig_is_a_retried_disconnect() {
-    let config = K8sConfig {
-        kubeconfig: Some("/nonexistent/lookout/kubeconfig".into()),
-        watch: WatchConfig::default().reconnect(
-            lookout_core::ReconnectPolicy::default()
-                .initial_delay(Duration::from_millis(1))
-                .max_delay(Duration::from_millis(1)),
-        ),
-        ..K8sConfig::default()
-    };
+    let config = K8sConfig::default()
+        .kubeconfig("/nonexistent/lookout/kubeconfig")
+        .watch_config(
+            WatchConfig::default().reconnect(
+                lookout_core::ReconnectPolicy::default()
+                    .initial_delay(Duration::from_millis(1))
+                    .max_delay(Duration::from_millis(1)),
+            ),
+        );
     let mut w = watch(config).expect("valid config");
     for attempt in 1..=2 {
         let item = tokio::time::timeout(Duration::from_secs(5), w.next())
@@ -163,7 +150,7 @@ async fn a_missing_kubeconfig_is_a_retried_disconnect() {
 
 #[test]
 fn kubernetes_defaults_have_no_periodic_or_lag_relist() {
-    let watch = K8sConfig::default().watch;
+    let watch = K8sConfig::default().get_watch_config().clone();
     assert_eq!(watch.get_resync_every(), None);
     assert_eq!(watch.get_resync_after_lag(), None);
     let d = K8sConfig::default_watch();
@@ -173,10 +160,8 @@ fn kubernetes_defaults_have_no_periodic_or_lag_relist() {
     );
     let dial = K8sDial::new(&K8sConfig::default()).expect("valid");
     assert_eq!(dial.settings.relist_every, None);
-    let periodic = K8sConfig {
-        watch: K8sConfig::default_watch().resync_every(Some(Duration::from_secs(600))),
-        ..K8sConfig::default()
-    };
+    let periodic = K8sConfig::default()
+        .watch_config(K8sConfig::default_watch().resync_every(Some(Duration::from_secs(600))));
     let dial = K8sDial::new(&periodic).expect("valid");
     assert_eq!(dial.settings.relist_every, Some(Duration::from_secs(600)));
 }

@@ -21,16 +21,28 @@ pub fn sources(a: &K8sArgs) -> Result<Sources<K8sDial>, Exit> {
             })
             .collect()
     };
-    let config = |context: Option<&String>| K8sConfig {
-        kubeconfig: a.kubeconfig.clone(),
-        context: context.cloned(),
-        namespace: a.namespace.clone(),
-        kinds: kinds.clone(),
-        label_selector: a.label_selector.clone(),
-        // No periodic or lag relist: the watch protocol resumes
-        // from its resourceVersion and says when it cannot (410).
-        watch: K8sConfig::default_watch().initial(a.common.initial || a.publish.publish.is_some()),
-        readiness: a.common.readiness,
+    let config = |context: Option<&String>| {
+        let mut c = K8sConfig::default()
+            .kinds(kinds.iter().copied())
+            // No periodic or lag relist: the watch protocol resumes
+            // from its resourceVersion and says when it cannot (410).
+            .watch_config(
+                K8sConfig::default_watch().initial(a.common.initial || a.publish.publish.is_some()),
+            )
+            .readiness(a.common.readiness);
+        if let Some(path) = &a.kubeconfig {
+            c = c.kubeconfig(path.clone());
+        }
+        if let Some(context) = context {
+            c = c.context(context.clone());
+        }
+        if let Some(namespace) = &a.namespace {
+            c = c.namespace(namespace.clone());
+        }
+        if let Some(selector) = &a.label_selector {
+            c = c.label_selector(selector.clone());
+        }
+        c
     };
     if a.contexts.len() <= 1 {
         let watch = lookout_k8s::watch(config(a.contexts.first()))

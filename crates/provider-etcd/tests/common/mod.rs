@@ -48,7 +48,7 @@ pub struct Cleanup(pub String);
 impl Drop for Cleanup {
     fn drop(&mut self) {
         let key = format!("{}/", self.0).into_bytes();
-        let end = lookout_etcd::wire::prefix_range_end(&key);
+        let end = lookout_etcd::prefix_range_end(&key);
         #[allow(clippy::disallowed_methods)]
         let done = thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()
@@ -72,19 +72,14 @@ pub fn cluster() -> Client {
 
 /// A record as a publisher writes it.
 pub fn record(state: State, kind: &str, origin: &str) -> Vec<u8> {
-    let r = Record {
-        provider: "docker".into(),
+    let mut r = Record::new(
+        "docker",
         state,
-        ready: None,
-        uid: Some("uid-1".into()),
-        labels: lookout_core::Labels::from([("app".to_owned(), "web".to_owned())]),
-        event: RecordEvent {
-            kind: kind.into(),
-            origin: origin.into(),
-            at: "2026-12-03T10:00:00.5Z".into(),
-        },
-        writer: "lookout-etcd tests".into(),
-    };
+        RecordEvent::new(kind, origin, "2026-12-03T10:00:00.5Z"),
+    );
+    r.uid = Some("uid-1".into());
+    r.labels = lookout_core::Labels::from([("app".to_owned(), "web".to_owned())]);
+    r.writer = "lookout-etcd tests".into();
     serde_json::to_vec(&r).expect("encodes")
 }
 
@@ -360,21 +355,21 @@ pub fn etcd_brief(item: &lookout_etcd::EtcdItem) -> String {
 /// 500 ms), each request bounded by 2 s; with `probe`, probed after 1 s of
 /// silence, answered within 1 s (and requests bounded by 1 s).
 pub fn fast_config(endpoints: &str, prefix: &str, probe: bool) -> lookout_etcd::EtcdConfig {
-    let mut c = lookout_etcd::EtcdConfig::new(endpoints).expect("endpoints");
-    prefix.clone_into(&mut c.prefix);
-    c.request_timeout = Duration::from_secs(if probe { 1 } else { 2 });
-    c.watch = lookout_etcd::EtcdConfig::default_watch().reconnect(
+    let mut watch = lookout_etcd::EtcdConfig::default_watch().reconnect(
         lookout_core::ReconnectPolicy::default()
             .initial_delay(Duration::from_millis(100))
             .max_delay(Duration::from_millis(500)),
     );
     if probe {
-        c.watch = c
-            .watch
+        watch = watch
             .probe_after(Duration::from_secs(1))
             .probe_timeout(Duration::from_secs(1));
     }
-    c
+    lookout_etcd::EtcdConfig::new(endpoints)
+        .expect("endpoints")
+        .prefix(prefix)
+        .request_timeout(Duration::from_secs(if probe { 1 } else { 2 }))
+        .watch_config(watch)
 }
 
 /// A client of `endpoints` (comma-separated), each request bounded by `timeout`.

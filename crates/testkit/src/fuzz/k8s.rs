@@ -231,7 +231,8 @@ impl FakeApi {
                 open: true,
                 ..FuzzBody::full(Bytes::from(format!("{TAIL}\n")))
             },
-            Kind::StatefulSet => FuzzBody {
+            // StatefulSets (and any kind added later): a quiet watch.
+            _ => FuzzBody {
                 open: true,
                 ..FuzzBody::full(Bytes::new())
             },
@@ -279,19 +280,23 @@ pub fn k8s_watch(data: &[u8]) {
     };
     // Its silence bound (probe after 30 s) is past the harness's deadline:
     // the probe never runs.
-    let config = K8sConfig {
-        namespace: plan.namespace.then(|| "lookout-fuzz".to_owned()),
-        kinds,
-        label_selector: plan.selector.then(|| "app=web".to_owned()),
-        readiness: plan.readiness,
-        watch: WatchConfig::default().reconnect(
-            ReconnectPolicy::default()
-                .initial_delay(Duration::from_millis(1))
-                .max_delay(Duration::from_millis(1))
-                .jitter(false),
-        ),
-        ..K8sConfig::default()
-    };
+    let mut config = K8sConfig::default()
+        .kinds(kinds)
+        .readiness(plan.readiness)
+        .watch_config(
+            WatchConfig::default().reconnect(
+                ReconnectPolicy::default()
+                    .initial_delay(Duration::from_millis(1))
+                    .max_delay(Duration::from_millis(1))
+                    .jitter(false),
+            ),
+        );
+    if plan.namespace {
+        config = config.namespace("lookout-fuzz");
+    }
+    if plan.selector {
+        config = config.label_selector("app=web");
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
