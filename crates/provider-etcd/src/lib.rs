@@ -193,15 +193,18 @@ mod wire;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use lookout_core::{Dial, DialFuture, ProbeFuture, Watch};
+use lookout_core::{Dial, DialFuture, ProbeFuture};
 use tracing::Instrument as _;
 
+// What a user of this crate alone names (lookout-core is a public
+// dependency: these are its types, re-exported).
 pub use auth::Credentials;
 pub use client::Client;
 pub use config::EtcdConfig;
 pub use endpoint::EtcdEndpoint;
 pub use error::{ConfigError, EtcdError};
 pub use kv::Newest;
+pub use lookout_core::{self, EventKind, InstanceEvent, Item, Labels, Status, Watch, WatchConfig};
 pub use publishers::{
     EtcdItem, PublisherChanges, PublisherState, PublisherStatus, Publishers, WithPublishers,
 };

@@ -215,15 +215,18 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kube::Client;
-use lookout_core::{Dial, DialFuture, ProbeFuture, Session, Watch, WatchConfig};
+use lookout_core::{Dial, DialFuture, ProbeFuture, Session};
 
 use probe::{ProbeLease, ProbeSlot};
 use settings::Settings;
 
+// What a user of this crate alone names (lookout-core is a public
+// dependency: these are its types, re-exported).
 pub use config::{InitialList, K8sConfig};
 pub use cursor::K8sCursor;
 pub use error::{ConfigError, DialError};
 pub use kind::Kind;
+pub use lookout_core::{self, EventKind, InstanceEvent, Item, Labels, Status, Watch, WatchConfig};
 
 /// Where each dial gets its client.
 enum ClientSource {

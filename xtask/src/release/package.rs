@@ -76,6 +76,23 @@ pub fn forget_packaged_sources() {
 /// Package every published member; `allow_dirty` for a developer's tree.
 pub fn package(root: &Path, meta: &Metadata, allow_dirty: bool) -> Result<Vec<Packaged>, String> {
     forget_packaged_sources();
+    // Cargo verifies each package in the workspace's target directory and
+    // takes a registry crate for immutable: a `lookout-*` built there from
+    // an earlier package of the same version (other sources) would be
+    // reused as it was. Forget every lookout unit's fingerprint (the
+    // workspace's own ones rebuild in seconds), and the earlier packages.
+    let target = target_dir(root);
+    let _ = std::fs::remove_dir_all(target.join("package"));
+    for profile in ["debug", "release"] {
+        let Ok(units) = std::fs::read_dir(target.join(profile).join(".fingerprint")) else {
+            continue;
+        };
+        for unit in units.flatten() {
+            if unit.file_name().to_string_lossy().starts_with("lookout-") {
+                let _ = std::fs::remove_dir_all(unit.path());
+            }
+        }
+    }
     let mut args: Vec<String> = ["package", "--workspace", "--locked"]
         .iter()
         .map(|s| (*s).to_owned())

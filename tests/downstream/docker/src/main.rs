@@ -31,7 +31,7 @@ async fn main() -> ExitCode {
                     connected = true;
                     println!("connected");
                 }
-                Item::Event(e) if e.id.as_ref() == name => {
+                Item::Event(e) if e.id.as_str() == name => {
                     println!("event {} {}", e.kind, e.id);
                     if e.kind == EventKind::Removed {
                         return true;

@@ -36,7 +36,7 @@ async fn main() -> ExitCode {
                     connected = true;
                     println!("connected");
                 }
-                Item::Event(e) if e.id.as_ref() == id => {
+                Item::Event(e) if e.id.as_str() == id => {
                     println!("event {} {}", e.kind, e.id);
                     if e.kind == EventKind::Removed {
                         return true;
