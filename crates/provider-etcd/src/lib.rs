@@ -155,7 +155,7 @@
 //! semver-incompatible releases are breaking changes of this crate too:
 //!
 //! - [`lookout-core`](lookout_core) 0.1: the contract ([`Watch`],
-//!   [`WatchConfig`](lookout_core::WatchConfig), the items, [`Labels`](lookout_core::Labels) in
+//!   [`WatchConfig`], the items, [`Labels`] in
 //!   [`model::Record`]).
 //! - `tokio-stream` 0.1: [`WithPublishers`] and [`PublisherChanges`] are
 //!   its `Stream`s (as lookout-core's watch is).
