@@ -30,7 +30,9 @@
 //! 12. `cargo xtask release --dry-run` (`release.rs`): the release plan from
 //!     each crate's changelog and last release (`release/versions.toml`),
 //!     cargo-semver-checks of every changed library against its last
-//!     release (installed if missing), the MSRV check over `Cargo.lock`,
+//!     release (installed if missing), the MSRV checks (no dependency in
+//!     `Cargo.lock` above a crate's `rust-version`; the crates built with
+//!     that Rust itself, which rustup installs),
 //!     `cargo package` of every published crate (each built from its
 //!     `.crate` file; no test data in any), and the downstream fixture
 //!     (`tests/downstream/`) built from the packaged files and run against

@@ -9,7 +9,8 @@
 //! 2. cargo-semver-checks against each changed library's last release
 //!    (`semver.rs`, installed when missing);
 //! 3. MSRV: no normal or build dependency in `Cargo.lock` declares a
-//!    `rust-version` above its crate's (`msrv.rs`);
+//!    `rust-version` above its crate's, and every published crate builds
+//!    with that Rust itself when rustup can install it (`msrv.rs`);
 //! 4. `cargo package` of every published crate, with each `.crate`'s size and
 //!    no test data, fuzz corpus or engine bed in it (`package.rs`);
 //! 5. the downstream fixture built from the packaged files, its trees
@@ -139,6 +140,7 @@ fn check(
         ));
     }
     eprintln!("==> MSRV: {n} (crate, dependency) pairs within each crate's rust-version");
+    eprintln!("==> MSRV: {}", msrv::build_with_toolchain(root, &meta)?);
     let packaged = package::package(root, &meta, allow_dirty)?;
     for p in &packaged {
         println!(

@@ -1,8 +1,8 @@
-//! The MSRV check that clippy's `incompatible_msrv` cannot make: no package a
-//! published crate needs to build (normal and build dependencies, as
-//! resolved in a `Cargo.lock`) declares a `rust-version` above the crate's.
-//! Language features and what a dependency uses without declaring it stay
-//! unchecked: no older toolchain can be fetched here.
+//! The MSRV checks that clippy's `incompatible_msrv` cannot make: no package
+//! a published crate needs to build (normal and build dependencies, as
+//! resolved in a `Cargo.lock`) declares a `rust-version` above the crate's;
+//! and the crates built with that Rust itself, when rustup can install it
+//! (language features, a dependency's undeclared needs).
 
 use super::workspace::Metadata;
 
@@ -54,6 +54,74 @@ pub fn check(meta: &Metadata, roots: &[&str]) -> Result<(usize, Vec<String>), St
         }
     }
     Ok((checked, bad))
+}
+
+/// Build the published crates with the declared `rust-version` itself, where
+/// rustup can install it here: `rustup toolchain install VERSION --profile
+/// minimal`, then `cargo check --locked` of every published crate with it
+/// (their libraries and the `lookout` binary; tests and benches may use newer
+/// Rust). Returns what it did, for the log; a toolchain rustup cannot fetch
+/// is said, not failed (the dependency check above still holds).
+pub fn build_with_toolchain(root: &std::path::Path, meta: &Metadata) -> Result<String, String> {
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    let published: Vec<_> = meta.packages.iter().filter(|p| p.publish).collect();
+    let mut versions: Vec<&str> = published
+        .iter()
+        .filter_map(|p| p.rust_version.as_deref())
+        .collect();
+    versions.sort_by_key(|v| parse(v));
+    versions.dedup();
+    let [version] = versions.as_slice() else {
+        return Err(format!(
+            "the published crates declare different rust-versions ({}): one toolchain checks one",
+            versions.join(", ")
+        ));
+    };
+    let t = Instant::now();
+    let mut install = Command::new("rustup");
+    install
+        .args(["toolchain", "install", version, "--profile", "minimal"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let installed = crate::process::run_inherited(&mut install, Duration::from_secs(5 * 60))
+        .is_ok_and(|s| s.success());
+    if !installed {
+        return Ok(format!(
+            "rustup cannot install Rust {version} here: the crates were NOT built with it \
+             (only the dependencies' declared rust-versions were checked)"
+        ));
+    }
+    let mut cmd = Command::new("rustup");
+    cmd.args(["run", version, "cargo", "check", "--locked"])
+        .current_dir(root)
+        // The outer cargo's own toolchain must not leak into this one.
+        .env_remove("CARGO")
+        .env_remove("RUSTC")
+        .env_remove("RUSTDOC")
+        .env_remove("RUSTUP_TOOLCHAIN")
+        .env_remove("RUSTC_WRAPPER")
+        .env(
+            "CARGO_TARGET_DIR",
+            super::package::target_dir(root).join("msrv"),
+        )
+        .stdin(Stdio::null());
+    for p in &published {
+        cmd.args(["-p", &p.name]);
+    }
+    let status = crate::process::run_inherited(&mut cmd, Duration::from_secs(30 * 60))?;
+    if !status.success() {
+        return Err(format!(
+            "the published crates do not build with Rust {version}, their declared rust-version \
+             (`rustup run {version} cargo check --locked -p …` above)"
+        ));
+    }
+    Ok(format!(
+        "every published crate builds with Rust {version} itself ({:.1?})",
+        t.elapsed()
+    ))
 }
 
 #[cfg(test)]
