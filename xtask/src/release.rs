@@ -15,7 +15,9 @@
 //!    no test data, fuzz corpus or engine bed in it (`package.rs`);
 //! 5. the downstream fixture built from the packaged files, its trees
 //!    checked, run against the real engines (`downstream.rs`; skipped with
-//!    `--no-engines`, said loudly).
+//!    `--no-engines`, said loudly);
+//! 6. `cargo install` of the packaged `lookout-cli`, offline, and its
+//!    `lookout --version` naming the packaged commit (`install.rs`).
 //!
 //! `--dry-run` (what CI runs) stops there. The real mode, on a clean tree,
 //! then writes each released crate's version (its manifest, the workspace's
@@ -29,6 +31,7 @@
 mod baseline;
 mod changelog;
 mod downstream;
+mod install;
 mod msrv;
 mod package;
 mod plan;
@@ -158,6 +161,7 @@ fn check(
         );
     }
     downstream::check(root, &packaged, engines_up, written)?;
+    install::check(root, &packaged)?;
     eprintln!("==> release checks took {:.1?}", t.elapsed());
     Ok(plan
         .into_iter()
