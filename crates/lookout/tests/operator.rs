@@ -8,10 +8,17 @@
 //! installs the last two); without them the test says so and passes outside
 //! CI, fails under it.
 
+// The shared test helpers read children's pipes on threads; only library
+// crates may not spawn.
+#![allow(clippy::disallowed_methods)]
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use lookout_e2e::engines;
+
+mod common;
+use common::TempDir;
 
 const LOOKOUT: &str = env!("CARGO_BIN_EXE_lookout");
 
@@ -52,24 +59,6 @@ fn have(tool: &str) -> bool {
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(what: &str) -> Self {
-        let dir =
-            std::env::temp_dir().join(format!("lookout-operator-{what}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        Self(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 #[test]
@@ -168,7 +157,7 @@ fn man_pages_render_without_warnings() {
     if !have("groff") || !have("man") {
         return;
     }
-    let dir = TempDir::new("man");
+    let dir = TempDir::new("operator", "man");
     run(Command::new(LOOKOUT).args(["man", "--dir"]).arg(&dir.0));
     for page in [
         "lookout.1",
@@ -212,7 +201,7 @@ fn the_systemd_unit_verifies_and_is_exposed_at_most_3() {
     assert!(unit.contains("ExecStart=/usr/local/bin/lookout "), "{unit}");
     // Verified as installed: the binary where ExecStart says (here, the one
     // just built) and lookout(1), which Documentation= names, on MANPATH.
-    let dir = TempDir::new("systemd");
+    let dir = TempDir::new("operator", "systemd");
     let man1 = dir.0.join("man/man1");
     run(Command::new(LOOKOUT).args(["man", "--dir"]).arg(&man1));
     let path = dir.0.join("lookout.service");

@@ -82,9 +82,6 @@ fn unpack(root: &Path, packaged: &[Packaged]) -> Result<PathBuf, String> {
     let crates = base.join("crates");
     let _ = std::fs::remove_dir_all(&crates);
     std::fs::create_dir_all(&crates).map_err(|e| format!("{}: {e}", crates.display()))?;
-    let mut patch = String::from(
-        "# Written by `cargo xtask release`: the lookout crates from their packaged .crate files.\n[patch.crates-io]\n",
-    );
     for p in packaged {
         let status = Command::new("tar")
             .arg("xzf")
@@ -97,9 +94,30 @@ fn unpack(root: &Path, packaged: &[Packaged]) -> Result<PathBuf, String> {
         if !status.success() {
             return Err(format!("tar cannot unpack {}", p.file.display()));
         }
-        let dir = crates.join(format!("{}-{}", p.name, p.version));
-        if !lock.contains(&format!("name = \"{}\"\n", p.name)) {
-            continue;
+    }
+    write_patch(
+        &base.join("patch.toml"),
+        packaged
+            .iter()
+            .filter(|p| lock.contains(&format!("name = \"{}\"\n", p.name))),
+    )
+}
+
+/// Writes a `[patch.crates-io]` pointing each of `packaged` at its unpacked
+/// package (`target/release-check/crates/NAME-VERSION`, unpacked by the
+/// downstream check); the file, for `--config`.
+pub fn write_patch<'a>(
+    file: &Path,
+    packaged: impl Iterator<Item = &'a Packaged>,
+) -> Result<PathBuf, String> {
+    let crates = file.with_file_name("crates");
+    let mut patch = String::from(
+        "# Written by `cargo xtask release`: the lookout crates from their packaged .crate files.\n[patch.crates-io]\n",
+    );
+    for p in packaged {
+        let dir = unpacked(&crates, p);
+        if !dir.join("Cargo.toml").is_file() {
+            return Err(format!("{} is not unpacked", dir.display()));
         }
         let _ = writeln!(
             patch,
@@ -108,9 +126,13 @@ fn unpack(root: &Path, packaged: &[Packaged]) -> Result<PathBuf, String> {
             dir.display().to_string()
         );
     }
-    let file = base.join("patch.toml");
-    std::fs::write(&file, patch).map_err(|e| format!("{}: {e}", file.display()))?;
-    Ok(file)
+    std::fs::write(file, patch).map_err(|e| format!("{}: {e}", file.display()))?;
+    Ok(file.to_path_buf())
+}
+
+/// Where `p`'s package is unpacked under `crates`.
+pub fn unpacked(crates: &Path, p: &Packaged) -> PathBuf {
+    crates.join(format!("{}-{}", p.name, p.version))
 }
 
 fn cargo(dir: &Path, target: &Path, args: &[&str]) -> Result<String, String> {

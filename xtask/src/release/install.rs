@@ -10,11 +10,11 @@
 //! fixture built in the same target directory (a release build would add
 //! minutes of compiling to every CI run for nothing more).
 
-use std::fmt::Write as _;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
+use super::downstream::{unpacked, write_patch};
 use super::package::{Packaged, target_dir};
 
 const CLI: &str = "lookout-cli";
@@ -27,28 +27,10 @@ pub fn check(root: &Path, packaged: &[Packaged]) -> Result<(), String> {
         return Err(format!("{CLI} was not packaged"));
     };
     let base = target_dir(root).join("release-check");
-    let crates = base.join("crates");
-    let unpacked = |p: &Packaged| crates.join(format!("{}-{}", p.name, p.version));
-    let mut patch = String::from(
-        "# Written by `cargo xtask release`: every lookout crate from its packaged .crate file.\n[patch.crates-io]\n",
-    );
-    for p in packaged {
-        let dir = unpacked(p);
-        if !dir.join("Cargo.toml").is_file() {
-            return Err(format!("{} is not unpacked", dir.display()));
-        }
-        let _ = writeln!(
-            patch,
-            "{} = {{ path = {:?} }}",
-            p.name,
-            dir.display().to_string()
-        );
-    }
-    let patch_file = base.join("patch-install.toml");
-    std::fs::write(&patch_file, patch).map_err(|e| format!("{}: {e}", patch_file.display()))?;
+    let patch_file = write_patch(&base.join("patch-install.toml"), packaged.iter())?;
     let install_root = base.join("install");
     let _ = std::fs::remove_dir_all(&install_root);
-    let source = unpacked(cli);
+    let source = unpacked(&base.join("crates"), cli);
     let status = Command::new(crate::process::cargo_bin())
         .arg("install")
         .arg("--path")
