@@ -14,8 +14,9 @@ const APT_INSTALL_TIMEOUT: Duration = Duration::from_secs(1200);
 
 /// Debian packages the engines come from (with their recommends, as `apt-get
 /// install -y` picks them), and the HTTP tools the `--serve` tests drive
-/// lookout with (`curl` into `jq`, as docs/serve.md shows), and `ip` (the
-/// bridges of the dockerds beside the main one).
+/// lookout with (`curl` into `jq`, as docs/serve.md shows), `ip` (the
+/// bridges of the dockerds beside the main one), and what checks the files
+/// operators install: `systemd-analyze` (deploy/systemd) and `man`.
 const DEBIAN_PACKAGES: &[&str] = &[
     "docker.io",
     "busybox-static",
@@ -23,6 +24,8 @@ const DEBIAN_PACKAGES: &[&str] = &[
     "curl",
     "jq",
     "iproute2",
+    "systemd",
+    "man-db",
 ];
 
 static APT_UPDATED: AtomicBool = AtomicBool::new(false);
@@ -36,7 +39,7 @@ pub(crate) fn dpkg_installed(pkg: &str) -> bool {
 }
 
 /// Install the Debian packages the engines and tests need (`docker.io`,
-/// `busybox-static`, `podman`, `curl`, `jq`, `iproute2`) when one is missing: as root on Debian, `apt-get update` (once per
+/// `busybox-static`, `podman`, `curl`, `jq`, `iproute2`, `systemd`, `man-db`) when one is missing: as root on Debian, `apt-get update` (once per
 /// process) then `apt-get install -y`. Elsewhere, say what to install.
 pub fn ensure_packages() -> Result<(), String> {
     let apt = command_exists("apt-get") && command_exists("dpkg-query");
@@ -54,7 +57,7 @@ pub fn ensure_packages() -> Result<(), String> {
         if static_busybox().is_none() {
             m.push("busybox-static");
         }
-        for tool in ["podman", "curl", "jq", "ip"] {
+        for tool in ["podman", "curl", "jq", "ip", "systemd-analyze", "man"] {
             if !command_exists(tool) {
                 m.push(tool);
             }

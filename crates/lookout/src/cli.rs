@@ -14,10 +14,58 @@ use crate::{publish, serve, sources};
 /// Watch containers, services and workloads start, stop, appear and vanish —
 /// across engine restarts, without losing or repeating a transition.
 #[derive(Debug, Parser)]
-#[command(name = "lookout", version, about, long_about = None)]
+#[command(name = "lookout", version = VERSION, long_about = None)]
 pub struct Cli {
     #[command(subcommand)]
-    pub engine: Engine,
+    pub command: Command,
+}
+
+/// `lookout --version`: `0.1.0 (git 0123456789ab)`, the revision the binary
+/// was built from (build.rs: the checkout's HEAD, or the commit `cargo
+/// package` recorded; `unknown` when neither could be read).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (git ",
+    env!("LOOKOUT_REVISION"),
+    ")"
+);
+
+// Parsed once at start and moved into its run: the size difference between
+// an engine's flags and the other commands costs nothing.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    #[command(flatten)]
+    Engine(Engine),
+    /// Print the completion script of SHELL on stdout, e.g. `lookout
+    /// completions bash > /usr/share/bash-completion/completions/lookout`.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page lookout(1) (roff) on stdout, e.g. `lookout man
+    /// | man -l -`; with --dir, write it and one page per subcommand
+    /// (lookout-docker.1, …) there.
+    Man {
+        /// Write lookout.1 and lookout-SUBCOMMAND.1 into this directory.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+    /// GET an http:// URL and exit 0 when it answers 2xx, 1 otherwise (a
+    /// container's HEALTHCHECK: `lookout probe http://127.0.0.1:7070/healthz`).
+    Probe(ProbeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ProbeArgs {
+    /// The URL: http://HOST[:PORT][/PATH].
+    #[arg(value_name = "URL")]
+    pub url: String,
+    /// Give up after this long (connect, send and answer), e.g. 5s, 500ms.
+    #[arg(long, value_name = "DURATION", default_value = "5s",
+          value_parser = parse_timeout)]
+    pub timeout: std::time::Duration,
 }
 
 #[derive(Debug, Subcommand)]
@@ -210,6 +258,12 @@ pub struct EtcdArgs {
     pub key: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub common: Common,
+}
+
+fn parse_timeout(s: &str) -> Result<std::time::Duration, String> {
+    crate::duration::parse_duration(s)
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| format!("expected a duration such as 5s or 500ms, got `{s}`"))
 }
 
 pub fn parse_label(s: &str) -> Result<(String, String), String> {

@@ -8,14 +8,19 @@
 //! This file only starts: the flags ([`cli`]), the log, `--serve`'s socket
 //! and the runtime, then the run ([`engine`]: the sources of each engine
 //! family; [`mode`]: print, publish or serve; [`consume`]: the one loop).
+//! The other subcommands need no engine: [`manual`] (completions, man page)
+//! and [`probe`] (a health check).
 //! Whatever ends a run early is an [`Exit`], its exit code and message.
 
 mod cli;
 mod consume;
+mod duration;
 mod engine;
 mod exit;
+mod manual;
 mod mode;
 mod output;
+mod probe;
 mod publish;
 mod serve;
 mod sources;
@@ -27,7 +32,7 @@ use std::time::Duration;
 
 use clap::Parser;
 
-use crate::cli::Cli;
+use crate::cli::{Cli, Command, Engine};
 use crate::exit::Exit;
 
 fn main() -> ExitCode {
@@ -38,17 +43,23 @@ fn main() -> ExitCode {
             .with_writer(io::stderr)
             .init();
     }
-    match start(cli) {
+    let result = match cli.command {
+        Command::Engine(engine) => start(engine),
+        Command::Completions { shell } => manual::completions(shell),
+        Command::Man { dir } => manual::man(dir.as_deref()),
+        Command::Probe(args) => probe::run(&args),
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(exit) => exit.report(),
     }
 }
 
 /// Sets up `--serve` and the runtime, and runs.
-fn start(cli: Cli) -> Result<(), Exit> {
+fn start(engine: Engine) -> Result<(), Exit> {
     // Bound, token read and metrics recorder installed before the watch
     // (the hub registers its metrics when it is made).
-    let common = cli.engine.common();
+    let common = engine.common();
     let serve = common
         .serve
         .map(|addr| {
@@ -71,7 +82,7 @@ fn start(cli: Cli) -> Result<(), Exit> {
             .build()
     }
     .map_err(|e| Exit::Failure(format!("cannot start the async runtime: {e}")))?;
-    let result = runtime.block_on(engine::run(cli.engine, serve));
+    let result = runtime.block_on(engine::run(engine, serve));
     // Whatever did not end by itself (a connection past its grace) ends here.
     runtime.shutdown_timeout(Duration::from_millis(200));
     result
