@@ -245,6 +245,22 @@ fn next_of(lookout: &Process, instance: &str) -> Value {
     }
 }
 
+/// A test container `name` (labelled `label`) created, started, stopped and
+/// removed on `cli`'s engine; `lookout` tells each, in order.
+fn a_life(cli: Cli, lookout: &Process, name: &str, label: &str) {
+    let c = On::create(cli, name, label);
+    c.run(&["start"]);
+    c.run(&["stop", "-t", "1"]);
+    c.run(&["rm"]);
+    let seen: Vec<String> = (0..4)
+        .map(|_| instance_kind(&next_of(lookout, name)))
+        .collect();
+    assert_eq!(
+        seen,
+        ["created", "started", "stopped", "removed"].map(|k| format!("{name} {k}"))
+    );
+}
+
 fn process_uid(pid: &str) -> String {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap_or_else(|e| panic!("/proc/{pid}/status: {e}"));
@@ -328,18 +344,7 @@ fn in_dockerd_it_serves_a_containers_life_and_turns_healthy() {
         Ok((200, body)) if body.contains("lookout_subscribers 2") => Ok(()),
         other => Err(format!("{other:?}")),
     });
-    let test = format!("{name}-test");
-    let c = On::create(engines::docker, &test, &label);
-    c.run(&["start"]);
-    c.run(&["stop", "-t", "1"]);
-    c.run(&["rm"]);
-    let seen: Vec<String> = (0..4)
-        .map(|_| instance_kind(&next_of(&events, &test)))
-        .collect();
-    assert_eq!(
-        seen,
-        ["created", "started", "stopped", "removed"].map(|k| format!("{test} {k}"))
-    );
+    a_life(engines::docker, &events, &format!("{name}-test"), &label);
 
     let (status, metrics) = get(addr, "/metrics").unwrap_or_else(|e| panic!("/metrics: {e}"));
     assert_eq!(status, 200, "{metrics}");
@@ -402,18 +407,7 @@ fn in_podman_it_watches_podman() {
     );
     logs.connected();
 
-    let test = format!("{name}-test");
-    let c = On::create(engines::podman, &test, &label);
-    c.run(&["start"]);
-    c.run(&["stop", "-t", "0"]);
-    c.run(&["rm"]);
-    let seen: Vec<String> = (0..4)
-        .map(|_| instance_kind(&next_of(&logs, &test)))
-        .collect();
-    assert_eq!(
-        seen,
-        ["created", "started", "stopped", "removed"].map(|k| format!("{test} {k}"))
-    );
+    a_life(engines::podman, &logs, &format!("{name}-test"), &label);
 
     wait_for("podman healthcheck run", || {
         engines::podman(&["healthcheck", "run", &name]).map(drop)
