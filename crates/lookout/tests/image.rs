@@ -543,6 +543,7 @@ fn a_mounted_socket_file_goes_stale_and_lookout_says_so() {
                 .is_some_and(|e| e.contains(&socket.in_container())),
             "{said}"
         );
+        eprintln!("through the socket file, lookout says: {said}");
     }
     assert!(
         engines::ping(&engines::docker_host(), Duration::from_secs(2)).is_ok(),
