@@ -77,7 +77,10 @@ fn podman_image() {
     let loaded = LOADED.get_or_init(|| {
         let want = docker_image_id().ok_or("no image in dockerd")?;
         let have = engines::podman(&["image", "inspect", "--format", "{{.Id}}", IMAGE]).ok();
-        if have.is_some_and(|id| want.trim_start_matches("sha256:") == id) {
+        if have
+            .as_ref()
+            .is_some_and(|id| want.trim_start_matches("sha256:") == id)
+        {
             return Ok(());
         }
         let tar = std::env::temp_dir().join(format!("{}.tar", unique("save")));
@@ -97,6 +100,12 @@ fn podman_image() {
             )
         });
         let _ = std::fs::remove_file(&tar);
+        if saved.is_ok()
+            && let Some(old) = have
+        {
+            // Untagged by the load: not left behind, unless a container uses it.
+            let _ = engines::podman(&["image", "rm", &old]);
+        }
         saved.map(drop)
     });
     if let Err(e) = loaded {
