@@ -13,21 +13,24 @@
 //!    user's rootless podman, the test sshd, swarm, k8s, a 3-member etcd
 //!    cluster, and headless Chromium
 //!    (the `--serve` page's tests); any failure fails CI
-//! 6. `cargo test --workspace --locked` with the engines' environment (the
+//! 6. `cargo xtask image` (`image.rs`): the container image `lookout:latest`
+//!    in dockerd (a static musl build of lookout-cli on `scratch`), which
+//!    `crates/lookout/tests/image.rs` runs
+//! 7. `cargo test --workspace --locked` with the engines' environment (the
 //!    docs' links and flags included: `crates/lookout/tests/docs.rs`)
-//! 7. `cargo build --workspace --bins --locked`: the `lookout` binary the
+//! 8. `cargo build --workspace --bins --locked`: the `lookout` binary the
 //!    `serve` bench drives (`target/debug/lookout`)
-//! 8. `cargo test --benches --workspace --locked` with the engines'
+//! 9. `cargo test --benches --workspace --locked` with the engines'
 //!    environment: the benches' smoke runs (each bench without `--bench` runs
 //!    a small size, the real-engine ones against the engines; see `cargo
 //!    xtask bench`)
-//! 9. `cargo test --workspace --bench soak --locked -- --minutes 1`: the
-//!    1-minute soak (`cargo xtask soak` runs the long one)
-//! 10. `cargo xtask fuzz --seconds 30`: each decoder's fuzz target for 30 s
+//! 10. `cargo test --workspace --bench soak --locked -- --minutes 1`: the
+//!     1-minute soak (`cargo xtask soak` runs the long one)
+//! 11. `cargo xtask fuzz --seconds 30`: each decoder's fuzz target for 30 s
 //!     (libFuzzer on nightly, installing cargo-fuzz if missing; without
 //!     nightly, the same harnesses on stable with random inputs, said loudly)
-//! 11. `cargo doc --workspace --no-deps --locked` with `RUSTDOCFLAGS=-D warnings`
-//! 12. `cargo xtask release --dry-run` (`release.rs`): the release plan from
+//! 12. `cargo doc --workspace --no-deps --locked` with `RUSTDOCFLAGS=-D warnings`
+//! 13. `cargo xtask release --dry-run` (`release.rs`): the release plan from
 //!     each crate's changelog and last release (`release/versions.toml`),
 //!     cargo-semver-checks of every changed library against its last
 //!     release (installed if missing), the MSRV checks (no dependency in
@@ -133,7 +136,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
 /// The pipeline. `ci`: running in CI (a fresh clone), else on a developer's tree.
 // One entry per step, in order: longer as the pipeline grows, and clearest as one list.
 #[allow(clippy::too_many_lines)]
-fn steps(ci: bool) -> [Step; 12] {
+fn steps(ci: bool) -> [Step; 13] {
     // The release's dry run packages the crates: a developer's tree usually
     // has uncommitted changes, CI's fresh clone has none.
     let release_args: &'static [&'static str] = if ci {
@@ -180,6 +183,16 @@ fn steps(ci: bool) -> [Step; 12] {
             name: "engines up all",
             timeout: 75 * MINUTE,
             action: Action::Engines,
+        },
+        Step {
+            name: "image",
+            // Cold: the musl target's std, musl-tools and a release build of
+            // lookout-cli's tree (5.7 min measured on 2 cores); warm: 2 s.
+            timeout: 30 * MINUTE,
+            action: Action::Cargo {
+                args: &["xtask", "image"],
+                env: vec![],
+            },
         },
         Step {
             name: "test",

@@ -9,6 +9,7 @@
 //! cargo xtask engines status
 //! cargo xtask engines env                          `export` lines for a shell
 //! cargo xtask fuzz [--seconds N] [TARGET]...       the decoders' fuzz targets (libFuzzer; stable fallback)
+//! cargo xtask image                                the container image lookout:latest in the local dockerd (deploy/image)
 //! cargo xtask release [--dry-run] [CRATE]...      the release plan, semver and MSRV checks, packages, downstream fixture; publishes without --dry-run
 //! cargo xtask soak [--minutes N]                   dial/drop, reconnects, a paused consumer; resources flat
 //! cargo xtask structure                            no import circle between files, no library file over 500 lines
@@ -27,6 +28,7 @@ mod ci;
 mod demo;
 mod engines_cmd;
 mod fuzz;
+mod image;
 mod process;
 mod release;
 mod soak;
@@ -40,7 +42,7 @@ usage: cargo xtask COMMAND
 
 commands:
   bench [--smoke]                      the full benches and their tables (machine and load noted)
-  ci                                   fmt, clippy, structure, deny, engines up all, test, bench smoke, soak, fuzz, doc, release --dry-run
+  ci                                   fmt, clippy, structure, deny, engines up all, image, test, bench smoke, soak, fuzz, doc, release --dry-run
   demo                                 watch a demo container through its life and a dockerd restart
   engines up   [ENGINE]...             start engines (docker, docker2, docker-tls, podman, sshd, swarm, k8s, etcd, chromium, all; default all)
   engines down [ENGINE]...             stop engines (default all)
@@ -48,6 +50,8 @@ commands:
   engines env                          the test environment as `export` lines
   fuzz [--seconds N] [--stable] [TARGET]...
                                        the decoders' fuzz targets, N s each (default 150)
+  image                                the container image lookout:latest and lookout:VERSION in the
+                                       local dockerd: a static (musl) binary on scratch (deploy/image)
   release [--dry-run] [--allow-dirty] [--no-engines] [CRATE]...
                                        the release plan (changelogs, versions.toml), cargo-semver-checks,
                                        MSRV, packages, the downstream fixture; publishes without --dry-run
@@ -64,6 +68,7 @@ fn main() -> ExitCode {
         Some("demo") => demo::run(),
         Some("engines") => engines_cmd::run(rest),
         Some("fuzz") => fuzz::run(rest),
+        Some("image") => image::run(rest),
         Some("release") => release::run(rest),
         Some("soak") => soak::run(rest),
         Some("structure") => structure::run(rest),

@@ -69,7 +69,7 @@ pub fn ensure_packages() -> Result<(), String> {
 
 /// `apt-get install -y` of the Debian packages `wanted` that are missing
 /// (as root on Debian; elsewhere an error saying what to install).
-pub(crate) fn ensure_debian(wanted: &[&str]) -> Result<(), String> {
+pub fn ensure_debian(wanted: &[&str]) -> Result<(), String> {
     let apt = command_exists("apt-get") && command_exists("dpkg-query");
     let missing: Vec<&str> = wanted
         .iter()

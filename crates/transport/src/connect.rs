@@ -30,11 +30,18 @@ pub enum Socket {
 
 impl Socket {
     /// Connects to the unix socket at `path`.
+    ///
+    /// A connection refused on a path that exists and is a socket (nothing
+    /// accepts on it) says so, and why that happens to a socket file
+    /// bind-mounted into a container: the engine restarted and made a new
+    /// socket, the mount kept the old one (its error keeps the OS's as its
+    /// source, and its kind, [`io::ErrorKind::ConnectionRefused`]). Any other
+    /// failure (a missing path, no permission) is the OS's error as it is.
     pub async fn unix(path: &Path) -> Result<Self, TransportError> {
         UnixStream::connect(path)
             .await
             .map(Self::Unix)
-            .map_err(TransportError::Connect)
+            .map_err(|e| TransportError::Connect(unix_refused(path, e)))
     }
 
     /// Connects over TCP to `host:port`, with `TCP_NODELAY` (the messages
@@ -66,6 +73,55 @@ impl Socket {
             Self::Ssh(s) => Some(s.said()),
             _ => None,
         }
+    }
+}
+
+/// `e`, a failed connect to the unix socket at `path`; when it was refused
+/// (`ECONNREFUSED`) and `path` is a socket, with [`StaleSocket`]'s hint.
+fn unix_refused(path: &Path, e: io::Error) -> io::Error {
+    use std::os::unix::fs::FileTypeExt;
+    if e.kind() != io::ErrorKind::ConnectionRefused {
+        return e;
+    }
+    // One stat, on a failure only (the retry's backoff paces it).
+    let is_socket = std::fs::metadata(path).is_ok_and(|m| m.file_type().is_socket());
+    if !is_socket {
+        return e;
+    }
+    io::Error::new(
+        io::ErrorKind::ConnectionRefused,
+        StaleSocket {
+            path: path.to_path_buf(),
+            source: e,
+        },
+    )
+}
+
+/// A connection refused on a path that exists and is a socket: the engine
+/// is down, or the path is a bind mount of a socket file that went stale.
+#[derive(Debug)]
+struct StaleSocket {
+    path: std::path::PathBuf,
+    source: io::Error,
+}
+
+impl std::fmt::Display for StaleSocket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: {} exists and is a socket, but it refuses connections (nothing listens on \
+             it): the engine is down, or this is a socket file bind-mounted into a container, \
+             which goes stale when the engine restarts (the engine creates a new socket; the \
+             mount keeps the old one): mount the socket's directory instead",
+            self.source,
+            self.path.display()
+        )
+    }
+}
+
+impl std::error::Error for StaleSocket {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
     }
 }
 
@@ -126,3 +182,6 @@ impl AsyncWrite for Socket {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
