@@ -255,7 +255,10 @@ mod tests {
             };
             let line = format!("watching deployments failed: {FORBIDDEN}");
             assert_eq!(e.to_string(), line);
-            assert!(e.source().is_none(), "the chain stops at the apiserver's word");
+            assert!(
+                e.source().is_none(),
+                "the chain stops at the apiserver's word"
+            );
             assert_eq!(chain(&e), line);
             // Wrapped by the core, as a `Disconnected` status carries it.
             let core = lookout_core::Error::Session(Box::new(e));
@@ -307,7 +310,11 @@ mod tests {
         };
         // A body that was no Status (a proxy's page): its code, its words.
         assert_eq!(
-            line(status(502, "<html>\r\n  <h1>Bad Gateway</h1>\n</html>\n", NOT_A_STATUS)),
+            line(status(
+                502,
+                "<html>\r\n  <h1>Bad Gateway</h1>\n</html>\n",
+                NOT_A_STATUS
+            )),
             "watching statefulsets failed: HTTP 502: <html> <h1>Bad Gateway</h1> </html>"
         );
         // A Status without a message: its code and reason.
@@ -340,6 +347,9 @@ mod tests {
             "the apiserver did not answer GET /version: Error reading events stream: eof"
         );
         let source = e.source().expect("a source");
-        assert_eq!(source.source().map(ToString::to_string).as_deref(), Some("eof"));
+        assert_eq!(
+            source.source().map(ToString::to_string).as_deref(),
+            Some("eof")
+        );
     }
 }
