@@ -33,24 +33,34 @@ fn manifests() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/kubernetes")
 }
 
-/// `kubectl`, or `None` (said loudly) when the machine has none outside
-/// CI; under the engines (`cargo xtask`), a missing one fails the test.
-fn kubectl_or_skip(test: &str) -> Option<()> {
-    let found = Command::new("kubectl")
-        .args(["version", "--client"])
+/// Whether `argv` runs and succeeds here: `None` (said loudly) when it
+/// does not, outside CI; under the engines (`cargo xtask`), a failure
+/// fails the test. `need` says what it is for.
+fn runs_or_skip(test: &str, argv: &[&str], need: &str) -> Option<()> {
+    let ran = Command::new(argv[0])
+        .args(&argv[1..])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
-    if found {
+    if ran {
         return Some(());
     }
     assert!(
         !engines::engines_enabled(),
-        "{test}: kubectl is needed (it applies deploy/kubernetes as a user does) and is missing"
+        "{test}: {need}: `{argv:?}` fails"
     );
-    eprintln!("SKIPPED {test}: no kubectl on this machine (CI fails instead)");
+    eprintln!("SKIPPED {test}: {need}: `{argv:?}` fails here (CI fails instead)");
     None
+}
+
+/// `kubectl` (it applies deploy/kubernetes as a user does), else `None`.
+fn kubectl_or_skip(test: &str) -> Option<()> {
+    runs_or_skip(
+        test,
+        &["kubectl", "version", "--client"],
+        "kubectl is needed",
+    )
 }
 
 /// `kubectl --kubeconfig KUBECONFIG ARGS`: its exit status, stdout and stderr.
@@ -165,6 +175,27 @@ impl Applied {
         ))
     }
 
+    /// Asserts that every one of `objects` (`KIND/NAME`, as `kubectl get -o
+    /// name` says them) exists.
+    fn assert_exist(&self, objects: &[String]) {
+        let dir = self.dir.0.display().to_string();
+        let there = kubectl_ok(&self.admin, &["get", "-k", &dir, "-o", "name"]);
+        for object in objects {
+            assert!(
+                there.lines().any(|l| l == object),
+                "{object} not in {there}"
+            );
+        }
+    }
+
+    /// A kubeconfig of the `ServiceAccount`'s token, in a temporary
+    /// directory (removed with it).
+    fn token_kubeconfig(&self, rt: &tokio::runtime::Runtime) -> (TempDir, PathBuf) {
+        let dir = TempDir::new("deploy-k8s", "sa");
+        let kubeconfig = token_kubeconfig(&self.admin, &self.token(rt), &dir.0);
+        (dir, kubeconfig)
+    }
+
     /// Applies one more manifest (a role without a verb, the role again).
     fn apply_yaml(&self, yaml: &str) {
         let file = self.dir.0.join("extra.yaml");
@@ -273,29 +304,14 @@ fn cluster_wide_manifests_and_the_service_accounts_token() {
     let fixture = rt.block_on(Fixture::new(&admin));
     let applied = Applied::apply(&admin, "", &k8s_util::unique("lookout-deploy"));
     let name = applied.name();
-    let objects = kubectl_ok(
-        &admin,
-        &[
-            "get",
-            "-k",
-            &applied.dir.0.display().to_string(),
-            "-o",
-            "name",
-        ],
-    );
-    for object in [
+    applied.assert_exist(&[
         format!("namespace/{}", applied.ns),
         format!("serviceaccount/{name}"),
         format!("clusterrole.rbac.authorization.k8s.io/{name}"),
         format!("clusterrolebinding.rbac.authorization.k8s.io/{name}"),
         format!("deployment.apps/{name}"),
         format!("service/{name}"),
-    ] {
-        assert!(
-            objects.lines().any(|l| l == object),
-            "{object} not in {objects}"
-        );
-    }
+    ]);
     // Exactly list and watch, as the apiserver decides for the account.
     let user = applied.user();
     for (verb, allowed) in [
@@ -319,8 +335,7 @@ fn cluster_wide_manifests_and_the_service_accounts_token() {
         assert_eq!(out.trim(), allowed, "can-i {verb} deployments");
     }
 
-    let dir = TempDir::new("deploy-k8s", "sa");
-    let kubeconfig = token_kubeconfig(&admin, &applied.token(&rt), &dir.0);
+    let (_dir, kubeconfig) = applied.token_kubeconfig(&rt);
     let sa = kubeconfig.display().to_string();
     let admins = admin.display().to_string();
     let mut as_sa = lookout(&["--kubeconfig", &sa, "--kind", "deployment"]);
@@ -355,28 +370,11 @@ fn namespaced_manifests_watch_their_namespace_only() {
     let (admin, _lock, rt) = bed();
     let fixture = rt.block_on(Fixture::new(&admin));
     let applied = Applied::apply(&admin, "namespaced", &fixture.ns);
-    let objects = kubectl_ok(
-        &admin,
-        &[
-            "get",
-            "-k",
-            &applied.dir.0.display().to_string(),
-            "-o",
-            "name",
-        ],
-    );
-    for kind in [
-        "role.rbac.authorization.k8s.io",
-        "rolebinding.rbac.authorization.k8s.io",
-    ] {
-        let object = format!("{kind}/{}", applied.name());
-        assert!(
-            objects.lines().any(|l| l == object),
-            "{object} not in {objects}"
-        );
-    }
-    let dir = TempDir::new("deploy-k8s", "sa-ns");
-    let kubeconfig = token_kubeconfig(&admin, &applied.token(&rt), &dir.0);
+    applied.assert_exist(&[
+        format!("role.rbac.authorization.k8s.io/{}", applied.name()),
+        format!("rolebinding.rbac.authorization.k8s.io/{}", applied.name()),
+    ]);
+    let (_dir, kubeconfig) = applied.token_kubeconfig(&rt);
     let sa = kubeconfig.display().to_string();
 
     let mut everywhere = lookout(&["--kubeconfig", &sa, "--kind", "deployment"]);
@@ -418,8 +416,7 @@ fn a_missing_verb_is_one_line_and_granting_it_recovers() {
     let fixture = rt.block_on(Fixture::new(&admin));
     let applied = Applied::apply(&admin, "", &k8s_util::unique("lookout-deploy"));
     let role = applied.name();
-    let dir = TempDir::new("deploy-k8s", "sa-verbs");
-    let kubeconfig = token_kubeconfig(&admin, &applied.token(&rt), &dir.0);
+    let (_dir, kubeconfig) = applied.token_kubeconfig(&rt);
     let sa = kubeconfig.display().to_string();
     for (n, (missing, kept)) in [("list", "watch"), ("watch", "list")]
         .into_iter()
@@ -490,24 +487,14 @@ fn a_missing_verb_is_one_line_and_granting_it_recovers() {
     }
 }
 
-/// Whether this process may make a mount namespace (root, `unshare`):
-/// `None` (said loudly) outside CI when it may not.
+/// Whether this process may make a mount namespace (root, `unshare`),
+/// else `None`.
 fn unshare_or_skip(test: &str) -> Option<()> {
-    let ok = Command::new("unshare")
-        .args(["--mount", "--propagation", "private", "true"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if ok {
-        return Some(());
-    }
-    assert!(
-        !engines::engines_enabled(),
-        "{test}: needs `unshare --mount` (root, util-linux)"
-    );
-    eprintln!("SKIPPED {test}: cannot `unshare --mount` here (CI fails instead)");
-    None
+    runs_or_skip(
+        test,
+        &["unshare", "--mount", "--propagation", "private", "true"],
+        "a mount namespace of its own is needed (root, util-linux)",
+    )
 }
 
 /// In a pod: no kubeconfig anywhere, `KUBERNETES_SERVICE_HOST`/`PORT` and
