@@ -196,6 +196,36 @@ impl Applied {
         (dir, kubeconfig)
     }
 
+    /// Waits (10 s at most) until the apiserver answers `answer` to whether
+    /// the `ServiceAccount` may `verb` deployments in every namespace (the
+    /// authorizer reads roles from a cache that follows the writes).
+    fn await_can_i(&self, verb: &str, answer: &str) {
+        let user = self.user();
+        let deadline = Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let (_, out, _) = kubectl(
+                &self.admin,
+                &[
+                    "auth",
+                    "can-i",
+                    verb,
+                    "deployments.apps",
+                    "--all-namespaces",
+                    "--as",
+                    &user,
+                ],
+            );
+            if out.trim() == answer {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "can-i {verb} deployments: still {out:?}, not {answer}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+
     /// Applies one more manifest (a role without a verb, the role again).
     fn apply_yaml(&self, yaml: &str) {
         let file = self.dir.0.join("extra.yaml");
@@ -313,26 +343,13 @@ fn cluster_wide_manifests_and_the_service_accounts_token() {
         format!("service/{name}"),
     ]);
     // Exactly list and watch, as the apiserver decides for the account.
-    let user = applied.user();
     for (verb, allowed) in [
         ("list", "yes"),
         ("watch", "yes"),
         ("get", "no"),
         ("delete", "no"),
     ] {
-        let (_, out, _) = kubectl(
-            &admin,
-            &[
-                "auth",
-                "can-i",
-                verb,
-                "deployments.apps",
-                "--all-namespaces",
-                "--as",
-                &user,
-            ],
-        );
-        assert_eq!(out.trim(), allowed, "can-i {verb} deployments");
+        applied.await_can_i(verb, allowed);
     }
 
     let (_dir, kubeconfig) = applied.token_kubeconfig(&rt);
@@ -428,13 +445,14 @@ fn a_missing_verb_is_one_line_and_granting_it_recovers() {
              in API group \"apps\" at the cluster scope",
             applied.user()
         );
+        applied.await_can_i(missing, "no");
         if missing == "list" {
             // Side by side: what kubectl prints for the same token.
             let (ok, _, err) = kubectl(&kubeconfig, &["get", "deployments", "--all-namespaces"]);
             assert!(!ok, "kubectl get deployments with the role lacking list");
             assert_eq!(
-                err.trim(),
-                format!("Error from server (Forbidden): {forbidden}")
+                err.lines().last().map(str::trim),
+                Some(format!("Error from server (Forbidden): {forbidden}").as_str())
             );
         }
         // The JSON status and the text one, each one line.
@@ -451,10 +469,17 @@ fn a_missing_verb_is_one_line_and_granting_it_recovers() {
             format!("cannot connect to the engine: watching deployments failed: {forbidden}"),
             "without {missing}"
         );
-        let line = text
-            .err
-            .recv_timeout(WAIT)
-            .unwrap_or_else(|_| panic!("no status line without {missing} within {WAIT:?}"));
+        let deadline = Instant::now() + WAIT;
+        let line = loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = text
+                .err
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("no status line without {missing} within {WAIT:?}"));
+            if line.starts_with("lookout: k8s: disconnected") {
+                break line;
+            }
+        };
         assert!(
             line.starts_with(&format!(
                 "lookout: k8s: disconnected: {error} (attempt 1, retrying in "
@@ -475,6 +500,7 @@ fn a_missing_verb_is_one_line_and_granting_it_recovers() {
         drop(text);
         // The verb granted again: it connects and tells.
         applied.apply_yaml(&cluster_role(&role, &["list", "watch"]));
+        applied.await_can_i(missing, "yes");
         json.connected();
         let name = format!("web{n}");
         rt.block_on(fixture.create(Kind::Deployment, &name, 1, &[]));
