@@ -64,10 +64,16 @@ fn kubectl_or_skip(test: &str) -> Option<()> {
 }
 
 /// `kubectl --kubeconfig KUBECONFIG ARGS`: its exit status, stdout and stderr.
+/// Each call has a discovery cache of its own (kubectl's default is under
+/// `HOME`, which a test does not write, and which parallel kubectls race
+/// on).
 fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
+    let cache = TempDir::new("deploy-k8s", "kubectl-cache");
     let mut cmd = Command::new("kubectl");
     cmd.arg("--kubeconfig")
         .arg(kubeconfig)
+        .arg("--cache-dir")
+        .arg(&cache.0)
         .arg("--request-timeout=20s")
         .args(args)
         .env_remove("KUBECONFIG")
@@ -117,19 +123,23 @@ impl Applied {
     /// needs it).
     fn apply(admin: &Path, variant: &str, ns: &str) -> Self {
         let dir = TempDir::new("deploy-k8s", "overlay");
+        // Unique across runs (the time, the pid) and within one (a count):
+        // cluster-scoped names are shared by every test of every run.
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let suffix = format!(
-            "{:x}",
+            "{:x}{}",
             std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.subsec_nanos())
-                ^ std::process::id()
+                ^ std::process::id(),
+            N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         );
         let base = relative(&dir.0, &manifests().join(variant));
         std::fs::write(
             dir.0.join("kustomization.yaml"),
             format!(
                 "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
-                 namespace: {ns}\nnameSuffix: -{suffix}\nresources:\n  - {}\n",
+                 namespace: \"{ns}\"\nnameSuffix: \"-{suffix}\"\nresources:\n  - {}\n",
                 base.display()
             ),
         )
@@ -446,15 +456,20 @@ fn a_missing_verb_is_one_line_and_granting_it_recovers() {
             applied.user()
         );
         applied.await_can_i(missing, "no");
-        if missing == "list" {
-            // Side by side: what kubectl prints for the same token.
-            let (ok, _, err) = kubectl(&kubeconfig, &["get", "deployments", "--all-namespaces"]);
-            assert!(!ok, "kubectl get deployments with the role lacking list");
-            assert_eq!(
-                err.lines().last().map(str::trim),
-                Some(format!("Error from server (Forbidden): {forbidden}").as_str())
-            );
-        }
+        // Side by side: what kubectl prints for the same token (`get`
+        // lists, `get -w` lists then watches).
+        let (ok, _, err) = kubectl(
+            &kubeconfig,
+            &["get", "deployments", "--all-namespaces", "--watch"],
+        );
+        assert!(
+            !ok,
+            "kubectl get -w deployments with the role lacking {missing}"
+        );
+        assert_eq!(
+            err.lines().last().map(str::trim),
+            Some(format!("Error from server (Forbidden): {forbidden}").as_str())
+        );
         // The JSON status and the text one, each one line.
         let mut json = lookout(&["--kubeconfig", &sa, "--kind", "deployment"]);
         let mut text = Process::start({
