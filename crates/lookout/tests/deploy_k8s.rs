@@ -122,10 +122,10 @@ impl Applied {
     /// `ns` (the cluster-wide variant creates it; the namespaced one
     /// needs it).
     fn apply(admin: &Path, variant: &str, ns: &str) -> Self {
-        let dir = TempDir::new("deploy-k8s", "overlay");
         // Unique across runs (the time, the pid) and within one (a count):
         // cluster-scoped names are shared by every test of every run.
         static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let dir = TempDir::new("deploy-k8s", "overlay");
         let suffix = format!(
             "{:x}{}",
             std::time::SystemTime::now()
