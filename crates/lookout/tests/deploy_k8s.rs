@@ -386,6 +386,45 @@ fn cluster_wide_manifests_and_the_service_accounts_token() {
     );
 }
 
+/// Labels `ns` to warn of what the `restricted` Pod Security Standard
+/// forbids, and waits (10 s at most) until the apiserver does so for a
+/// Deployment that breaks it (a server-side dry run): then a manifest
+/// applied there without a warning meets the standard.
+fn warn_restricted(admin: &Path, ns: &str) {
+    kubectl_ok(
+        admin,
+        &[
+            "label",
+            "namespace",
+            ns,
+            "pod-security.kubernetes.io/warn=restricted",
+        ],
+    );
+    let deadline = Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let (_, _, err) = kubectl(
+            admin,
+            &[
+                "-n",
+                ns,
+                "create",
+                "deployment",
+                "canary",
+                "--image=busybox",
+                "--dry-run=server",
+            ],
+        );
+        if err.contains("would violate PodSecurity \"restricted") {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the apiserver does not warn of a root container in {ns}: {err}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
 /// The namespaced variant: a Role in the namespace only; `lookout
 /// --namespace NS` with its token tells the lifecycle; the same token
 /// cluster-wide is refused, in one line naming the cluster scope.
@@ -396,6 +435,7 @@ fn namespaced_manifests_watch_their_namespace_only() {
     }
     let (admin, _lock, rt) = bed();
     let fixture = rt.block_on(Fixture::new(&admin));
+    warn_restricted(&admin, &fixture.ns);
     let applied = Applied::apply(&admin, "namespaced", &fixture.ns);
     applied.assert_exist(&[
         format!("role.rbac.authorization.k8s.io/{}", applied.name()),
