@@ -677,3 +677,95 @@ fn in_cluster_configuration_is_found_as_kube_does() {
         "the tmpfs stayed in its namespace"
     );
 }
+
+/// `GET path` on `addr` (HTTP/1.1, `Connection: close`), within `WAIT`:
+/// the status code and the body.
+fn http_get(addr: &str, path: &str) -> (u16, String) {
+    use std::io::{Read as _, Write as _};
+    let mut s =
+        std::net::TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+    s.set_read_timeout(Some(WAIT)).expect("a read timeout");
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .expect("send");
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).expect("read the answer");
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    let code = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {head}"));
+    (code, body.to_owned())
+}
+
+/// Polls `/healthz` (within `WAIT`) until it answers `code` with
+/// `status` (the served store follows the stream that printed it); its
+/// JSON.
+fn await_health(addr: &str, code: u16, status: &str) -> Value {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let (got, body) = http_get(addr, "/healthz");
+        let health: Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
+        if got == code && health["status"] == status {
+            return health;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "/healthz: {got} {body}, not {code} {status} within {WAIT:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// The probes of `base/deployment.yaml` answer as the manifest expects:
+/// readiness (`/healthz`) is 503 with the one-line status while a verb is
+/// missing and 200 once it is granted; liveness (`/`) is 200 throughout,
+/// so the kubelet never restarts a lookout that only waits for its role.
+#[test]
+fn the_probes_answer_as_the_deployment_expects() {
+    if kubectl_or_skip("the_probes_answer_as_the_deployment_expects").is_none() {
+        return;
+    }
+    let manifest = std::fs::read_to_string(manifests().join("base/deployment.yaml"))
+        .expect("base/deployment.yaml");
+    let probe_path = |probe: &str| {
+        manifest
+            .split_once(probe)
+            .and_then(|(_, rest)| rest.lines().find_map(|l| l.trim().strip_prefix("path: ")))
+            .map(str::to_owned)
+    };
+    assert_eq!(probe_path("readinessProbe:").as_deref(), Some("/healthz"));
+    assert_eq!(probe_path("livenessProbe:").as_deref(), Some("/"));
+
+    let (admin, _lock, rt) = bed();
+    let applied = Applied::apply(&admin, "", &k8s_util::unique("lookout-deploy"));
+    applied.apply_yaml(&cluster_role(&applied.name(), &["list"]));
+    applied.await_can_i("watch", "no");
+    let (_dir, kubeconfig) = applied.token_kubeconfig(&rt);
+    let sa = kubeconfig.display().to_string();
+    let mut lookout = lookout(&[
+        "--kubeconfig",
+        &sa,
+        "--kind",
+        "deployment",
+        "--serve",
+        "127.0.0.1:0",
+    ]);
+    let serving = lookout.stderr("serving", |v| v["status"] == "serving");
+    let addr = serving["addr"].as_str().expect("an address").to_owned();
+    let error = disconnected(&mut lookout, 1);
+    let health = await_health(&addr, 503, "disconnected");
+    assert_eq!(health["error"], error.as_str(), "{health}");
+    let (code, _) = http_get(&addr, "/");
+    assert_eq!(code, 200, "liveness while disconnected");
+
+    applied.apply_yaml(&cluster_role(&applied.name(), &["list", "watch"]));
+    applied.await_can_i("watch", "yes");
+    lookout.connected();
+    await_health(&addr, 200, "connected");
+    let (code, _) = http_get(&addr, "/");
+    assert_eq!(code, 200, "liveness when connected");
+}
