@@ -18,12 +18,17 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use common::{Process, TempDir, WAIT};
+use common::{Process, TempDir, WAIT, http_get};
 use lookout_e2e::engines;
 use lookout_e2e::k8s_access::{Token, service_account_token, token_kubeconfig};
 use lookout_e2e::k8s_util::{self, Fixture};
 use lookout_k8s::Kind;
 use serde_json::Value;
+
+/// How long the apiserver may take to act on a change of roles or labels
+/// (its authorizer and admission read them from caches that follow the
+/// writes).
+const SETTLE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// How long a token the tests request is valid (the apiserver's minimum).
 const TOKEN_SECS: i64 = 600;
@@ -61,6 +66,23 @@ fn kubectl_or_skip(test: &str) -> Option<()> {
         &["kubectl", "version", "--client"],
         "kubectl is needed",
     )
+}
+
+/// Calls `check` every `every` until it gives `Ok`, within `within`; on
+/// time, fails with its last `Err`.
+fn poll<T>(
+    within: std::time::Duration,
+    every: std::time::Duration,
+    mut check: impl FnMut() -> Result<T, String>,
+) -> T {
+    let deadline = Instant::now() + within;
+    loop {
+        match check() {
+            Ok(done) => return done,
+            Err(e) => assert!(Instant::now() < deadline, "{e} (after {within:?})"),
+        }
+        std::thread::sleep(every);
+    }
 }
 
 /// `kubectl --kubeconfig KUBECONFIG ARGS`: its exit status, stdout and stderr.
@@ -206,13 +228,12 @@ impl Applied {
         (dir, kubeconfig)
     }
 
-    /// Waits (10 s at most) until the apiserver answers `answer` to whether
+    /// Waits (`SETTLE` at most) until the apiserver answers `answer` to whether
     /// the `ServiceAccount` may `verb` deployments in every namespace (the
     /// authorizer reads roles from a cache that follows the writes).
     fn await_can_i(&self, verb: &str, answer: &str) {
         let user = self.user();
-        let deadline = Instant::now() + std::time::Duration::from_secs(10);
-        loop {
+        poll(SETTLE, std::time::Duration::from_millis(100), || {
             let (_, out, _) = kubectl(
                 &self.admin,
                 &[
@@ -226,14 +247,13 @@ impl Applied {
                 ],
             );
             if out.trim() == answer {
-                return;
+                Ok(())
+            } else {
+                Err(format!(
+                    "can-i {verb} deployments: still {out:?}, not {answer}"
+                ))
             }
-            assert!(
-                Instant::now() < deadline,
-                "can-i {verb} deployments: still {out:?}, not {answer}"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
+        });
     }
 
     /// Applies one more manifest (a role without a verb, the role again).
@@ -387,7 +407,7 @@ fn cluster_wide_manifests_and_the_service_accounts_token() {
 }
 
 /// Labels `ns` to warn of what the `restricted` Pod Security Standard
-/// forbids, and waits (10 s at most) until the apiserver does so for a
+/// forbids, and waits (`SETTLE` at most) until the apiserver does so for a
 /// Deployment that breaks it (a server-side dry run): then a manifest
 /// applied there without a warning meets the standard.
 fn warn_restricted(admin: &Path, ns: &str) {
@@ -400,8 +420,7 @@ fn warn_restricted(admin: &Path, ns: &str) {
             "pod-security.kubernetes.io/warn=restricted",
         ],
     );
-    let deadline = Instant::now() + std::time::Duration::from_secs(10);
-    loop {
+    poll(SETTLE, std::time::Duration::from_millis(100), || {
         let (_, _, err) = kubectl(
             admin,
             &[
@@ -415,14 +434,13 @@ fn warn_restricted(admin: &Path, ns: &str) {
             ],
         );
         if err.contains("would violate PodSecurity \"restricted") {
-            return;
+            Ok(())
+        } else {
+            Err(format!(
+                "the apiserver does not warn of a root container in {ns}: {err}"
+            ))
         }
-        assert!(
-            Instant::now() < deadline,
-            "the apiserver does not warn of a root container in {ns}: {err}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+    });
 }
 
 /// The namespaced variant: a Role in the namespace only; `lookout
@@ -678,46 +696,19 @@ fn in_cluster_configuration_is_found_as_kube_does() {
     );
 }
 
-/// `GET path` on `addr` (HTTP/1.1, `Connection: close`), within `WAIT`:
-/// the status code and the body.
-fn http_get(addr: &str, path: &str) -> (u16, String) {
-    use std::io::{Read as _, Write as _};
-    let mut s =
-        std::net::TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
-    s.set_read_timeout(Some(WAIT)).expect("a read timeout");
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .expect("send");
-    let mut answer = String::new();
-    s.read_to_string(&mut answer).expect("read the answer");
-    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
-    let code = head
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or_else(|| panic!("no status in {head}"));
-    (code, body.to_owned())
-}
-
 /// Polls `/healthz` (within `WAIT`) until it answers `code` with
 /// `status` (the served store follows the stream that printed it); its
 /// JSON.
 fn await_health(addr: &str, code: u16, status: &str) -> Value {
-    let deadline = Instant::now() + WAIT;
-    loop {
+    poll(WAIT, std::time::Duration::from_millis(50), || {
         let (got, body) = http_get(addr, "/healthz");
         let health: Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
         if got == code && health["status"] == status {
-            return health;
+            Ok(health)
+        } else {
+            Err(format!("/healthz: {got} {body}, not {code} {status}"))
         }
-        assert!(
-            Instant::now() < deadline,
-            "/healthz: {got} {body}, not {code} {status} within {WAIT:?}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    })
 }
 
 /// The probes of `base/deployment.yaml` answer as the manifest expects:
