@@ -4,6 +4,7 @@
 pub use lookout_engines as engines;
 pub mod bench_docker;
 pub mod browser;
+pub mod k8s_access;
 pub mod k8s_cost;
 pub mod k8s_util;
 pub mod relay;

@@ -13,7 +13,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Containers, Process, unique};
+use common::{Containers, Process, http_get, unique};
 use lookout_e2e::engines;
 use lookout_etcd::model::{Record, RecordEvent, State, instance_key};
 use serde_json::Value;
@@ -675,28 +675,6 @@ fn a_publisher_killed_9_mid_churn_writes_no_transition_twice_and_the_difference_
     );
     second.signal("TERM");
     assert!(second.exit_within(Duration::from_secs(10)).success());
-}
-
-/// `GET path` of a `--serve` lookout: its status code and body.
-fn http_get(addr: &str, path: &str) -> (u16, String) {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr).unwrap_or_else(|e| panic!("{addr}: {e}"));
-    s.set_read_timeout(Some(Duration::from_secs(10)))
-        .expect("a read timeout");
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .expect("a request");
-    let mut answer = String::new();
-    s.read_to_string(&mut answer).expect("an answer");
-    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
-    let code = head
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or_else(|| panic!("no status in {head}"));
-    (code, body.to_owned())
 }
 
 /// Polls `/healthz` (every 100 ms, within `bound`, doing `meanwhile`

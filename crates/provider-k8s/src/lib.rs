@@ -134,6 +134,13 @@
 //!   every kind when the last full list is at least that old. The relist
 //!   for a lagging consumer is off too: the apiserver buffers for a slow
 //!   reader or ends its watch, which is resumed.
+//! - **Permissions: `list` and `watch`** of each watched kind (`apps`:
+//!   `deployments`, `statefulsets`), in the namespace or cluster-wide; never
+//!   `get`, never a write. (`GET /version`, the probe, is open to every
+//!   authenticated user.) A request the apiserver refuses (`403 Forbidden`: a
+//!   role without a verb; `401`: a token no longer valid) is a `Disconnected`
+//!   status, retried, whose [`DialError`] ends with the apiserver's message on
+//!   one line, as `kubectl` prints it; granted again, the next dial connects.
 //! - **The core's reconnect policy is the only one.** Any error other than
 //!   `410 Gone` (a list or watch refused, a connection lost, an apiserver
 //!   error event) ends the session: `Disconnected`, the core's backoff, a

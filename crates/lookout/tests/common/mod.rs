@@ -346,3 +346,25 @@ pub fn publish_and_read_back(
         "{from_etcd:?}"
     );
 }
+
+/// `GET path` of a `--serve` lookout at `addr` (HTTP/1.1, `Connection:
+/// close`, read within `WAIT`): its status code and body.
+pub fn http_get(addr: &str, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap_or_else(|e| panic!("{addr}: {e}"));
+    s.set_read_timeout(Some(WAIT)).expect("a read timeout");
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .expect("a request");
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).expect("an answer");
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    let code = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {head}"));
+    (code, body.to_owned())
+}
