@@ -59,8 +59,8 @@ pub enum Command {
 
 #[derive(Debug, Args)]
 pub struct ProbeArgs {
-    /// The URL: http://HOST[:PORT][/PATH].
-    #[arg(value_name = "URL")]
+    // The help text is an attribute: `[:PORT]` would be a link in a doc comment.
+    #[arg(value_name = "URL", help = "The URL: http://HOST[:PORT][/PATH]")]
     pub url: String,
     /// Give up after this long (connect, send and answer), e.g. 5s, 500ms.
     #[arg(long, value_name = "DURATION", default_value = "5s",
