@@ -5,10 +5,11 @@
 //! (exit 1). Driven by `cargo xtask release`.
 
 use std::process::ExitCode;
-use std::time::Duration;
 
-use lookout_docker::{DockerConfig, EventKind, Item, Status, watch};
-use tokio_stream::StreamExt;
+use lookout_docker::{self as lookout, DockerConfig, watch};
+
+#[path = "../../follow.rs"]
+mod follow;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
@@ -16,37 +17,12 @@ async fn main() -> ExitCode {
         eprintln!("usage: downstream-docker CONTAINER");
         return ExitCode::from(2);
     };
-    let mut items = match watch(DockerConfig::default()) {
+    let items = match watch(DockerConfig::default()) {
         Ok(w) => w,
         Err(e) => {
             eprintln!("downstream-docker: {e}");
             return ExitCode::from(2);
         }
     };
-    let mut connected = false;
-    let run = async {
-        while let Some(item) = items.next().await {
-            match item {
-                Item::Status(Status::Connected { .. }) if !connected => {
-                    connected = true;
-                    println!("connected");
-                }
-                Item::Event(e) if e.id.as_str() == name => {
-                    println!("event {} {}", e.kind, e.id);
-                    if e.kind == EventKind::Removed {
-                        return true;
-                    }
-                }
-                _ => {}
-            }
-        }
-        false
-    };
-    match tokio::time::timeout(Duration::from_secs(120), run).await {
-        Ok(true) => ExitCode::SUCCESS,
-        _ => {
-            eprintln!("downstream-docker: {name} was not removed within 120 s");
-            ExitCode::FAILURE
-        }
-    }
+    follow::until_removed("downstream-docker", items, &name).await
 }

@@ -5,10 +5,11 @@
 //! 120 s pass (exit 1). Driven by `cargo xtask release`.
 
 use std::process::ExitCode;
-use std::time::Duration;
 
-use lookout_k8s::{EventKind, Item, K8sConfig, Kind, Status, watch};
-use tokio_stream::StreamExt;
+use lookout_k8s::{self as lookout, K8sConfig, Kind, watch};
+
+#[path = "../../follow.rs"]
+mod follow;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
@@ -20,7 +21,7 @@ async fn main() -> ExitCode {
     let config = K8sConfig::default()
         .namespace(namespace.as_str())
         .kinds([Kind::Deployment]);
-    let mut items = match watch(config) {
+    let items = match watch(config) {
         Ok(w) => w,
         Err(e) => {
             eprintln!("downstream-k8s: {e}");
@@ -28,30 +29,5 @@ async fn main() -> ExitCode {
         }
     };
     let id = format!("deployment/{namespace}/{name}");
-    let mut connected = false;
-    let run = async {
-        while let Some(item) = items.next().await {
-            match item {
-                Item::Status(Status::Connected { .. }) if !connected => {
-                    connected = true;
-                    println!("connected");
-                }
-                Item::Event(e) if e.id.as_str() == id => {
-                    println!("event {} {}", e.kind, e.id);
-                    if e.kind == EventKind::Removed {
-                        return true;
-                    }
-                }
-                _ => {}
-            }
-        }
-        false
-    };
-    match tokio::time::timeout(Duration::from_secs(120), run).await {
-        Ok(true) => ExitCode::SUCCESS,
-        _ => {
-            eprintln!("downstream-k8s: {id} was not removed within 120 s");
-            ExitCode::FAILURE
-        }
-    }
+    follow::until_removed("downstream-k8s", items, &id).await
 }
