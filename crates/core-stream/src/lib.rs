@@ -152,5 +152,6 @@ pub use labels::{Iter as LabelsIter, Labels};
 pub use merge::{DuplicateSource, Merge, SourceId, SourceState, Sourced};
 pub use model::{
     Change, EventKind, Health, InstanceEvent, InstanceId, Listed, Observation, Origin, Readiness,
+    ResourceStatus,
 };
 pub use watch::Watch;

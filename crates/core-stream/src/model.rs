@@ -137,6 +137,42 @@ impl Health {
     }
 }
 
+/// A Kubernetes resource's status by kstatus's rules
+/// (`sigs.k8s.io/cli-utils/pkg/kstatus`, as Flux, kpt and `kubectl wait`'s
+/// users read it): the detail of [`Readiness::Resource`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ResourceStatus {
+    /// Reconciled: the controller observed the current spec and says it is
+    /// done (or says nothing at all).
+    Current,
+    /// Not yet: a generation not observed, `Reconciling=True`, or a `Ready`
+    /// condition that is not `True`.
+    InProgress,
+    /// `Stalled=True`: the controller gave up.
+    Failed,
+    /// `metadata.deletionTimestamp` is set: it is being deleted.
+    Terminating,
+}
+
+impl ResourceStatus {
+    /// kstatus's name: `Current`, `InProgress`, `Failed`, `Terminating`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Current => "Current",
+            Self::InProgress => "InProgress",
+            Self::Failed => "Failed",
+            Self::Terminating => "Terminating",
+        }
+    }
+}
+
+impl fmt::Display for ResourceStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 impl fmt::Display for Health {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -153,6 +189,8 @@ impl fmt::Display for Health {
 /// | Swarm | [`Replicas`](Self::Replicas): desired tasks, running tasks | desired > 0 ∧ running ≥ desired |
 /// | Kubernetes `Deployment` | `Replicas`: `spec.replicas`, `status.availableReplicas` | desired > 0 ∧ observed ∧ available ≥ desired |
 /// | Kubernetes `StatefulSet` | `Replicas`: `spec.replicas`, `status.readyReplicas` | desired > 0 ∧ observed ∧ ready ≥ desired |
+/// | Kubernetes `DaemonSet` | `Replicas`: `status.desiredNumberScheduled`, `status.numberAvailable` | desired > 0 ∧ observed ∧ available ≥ desired |
+/// | Kubernetes, any other kind (custom resources) | [`Resource`](Self::Resource): kstatus's status | status = `Current` |
 /// | etcd (what a publisher wrote) | [`Told`](Self::Told): the record's `ready` | ready |
 ///
 /// (Kubernetes: `observed` ⇔ `status.observedGeneration` ≥
@@ -184,6 +222,13 @@ pub enum Readiness {
         /// `observedGeneration`; always true for Swarm).
         observed: bool,
     },
+    /// A Kubernetes resource of any kind but the built-in workloads, read by
+    /// kstatus's generic rules ([`Readiness::resource`]).
+    #[non_exhaustive]
+    Resource {
+        /// Its status.
+        status: ResourceStatus,
+    },
     /// Readiness as another lookout told it, without the engine's detail
     /// (the etcd provider: a publisher's record; [`Readiness::told`]).
     #[non_exhaustive]
@@ -208,6 +253,11 @@ impl Readiness {
         }
     }
 
+    /// A Kubernetes resource's readiness by kstatus's rules.
+    pub fn resource(status: ResourceStatus) -> Self {
+        Self::Resource { status }
+    }
+
     /// Readiness as another lookout told it.
     pub fn told(ready: bool) -> Self {
         Self::Told { ready }
@@ -224,6 +274,7 @@ impl Readiness {
                 ready,
                 observed,
             } => desired > 0 && observed && ready >= desired,
+            Self::Resource { status } => status == ResourceStatus::Current,
             Self::Told { ready } => ready,
         }
     }

@@ -7,7 +7,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
 
 use crate::{publish, serve, sources};
 
@@ -189,10 +189,42 @@ pub struct EngineArgs {
     pub common: Common,
 }
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum KindArg {
-    Deployment,
-    Statefulset,
+/// `--kind`'s value: any kind [`lookout_k8s::KindRef`] reads; the built-in
+/// workloads offered to completion.
+#[derive(Clone, Copy, Debug)]
+pub struct KindParser;
+
+impl clap::builder::TypedValueParser for KindParser {
+    type Value = lookout_k8s::KindRef;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<Self::Value, clap::Error> {
+        let text = value.to_str().ok_or_else(|| {
+            clap::Error::new(clap::error::ErrorKind::InvalidUtf8).with_cmd(cmd)
+        })?;
+        lookout_k8s::KindRef::parse(text).map_err(|e| {
+            let name = arg.map_or_else(|| "--kind".to_owned(), ToString::to_string);
+            clap::Error::raw(
+                clap::error::ErrorKind::ValueValidation,
+                format!("invalid value '{text}' for '{name}': {e}\n"),
+            )
+            .with_cmd(cmd)
+        })
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new(
+            ["deployment", "statefulset", "daemonset"]
+                .into_iter()
+                .map(clap::builder::PossibleValue::new),
+        ))
+    }
 }
 
 #[derive(Debug, Args)]
@@ -203,9 +235,18 @@ pub struct K8sArgs {
     /// Only this namespace (default: all).
     #[arg(long, value_name = "NS")]
     pub namespace: Option<String>,
-    /// Which kinds to watch (repeatable; default: both).
-    #[arg(long = "kind", value_enum)]
-    pub kinds: Vec<KindArg>,
+    #[arg(
+        long = "kind",
+        value_name = "KIND",
+        value_parser = KindParser,
+        hide_possible_values = true,
+        help = "Which kinds to watch (repeatable; default: deployment and statefulset): \
+                deployment, statefulset, daemonset (or their plural or short names), or any \
+                namespaced kind, a custom resource's as GROUP/VERSION/KIND or NAME[.GROUP] \
+                (`postgresql.cnpg.io/v1/Cluster`, `clusters`). A kind the cluster does not \
+                serve exits 2"
+    )]
+    pub kinds: Vec<lookout_k8s::KindRef>,
     /// A Kubernetes label selector, e.g. `app=web,tier!=db`.
     #[arg(long, value_name = "SELECTOR")]
     pub label_selector: Option<String>,

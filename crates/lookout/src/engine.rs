@@ -30,7 +30,7 @@ pub async fn run(engine: Engine, serve: Option<serve::Prepared>) -> Result<(), E
         Engine::Podman(a) => compat("podman", &lookout_podman::MAPPING, &a, serve).await,
         Engine::Swarm(a) => compat("swarm", &lookout_swarm::SERVICES, &a, serve).await,
         Engine::K8s(a) => {
-            let sources = k8s::sources(&a)?;
+            let sources = k8s::sources(&a).await?;
             mode::run("k8s", sources, &a.common, &a.publish, serve).await
         }
         Engine::Etcd(a) => {

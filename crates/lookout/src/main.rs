@@ -37,12 +37,19 @@ use crate::exit::Exit;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if std::env::var_os("RUST_LOG").is_some() {
-        tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-            .with_writer(io::stderr)
-            .init();
-    }
+    // `RUST_LOG` chooses the log; without it, only what the Kubernetes
+    // provider warns of (a kind not served, an object it cannot read),
+    // which no status line tells.
+    let filter = if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::EnvFilter::from_default_env()
+    } else {
+        tracing_subscriber::EnvFilter::new("lookout_k8s=warn")
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(io::IsTerminal::is_terminal(&io::stderr()))
+        .with_writer(io::stderr)
+        .init();
     let result = match cli.command {
         Command::Engine(engine) => start(engine),
         Command::Completions { shell } => manual::completions(shell),

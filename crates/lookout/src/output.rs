@@ -29,8 +29,9 @@ struct JsonEvent<'a> {
 
 /// The provider's readiness detail, as JSON fields of an event or an
 /// instance: `health` and `paused` for a container, `desired`,
-/// `ready_replicas` and `observed` for a replicated workload, `ready` as
-/// a publisher told it (etcd).
+/// `ready_replicas` and `observed` for a replicated workload, `kstatus`
+/// (`Current`, `InProgress`, `Failed`, `Terminating`) for any other
+/// Kubernetes kind, `ready` as a publisher told it (etcd).
 #[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq)]
 #[serde(untagged)]
 pub enum ReadinessJson {
@@ -45,6 +46,9 @@ pub enum ReadinessJson {
     },
     Told {
         ready: bool,
+    },
+    Resource {
+        kstatus: &'static str,
     },
 }
 
@@ -66,6 +70,9 @@ impl ReadinessJson {
                 observed,
             },
             Readiness::Told { ready, .. } => Self::Told { ready },
+            Readiness::Resource { status, .. } => Self::Resource {
+                kstatus: status.as_str(),
+            },
             // A detail this binary does not know of yet.
             _ => return None,
         })

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use lookout_core::WatchConfig;
 
-use crate::kind::Kind;
+use crate::kind::{Kind, KindRef};
 
 /// What to watch, and how: [`K8sConfig::default`] (every namespace, every
 /// kind, no selector, [`K8sConfig::default_watch`]), then the builder
@@ -19,7 +19,7 @@ use crate::kind::Kind;
 ///     .label_selector("app.kubernetes.io/part-of=shop")
 ///     .readiness(true);
 /// assert_eq!(config.get_namespace(), Some("shop"));
-/// assert_eq!(config.get_kinds(), [Kind::Deployment]);
+/// assert_eq!(config.get_kinds(), [Kind::Deployment.into()]);
 /// ```
 ///
 /// Each option is set by a method of its name taking `self`, and read back
@@ -30,7 +30,7 @@ pub struct K8sConfig {
     kubeconfig: Option<PathBuf>,
     context: Option<String>,
     namespace: Option<String>,
-    kinds: Vec<Kind>,
+    kinds: Vec<KindRef>,
     label_selector: Option<String>,
     watch: WatchConfig,
     readiness: bool,
@@ -42,7 +42,7 @@ impl Default for K8sConfig {
             kubeconfig: None,
             context: None,
             namespace: None,
-            kinds: vec![Kind::Deployment, Kind::StatefulSet],
+            kinds: vec![Kind::Deployment.into(), Kind::StatefulSet.into()],
             label_selector: None,
             watch: Self::default_watch(),
             readiness: false,
@@ -80,11 +80,14 @@ impl K8sConfig {
     }
 
     /// The kinds to watch, replacing the default (`Deployment` and
-    /// `StatefulSet`). Duplicates are ignored; none at all is a
+    /// `StatefulSet`): built-in [`Kind`]s, or any kind named by a
+    /// [`KindRef`] (`"postgresql.cnpg.io/v1/Cluster".parse()?`,
+    /// `KindRef::parse("clusters")?`), resolved through API discovery on
+    /// each dial. Duplicates are ignored; none at all is a
     /// [`ConfigError::NoKinds`](crate::ConfigError::NoKinds).
     #[must_use]
-    pub fn kinds(mut self, kinds: impl IntoIterator<Item = Kind>) -> Self {
-        self.kinds = kinds.into_iter().collect();
+    pub fn kinds<K: Into<KindRef>>(mut self, kinds: impl IntoIterator<Item = K>) -> Self {
+        self.kinds = kinds.into_iter().map(Into::into).collect();
         self
     }
 
@@ -135,7 +138,7 @@ impl K8sConfig {
     }
 
     /// The kinds watched ([`kinds`](Self::kinds)), as given.
-    pub fn get_kinds(&self) -> &[Kind] {
+    pub fn get_kinds(&self) -> &[KindRef] {
         &self.kinds
     }
 

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::kind::Kind;
+use crate::kind::KindRef;
 
 /// Where each watched kind's feed stands: the `resourceVersion` of the newest
 /// list, event or bookmark of that kind the consumer has seen. A redial
@@ -11,20 +11,41 @@ use crate::kind::Kind;
 /// serves it. Cloning is cheap (reference counts).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct K8sCursor {
-    versions: [Option<Arc<str>>; Kind::ALL.len()],
+    /// The watched kinds, in the dial's order (sorted, without duplicates).
+    kinds: Arc<[KindRef]>,
+    /// Each one's version, by its place in `kinds`.
+    versions: Vec<Option<Arc<str>>>,
 }
 
 impl K8sCursor {
-    /// The `resourceVersion` to resume `kind` from, if one is known.
-    pub fn version(&self, kind: Kind) -> Option<&str> {
-        self.versions[kind.index()].as_deref()
+    /// A cursor of `kinds` (each watched kind, in the dial's order), no
+    /// version known.
+    pub(crate) fn new(kinds: Arc<[KindRef]>) -> Self {
+        let versions = vec![None; kinds.len()];
+        Self { kinds, versions }
     }
 
-    pub(crate) fn get(&self, kind: Kind) -> Option<&Arc<str>> {
-        self.versions[kind.index()].as_ref()
+    /// The `resourceVersion` to resume `kind` from, if one is known (`None`
+    /// too for a kind not watched).
+    pub fn version(&self, kind: impl Into<KindRef>) -> Option<&str> {
+        let kind = kind.into();
+        let slot = self.kinds.iter().position(|k| *k == kind)?;
+        self.versions.get(slot)?.as_deref()
     }
 
-    pub(crate) fn set(&mut self, kind: Kind, version: Arc<str>) {
-        self.versions[kind.index()] = Some(version);
+    pub(crate) fn get(&self, slot: usize) -> Option<&Arc<str>> {
+        self.versions.get(slot)?.as_ref()
+    }
+
+    pub(crate) fn set(&mut self, slot: usize, version: Arc<str>) {
+        if let Some(v) = self.versions.get_mut(slot) {
+            *v = Some(version);
+        }
+    }
+
+    pub(crate) fn clear(&mut self, slot: usize) {
+        if let Some(v) = self.versions.get_mut(slot) {
+            *v = None;
+        }
     }
 }

@@ -6,8 +6,6 @@ use std::path::PathBuf;
 
 use kube::core::Status;
 
-use crate::kind::Kind;
-
 /// A [`K8sConfig`](crate::K8sConfig) that can never work.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -32,6 +30,51 @@ pub enum ConfigError {
         /// The contexts they have.
         known: Vec<String>,
     },
+    /// A kind that does not read as one ([`KindRef::parse`](crate::KindRef::parse)).
+    #[non_exhaustive]
+    #[error("`{kind}` names no kind: {why}")]
+    BadKind {
+        /// As given.
+        kind: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+    /// A kind the apiserver does not serve ([`check`](crate::check) says so;
+    /// a watch waits for it).
+    #[non_exhaustive]
+    #[error("the apiserver serves no kind `{kind}`{}", nearest_names(nearest))]
+    UnknownKind {
+        /// As given.
+        kind: String,
+        /// The served names nearest it (`plural.group`), at most 3.
+        nearest: Vec<String>,
+    },
+    /// A kind name that several served kinds answer to: add the group.
+    #[non_exhaustive]
+    #[error("`{kind}` is ambiguous: the apiserver serves {}; name one with its group", found.join(" and "))]
+    AmbiguousKind {
+        /// As given.
+        kind: String,
+        /// The kinds it names (`plural.group`).
+        found: Vec<String>,
+    },
+    /// A served kind lookout cannot watch as asked.
+    #[non_exhaustive]
+    #[error("cannot watch `{kind}`: {why}")]
+    UnsupportedKind {
+        /// As given.
+        kind: String,
+        /// Why.
+        why: String,
+    },
+}
+
+fn nearest_names(nearest: &[String]) -> String {
+    if nearest.is_empty() {
+        String::new()
+    } else {
+        format!(" (nearest: {})", nearest.join(", "))
+    }
 }
 
 fn known_contexts(known: &[String]) -> String {
@@ -40,6 +83,19 @@ fn known_contexts(known: &[String]) -> String {
     } else {
         format!("; it has {}", known.join(", "))
     }
+}
+
+/// Why [`check`](crate::check) refused a configuration, or could not ask.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CheckError {
+    /// The configuration can never work on this cluster as it is now (a
+    /// kind it does not serve, an ambiguous or unsupported kind…).
+    #[error(transparent)]
+    Config(ConfigError),
+    /// The cluster could not be asked (unreachable, refused, no kubeconfig).
+    #[error(transparent)]
+    Dial(DialError),
 }
 
 /// Why a dial, a session or a probe failed; reported inside the core's
@@ -86,11 +142,24 @@ pub enum DialError {
     /// Listing or watching one kind failed.
     #[non_exhaustive]
     Watch {
-        /// Which kind.
-        kind: Kind,
+        /// Which kind: its plural, and its group unless it is a built-in
+        /// workload (`deployments`, `clusters.postgresql.cnpg.io`).
+        kind: String,
         /// kube's error.
         source: kube::runtime::watcher::Error,
     },
+    /// API discovery of a kind (or its CRD, for its scale) failed.
+    #[non_exhaustive]
+    Discovery {
+        /// The kind, as configured.
+        kind: String,
+        /// kube's error.
+        source: kube::Error,
+    },
+    /// A kind the configuration names cannot be watched on this cluster
+    /// (ambiguous, cluster-scoped…); retried, as the cluster's kinds may
+    /// change.
+    Kind(ConfigError),
     /// The liveness probe (`GET /version`) failed.
     Probe(kube::Error),
 }
@@ -115,8 +184,16 @@ impl fmt::Display for DialError {
                     None => write!(f, "{source}"),
                 }
             }
+            Self::Discovery { kind, source } => {
+                write!(f, "discovering kind `{kind}` failed: ")?;
+                match refused(source) {
+                    Some(status) => said(f, status),
+                    None => write!(f, "{source}"),
+                }
+            }
+            Self::Kind(e) => write!(f, "{e}"),
             Self::Watch { kind, source } => {
-                write!(f, "watching {kind}s failed: ")?;
+                write!(f, "watching {kind} failed: ")?;
                 match watch_refused(source) {
                     Some(status) => said(f, status),
                     None => write!(f, "{source}"),
@@ -139,7 +216,8 @@ impl std::error::Error for DialError {
             Self::Kubeconfig { source, .. } | Self::Context { source, .. } => Some(source),
             Self::Infer(source) => Some(source),
             // The apiserver's answer is the whole story, told in the message.
-            Self::Client { source, .. } | Self::Probe(source) => {
+            Self::Kind(_) => None,
+            Self::Client { source, .. } | Self::Probe(source) | Self::Discovery { source, .. } => {
                 refused(source).is_none().then_some(source as _)
             }
             Self::Watch { source, .. } => watch_refused(source).is_none().then_some(source as _),
@@ -250,7 +328,7 @@ mod tests {
         ];
         for source in errors {
             let e = DialError::Watch {
-                kind: Kind::Deployment,
+                kind: "deployments".to_owned(),
                 source,
             };
             let line = format!("watching deployments failed: {FORBIDDEN}");
@@ -303,7 +381,7 @@ mod tests {
         };
         let line = |source| {
             DialError::Watch {
-                kind: Kind::StatefulSet,
+                kind: "statefulsets".to_owned(),
                 source,
             }
             .to_string()
@@ -331,7 +409,7 @@ mod tests {
     #[test]
     fn other_errors_keep_their_chain() {
         let e = DialError::Watch {
-            kind: Kind::Deployment,
+            kind: "deployments".to_owned(),
             source: watcher::Error::NoResourceVersion,
         };
         assert!(e.source().is_some());

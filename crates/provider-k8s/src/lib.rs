@@ -209,11 +209,14 @@
 mod client;
 mod config;
 mod cursor;
+mod custom;
 mod error;
 mod feed;
 mod kind;
+mod kstatus;
 mod object;
 mod probe;
+mod resolve;
 mod session;
 mod settings;
 
@@ -231,9 +234,12 @@ use settings::Settings;
 // dependency: these are its types, re-exported).
 pub use config::{InitialList, K8sConfig};
 pub use cursor::K8sCursor;
-pub use error::{ConfigError, DialError};
-pub use kind::Kind;
-pub use lookout_core::{self, EventKind, InstanceEvent, Item, Labels, Status, Watch, WatchConfig};
+pub use error::{CheckError, ConfigError, DialError};
+pub use kind::{Kind, KindRef};
+pub use lookout_core::{
+    self, EventKind, InstanceEvent, Item, Labels, Readiness, ResourceStatus, Status, Watch,
+    WatchConfig,
+};
 
 /// Where each dial gets its client.
 enum ClientSource {
@@ -326,16 +332,19 @@ impl K8sDial {
         if config.get_namespace() == Some("") {
             return Err(ConfigError::EmptyNamespace);
         }
+        let watch_timeout = watch_timeout(config.get_watch_config());
         Ok(Self {
             source,
             settings: Arc::new(Settings {
                 namespace: config.get_namespace().map(Into::into),
-                kinds,
+                kinds: kinds.into(),
                 label_selector: config.get_label_selector().map(Into::into),
-                watch_timeout: watch_timeout(config.get_watch_config()),
+                watch_timeout,
                 initial_list: InitialList::default(),
                 relist_every: config.get_watch_config().get_resync_every(),
                 readiness: config.get_readiness(),
+                rediscover_every: REDISCOVER_EVERY
+                    .min(Duration::from_secs(u64::from(watch_timeout))),
             }),
             probe: Arc::default(),
             clients: Arc::default(),
@@ -344,6 +353,61 @@ impl K8sDial {
             dials: 0,
         })
     }
+}
+
+/// How often a kind that is not served is looked for again (at most: the
+/// watch timeout, when shorter).
+const REDISCOVER_EVERY: Duration = Duration::from_secs(10);
+
+/// Checks, on the cluster now, that every kind `config` names is served and
+/// can be watched as asked: [`CheckError::Config`] with a
+/// [`ConfigError::UnknownKind`] (and the nearest served names),
+/// [`AmbiguousKind`](ConfigError::AmbiguousKind) or
+/// [`UnsupportedKind`](ConfigError::UnsupportedKind) when not, and
+/// [`CheckError::Dial`] when the cluster cannot be asked (then the watch,
+/// which retries, is the way to wait for it). A watch does not need it: a
+/// kind it cannot resolve is looked for again on every dial, and one that
+/// is not served has no instances until it is. It is for a program that
+/// would rather refuse a misspelt kind at start, as `lookout k8s` does
+/// (exit 2).
+pub async fn check(config: &K8sConfig) -> Result<(), CheckError> {
+    let dial = K8sDial::new(config).map_err(CheckError::Config)?;
+    let cache = client::Cache::default();
+    let (client, _) = cache
+        .connect(config.get_kubeconfig(), config.get_context())
+        .await
+        .map_err(CheckError::Dial)?;
+    check_kinds(&dial.settings, &client).await
+}
+
+/// [`check`] with a client the program makes (as [`K8sDial::with_client`]).
+pub async fn check_with_client(config: &K8sConfig, client: &Client) -> Result<(), CheckError> {
+    let dial = K8sDial::with_client(config, unreachable_client)
+        .map_err(CheckError::Config)?;
+    check_kinds(&dial.settings, client).await
+}
+
+/// Never called: [`check_with_client`] builds a dial only to check the
+/// configuration.
+fn unreachable_client() -> Client {
+    unreachable!("check_with_client never dials")
+}
+
+async fn check_kinds(settings: &Settings, client: &Client) -> Result<(), CheckError> {
+    for kind in settings.kinds.iter() {
+        match resolve::resolve(client, kind, settings.readiness).await {
+            Ok(resolve::Resolution::Served(_)) => {}
+            Ok(resolve::Resolution::NotServed { nearest }) => {
+                return Err(CheckError::Config(ConfigError::UnknownKind {
+                    kind: kind.to_string(),
+                    nearest,
+                }));
+            }
+            Err(DialError::Kind(e)) => return Err(CheckError::Config(e)),
+            Err(e) => return Err(CheckError::Dial(e)),
+        }
+    }
+    Ok(())
 }
 
 /// Watches the cluster `config` names. Synchronous: the configuration is

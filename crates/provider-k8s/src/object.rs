@@ -1,7 +1,8 @@
-//! A workload as lookout reads it off the wire: only the fields it uses
-//! (name, namespace, uid, resourceVersion, labels, `spec.replicas`, and for
-//! readiness `metadata.generation`, `status.observedGeneration`,
-//! `status.availableReplicas`, `status.readyReplicas`). The rest of each
+//! A built-in workload as lookout reads it off the wire: only the fields it
+//! uses (name, namespace, uid, resourceVersion, labels, `spec.replicas`,
+//! `status.desiredNumberScheduled`, and for readiness `metadata.generation`,
+//! `status.observedGeneration`, `status.availableReplicas`,
+//! `status.readyReplicas`, `status.numberAvailable`). The rest of each
 //! object — its pod template, `managedFields`, the status' conditions — is
 //! skipped by the parser, not built into a tree: a page of 500 Deployments
 //! costs a fraction of what a `DynamicObject` (or the typed `Deployment`)
@@ -17,11 +18,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::{ApiResource, DynamicResourceScope, Resource};
 use lookout_core::{InstanceId, Labels, Listed, Readiness};
 use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 
 use crate::kind::Kind;
+use crate::resolve::{Rule, Served};
 
-/// A `Deployment` or `StatefulSet`, as far as lookout reads it.
+/// A `Deployment`, `StatefulSet` or `DaemonSet`, as far as lookout reads it.
 #[derive(Clone, Debug, Default, Deserialize)]
 pub(crate) struct Workload {
     /// Only `name`, `namespace`, `uid`, `resourceVersion`, `labels` and
@@ -65,6 +68,10 @@ pub(crate) struct Status {
     pub(crate) available_replicas: Int,
     /// `status.readyReplicas` (what a `StatefulSet`'s readiness counts).
     pub(crate) ready_replicas: Int,
+    /// `status.desiredNumberScheduled` (a `DaemonSet`'s desired pods).
+    pub(crate) desired_number_scheduled: Int,
+    /// `status.numberAvailable` (what a `DaemonSet`'s readiness counts).
+    pub(crate) number_available: Int,
 }
 
 /// An integer field of the object, read without failing it.
@@ -148,6 +155,8 @@ enum StatusKey {
     ObservedGeneration,
     AvailableReplicas,
     ReadyReplicas,
+    DesiredNumberScheduled,
+    NumberAvailable,
     #[serde(other)]
     Other,
 }
@@ -165,6 +174,8 @@ const UNREADABLE: Status = Status {
     observed_generation: Int::Unreadable,
     available_replicas: Int::Unreadable,
     ready_replicas: Int::Unreadable,
+    desired_number_scheduled: Int::Unreadable,
+    number_available: Int::Unreadable,
 };
 
 impl<'de> Visitor<'de> for StatusVisitor {
@@ -181,6 +192,10 @@ impl<'de> Visitor<'de> for StatusVisitor {
                 StatusKey::ObservedGeneration => status.observed_generation = map.next_value()?,
                 StatusKey::AvailableReplicas => status.available_replicas = map.next_value()?,
                 StatusKey::ReadyReplicas => status.ready_replicas = map.next_value()?,
+                StatusKey::DesiredNumberScheduled => {
+                    status.desired_number_scheduled = map.next_value()?;
+                }
+                StatusKey::NumberAvailable => status.number_available = map.next_value()?,
                 StatusKey::Other => {
                     map.next_value::<IgnoredAny>()?;
                 }
@@ -294,32 +309,71 @@ impl Resource for Workload {
     }
 }
 
-/// The instance id and uid of an object; `None` (logged) when it has no
-/// name or namespace.
-pub(crate) fn identify(kind: Kind, obj: &Workload) -> Option<(InstanceId, Option<Arc<str>>)> {
-    let meta = &obj.metadata.meta;
+/// An object of a watched kind, as a feed reads it: a built-in workload
+/// ([`Workload`], its fields read in passing) or any other kind's
+/// (`DynamicObject`).
+pub(crate) trait Object:
+    Resource<DynamicType = ApiResource, Scope = DynamicResourceScope>
+    + Clone + fmt::Debug + DeserializeOwned + Send + Sync + 'static
+{
+    /// The object as the core sees it, with its readiness when
+    /// `with_readiness`; `None` (logged) when it cannot be read.
+    fn listed(self, served: &Served, with_readiness: bool) -> Option<Listed>;
+}
+
+impl Object for Workload {
+    fn listed(self, served: &Served, with_readiness: bool) -> Option<Listed> {
+        let Rule::Builtin(kind) = served.rule else {
+            tracing::warn!(kind = %served.prefix, "a built-in reader for a kind that is not: skipped");
+            return None;
+        };
+        listed(kind, &served.prefix, self, with_readiness)
+    }
+}
+
+/// The instance id and uid of an object whose kind's ids start with
+/// `prefix`; `None` (logged) when it has no name or namespace.
+pub(crate) fn identify(prefix: &str, meta: &ObjectMeta) -> Option<(InstanceId, Option<Arc<str>>)> {
     let (Some(ns), Some(name)) = (meta.namespace.as_deref(), meta.name.as_deref()) else {
-        tracing::warn!(%kind, name = ?meta.name, namespace = ?meta.namespace, "object without name or namespace skipped");
+        tracing::warn!(kind = %prefix, name = ?meta.name, namespace = ?meta.namespace, "object without name or namespace skipped");
         return None;
     };
-    let id = InstanceId::new(format!("{kind}/{ns}/{name}"));
+    let id = InstanceId::new(format!("{prefix}/{ns}/{name}"));
     Some((id, meta.uid.as_deref().map(Arc::from)))
 }
 
-/// An object as the core sees it (its labels moved out of it), with its
+/// A workload as the core sees it (its labels moved out of it), with its
 /// readiness when `with_readiness`; `None` (logged) when it cannot be read.
-pub(crate) fn listed(kind: Kind, mut obj: Workload, with_readiness: bool) -> Option<Listed> {
-    let (id, uid) = identify(kind, &obj)?;
-    let replicas = obj.spec.as_ref().and_then(|spec| spec.replicas.as_ref());
-    let replicas = match replicas {
-        // Unset: the apiserver defaults it to 1.
-        None | Some(serde_json::Value::Null) => 1,
-        Some(n) => {
-            let Some(n) = n.as_i64() else {
-                tracing::warn!(%id, replicas = %n, "object with unreadable spec.replicas skipped");
+pub(crate) fn listed(
+    kind: Kind,
+    prefix: &str,
+    mut obj: Workload,
+    with_readiness: bool,
+) -> Option<Listed> {
+    let (id, uid) = identify(prefix, &obj.metadata.meta)?;
+    let replicas = if kind == Kind::DaemonSet {
+        // A DaemonSet wants a pod per eligible node, as its controller
+        // counted them.
+        match obj.status.desired_number_scheduled {
+            Int::Missing => 0,
+            Int::Value(n) => n,
+            Int::Unreadable => {
+                tracing::warn!(%id, "object with unreadable status.desiredNumberScheduled skipped");
                 return None;
-            };
-            n
+            }
+        }
+    } else {
+        let replicas = obj.spec.as_ref().and_then(|spec| spec.replicas.as_ref());
+        match replicas {
+            // Unset: the apiserver defaults it to 1.
+            None | Some(serde_json::Value::Null) => 1,
+            Some(n) => {
+                let Some(n) = n.as_i64() else {
+                    tracing::warn!(%id, replicas = %n, "object with unreadable spec.replicas skipped");
+                    return None;
+                };
+                n
+            }
         }
     };
     let readiness = with_readiness.then(|| {
@@ -332,7 +386,7 @@ pub(crate) fn listed(kind: Kind, mut obj: Workload, with_readiness: bool) -> Opt
         )
     });
     Some(
-        Listed::new(id, replicas != 0)
+        Listed::new(id, replicas > 0)
             .uid(uid)
             .labels(std::mem::take(&mut obj.metadata.labels))
             .readiness(readiness),
@@ -347,10 +401,11 @@ pub(crate) fn count(n: i64) -> u32 {
 
 /// The readiness of a workload of `kind` that wants `desired` replicas (the
 /// crate docs' table): a `Deployment` counts `status.availableReplicas`, a
-/// `StatefulSet` `status.readyReplicas`; the controller has observed the spec
-/// when `status.observedGeneration` ≥ `metadata.generation` (for a
-/// `StatefulSet`, also > 0). A missing field is 0; an unreadable one (logged)
-/// counts as not observed, or as no replica.
+/// `StatefulSet` `status.readyReplicas`, a `DaemonSet`
+/// `status.numberAvailable`; the controller has observed the spec when
+/// `status.observedGeneration` ≥ `metadata.generation` (for a `StatefulSet`
+/// and a `DaemonSet`, also > 0). A missing field is 0; an unreadable one
+/// (logged) counts as not observed, or as no replica.
 pub(crate) fn readiness(
     kind: Kind,
     id: &InstanceId,
@@ -359,8 +414,9 @@ pub(crate) fn readiness(
     status: &Status,
 ) -> Readiness {
     let counted = match kind {
-        Kind::Deployment => status.available_replicas,
         Kind::StatefulSet => status.ready_replicas,
+        Kind::DaemonSet => status.number_available,
+        _ => status.available_replicas,
     };
     if [generation, status.observed_generation, counted].contains(&Int::Unreadable) {
         tracing::warn!(%id, ?generation, ?status, "unreadable readiness field: counted as not ready");

@@ -10,7 +10,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, ready};
 use std::time::SystemTime;
 
-use kube::api::Api;
 use lookout_core::{
     BoxError, Change, EventKind, InstanceId, Labels, Listed, Observation, Readiness,
 };
@@ -18,8 +17,6 @@ use tokio_stream::{Stream, StreamMap};
 
 use crate::cursor::K8sCursor;
 use crate::feed::{Feed, FeedEvent, feed};
-use crate::kind::Kind;
-use crate::object::Workload;
 use crate::probe::ProbeLease;
 use crate::settings::Settings;
 
@@ -34,8 +31,9 @@ pub(crate) struct Entry {
     readiness: Option<Readiness>,
 }
 
-/// The current objects of each kind, by kind; what a session hands back.
-pub(crate) type Stores = HashMap<Kind, HashMap<InstanceId, Entry>>;
+/// The current objects of each kind, by the kind's slot (its place in the
+/// settings' kinds); what a session hands back.
+pub(crate) type Stores = HashMap<usize, HashMap<InstanceId, Entry>>;
 
 /// Where a session leaves its objects for the next dial: the objects of
 /// each kind as last listed and watched, for the cluster they came from.
@@ -73,6 +71,8 @@ impl Carry {
 // Four independent facts about the kind's feed, not a state machine.
 #[allow(clippy::struct_excessive_bools)]
 struct KindState {
+    /// What its instance ids start with, once it is resolved.
+    prefix: Option<Arc<str>>,
     /// The current objects; `None` until the kind's first list completes
     /// (or, when it resumes, those the last session left).
     store: Option<HashMap<InstanceId, Entry>>,
@@ -93,8 +93,8 @@ struct KindState {
 
 /// The session stream: feeds merged, snapshots combined.
 pub(crate) struct Merge {
-    feeds: StreamMap<Kind, Feed>,
-    kinds: HashMap<Kind, KindState>,
+    feeds: StreamMap<usize, Feed>,
+    kinds: HashMap<usize, KindState>,
     cursor: K8sCursor,
     out: VecDeque<Observation<K8sCursor>>,
     /// The session yielded its first snapshot or `Resumed`: changes are live.
@@ -104,7 +104,7 @@ pub(crate) struct Merge {
     /// Changes a listed kind's watch saw before every kind was listed:
     /// told after the first snapshot, which holds each kind as its list
     /// found it (they happened after it).
-    early: Vec<(Kind, FeedEvent)>,
+    early: Vec<(usize, FeedEvent)>,
     /// The session failed and yielded its error: it ends.
     done: bool,
     /// Where the objects go when the session ends, and for which cluster.
@@ -127,7 +127,7 @@ pub(crate) struct Start {
 
 impl Merge {
     pub(crate) fn new(
-        settings: &Settings,
+        settings: &Arc<Settings>,
         client: &kube::Client,
         start: Start,
         lease: ProbeLease,
@@ -138,19 +138,14 @@ impl Merge {
             carry,
             cluster,
         } = start;
-        let cursor = cursor.unwrap_or_default();
+        let cursor = cursor.unwrap_or_else(|| K8sCursor::new(Arc::clone(&settings.kinds)));
         let mut feeds = StreamMap::with_capacity(settings.kinds.len());
         let mut kinds = HashMap::with_capacity(settings.kinds.len());
         let mut resumed = Vec::new();
-        for &kind in &settings.kinds {
-            let resource = kind.api_resource();
-            let api: Api<Workload> = match &settings.namespace {
-                Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
-                None => Api::all_with(client.clone(), &resource),
-            };
+        for (slot, kind) in settings.kinds.iter().enumerate() {
             let mut state = KindState::default();
             // Resume only with both the version and the objects at it.
-            let from = match (cursor.get(kind), stores.remove(&kind)) {
+            let from = match (cursor.get(slot), stores.remove(&slot)) {
                 (Some(v), Some(store)) => {
                     state.store = Some(store);
                     state.replaying = true;
@@ -159,8 +154,11 @@ impl Merge {
                 }
                 _ => None,
             };
-            feeds.insert(kind, feed(kind, api, settings, from));
-            kinds.insert(kind, state);
+            feeds.insert(
+                slot,
+                feed(kind.clone(), client.clone(), Arc::clone(settings), from),
+            );
+            kinds.insert(slot, state);
         }
         tracing::debug!(
             kinds = ?settings.kinds,
@@ -208,7 +206,7 @@ impl Merge {
         Poll::Ready(Ok(()))
     }
 
-    fn handle(&mut self, kind: Kind, event: FeedEvent) {
+    fn handle(&mut self, kind: usize, event: FeedEvent) {
         let state = self.kinds.entry(kind).or_default();
         if !self.synced
             && !state.replaying
@@ -218,6 +216,21 @@ impl Merge {
             return;
         }
         match event {
+            FeedEvent::Resolved(prefix) => state.prefix = Some(prefix),
+            FeedEvent::Gone => {
+                // Its objects are gone with it: told as a snapshot's net
+                // effect when there were any (or the first one is due).
+                self.early.retain(|(k, _)| *k != kind);
+                let had = state.store.as_ref().is_some_and(|s| !s.is_empty());
+                state.relist = None;
+                state.store = Some(HashMap::new());
+                state.watching = true;
+                state.replaying = false;
+                state.expired = false;
+                state.listed = had || !self.synced;
+                self.cursor.clear(kind);
+                self.maybe_sync();
+            }
             FeedEvent::ListBegin => {
                 // A new list supersedes what the kind's last watch saw.
                 self.early.retain(|(k, _)| *k != kind);
@@ -234,7 +247,7 @@ impl Merge {
             }
             FeedEvent::ListDone(version) => {
                 let objects = state.relist.take().unwrap_or_default();
-                tracing::debug!(%kind, objects = objects.len(), %version, "list done");
+                tracing::debug!(kind = ?state.prefix, objects = objects.len(), %version, "list done");
                 state.store = Some(objects);
                 state.listed = true;
                 state.expired = false;
@@ -385,14 +398,17 @@ impl Drop for Merge {
     /// empty; only a dial that fails while a resumed watch replays leaves
     /// changes queued.)
     fn drop(&mut self) {
-        let queued: Vec<Kind> = Kind::ALL
+        let queued: Vec<usize> = self
+            .kinds
             .iter()
-            .copied()
-            .filter(|kind| {
-                let prefix = format!("{kind}/");
-                self.out.iter().any(|obs| {
-                    matches!(obs, Observation::Change(c) if c.id.as_str().starts_with(&prefix))
-                })
+            .filter_map(|(slot, state)| {
+                let prefix = format!("{}/", state.prefix.as_deref()?);
+                self.out
+                    .iter()
+                    .any(|obs| {
+                        matches!(obs, Observation::Change(c) if c.id.as_str().starts_with(&prefix))
+                    })
+                    .then_some(*slot)
             })
             .collect();
         let stores: Stores = self

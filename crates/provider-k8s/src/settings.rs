@@ -1,16 +1,19 @@
 //! What every dial of a watch needs ([`Settings`]), shared by the dial, its
 //! sessions and their feeds.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::InitialList;
-use crate::kind::Kind;
+use crate::kind::KindRef;
 
 /// What every dial needs, shared by the dial and its sessions.
 #[derive(Clone, Debug)]
 pub(crate) struct Settings {
     pub(crate) namespace: Option<String>,
-    pub(crate) kinds: Vec<Kind>,
+    /// Sorted, without duplicates: a kind's place here is its slot in the
+    /// cursor and the session.
+    pub(crate) kinds: Arc<[KindRef]>,
     pub(crate) label_selector: Option<String>,
     /// Server-side timeout of one watch request, in seconds.
     pub(crate) watch_timeout: u32,
@@ -20,4 +23,6 @@ pub(crate) struct Settings {
     pub(crate) relist_every: Option<Duration>,
     /// Objects carry their readiness ([`K8sConfig::readiness`](crate::K8sConfig::readiness)).
     pub(crate) readiness: bool,
+    /// How often a kind that is not served is looked for again.
+    pub(crate) rediscover_every: Duration,
 }

@@ -25,8 +25,7 @@ fn object(ns: Option<&str>, name: Option<&str>, spec: &serde_json::Value) -> obj
 #[test]
 fn replicas_decide_running() {
     let running = |spec: serde_json::Value| {
-        object::listed(
-            Kind::Deployment,
+        object::listed(Kind::Deployment, Kind::Deployment.as_str(),
             object(Some("ns"), Some("web"), &spec),
             false,
         )
@@ -44,26 +43,27 @@ fn replicas_decide_running() {
 fn ids_name_kind_namespace_and_name() {
     let spec = serde_json::json!({ "replicas": 1 });
     let obj = object(Some("shop"), Some("db"), &spec);
-    let l = object::listed(Kind::StatefulSet, obj.clone(), false).expect("readable");
+    let l = object::listed(Kind::StatefulSet, Kind::StatefulSet.as_str(), obj.clone(), false).expect("readable");
     assert_eq!(l.id.as_str(), "statefulset/shop/db");
     assert_eq!(l.uid.as_deref(), Some("u-1"));
     assert_eq!(l.labels.get("app"), Some("web"));
-    let l = object::listed(Kind::Deployment, obj, false).expect("readable");
+    let l = object::listed(Kind::Deployment, Kind::Deployment.as_str(), obj, false).expect("readable");
     assert_eq!(l.id.as_str(), "deployment/shop/db");
-    assert!(object::listed(Kind::Deployment, object(None, Some("db"), &spec), false).is_none());
-    assert!(object::listed(Kind::Deployment, object(Some("shop"), None, &spec), false).is_none());
+    assert!(object::listed(Kind::Deployment, Kind::Deployment.as_str(), object(None, Some("db"), &spec), false).is_none());
+    assert!(object::listed(Kind::Deployment, Kind::Deployment.as_str(), object(Some("shop"), None, &spec), false).is_none());
 }
 
 #[test]
 fn config_errors_only_for_what_can_never_work() {
-    let empty = K8sConfig::default().kinds([]);
+    let empty = K8sConfig::default().kinds(Vec::<Kind>::new());
     assert!(matches!(watch(empty), Err(ConfigError::NoKinds)));
     let blank_ns = K8sConfig::default().namespace("");
     assert!(matches!(watch(blank_ns), Err(ConfigError::EmptyNamespace)));
     let dupes =
         K8sConfig::default().kinds([Kind::StatefulSet, Kind::Deployment, Kind::StatefulSet]);
     let dial = K8sDial::new(&dupes).expect("valid");
-    assert_eq!(dial.settings.kinds, Kind::ALL);
+    let sorted: Vec<KindRef> = vec![Kind::Deployment.into(), Kind::StatefulSet.into()];
+    assert_eq!(*dial.settings.kinds, *sorted);
     // A kubeconfig that does not exist is not a ConfigError: it may appear.
     let missing = K8sConfig::default().kubeconfig("/nonexistent/kubeconfig");
     assert!(watch(missing).is_ok());
@@ -115,7 +115,11 @@ fn watch_timeout_follows_the_stall_bound() {
 fn kinds_read_as_in_ids() {
     assert_eq!(Kind::Deployment.to_string(), "deployment");
     assert_eq!(Kind::StatefulSet.as_str(), "statefulset");
-    assert_eq!(K8sConfig::default().get_kinds(), Kind::ALL);
+    assert_eq!(Kind::DaemonSet.as_str(), "daemonset");
+    assert_eq!(
+        K8sConfig::default().get_kinds(),
+        [Kind::Deployment.into(), Kind::StatefulSet.into()]
+    );
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -168,13 +172,17 @@ fn kubernetes_defaults_have_no_periodic_or_lag_relist() {
 
 #[test]
 fn the_cursor_keeps_one_version_per_kind() {
-    let mut c = K8sCursor::default();
+    let kinds: Vec<KindRef> = vec![Kind::Deployment.into(), Kind::StatefulSet.into()];
+    let mut c = K8sCursor::new(kinds.into());
     assert_eq!(c.version(Kind::Deployment), None);
-    c.set(Kind::Deployment, "10".into());
-    c.set(Kind::StatefulSet, "12".into());
-    c.set(Kind::Deployment, "11".into());
+    c.set(0, "10".into());
+    c.set(1, "12".into());
+    c.set(0, "11".into());
     assert_eq!(c.version(Kind::Deployment), Some("11"));
     assert_eq!(c.version(Kind::StatefulSet), Some("12"));
+    assert_eq!(c.version(Kind::DaemonSet), None);
+    c.clear(1);
+    assert_eq!(c.version(Kind::StatefulSet), None);
     let copy = c.clone();
     assert_eq!(copy, c);
 }
@@ -203,7 +211,7 @@ fn a_workload_reads_only_what_lookout_uses() {
     // No metadata at all: no name, so the object is skipped (logged).
     let bare: object::Workload =
         serde_json::from_value(serde_json::json!({ "spec": null })).expect("a workload");
-    assert!(object::listed(Kind::Deployment, bare, false).is_none());
+    assert!(object::listed(Kind::Deployment, Kind::Deployment.as_str(), bare, false).is_none());
     // A spec that is no object cannot be read as a workload.
     assert!(serde_json::from_value::<object::Workload>(serde_json::json!({ "spec": 5 })).is_err());
 }
@@ -252,9 +260,10 @@ fn readiness_of(
     let name = match kind {
         Kind::Deployment => "Deployment",
         Kind::StatefulSet => "StatefulSet",
+        _ => "DaemonSet",
     };
     let obj = workload(name, replicas, generation, status);
-    object::listed(kind, obj, true).expect("readable").readiness
+    object::listed(kind, kind.as_str(), obj, true).expect("readable").readiness
 }
 
 use lookout_core::Readiness;
@@ -283,6 +292,7 @@ fn the_readiness_fields_are_read_and_the_rest_skipped() {
             observed_generation: object::Int::Value(4),
             available_replicas: object::Int::Value(1),
             ready_replicas: object::Int::Value(2),
+            ..object::Status::default()
         }
     );
     assert_eq!(w.metadata.meta.managed_fields, None);
@@ -314,11 +324,11 @@ fn an_unreadable_readiness_field_does_not_fail_the_object() {
                 Some(generation.clone()),
                 Some(status.clone()),
             );
-            let off = object::listed(Kind::Deployment, w.clone(), false).expect("readable");
+            let off = object::listed(Kind::Deployment, Kind::Deployment.as_str(), w.clone(), false).expect("readable");
             assert_eq!(off.readiness, None);
             assert!(off.running);
             // Unreadable counts as not ready.
-            let on = object::listed(Kind::Deployment, w, true).expect("readable");
+            let on = object::listed(Kind::Deployment, Kind::Deployment.as_str(), w, true).expect("readable");
             let r = on.readiness.expect("readiness on");
             assert!(!r.is_ready(), "{status} {generation}: {r:?}");
         }
@@ -331,7 +341,7 @@ fn an_unreadable_readiness_field_does_not_fail_the_object() {
     );
     assert_eq!(w.metadata.generation, object::Int::Unreadable);
     assert_eq!(
-        object::listed(Kind::Deployment, w, true).and_then(|l| l.readiness),
+        object::listed(Kind::Deployment, Kind::Deployment.as_str(), w, true).and_then(|l| l.readiness),
         Some(Readiness::replicas(1, 1, false))
     );
 }
@@ -344,7 +354,7 @@ fn without_readiness_nothing_carries_it() {
         (Kind::StatefulSet, "StatefulSet"),
     ] {
         let w = workload(name, Some(json!(2)), Some(json!(2)), Some(ready.clone()));
-        let l = object::listed(kind, w, false).expect("readable");
+        let l = object::listed(kind, kind.as_str(), w, false).expect("readable");
         assert_eq!(l.readiness, None);
         assert!(l.running);
     }
@@ -502,5 +512,125 @@ fn a_statefulset_is_ready_when_its_observed_spec_is_ready() {
     assert_eq!(
         s(Some(json!(1)), Some(json!(1)), None),
         Some(Readiness::replicas(1, 0, false))
+    );
+}
+
+#[test]
+fn kinds_parse_as_kubectl_names_them() {
+    let parse = |s: &str| KindRef::parse(s).map(|k| k.to_string());
+    for (text, builtin) in [
+        ("deployment", Kind::Deployment),
+        ("Deployments", Kind::Deployment),
+        ("deploy", Kind::Deployment),
+        ("deployments.apps", Kind::Deployment),
+        ("apps/v1/Deployment", Kind::Deployment),
+        ("sts", Kind::StatefulSet),
+        ("statefulsets", Kind::StatefulSet),
+        ("ds", Kind::DaemonSet),
+        ("daemonset", Kind::DaemonSet),
+        ("DaemonSets.apps", Kind::DaemonSet),
+        ("apps/v1/DaemonSet", Kind::DaemonSet),
+    ] {
+        let k = KindRef::parse(text).expect(text);
+        assert_eq!(k.builtin(), Some(builtin), "{text}");
+    }
+    assert_eq!(parse("clusters").expect("a kind"), "clusters");
+    assert_eq!(
+        parse("Clusters.postgresql.cnpg.io").expect("a kind"),
+        "clusters.postgresql.cnpg.io"
+    );
+    assert_eq!(
+        parse("postgresql.cnpg.io/v1/Cluster").expect("a kind"),
+        "postgresql.cnpg.io/v1/Cluster"
+    );
+    assert_eq!(parse("v1/Pod").expect("a kind"), "v1/Pod");
+    // A built-in name in another group is that group's kind.
+    assert_eq!(KindRef::parse("deployments.example.com").expect("a kind").builtin(), None);
+    assert_eq!(KindRef::parse("apps/v1beta2/Deployment").expect("a kind").builtin(), None);
+    for bad in ["", " ", "a b", "/v1/Pod", "a/b/c/d", "g//K", "g/v/", ".apps", "deploy."] {
+        assert!(
+            matches!(KindRef::parse(bad), Err(ConfigError::BadKind { .. })),
+            "{bad:?}"
+        );
+    }
+    let k: KindRef = "ds".parse().expect("a kind");
+    assert_eq!(k, KindRef::from(Kind::DaemonSet));
+}
+
+#[test]
+fn a_daemonset_runs_while_it_wants_pods_and_is_ready_when_all_are_available() {
+    let ds = |status: serde_json::Value| {
+        let obj = workload("DaemonSet", None, Some(json!(2)), Some(status));
+        object::listed(Kind::DaemonSet, "daemonset", obj, true).expect("readable")
+    };
+    let l = ds(json!({ "observedGeneration": 2, "desiredNumberScheduled": 3, "numberAvailable": 3 }));
+    assert_eq!(l.id.as_str(), "daemonset/shop/web");
+    assert!(l.running);
+    assert_eq!(l.readiness, Some(Readiness::replicas(3, 3, true)));
+    assert!(l.readiness.is_some_and(|r| r.is_ready()));
+    let l = ds(json!({ "observedGeneration": 2, "desiredNumberScheduled": 3, "numberAvailable": 2 }));
+    assert!(l.readiness.is_some_and(|r| !r.is_ready()));
+    let l = ds(json!({ "observedGeneration": 1, "desiredNumberScheduled": 3, "numberAvailable": 3 }));
+    assert_eq!(l.readiness, Some(Readiness::replicas(3, 3, false)));
+    // No node to run on (or no controller yet): not running.
+    let l = ds(json!({ "observedGeneration": 2, "desiredNumberScheduled": 0 }));
+    assert!(!l.running);
+    let obj = workload("DaemonSet", None, Some(json!(1)), None);
+    assert!(!object::listed(Kind::DaemonSet, "daemonset", obj, false).expect("readable").running);
+    let obj = workload("DaemonSet", None, None, Some(json!({ "desiredNumberScheduled": "3" })));
+    assert!(object::listed(Kind::DaemonSet, "daemonset", obj, false).is_none());
+}
+
+#[test]
+fn a_custom_resource_runs_by_its_scale_and_is_ready_by_kstatus() {
+    use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+    use object::Object;
+    use resolve::{Rule, Served};
+    let gvk = GroupVersionKind::gvk("demo.lookout.dev", "v1", "Cluster");
+    let served = |rule| Served {
+        prefix: "cluster.demo.lookout.dev".into(),
+        resource: ApiResource::from_gvk(&gvk),
+        rule,
+    };
+    let scaled = served(Rule::Scaled(["spec".to_owned(), "instances".to_owned()].into()));
+    let obj = |spec: serde_json::Value, status: serde_json::Value| -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "demo.lookout.dev/v1",
+            "kind": "Cluster",
+            "metadata": { "name": "pg", "namespace": "db", "uid": "u-9", "generation": 2,
+                          "labels": { "team": "data" } },
+            "spec": spec,
+            "status": status,
+        }))
+        .expect("an object")
+    };
+    let ready = json!({ "observedGeneration": 2, "conditions": [{ "type": "Ready", "status": "True" }] });
+    let l = obj(json!({ "instances": 3 }), ready.clone())
+        .listed(&scaled, true)
+        .expect("readable");
+    assert_eq!(l.id.as_str(), "cluster.demo.lookout.dev/db/pg");
+    assert_eq!(l.labels.get("team"), Some("data"));
+    assert!(l.running);
+    assert_eq!(
+        l.readiness,
+        Some(Readiness::resource(lookout_core::ResourceStatus::Current))
+    );
+    let l = obj(json!({ "instances": 0 }), ready.clone())
+        .listed(&scaled, false)
+        .expect("readable");
+    assert!(!l.running);
+    assert_eq!(l.readiness, None);
+    // Unset: one, as a workload's unset replicas.
+    assert!(obj(json!({}), ready.clone()).listed(&scaled, false).expect("readable").running);
+    assert!(obj(json!({ "instances": "3" }), ready.clone()).listed(&scaled, false).is_none());
+    // Without a scale: running while it exists.
+    let plain = served(Rule::Exists);
+    let l = obj(json!({ "instances": 0 }), json!({ "observedGeneration": 1 }))
+        .listed(&plain, true)
+        .expect("readable");
+    assert!(l.running);
+    assert_eq!(
+        l.readiness,
+        Some(Readiness::resource(lookout_core::ResourceStatus::InProgress))
     );
 }

@@ -2,28 +2,31 @@
 //! several, a watch each. Where a cluster is, its kubeconfig says at each
 //! dial.
 
-use lookout_k8s::{K8sConfig, K8sDial, Kind};
+use std::time::Duration;
 
-use crate::cli::{K8sArgs, KindArg};
+use lookout_k8s::{CheckError, K8sConfig, K8sDial, Kind, KindRef};
+
+use crate::cli::K8sArgs;
 use crate::exit::Exit;
 use crate::watched::{NamedWatch, Sources};
 
-/// The watches `a` names.
-pub fn sources(a: &K8sArgs) -> Result<Sources<K8sDial>, Exit> {
-    let kinds = if a.kinds.is_empty() {
-        vec![Kind::Deployment, Kind::StatefulSet]
+/// How long the check of named kinds may take before the watch starts
+/// anyway (and waits for the cluster as it always does).
+const CHECK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The watches `a` names. Kinds other than the built-in workloads are
+/// checked on each cluster first: one the cluster does not serve is a usage
+/// error (exit 2), as `kubectl get` refuses it; a cluster that cannot be
+/// asked is waited for by the watch.
+pub async fn sources(a: &K8sArgs) -> Result<Sources<K8sDial>, Exit> {
+    let kinds: Vec<KindRef> = if a.kinds.is_empty() {
+        vec![Kind::Deployment.into(), Kind::StatefulSet.into()]
     } else {
-        a.kinds
-            .iter()
-            .map(|k| match k {
-                KindArg::Deployment => Kind::Deployment,
-                KindArg::Statefulset => Kind::StatefulSet,
-            })
-            .collect()
+        a.kinds.clone()
     };
     let config = |context: Option<&String>| {
         let mut c = K8sConfig::default()
-            .kinds(kinds.iter().copied())
+            .kinds(kinds.iter().cloned())
             // No periodic or lag relist: the watch protocol resumes
             // from its resourceVersion and says when it cannot (410).
             .watch_config(
@@ -44,6 +47,16 @@ pub fn sources(a: &K8sArgs) -> Result<Sources<K8sDial>, Exit> {
         }
         c
     };
+    if kinds.iter().any(|k| k.builtin().is_none()) {
+        let contexts: Vec<Option<&String>> = if a.contexts.is_empty() {
+            vec![None]
+        } else {
+            a.contexts.iter().map(Some).collect()
+        };
+        for context in contexts {
+            check(&config(context), context).await?;
+        }
+    }
     if a.contexts.len() <= 1 {
         let watch = lookout_k8s::watch(config(a.contexts.first()))
             .map_err(|e| Exit::usage("invalid configuration", &e))?;
@@ -65,4 +78,20 @@ pub fn sources(a: &K8sArgs) -> Result<Sources<K8sDial>, Exit> {
         });
     }
     Ok(Sources::Several(watches))
+}
+
+/// Checks the kinds of `config` on its cluster (`context`, for messages).
+async fn check(config: &K8sConfig, context: Option<&String>) -> Result<(), Exit> {
+    let whose = context.map_or_else(String::new, |c| format!(" of `{c}`"));
+    match tokio::time::timeout(CHECK_TIMEOUT, lookout_k8s::check(config)).await {
+        Ok(Err(CheckError::Config(e))) => {
+            Err(Exit::usage(&format!("invalid configuration{whose}"), &e))
+        }
+        // Unreachable now (or slow): the watch retries, and says why.
+        Ok(Err(e)) => {
+            tracing::debug!(error = %e, "kinds not checked: the watch will resolve them");
+            Ok(())
+        }
+        Ok(Ok(())) | Err(_) => Ok(()),
+    }
 }

@@ -1,0 +1,318 @@
+//! A [`KindRef`] resolved through API discovery, once per feed of each
+//! dial (and again when its kind stops being served): its API resource, its
+//! instance ids' prefix, and the rule its objects are read by.
+
+use std::sync::Arc;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::Api;
+use kube::core::{ApiResource, GroupVersion};
+use kube::discovery::{ApiCapabilities, ApiGroup, Discovery, Scope};
+use kube::Client;
+
+use crate::error::{ConfigError, DialError};
+use crate::kind::{Kind, KindRef, Repr};
+
+/// A kind as a dial found it served.
+#[derive(Clone, Debug)]
+pub(crate) struct Served {
+    /// What instance ids start with: the built-in workloads' and the core
+    /// group's lowercase kind (`deployment`, `pod`), any other kind's
+    /// lowercase kind and group (`cluster.postgresql.cnpg.io`): an id never
+    /// depends on what else the cluster serves, and is what `kubectl get`
+    /// takes (`kubectl get cluster.postgresql.cnpg.io/NAME -n NAMESPACE`).
+    pub(crate) prefix: Arc<str>,
+    /// Its group, version, kind and plural.
+    pub(crate) resource: ApiResource,
+    /// How its objects are read.
+    pub(crate) rule: Rule,
+}
+
+/// How a kind's objects are read: running, and readiness.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Rule {
+    /// A built-in workload, with its own rules.
+    Builtin(Kind),
+    /// A kind with a `/scale` subresource: running while the integer at
+    /// this path (the CRD's `specReplicasPath`, split at its dots) is not
+    /// 0; readiness by kstatus.
+    Scaled(Arc<[String]>),
+    /// Any other kind: running while it exists; readiness by kstatus.
+    Exists,
+}
+
+/// What discovery says of a kind.
+#[derive(Debug)]
+pub(crate) enum Resolution {
+    Served(Served),
+    /// Not served (now): the nearest names that are, for the message.
+    NotServed { nearest: Vec<String> },
+}
+
+/// kstatus's kinds with rules of their own (its `legacyTypes`) other than
+/// the built-in workloads' and those it takes as always current: lookout
+/// does not implement them, so it does not tell their readiness.
+const OWN_RULES: &[(&str, &str)] = &[
+    ("", "Pod"),
+    ("", "Service"),
+    ("", "PersistentVolumeClaim"),
+    ("apps", "ReplicaSet"),
+    ("extensions", "ReplicaSet"),
+    ("extensions", "Deployment"),
+    ("extensions", "DaemonSet"),
+    ("batch", "Job"),
+    ("policy", "PodDisruptionBudget"),
+    ("apiextensions.k8s.io", "CustomResourceDefinition"),
+];
+
+/// How many of the nearest served names an error shows.
+const NEAREST: usize = 3;
+
+/// Resolves `kind` on the apiserver `client` talks to. A built-in workload
+/// costs no request; `GROUP/VERSION/KIND` one (`/apis/GROUP/VERSION`); a
+/// name the aggregated discovery (`/api`, `/apis`); a kind with a scale
+/// subresource one more, its CRD's. `readiness`: whether its readiness is
+/// to be told (kinds whose kstatus rules lookout lacks are refused then).
+pub(crate) async fn resolve(
+    client: &Client,
+    kind: &KindRef,
+    readiness: bool,
+) -> Result<Resolution, DialError> {
+    if let Repr::Builtin(k) = kind.repr() {
+        return Ok(Resolution::Served(Served {
+            prefix: k.as_str().into(),
+            resource: k.api_resource(),
+            rule: Rule::Builtin(*k),
+        }));
+    }
+    let (resource, caps) = match lookup(client, kind).await? {
+        Ok(found) => found,
+        Err(nearest) => return Ok(Resolution::NotServed { nearest }),
+    };
+    if caps.scope == Scope::Cluster {
+        return Err(DialError::Kind(ConfigError::UnsupportedKind {
+            kind: kind.to_string(),
+            why: format!(
+                "{} is cluster-scoped: lookout watches namespaced workloads (ids KIND/NAMESPACE/NAME)",
+                full_name(&resource)
+            ),
+        }));
+    }
+    if readiness
+        && OWN_RULES
+            .iter()
+            .any(|&(g, k)| g == resource.group && k == resource.kind)
+    {
+        return Err(DialError::Kind(ConfigError::UnsupportedKind {
+            kind: kind.to_string(),
+            why: format!(
+                "kstatus reads {} by rules of its own, which lookout does not implement: watch it without readiness",
+                full_name(&resource)
+            ),
+        }));
+    }
+    let rule = if caps.subresources.iter().any(|(ar, _)| ar.plural == "scale") {
+        Rule::Scaled(scale_path(client, &resource).await.map_err(|source| {
+            DialError::Discovery {
+                kind: kind.to_string(),
+                source,
+            }
+        })?)
+    } else {
+        Rule::Exists
+    };
+    let prefix = if resource.group.is_empty() {
+        resource.kind.to_ascii_lowercase()
+    } else {
+        format!("{}.{}", resource.kind.to_ascii_lowercase(), resource.group)
+    };
+    Ok(Resolution::Served(Served {
+        prefix: prefix.into(),
+        resource,
+        rule,
+    }))
+}
+
+/// The served resource `kind` (no built-in) names, or the nearest served
+/// names when there is none.
+async fn lookup(
+    client: &Client,
+    kind: &KindRef,
+) -> Result<Result<(ApiResource, ApiCapabilities), Vec<String>>, DialError> {
+    let discovery_failed = |source| DialError::Discovery {
+        kind: kind.to_string(),
+        source,
+    };
+    match kind.repr() {
+        Repr::Builtin(k) => {
+            let ar = k.api_resource();
+            Ok(Ok((
+                ar,
+                ApiCapabilities {
+                    scope: Scope::Namespaced,
+                    subresources: Vec::new(),
+                    operations: Vec::new(),
+                },
+            )))
+        }
+        Repr::Gvk {
+            group,
+            version,
+            kind: name,
+        } => {
+            let gv = GroupVersion::gv(group, version);
+            let found = match kube::discovery::pinned_group(client, &gv).await {
+                Ok(g) => g
+                    .versioned_resources(version)
+                    .into_iter()
+                    .find(|(ar, _)| ar.kind == **name),
+                Err(kube::Error::Api(s)) if s.code == 404 => None,
+                Err(e) => return Err(discovery_failed(e)),
+            };
+            if let Some(found) = found {
+                return Ok(Ok(found));
+            }
+            let asked = format!("{}.{group}", name.to_ascii_lowercase());
+            Ok(Err(nearest_served(client, &asked).await))
+        }
+        Repr::Name { name, group } => {
+            let discovery = discover(client).await.map_err(discovery_failed)?;
+            let mut matches: Vec<(ApiResource, ApiCapabilities)> = discovery
+                .groups()
+                .filter(|g| group.as_deref().is_none_or(|want| g.name() == want))
+                .flat_map(ApiGroup::recommended_resources)
+                .filter(|(ar, _)| names(ar).any(|n| n == **name))
+                .collect();
+            if matches.len() > 1 {
+                let mut found: Vec<String> = matches.iter().map(|(ar, _)| full_name(ar)).collect();
+                found.sort();
+                return Err(DialError::Kind(ConfigError::AmbiguousKind {
+                    kind: kind.to_string(),
+                    found,
+                }));
+            }
+            Ok(matches
+                .pop()
+                .ok_or_else(|| nearest(&discovery, &kind.to_string())))
+        }
+    }
+}
+
+/// The aggregated discovery (Kubernetes 1.30+), else the classic one.
+async fn discover(client: &Client) -> kube::Result<Discovery> {
+    match Discovery::new(client.clone()).run_aggregated().await {
+        Ok(d) => Ok(d),
+        Err(e) => {
+            tracing::debug!(error = %e, "aggregated discovery failed: discovering group by group");
+            Discovery::new(client.clone()).run().await
+        }
+    }
+}
+
+/// The names `kubectl get` takes for a resource: its plural, its kind
+/// lowercased (the singular, for every built-in and CRD).
+fn names(ar: &ApiResource) -> impl Iterator<Item = String> + '_ {
+    [ar.plural.clone(), ar.kind.to_ascii_lowercase()].into_iter()
+}
+
+/// `plural.group` (`plural` for the core group).
+fn full_name(ar: &ApiResource) -> String {
+    if ar.group.is_empty() {
+        ar.plural.clone()
+    } else {
+        format!("{}.{}", ar.plural, ar.group)
+    }
+}
+
+/// The served names nearest `asked`, when discovery answers (else none).
+async fn nearest_served(client: &Client, asked: &str) -> Vec<String> {
+    match discover(client).await {
+        Ok(d) => nearest(&d, asked),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// The [`NEAREST`] served `plural.group` names closest to `asked` (by edit
+/// distance, to the name with or without its group), among those not too far.
+fn nearest(discovery: &Discovery, asked: &str) -> Vec<String> {
+    let asked = asked.to_ascii_lowercase();
+    let asked_name = asked.split(['.', '/']).next().unwrap_or(&asked).to_owned();
+    let mut scored: Vec<(usize, String)> = discovery
+        .groups()
+        .flat_map(ApiGroup::recommended_resources)
+        .map(|(ar, _)| {
+            let full = full_name(&ar);
+            let score = names(&ar)
+                .map(|n| distance(&n, &asked_name))
+                .chain([distance(&full, &asked)])
+                .min()
+                .unwrap_or(usize::MAX);
+            (score, full)
+        })
+        .filter(|(score, _)| *score <= asked_name.len().div_ceil(2).max(2))
+        .collect();
+    scored.sort();
+    scored.dedup_by(|a, b| a.1 == b.1);
+    scored.into_iter().take(NEAREST).map(|(_, n)| n).collect()
+}
+
+/// Levenshtein distance.
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
+
+/// The `specReplicasPath` of a custom resource's scale subresource, from
+/// its CRD, split at its dots; `spec.replicas` for a kind with a scale that
+/// is no custom resource (no CRD by that name: a built-in kind, or an
+/// aggregated API's).
+async fn scale_path(client: &Client, resource: &ApiResource) -> kube::Result<Arc<[String]>> {
+    let default = || Arc::from(["spec".to_owned(), "replicas".to_owned()]);
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let name = format!("{}.{}", resource.plural, resource.group);
+    let crd = match crds.get(&name).await {
+        Ok(crd) => crd,
+        Err(kube::Error::Api(s)) if s.code == 404 => return Ok(default()),
+        Err(e) => return Err(e),
+    };
+    let path = crd
+        .spec
+        .versions
+        .iter()
+        .find(|v| v.name == resource.version)
+        .and_then(|v| v.subresources.as_ref()?.scale.as_ref())
+        .map(|scale| scale.spec_replicas_path.clone());
+    Ok(match path {
+        Some(p) => p
+            .split('.')
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect(),
+        None => default(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::distance;
+
+    #[test]
+    fn edit_distance() {
+        assert_eq!(distance("clusters", "clusters"), 0);
+        assert_eq!(distance("clusterz", "clusters"), 1);
+        assert_eq!(distance("", "abc"), 3);
+        assert_eq!(distance("kitten", "sitting"), 3);
+    }
+}
