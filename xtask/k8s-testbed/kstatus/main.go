@@ -48,7 +48,7 @@ import (
 
 const usage = `usage:
   kstatus < objects.json
-  kstatus --kubeconfig FILE --resource GROUP/VERSION/PLURAL [--namespace NS]
+  kstatus --kubeconfig FILE --resource GROUP/VERSION/PLURAL [--namespace NS] [--timeout 30s]
 
 Prints one JSON line per object: {"kind","namespace","name","status","message"}
 (status: Current, InProgress, Failed, Terminating, Unknown), computed by
