@@ -1,5 +1,5 @@
 //! The k8s testbed (kube-apiserver + etcd, `xtask/k8s-testbed`): build, start,
-//! stop, kill and restart the apiserver, compact etcd.
+//! stop, kill and restart the apiserver, compact etcd; and the kstatus helper built beside it.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -62,13 +62,51 @@ fn testbed_cmd(sub: &str) -> Result<Command, String> {
     Ok(cmd)
 }
 
+/// `target/k8s-testbed/bin/kstatus`: the kstatus helper (`xtask/k8s-testbed/kstatus`),
+/// which prints cli-utils' kstatus verdict (`Current`, `InProgress`, `Failed`,
+/// `Terminating`, …) of each object it reads as one JSON line
+/// (`{"kind","namespace","name","status","message"}`): pipe `kubectl get -o json` into
+/// it, or run it with `--kubeconfig F --resource GROUP/VERSION/PLURAL [--namespace NS]`.
+/// Built by [`k8s_build`] (so by [`k8s_up`]); an error if it is not built yet.
+pub fn kstatus_binary() -> Result<PathBuf, String> {
+    let bin = k8s_bin_dir().join("kstatus");
+    if is_executable(&bin) {
+        Ok(bin)
+    } else {
+        Err(format!(
+            "k8s: the kstatus helper {} is missing: run `cargo xtask engines up k8s` \
+             (it builds xtask/k8s-testbed/kstatus)",
+            bin.display()
+        ))
+    }
+}
+
+/// The build scripts [`k8s_build`] runs, in order, each with `BIN_DIR` and each cached by
+/// a stamp of its own in it: the testbed (kube-apiserver, etcd, the launcher; `.stamp`),
+/// then the kstatus helper (`.kstatus.stamp`). Separate scripts, so that the helper's
+/// sources and script are not in the testbed's stamp and never rebuild kube-apiserver.
+fn build_scripts(root: &Path) -> [(PathBuf, &'static str); 2] {
+    let testbed = root.join("xtask").join("k8s-testbed");
+    [
+        (testbed.join("build.sh"), "k8s: xtask/k8s-testbed/build.sh"),
+        (
+            testbed.join("kstatus").join("build.sh"),
+            "k8s: xtask/k8s-testbed/kstatus/build.sh",
+        ),
+    ]
+}
+
 /// Build the testbed (`xtask/k8s-testbed/build.sh target/k8s-testbed/bin`,
-/// cached; the first build takes long: log `target/engines/k8s-build.log`).
+/// cached; the first build takes long: log `target/engines/k8s-build.log`), then the
+/// kstatus helper (`xtask/k8s-testbed/kstatus/build.sh target/k8s-testbed/bin`, cached
+/// on its own: [`kstatus_binary`]).
 pub fn k8s_build() -> Result<(), String> {
     let root = workspace_root();
-    let script = root.join("xtask").join("k8s-testbed").join("build.sh");
-    if !script.exists() {
-        return Err(format!("k8s: {} is missing", script.display()));
+    let scripts = build_scripts(&root);
+    for (script, _) in &scripts {
+        if !script.exists() {
+            return Err(format!("k8s: {} is missing", script.display()));
+        }
     }
     let go = go_binary()?;
     let log = engines_file("k8s-build.log")?;
@@ -87,21 +125,18 @@ pub fn k8s_build() -> Result<(), String> {
         bin.display(),
         log.display()
     );
-    let t = Instant::now();
-    let mut cmd = Command::new("bash");
-    cmd.arg(&script)
-        .arg(&bin)
-        .env("GO", &go)
-        .env("PATH", path)
-        .current_dir(&root);
-    run_logged(
-        &mut cmd,
-        "k8s: xtask/k8s-testbed/build.sh",
-        &log,
-        K8S_BUILD_TIMEOUT,
-    )?;
-    let last = tail_file(&log, 1);
-    eprintln!("[engines] k8s: {} ({:.1?})", last.trim(), t.elapsed());
+    for (script, context) in &scripts {
+        let t = Instant::now();
+        let mut cmd = Command::new("bash");
+        cmd.arg(script)
+            .arg(&bin)
+            .env("GO", &go)
+            .env("PATH", &path)
+            .current_dir(&root);
+        run_logged(&mut cmd, context, &log, K8S_BUILD_TIMEOUT)?;
+        let last = tail_file(&log, 1);
+        eprintln!("[engines] k8s: {} ({:.1?})", last.trim(), t.elapsed());
+    }
     Ok(())
 }
 
@@ -188,4 +223,35 @@ pub fn k8s_down() -> Result<(), String> {
         let _ = signal(pid, "CONT");
     }
     testbed_run("down", Duration::from_secs(120)).map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builds_the_testbed_then_kstatus_into_one_bin_dir() {
+        let root = workspace_root();
+        let scripts = build_scripts(&root);
+        assert!(scripts[0].0.ends_with("xtask/k8s-testbed/build.sh"));
+        assert!(scripts[1].0.ends_with("xtask/k8s-testbed/kstatus/build.sh"));
+        for (script, _) in &scripts {
+            assert!(script.exists(), "{} is missing", script.display());
+        }
+        assert!(k8s_bin_dir().ends_with("target/k8s-testbed/bin"));
+    }
+
+    #[test]
+    fn kstatus_binary_is_in_the_bin_dir_or_says_how_to_build_it() {
+        match kstatus_binary() {
+            Ok(bin) => {
+                assert_eq!(bin, k8s_bin_dir().join("kstatus"));
+                assert!(is_executable(&bin));
+            }
+            Err(e) => {
+                assert!(e.contains("cargo xtask engines up k8s"), "{e}");
+                assert!(e.contains("target/k8s-testbed/bin/kstatus"), "{e}");
+            }
+        }
+    }
 }
