@@ -6,5 +6,6 @@ pub mod bench_docker;
 pub mod browser;
 pub mod k8s_access;
 pub mod k8s_cost;
+pub mod k8s_kinds;
 pub mod k8s_util;
 pub mod relay;

@@ -49,7 +49,7 @@ async fn setup(
 fn config(kubeconfig: &Path, ns: Option<&str>) -> K8sConfig {
     let config = K8sConfig::default()
         .kubeconfig(kubeconfig)
-        .kinds(Kind::ALL.iter().copied())
+        .kinds([Kind::Deployment, Kind::StatefulSet])
         .watch_config(fast_watch_config());
     match ns {
         Some(ns) => config.namespace(ns),
@@ -1122,7 +1122,7 @@ async fn fake_410_relists_one_kind_and_keeps_the_other() {
         (Some(_), true, _) => Reply::Watch(vec![Frame::Hold]),
         _ => Reply::Json(404, "{}".into()),
     });
-    let mut rec = Recorder::new(fake_config(&fake, Kind::ALL));
+    let mut rec = Recorder::new(fake_config(&fake, &[Kind::Deployment, Kind::StatefulSet]));
     rec.until("first snapshot", STEP, |r| r.connected() >= 1)
         .await;
     gate.open();
@@ -1451,7 +1451,7 @@ async fn fake_redial_relists_only_the_expired_kind() {
         (Some(_), true, _) => Reply::Watch(vec![Frame::Hold]),
         _ => Reply::Json(404, "{}".into()),
     });
-    let mut rec = Recorder::new(fake_config(&fake, Kind::ALL));
+    let mut rec = Recorder::new(fake_config(&fake, &[Kind::Deployment, Kind::StatefulSet]));
     rec.until("first snapshot", STEP, |r| r.connected() >= 1)
         .await;
     gate.open();
@@ -1731,7 +1731,7 @@ async fn fake_readiness_missed_while_disconnected_comes_once_in_the_relist() {
         (Some(_), true, _) => Reply::Watch(vec![Frame::Hold]),
         _ => Reply::Json(404, "{}".into()),
     });
-    let mut cfg = fake_config(&fake, Kind::ALL);
+    let mut cfg = fake_config(&fake, &[Kind::Deployment, Kind::StatefulSet]);
     cfg = cfg.readiness(true);
     let mut rec = Recorder::new(cfg);
     rec.until("first snapshot", STEP, |r| r.connected() >= 1)

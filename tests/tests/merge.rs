@@ -294,7 +294,7 @@ async fn dockerd_podman_and_k8s_in_one_stream() {
     let k8s = K8sConfig::default()
         .kubeconfig(kubeconfig.clone())
         .namespace(fx.ns.clone())
-        .kinds(Kind::ALL.iter().copied())
+        .kinds([Kind::Deployment, Kind::StatefulSet])
         .watch_config(k8s_util::fast_watch_config());
     let merge = Merge::new()
         .source("docker", docker_watch(&scenarios::DOCKER, &d))
