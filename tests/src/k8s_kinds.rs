@@ -4,6 +4,9 @@
 //! to compare with. The bed runs no controller: the tests write status
 //! through the status subresource, as a controller would.
 
+// A failed test's CRD is deleted on a thread of its own (see `Drop for Crd`).
+#![allow(clippy::disallowed_methods)]
+
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -40,6 +43,8 @@ pub struct Crd {
     pub kind: &'static str,
     /// Whether it has the status and scale subresources.
     pub scaled: bool,
+    /// Whether it is (to be) served: a CRD left so is deleted on drop.
+    applied: std::sync::atomic::AtomicBool,
 }
 
 impl Crd {
@@ -64,6 +69,7 @@ impl Crd {
             plural,
             kind,
             scaled,
+            applied: false.into(),
         };
         crd.apply().await;
         crd
@@ -104,6 +110,7 @@ impl Crd {
         }))
         .expect("a CRD");
         let crds: Api<CustomResourceDefinition> = Api::all(self.client.clone());
+        self.applied.store(true, std::sync::atomic::Ordering::Relaxed);
         call("create CRD", crds.create(&PostParams::default(), &body)).await;
         // Served: its list answers (discovery lists it at the same moment).
         let deadline = tokio::time::Instant::now() + CALL;
@@ -128,6 +135,7 @@ impl Crd {
     /// When the apiserver refuses, or keeps it.
     pub async fn delete(&self) {
         let crds: Api<CustomResourceDefinition> = Api::all(self.client.clone());
+        self.applied.store(false, std::sync::atomic::Ordering::Relaxed);
         call("delete CRD", crds.delete(&self.name(), &DeleteParams::default())).await;
         let deadline = tokio::time::Instant::now() + CALL;
         while crds.get_opt(&self.name()).await.ok().flatten().is_some() {
@@ -253,6 +261,33 @@ impl Crd {
     /// When the apiserver refuses.
     pub async fn get(&self, ns: &str, name: &str) -> Value {
         serde_json::to_value(call("get object", self.api(ns).get(name)).await).expect("JSON")
+    }
+}
+
+impl Drop for Crd {
+    /// A test that failed leaves no CRD behind: it is deleted (without
+    /// waiting), on a thread of its own (a test's runtime may be the
+    /// caller's).
+    fn drop(&mut self) {
+        if !self.applied.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
+        let client = self.client.clone();
+        let name = self.name();
+        let done = std::thread::spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            rt.block_on(async move {
+                let crds: Api<CustomResourceDefinition> = Api::all(client);
+                let _ = tokio::time::timeout(CALL, crds.delete(&name, &DeleteParams::default()))
+                    .await;
+            });
+        });
+        let _ = done.join();
     }
 }
 

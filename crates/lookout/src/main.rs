@@ -17,6 +17,7 @@ mod consume;
 mod duration;
 mod engine;
 mod exit;
+mod log;
 mod manual;
 mod mode;
 mod output;
@@ -26,7 +27,6 @@ mod serve;
 mod sources;
 mod watched;
 
-use std::io;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -37,19 +37,11 @@ use crate::exit::Exit;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    // `RUST_LOG` chooses the log; without it, only what the Kubernetes
-    // provider warns of (a kind not served, an object it cannot read),
-    // which no status line tells.
-    let filter = if std::env::var_os("RUST_LOG").is_some() {
-        tracing_subscriber::EnvFilter::from_default_env()
-    } else {
-        tracing_subscriber::EnvFilter::new("lookout_k8s=warn")
+    let json = match &cli.command {
+        Command::Engine(engine) => engine.common().json,
+        _ => false,
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(io::IsTerminal::is_terminal(&io::stderr()))
-        .with_writer(io::stderr)
-        .init();
+    log::init(json);
     let result = match cli.command {
         Command::Engine(engine) => start(engine),
         Command::Completions { shell } => manual::completions(shell),

@@ -137,7 +137,7 @@ fn bash_completes_the_subcommands_and_their_flags() {
     );
     assert_eq!(
         complete(&["lookout", "k8s", "--kind", ""]),
-        ["deployment", "statefulset"]
+        ["deployment", "statefulset", "daemonset"]
     );
     let shells = complete(&["lookout", "completions", ""]);
     for shell in ["bash", "zsh", "fish"] {

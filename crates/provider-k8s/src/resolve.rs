@@ -236,17 +236,27 @@ async fn nearest_served(client: &Client, asked: &str) -> Vec<String> {
 /// distance, to the name with or without its group), among those not too far.
 fn nearest(discovery: &Discovery, asked: &str) -> Vec<String> {
     let asked = asked.to_ascii_lowercase();
+    // With a group, the whole name is compared; without, the name alone.
+    let grouped = asked.contains(['.', '/']);
     let asked_name = asked.split(['.', '/']).next().unwrap_or(&asked).to_owned();
     let mut scored: Vec<(usize, String)> = discovery
         .groups()
         .flat_map(ApiGroup::recommended_resources)
         .map(|(ar, _)| {
             let full = full_name(&ar);
-            let score = names(&ar)
-                .map(|n| distance(&n, &asked_name))
-                .chain([distance(&full, &asked)])
-                .min()
-                .unwrap_or(usize::MAX);
+            let score = if grouped {
+                let singular = if ar.group.is_empty() {
+                    ar.kind.to_ascii_lowercase()
+                } else {
+                    format!("{}.{}", ar.kind.to_ascii_lowercase(), ar.group)
+                };
+                distance(&full, &asked).min(distance(&singular, &asked))
+            } else {
+                names(&ar)
+                    .map(|n| distance(&n, &asked_name))
+                    .min()
+                    .unwrap_or(usize::MAX)
+            };
             (score, full)
         })
         .filter(|(score, _)| *score <= asked_name.len().div_ceil(2).max(2))

@@ -1,0 +1,58 @@
+//! The log on stderr: `RUST_LOG` chooses what is logged; without it, only
+//! what the Kubernetes provider warns of (a kind not served, an object it
+//! cannot read), which no status line tells. With `--json` each log line is
+//! a JSON object too (`{"log":"warn","target":…,"message":…}`), so that
+//! stderr stays one JSON value per line.
+
+use std::fmt;
+use std::io;
+
+use tracing::{Event, Subscriber};
+use tracing_subscriber::fmt::format::Writer;
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
+use tracing_subscriber::registry::LookupSpan;
+
+/// Installs the log; `json`: the run prints JSON.
+pub fn init(json: bool) {
+    let filter = if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::EnvFilter::from_default_env()
+    } else {
+        tracing_subscriber::EnvFilter::new("lookout_k8s=warn")
+    };
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(!json && io::IsTerminal::is_terminal(&io::stderr()))
+        .with_writer(io::stderr);
+    if json {
+        builder.event_format(JsonLine).init();
+    } else {
+        builder.init();
+    }
+}
+
+/// One event as one JSON line: its level, target and fields (the message,
+/// then `key=value`s, as the text log writes them).
+struct JsonLine;
+
+impl<S, N> FormatEvent<S, N> for JsonLine
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &FmtContext<'_, S, N>,
+        mut writer: Writer<'_>,
+        event: &Event<'_>,
+    ) -> fmt::Result {
+        let mut fields = String::new();
+        ctx.format_fields(Writer::new(&mut fields), event)?;
+        let meta = event.metadata();
+        let line = serde_json::json!({
+            "log": meta.level().as_str().to_ascii_lowercase(),
+            "target": meta.target(),
+            "message": fields,
+        });
+        writeln!(writer, "{line}")
+    }
+}
