@@ -1,6 +1,6 @@
 //! Helpers of the tests of any kind (`tests/tests/k8s_kinds.rs`): a CRD of
 //! the test's own group (with or without a scale subresource), its custom
-//! objects, DaemonSets, and kstatus itself (the Go helper the bed builds)
+//! objects, `DaemonSets`, and kstatus itself (the Go helper the bed builds)
 //! to compare with. The bed runs no controller: the tests write status
 //! through the status subresource, as a controller would.
 
@@ -49,7 +49,7 @@ pub struct Crd {
 
 impl Crd {
     /// `clusters.GROUP` (kind `Cluster`) with the status subresource and a
-    /// scale one whose replicas are `spec.instances` (as CloudNativePG's
+    /// scale one whose replicas are `spec.instances` (as `CloudNativePG`'s
     /// `Cluster`), or without: `widgets.GROUP` (kind `Widget`), neither.
     /// Returns once the apiserver serves it.
     ///
@@ -116,7 +116,7 @@ impl Crd {
         let deadline = tokio::time::Instant::now() + CALL;
         loop {
             let any: Api<DynamicObject> = Api::all_with(self.client.clone(), &self.resource());
-            if any.list(&Default::default()).await.is_ok() {
+            if any.list(&kube::api::ListParams::default()).await.is_ok() {
                 return;
             }
             assert!(
@@ -297,7 +297,7 @@ impl std::fmt::Debug for Crd {
     }
 }
 
-/// DaemonSets of a namespace.
+/// `DaemonSets` of a namespace.
 pub struct DaemonSets {
     api: Api<DaemonSet>,
     ns: String,
@@ -310,7 +310,7 @@ impl std::fmt::Debug for DaemonSets {
 }
 
 impl DaemonSets {
-    /// The DaemonSets of `ns`.
+    /// The `DaemonSets` of `ns`.
     pub async fn new(kubeconfig: &Path, ns: &str) -> Self {
         Self {
             api: Api::namespaced(client(kubeconfig).await, ns),

@@ -1,6 +1,6 @@
 //! Any kind (#35) against the real kube-apiserver of the bed: a custom
-//! resource with a scale subresource and conditions (a CloudNativePG-like
-//! `Cluster`), one without (a `Widget`), and a DaemonSet; readiness step by
+//! resource with a scale subresource and conditions (a `CloudNativePG`-like
+//! `Cluster`), one without (a `Widget`), and a `DaemonSet`; readiness step by
 //! step, side by side with kstatus itself (cli-utils, the Go helper the bed
 //! builds); a watch resumed after a cut; the CRD deleted and created again.
 //!
@@ -101,6 +101,32 @@ impl Stepper<'_> {
     }
 }
 
+/// The steps of `pg`'s conditions, as its controller would write them.
+async fn condition_steps(crd: &Crd, ns: &str, s: &mut Stepper<'_>, rec: &mut Recorder) {
+    let cond = |t: &str, st: &str| json!({ "type": t, "status": st, "reason": "Test", "message": format!("{t} {st}") });
+    crd.status(ns, "pg", json!({ "observedGeneration": 1, "conditions": [cond("Reconciling", "True")] }))
+        .await;
+    s.check(rec, "Reconciling=True").await;
+    crd.status(ns, "pg", json!({ "conditions": [cond("Reconciling", "False"), cond("Ready", "False")] }))
+        .await;
+    s.check(rec, "Ready=False").await;
+    crd.status(ns, "pg", json!({ "readyInstances": 3, "conditions": [cond("Ready", "True")] }))
+        .await;
+    s.check(rec, "Ready=True").await;
+    crd.status(ns, "pg", json!({ "conditions": [cond("Ready", "Unknown")] }))
+        .await;
+    s.check(rec, "Ready=Unknown").await;
+    crd.status(ns, "pg", json!({ "conditions": [cond("Ready", "False"), cond("Stalled", "True")] }))
+        .await;
+    s.check(rec, "Stalled=True").await;
+    crd.status(ns, "pg", json!({ "conditions": [cond("Ready", "True"), cond("Stalled", "True"), cond("Reconciling", "True")] }))
+        .await;
+    s.check(rec, "Ready, Stalled, Reconciling all True").await;
+    crd.status(ns, "pg", json!({ "conditions": [cond("Ready", "True")] }))
+        .await;
+    s.check(rec, "Ready=True again").await;
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn k8s_custom_resource_with_scale_is_ready_exactly_when_kstatus_says_current() {
     let t = Instant::now();
@@ -130,28 +156,7 @@ async fn k8s_custom_resource_with_scale_is_ready_exactly_when_kstatus_says_curre
         .await;
     // No status yet: kstatus takes a kind that states nothing as current.
     s.check(&mut rec, "created, no status").await;
-    let cond = |t: &str, st: &str| json!({ "type": t, "status": st, "reason": "Test", "message": format!("{t} {st}") });
-    crd.status(&ns, "pg", json!({ "observedGeneration": 1, "conditions": [cond("Reconciling", "True")] }))
-        .await;
-    s.check(&mut rec, "Reconciling=True").await;
-    crd.status(&ns, "pg", json!({ "conditions": [cond("Reconciling", "False"), cond("Ready", "False")] }))
-        .await;
-    s.check(&mut rec, "Ready=False").await;
-    crd.status(&ns, "pg", json!({ "readyInstances": 3, "conditions": [cond("Ready", "True")] }))
-        .await;
-    s.check(&mut rec, "Ready=True").await;
-    crd.status(&ns, "pg", json!({ "conditions": [cond("Ready", "Unknown")] }))
-        .await;
-    s.check(&mut rec, "Ready=Unknown").await;
-    crd.status(&ns, "pg", json!({ "conditions": [cond("Ready", "False"), cond("Stalled", "True")] }))
-        .await;
-    s.check(&mut rec, "Stalled=True").await;
-    crd.status(&ns, "pg", json!({ "conditions": [cond("Ready", "True"), cond("Stalled", "True"), cond("Reconciling", "True")] }))
-        .await;
-    s.check(&mut rec, "Ready, Stalled, Reconciling all True").await;
-    crd.status(&ns, "pg", json!({ "conditions": [cond("Ready", "True")] }))
-        .await;
-    s.check(&mut rec, "Ready=True again").await;
+    condition_steps(&crd, &ns, &mut s, &mut rec).await;
     // A new spec: generation 2, observed 1.
     crd.patch(&ns, "pg", json!({ "spec": { "instances": 5 } }))
         .await;
@@ -317,7 +322,7 @@ async fn k8s_daemonset_lifecycle_and_readiness_beside_kstatus() {
     assert_eq!(detail, Some(Readiness::replicas(3, 3, true)));
 }
 
-/// The watch of a custom kind and a DaemonSet is cut; what happens while
+/// The watch of a custom kind and a `DaemonSet` is cut; what happens while
 /// it is cut comes once, as the apiserver replays it, with no LIST.
 #[tokio::test(flavor = "current_thread")]
 async fn k8s_custom_kind_resumes_after_a_cut_without_a_list() {

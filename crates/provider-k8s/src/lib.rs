@@ -1,5 +1,7 @@
-//! The Kubernetes provider of lookout: `Deployment`s and `StatefulSet`s as one
-//! resilient, leak-free stream of instance events.
+//! The Kubernetes provider of lookout: `Deployment`s, `StatefulSet`s,
+//! `DaemonSet`s and any other namespaced kind (custom resources: a database
+//! operator's `Cluster`, an Argo `Rollout`…) as one resilient, leak-free
+//! stream of instance events.
 //!
 //! ```no_run
 //! use lookout_k8s::{K8sConfig, Kind};
@@ -21,6 +23,25 @@
 //! # }
 //! ```
 //!
+//! Any kind, as `kubectl get` names it ([`KindRef`]), with its readiness by
+//! kstatus's rules:
+//!
+//! ```no_run
+//! use lookout_k8s::{K8sConfig, Kind, KindRef};
+//!
+//! # fn main() -> Result<(), lookout_k8s::ConfigError> {
+//! let config = K8sConfig::default()
+//!     .kinds([
+//!         KindRef::from(Kind::DaemonSet),
+//!         "postgresql.cnpg.io/v1/Cluster".parse::<KindRef>()?,
+//!     ])
+//!     .readiness(true);
+//! let watch = lookout_k8s::watch(config)?;
+//! # drop(watch);
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! A runnable example: `cargo run -p lookout-k8s --example k8s_watch -- NAMESPACE`
 //! ([`examples/k8s_watch.rs`](https://github.com/lookout-rs/lookout/blob/main/crates/provider-k8s/examples/k8s_watch.rs)).
 //!
@@ -28,11 +49,16 @@
 //!
 //! | Kubernetes | lookout |
 //! |---|---|
-//! | a `Deployment` / `StatefulSet` | an instance, id `deployment/NAMESPACE/NAME` / `statefulset/NAMESPACE/NAME` |
+//! | a `Deployment` / `StatefulSet` / `DaemonSet` | an instance, id `deployment/NAMESPACE/NAME` / `statefulset/…` / `daemonset/…` |
+//! | an object of any other kind | an instance, id `KIND/NAMESPACE/NAME` for a kind of the core group (`pod/…`), else `KIND.GROUP/NAMESPACE/NAME` (`cluster.postgresql.cnpg.io/db/pg`), the kind lowercased: an id never changes with what else the cluster serves, and its prefix is what `kubectl get` takes |
 //! | `metadata.uid` | [`Listed::uid`](lookout_core::Listed::uid): a new uid under the same name is `Removed` then `Created` |
 //! | `metadata.labels` | the instance's labels: decoded straight into the interned set (`lookout_core::Labels`: equal sets are one allocation, their strings shared), which the session, the core and every event of the instance share |
-//! | `spec.replicas` | running when it is not 0 (unset counts as 1, as Kubernetes defaults it) |
-//! | `metadata.generation`, `status.observedGeneration`, `status.availableReplicas` / `status.readyReplicas` | with [`K8sConfig::readiness`], each instance's [`Readiness`](lookout_core::Readiness) (see [Readiness](#readiness)) |
+//! | `spec.replicas` (`Deployment`, `StatefulSet`) | running when it is not 0 (unset counts as 1, as Kubernetes defaults it) |
+//! | `status.desiredNumberScheduled` (`DaemonSet`) | running when it is not 0 (missing counts as 0: no node counted yet) |
+//! | a kind with a `/scale` subresource: the integer at its CRD's `scale.specReplicasPath` (`spec.replicas` for one that is no custom resource) | running when it is not 0 (unset counts as 1) |
+//! | a kind without `/scale` | running while it exists |
+//! | `metadata.generation`, `status.observedGeneration`, `status.availableReplicas` / `status.readyReplicas` / `status.numberAvailable`; any other kind's `status.conditions` and `metadata.deletionTimestamp` | with [`K8sConfig::readiness`], each instance's [`Readiness`](lookout_core::Readiness) (see [Readiness](#readiness)) |
+//! | a kind the apiserver does not serve (its CRD deleted, or not yet created) | no instance: its instances are `Removed` once; looked for again every 10 s (at most the watch timeout) and watched when it is back |
 //! | a kind's list (paged `LIST`s, or a streaming list: [`InitialList`]) | one snapshot (`ResyncBegin`, `Listed`…, `ResyncDone`) holding **every** watched kind |
 //! | `ADDED` / `MODIFIED` | a change: `Started` when running, `Stopped` when not, with the object's readiness when it is watched (the core adds `Created` for an unknown object, `Ready`/`Unready` when the readiness of a running one flips, and swallows what changes nothing, such as a label-only edit) |
 //! | `DELETED` | `Removed` |
@@ -56,6 +82,33 @@
 //! |---|---|---|---|---|
 //! | `Deployment` | `spec.replicas` | `status.availableReplicas` | `status.observedGeneration` ≥ `metadata.generation` | `spec.replicas` > 0 ∧ `status.observedGeneration` ≥ `metadata.generation` ∧ `status.availableReplicas` ≥ `spec.replicas` |
 //! | `StatefulSet` | `spec.replicas` | `status.readyReplicas` | 0 < `status.observedGeneration` ≥ `metadata.generation` | `spec.replicas` > 0 ∧ 0 < `status.observedGeneration` ≥ `metadata.generation` ∧ `status.readyReplicas` ≥ `spec.replicas` |
+//! | `DaemonSet` | `status.desiredNumberScheduled` | `status.numberAvailable` | 0 < `status.observedGeneration` ≥ `metadata.generation` | `status.desiredNumberScheduled` > 0 ∧ 0 < `status.observedGeneration` ≥ `metadata.generation` ∧ `status.numberAvailable` ≥ `status.desiredNumberScheduled` |
+//!
+//! Any other kind (custom resources) is read by kstatus's generic rules
+//! (`sigs.k8s.io/cli-utils/pkg/kstatus`, what Flux, kpt and Config Sync
+//! poll), and carries [`Readiness::Resource`](lookout_core::Readiness::Resource)
+//! with its [`ResourceStatus`]: `metadata.deletionTimestamp` set →
+//! `Terminating`; `status.observedGeneration` present and ≠
+//! `metadata.generation` → `InProgress`; the first `Reconciling=True` or
+//! `Stalled=True` condition → `InProgress` or `Failed`; the first `Ready`
+//! condition `True` → `Current`, `False`/`Unknown` → `InProgress`; else
+//! `Current`. Ready ⇔ `Current`, at every step (the tests compare with
+//! kstatus itself). As kstatus does, a kind that states nothing (no
+//! conditions, no observed generation) is taken as reconciled: ready as
+//! soon as it exists. A status field of the wrong type (kstatus fails on
+//! it) is `InProgress`, logged. kstatus's own rules for some built-in kinds
+//! (`Pod`, `Service`, `PersistentVolumeClaim`, `ReplicaSet`, `Job`,
+//! `PodDisruptionBudget`, `CustomResourceDefinition`) are not implemented:
+//! with readiness, those kinds are refused ([`ConfigError::UnsupportedKind`]).
+//!
+//! Where lookout's rule differs from kstatus on purpose: the built-in
+//! workloads' readiness is **serving capacity**, not "rollout finished".
+//! kstatus holds a `Deployment` `InProgress` while old replicas remain or
+//! updated ones fall short, a `StatefulSet` while its revisions differ, a
+//! `DaemonSet` while any pod is not current, updated, available *and*
+//! ready; lookout counts what can serve (a `DaemonSet` whose pods are all
+//! available but one not yet ready is ready here, `InProgress` there), and
+//! a workload that wants no replica is stopped, not ready.
 //!
 //! `spec.replicas` unset counts as 1 (as for running); a status field that
 //! is missing counts as 0 (a workload no controller has seen is not
@@ -134,9 +187,25 @@
 //!   every kind when the last full list is at least that old. The relist
 //!   for a lagging consumer is off too: the apiserver buffers for a slow
 //!   reader or ends its watch, which is resumed.
+//! - **Kinds are resolved on every dial**, by each kind's own feed: a
+//!   built-in workload costs no request; `GROUP/VERSION/KIND` one
+//!   (`GET /apis/GROUP/VERSION`); a name (`clusters`,
+//!   `clusters.postgresql.cnpg.io`) the aggregated discovery (`/api`,
+//!   `/apis`); a kind with a scale subresource one `GET` of its CRD (for
+//!   `specReplicasPath`). A kind the apiserver does not serve has no
+//!   instances (a watch that had some tells each `Removed` once: live, as
+//!   the apiserver deletes a CRD's objects, or as a resync when that
+//!   happened while disconnected); it is looked for again every 10 s (at
+//!   most the watch timeout) with one discovery request — never a loop of
+//!   `404`s — and listed once it is back. The other kinds go on meanwhile.
+//!   [`check`] says at once whether every kind is served (`lookout k8s`
+//!   exits 2 when not).
 //! - **Permissions: `list` and `watch`** of each watched kind (`apps`:
-//!   `deployments`, `statefulsets`), in the namespace or cluster-wide; never
-//!   `get`, never a write. (`GET /version`, the probe, is open to every
+//!   `deployments`, `statefulsets`, `daemonsets`; a custom kind's plural in
+//!   its group), in the namespace or cluster-wide; for a custom kind with a
+//!   scale subresource, also `get` of its `customresourcedefinitions`
+//!   (`apiextensions.k8s.io`, `resourceNames` can name it); never a write.
+//!   (`GET /version`, the probe, and discovery are open to every
 //!   authenticated user.) A request the apiserver refuses (`403 Forbidden`: a
 //!   role without a verb; `401`: a token no longer valid) is a `Disconnected`
 //!   status, retried, whose [`DialError`] ends with the apiserver's message on
@@ -157,13 +226,16 @@
 //!   and resumed too), so a watch connection that died silently is replaced.
 //! - **An object that cannot be read does not end the session**: a watch
 //!   event that does not decode, an object without a name or namespace, an
-//!   unreadable `spec.replicas` is logged and skipped. Only the fields lookout
-//!   uses are read (name, namespace, uid, `resourceVersion`, labels,
-//!   `spec.replicas`, and the four integers of [readiness](#readiness):
-//!   `metadata.generation`, `status.observedGeneration`,
-//!   `status.availableReplicas`, `status.readyReplicas`, read whether or
-//!   not readiness is on, and then ignored); the rest of an object is
-//!   skipped by the parser. (A
+//!   unreadable `spec.replicas` is logged and skipped. Of a built-in
+//!   workload only the fields lookout uses are read (name, namespace, uid,
+//!   `resourceVersion`, labels, `spec.replicas`,
+//!   `status.desiredNumberScheduled`, and the integers of
+//!   [readiness](#readiness): `metadata.generation`,
+//!   `status.observedGeneration`, `status.availableReplicas`,
+//!   `status.readyReplicas`, `status.numberAvailable`, read whether or not
+//!   readiness is on, and then ignored); the rest of an object is skipped
+//!   by the parser. An object of any other kind is read whole, as kube's
+//!   `DynamicObject` (no generated types needed). (A
 //!   list response that is no JSON list of such objects — one whose `spec`
 //!   is no object, say — fails as a whole: it ends the session.)
 //! - **Memory is O(objects)**: each kind's objects (id, uid, labels, running
