@@ -57,7 +57,7 @@
 //! | `status.desiredNumberScheduled` (`DaemonSet`) | running when it is not 0 (missing counts as 0: no node counted yet) |
 //! | a kind with a `/scale` subresource: the integer at its CRD's `scale.specReplicasPath` (`spec.replicas` for one that is no custom resource) | running when it is not 0 (unset counts as 1) |
 //! | a kind without `/scale` | running while it exists |
-//! | `metadata.generation`, `status.observedGeneration`, `status.availableReplicas` / `status.readyReplicas` / `status.numberAvailable`; any other kind's `status.conditions` and `metadata.deletionTimestamp` | with [`K8sConfig::readiness`], each instance's [`Readiness`](lookout_core::Readiness) (see [Readiness](#readiness)) |
+//! | `metadata.generation`, `status.observedGeneration`, `status.availableReplicas` / `status.readyReplicas` / `status.numberAvailable`; any other kind's `status.conditions` and `metadata.deletionTimestamp` | with [`K8sConfig::readiness`], each instance's [`Readiness`] (see [Readiness](#readiness)) |
 //! | a kind the apiserver does not serve (its CRD deleted, or not yet created) | no instance: its instances are `Removed` once; looked for again every 10 s (at most the watch timeout) and watched when it is back |
 //! | a kind's list (paged `LIST`s, or a streaming list: [`InitialList`]) | one snapshot (`ResyncBegin`, `Listed`…, `ResyncDone`) holding **every** watched kind |
 //! | `ADDED` / `MODIFIED` | a change: `Started` when running, `Stopped` when not, with the object's readiness when it is watched (the core adds `Created` for an unknown object, `Ready`/`Unready` when the readiness of a running one flips, and swallows what changes nothing, such as a label-only edit) |
@@ -75,7 +75,7 @@
 //! [`Ready`](lookout_core::EventKind::Ready) and
 //! [`Unready`](lookout_core::EventKind::Unready) between its `Started` and
 //! `Stopped`, and every event carries the detail,
-//! [`Readiness::Replicas`](lookout_core::Readiness::Replicas)
+//! [`Readiness::Replicas`]
 //! `{ desired, ready, observed }`:
 //!
 //! | kind | `desired` | `ready` | `observed` | ready ⇔ |
@@ -86,7 +86,7 @@
 //!
 //! Any other kind (custom resources) is read by kstatus's generic rules
 //! (`sigs.k8s.io/cli-utils/pkg/kstatus`, what Flux, kpt and Config Sync
-//! poll), and carries [`Readiness::Resource`](lookout_core::Readiness::Resource)
+//! poll), and carries [`Readiness::Resource`]
 //! with its [`ResourceStatus`]: `metadata.deletionTimestamp` set →
 //! `Terminating`; `status.observedGeneration` present and ≠
 //! `metadata.generation` → `InProgress`; the first `Reconciling=True` or
