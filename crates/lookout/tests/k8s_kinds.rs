@@ -89,9 +89,13 @@ fn a_custom_resource_is_told_with_kstatus_word_and_its_crd_deletion_said() {
             &gvk,
             "--json",
             "--readiness",
+            "--serve",
+            "127.0.0.1:0",
         ],
         &[],
     );
+    let serving = lookout.stderr("serving", |v| v["status"] == "serving");
+    let addr = serving["addr"].as_str().expect("an address").to_owned();
     lookout.connected();
     let id = format!("{}/{}/pg", crd.prefix(), fx.ns);
     rt.block_on(crd.create_object(&fx.ns, "pg", json!({ "instances": 2 })));
@@ -110,6 +114,18 @@ fn a_custom_resource_is_told_with_kstatus_word_and_its_crd_deletion_said() {
     ));
     let e = next_of(&lookout, &id);
     assert_eq!(e["kind"], "unready", "{e}");
+    // `/metrics` counts the kind's instances, and ready ones.
+    let kind = crd.prefix();
+    let (code, metrics) = common::http_get(&addr, "/metrics");
+    assert_eq!(code, 200, "{metrics}");
+    assert!(
+        metrics.contains(&format!("lookout_k8s_instances{{kind=\"{kind}\"}} 1")),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(&format!("lookout_k8s_instances_ready{{kind=\"{kind}\"}} 0")),
+        "{metrics}"
+    );
     let object = rt.block_on(crd.get(&fx.ns, "pg"));
     assert_eq!(e["kstatus"], "Failed", "{e}");
     assert_eq!(kstatus(&object), "Failed");
@@ -123,6 +139,12 @@ fn a_custom_resource_is_told_with_kstatus_word_and_its_crd_deletion_said() {
     assert!(
         message.contains(&format!("kind `{gvk}` is not served any more")),
         "{said}"
+    );
+    // The kind, once seen, stays at 0.
+    let (_, metrics) = common::http_get(&addr, "/metrics");
+    assert!(
+        metrics.contains(&format!("lookout_k8s_instances{{kind=\"{kind}\"}} 0")),
+        "{metrics}"
     );
     // Still running: the kind is looked for again.
     assert!(lookout.child.try_wait().expect("try_wait").is_none());

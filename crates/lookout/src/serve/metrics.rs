@@ -3,8 +3,14 @@
 //! computed at scrape time. A server of several engines has a hub each,
 //! whose metrics carry `host="NAME"`. `lookout etcd` adds
 //! `lookout_publisher_connected{host="SOURCE"}` (1 or 0, read at scrape
-//! time), a gauge per source its watch knows.
+//! time), a gauge per source its watch knows. `lookout k8s` adds
+//! `lookout_k8s_instances{kind="KIND"}` and `lookout_k8s_instances_ready`,
+//! per kind (an instance id's first segment: `deployment`,
+//! `cluster.postgresql.cnpg.io`), counted at scrape time; a kind once seen
+//! stays, at 0 when it has no instance (its CRD deleted, say).
 
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::SystemTime;
 
 use lookout_core::Store;
@@ -18,12 +24,19 @@ pub struct Scraped<'a> {
     pub store: &'a Store,
     /// Of `lookout etcd`: each source's publisher status.
     pub publishers: Option<&'a lookout_etcd::Publishers>,
+    /// Its instances are counted per kind (`lookout k8s`).
+    pub by_kind: bool,
 }
+
+/// A kind of an engine served (`None`: the one engine).
+type HostKind = (Option<String>, String);
 
 /// The installed recorder's handle.
 #[derive(Clone, Debug)]
 pub struct Metrics {
     handle: PrometheusHandle,
+    /// The (host, kind) pairs counted so far: each keeps its gauges.
+    kinds: Arc<Mutex<BTreeSet<HostKind>>>,
 }
 
 impl Metrics {
@@ -34,7 +47,10 @@ impl Metrics {
         let handle = recorder.handle();
         ::metrics::set_global_recorder(recorder)?;
         describe();
-        Ok(Self { handle })
+        Ok(Self {
+            handle,
+            kinds: Arc::default(),
+        })
     }
 
     /// The text exposition, with the age of each engine's last event as of
@@ -53,6 +69,9 @@ impl Metrics {
                 ::metrics::gauge!("lookout_publisher_connected", "host" => p.source.to_string())
                     .set(if connected { 1.0 } else { 0.0 });
             }
+            if source.by_kind {
+                self.count_kinds(source);
+            }
             // Absent until the first event: an age of nothing is no number.
             let Some(at) = source.store.last_event_at() else {
                 continue;
@@ -67,6 +86,38 @@ impl Metrics {
             }
         }
         self.handle.render()
+    }
+
+    /// Sets `lookout_k8s_instances` and `_ready` of each kind of `source`
+    /// (and 0 for a kind seen before that has none now).
+    fn count_kinds(&self, source: Scraped<'_>) {
+        let mut counts: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+        for i in source.store.instances() {
+            let kind = i.id.as_str().split('/').next().unwrap_or_default();
+            let c = counts.entry(kind.to_owned()).or_default();
+            c.0 += 1;
+            c.1 += u64::from(i.ready);
+        }
+        let host = source.host.map(str::to_owned);
+        let mut seen = self.kinds.lock().unwrap_or_else(PoisonError::into_inner);
+        for kind in counts.keys() {
+            seen.insert((host.clone(), kind.clone()));
+        }
+        for (h, kind) in seen.iter().filter(|(h, _)| *h == host) {
+            let (n, ready) = counts.get(kind).copied().unwrap_or_default();
+            #[allow(clippy::cast_precision_loss)] // counts of instances
+            let (n, ready) = (n as f64, ready as f64);
+            let mut labels = vec![("kind", kind.clone())];
+            if let Some(h) = h {
+                labels.push(("host", h.clone()));
+            }
+            let labels: Vec<::metrics::Label> = labels
+                .into_iter()
+                .map(|(k, v)| ::metrics::Label::new(k, v))
+                .collect();
+            ::metrics::gauge!("lookout_k8s_instances", labels.clone()).set(n);
+            ::metrics::gauge!("lookout_k8s_instances_ready", labels).set(ready);
+        }
     }
 }
 
@@ -100,6 +151,14 @@ fn describe() {
     describe_gauge!(
         "lookout_publisher_connected",
         "lookout etcd: 1 while the source's publisher status key is there, else 0"
+    );
+    describe_gauge!(
+        "lookout_k8s_instances",
+        "lookout k8s: instances known now, by kind"
+    );
+    describe_gauge!(
+        "lookout_k8s_instances_ready",
+        "lookout k8s: instances ready now, by kind (0 without --readiness)"
     );
     describe_gauge!(
         "lookout_last_event_age_seconds",

@@ -21,7 +21,7 @@ use super::health::healthz;
 use super::instances::{instance, instances};
 use super::query::Query;
 use super::response::error;
-use super::state::{ServedEngine, State};
+use super::state::State;
 
 pub fn router(state: State, token: Option<Arc<Token>>) -> Router {
     Router::new()
@@ -81,7 +81,7 @@ async fn metrics(Extract(s): Extract<State>, uri: Uri) -> Response {
             "text/plain; version=0.0.4; charset=utf-8",
         )],
         s.metrics
-            .render(s.engines.iter().map(ServedEngine::scraped)),
+            .render(s.engines.iter().map(|e| e.scraped(s.provider))),
     )
         .into_response()
 }

@@ -43,12 +43,13 @@ impl ServedEngine {
         self.host.as_deref()
     }
 
-    /// What `/metrics` reads of it.
-    pub fn scraped(&self) -> Scraped<'_> {
+    /// What `/metrics` reads of it (`provider`: the server's).
+    pub fn scraped(&self, provider: &str) -> Scraped<'_> {
         Scraped {
             host: self.host(),
             store: &self.store,
             publishers: self.publishers.as_ref(),
+            by_kind: provider == "k8s",
         }
     }
 }
