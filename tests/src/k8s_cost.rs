@@ -11,9 +11,12 @@
 //! seconds (the apiserver ends each watch request after T, as it would after
 //! kube's 290 s: 60 s at T = 5 s is about an hour of re-watches); meanwhile a
 //! producer flips the objects between running and not at a steady pace, both
-//! relays cut every open connection a few times (forced reconnects), and once
-//! etcd is compacted past both consumers' versions before a cut (one forced
-//! `410 Gone` per kind). At the end both must agree with what the producer did.
+//! relays cut every open connection a few times (forced reconnects), and once,
+//! with both up to date, both relays cut every connection and refuse new ones
+//! while etcd is compacted past both consumers' versions (one forced
+//! `410 Gone` per kind when they are let through). At the end both must agree
+//! with what the producer did. `LOOKOUT_COST_TRACE=1` prints every request
+//! each consumer sent, with its time and status.
 //!
 //! Two plans ([`Plan`]):
 //! - issue #15: Deployments only, scaled by their `spec.replicas`; then peak
@@ -303,13 +306,7 @@ struct Totals {
     bytes_down: u64,
     bytes_up: u64,
     notes: Vec<String>,
-    /// lookout's `Connected` statuses: its dials that succeeded.
-    connects: usize,
 }
-
-/// What a consumer tells at its end: its notes, and (lookout) how often
-/// it connected.
-type Ended = (Vec<String>, usize);
 
 /// One consumer on a thread and a current-thread runtime of its own,
 /// through `relay`, until `stop`; it publishes what it believes on `belief`.
@@ -321,7 +318,7 @@ fn consumer(
     requests: Tally,
     stop: oneshot::Receiver<()>,
     belief: watch::Sender<Belief>,
-) -> JoinHandle<Ended> {
+) -> JoinHandle<Vec<String>> {
     std::thread::Builder::new()
         .name(format!("cost-{who:?}"))
         .spawn(move || {
@@ -332,7 +329,7 @@ fn consumer(
             rt.block_on(async move {
                 let client = counting_client(&kubeconfig, &requests).await;
                 match who {
-                    Who::Raw => (raw(client, &ns, plan, stop, &belief).await, 0),
+                    Who::Raw => raw(client, &ns, plan, stop, &belief).await,
                     Who::Lookout => lookout(client, &ns, plan, stop, &belief).await,
                 }
             })
@@ -479,7 +476,7 @@ async fn lookout(
     plan: Plan,
     mut stop: oneshot::Receiver<()>,
     belief: &watch::Sender<Belief>,
-) -> Ended {
+) -> Vec<String> {
     let config = K8sConfig::default()
         .namespace(ns)
         .kinds(plan.kinds.iter().map(|k| k.kind_ref()))
@@ -489,7 +486,6 @@ async fn lookout(
     let mut notes = Vec::new();
     let mut running: [HashMap<String, bool>; KINDS] = Default::default();
     let mut synced = false;
-    let mut connects = 0;
     loop {
         let item = tokio::select! {
             _ = &mut stop => break,
@@ -517,10 +513,7 @@ async fn lookout(
                     _ => {}
                 }
             }
-            Some(Item::Status(Status::Connected { .. })) => {
-                synced = true;
-                connects += 1;
-            }
+            Some(Item::Status(Status::Connected { .. })) => synced = true,
             Some(Item::Status(s)) => notes.push(format!("{s:?}")),
             None => {
                 notes.push("the watch ended".to_owned());
@@ -537,7 +530,7 @@ async fn lookout(
         }
         belief.send_replace(b);
     }
-    (notes, connects)
+    notes
 }
 
 /// lookout's knobs for a server-side watch timeout of `timeout_s`: its
@@ -882,6 +875,7 @@ pub struct Met {
 #[allow(clippy::too_many_lines)]
 pub fn run(plan: Plan, kubeconfig: &Path) -> (Vec<String>, Met) {
     let wall = Instant::now();
+    crate::k8s_util::init_tracing();
     // Compacting etcd breaks every watcher on the testbed: exclusive.
     let _lock = engines::lock_engine("k8s", true).expect("the k8s engine lock");
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -966,12 +960,28 @@ pub fn run(plan: Plan, kubeconfig: &Path) -> (Vec<String>, Met) {
     for s in 0..slices {
         rt.block_on(produce(&apis, &objects, &mut truth, &mut next, slice, plan));
         if s == slices / 2 {
-            // Both have seen everything; move etcd on past their versions,
-            // compact it, and cut: both resume from a compacted version.
+            // Both have seen everything; cut them off the apiserver (every
+            // connection cut, new ones refused, so that neither meets the
+            // compaction early: a watch that ends meanwhile would relist
+            // while the others are still to be cut), move etcd on past
+            // their versions and compact it: both resume from a compacted
+            // version once let through.
             rt.block_on(settle(&mut beliefs, want(&truth), "before the compaction"));
+            for relay in relays.values() {
+                relay.refuse(true);
+                relay.cut();
+            }
+            let held = Instant::now();
             rt.block_on(fx.bump(&format!("bump-{s}")));
             let rev = engines::k8s_compact().unwrap_or_else(|e| panic!("{e}"));
-            eprintln!("cost: compacted etcd at revision {rev}; cutting");
+            for relay in relays.values() {
+                relay.refuse(false);
+            }
+            eprintln!(
+                "cost: both cut and held off for {:.1?}, etcd compacted at revision {rev} meanwhile",
+                held.elapsed()
+            );
+            continue;
         } else if s + 1 < slices {
             eprintln!("cost: cutting every connection");
         } else {
@@ -988,7 +998,7 @@ pub fn run(plan: Plan, kubeconfig: &Path) -> (Vec<String>, Met) {
     }
     let mut totals = Vec::new();
     for (who, h) in threads {
-        let (notes, connects) = h.join().expect("a consumer thread");
+        let notes = h.join().expect("a consumer thread");
         let relay = &relays[&who];
         totals.push(Totals {
             who,
@@ -996,7 +1006,6 @@ pub fn run(plan: Plan, kubeconfig: &Path) -> (Vec<String>, Met) {
             bytes_down: relay.bytes_down(),
             bytes_up: relay.bytes_up(),
             notes,
-            connects,
         });
     }
     drop(relays);
@@ -1043,7 +1052,7 @@ pub fn run(plan: Plan, kubeconfig: &Path) -> (Vec<String>, Met) {
         plan.cuts + 1,
         std::env::var("LOOKOUT_K8S_VERSION").unwrap_or_else(|_| "version unknown".to_owned())
     ));
-    out.push("| consumer | LIST sent (answered) | LIST per kind | WATCH sent (answered) | discovery | other requests | bytes from the apiserver | bytes to it | notes |".to_owned());
+    out.push("| consumer | LIST sent (answered) | LIST answered per kind | WATCH sent (answered) | discovery sent | other requests | bytes from the apiserver | bytes to it | notes |".to_owned());
     out.push("|---|---|---|---|---|---|---|---|---|".to_owned());
     for t in &totals {
         let all = t.requests.all();
@@ -1064,7 +1073,7 @@ pub fn run(plan: Plan, kubeconfig: &Path) -> (Vec<String>, Met) {
                 format!(
                     "{} {}",
                     k.plural(),
-                    t.requests.count("LIST", Some(k.plural()))
+                    t.requests.answered_of("LIST", k.plural())
                 )
             })
             .collect();
@@ -1090,12 +1099,11 @@ pub fn run(plan: Plan, kubeconfig: &Path) -> (Vec<String>, Met) {
     let get = |who: Who| totals.iter().find(|t| t.who == who).expect("both ran");
     let (raw, lo) = (get(Who::Raw), get(Who::Lookout));
     let want_lists = plan.kinds.len() * plan.pages() * 2;
-    let (raw_lists, lo_lists) = (
-        raw.requests.count("LIST", None),
-        lo.requests.count("LIST", None),
-    );
+    // What the apiserver served: a LIST sent on a connection that a cut
+    // had killed (the client's pool had not noticed yet) never reached it.
+    let (raw_lists, lo_lists) = (raw.requests.answered("LIST"), lo.requests.answered("LIST"));
     let per_kind_equal = plan.kinds.iter().all(|k| {
-        raw.requests.count("LIST", Some(k.plural())) == lo.requests.count("LIST", Some(k.plural()))
+        raw.requests.answered_of("LIST", k.plural()) == lo.requests.answered_of("LIST", k.plural())
     });
     let bytes = lo.bytes_down as f64 / raw.bytes_down.max(1) as f64;
     let lists_ok = lo_lists == raw_lists && lo_lists == want_lists && per_kind_equal;
@@ -1103,10 +1111,17 @@ pub fn run(plan: Plan, kubeconfig: &Path) -> (Vec<String>, Met) {
     met.lists = lists_ok;
     met.bytes = bytes_ok;
     out.push(format!(
-        "LISTs served: lookout {lo_lists}, raw {raw_lists}; target: the same, {} kind(s) × {} page(s) × (1 + one 410) = {want_lists}{}: {}",
+        "LISTs served (answered): lookout {lo_lists}, raw {raw_lists} (sent: {}, {}); target: the same, \
+         {} kind(s) × {} page(s) × (1 + one 410) = {want_lists}{}: {}",
+        lo.requests.count("LIST", None),
+        raw.requests.count("LIST", None),
         plan.kinds.len(),
         plan.pages(),
-        if plan.kinds.len() > 1 { ", equal per kind" } else { "" },
+        if plan.kinds.len() > 1 {
+            ", equal per kind"
+        } else {
+            ""
+        },
         if lists_ok { "met" } else { "NOT met" }
     ));
     out.push(format!(
@@ -1114,22 +1129,23 @@ pub fn run(plan: Plan, kubeconfig: &Path) -> (Vec<String>, Met) {
         if bytes_ok { "met" } else { "NOT met" }
     ));
     if let Some((per, requests)) = resolution {
-        let (groups, crds) = (lo.requests.count("DISCOVERY", None), lo.requests.crd_gets());
-        let resolutions = groups.max(crds);
-        let spent = per * resolutions as u64;
+        let group = format!("/apis/{GROUP}/v1");
+        let (groups, groups_answered) = (
+            lo.requests.count("DISCOVERY", Some(&group)),
+            lo.requests.answered_of("DISCOVERY", &group),
+        );
+        let crd = format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CRD_NAME}");
+        let (crds, crds_answered) = (
+            lo.requests.count("GET", Some(&crd)),
+            lo.requests.answered_of("GET", &crd),
+        );
+        let spent = per * groups_answered.min(crds_answered) as u64;
         out.push(format!(
-            "discovery (lookout only; no LIST): {groups} GET of /apis/{GROUP}/v1 + {crds} GET of the CRD \
-             {CRD_NAME} = {} requests: one resolution of the custom kind per dial, and lookout dialed {} \
-             time(s){}; one resolution ({requests} requests) measured at {per} bytes from the apiserver, \
-             so ≈ {spent} bytes in all, {:.2} % of lookout's bytes (included above); lookout / raw \
-             without them: {:.3}×",
-            groups + crds,
-            lo.connects,
-            if lo.connects == 1 {
-                " (every cut and the 410 were taken within its one session: re-watches, a relist)"
-            } else {
-                ""
-            },
+            "discovery (lookout only; no LIST): {groups} GET of {group} ({groups_answered} answered) + \
+             {crds} GET of the CRD {CRD_NAME} ({crds_answered} answered): the custom kind is resolved \
+             on each dial, so {groups} dial(s); one resolution ({requests} requests) measured at {per} \
+             bytes from the apiserver, so ≈ {spent} bytes in all, {:.2} % of lookout's bytes (included \
+             above); lookout / raw without them: {:.3}×",
             spent as f64 * 100.0 / lo.bytes_down.max(1) as f64,
             lo.bytes_down.saturating_sub(spent) as f64 / raw.bytes_down.max(1) as f64,
         ));
@@ -1246,8 +1262,12 @@ impl Tally {
             .count()
     }
 
-    fn crd_gets(&self) -> usize {
-        self.all().iter().filter(|s| s.is_crd()).count()
+    /// How many requests of `verb` on `resource` got a response.
+    fn answered_of(&self, verb: &str, resource: &str) -> usize {
+        self.all()
+            .iter()
+            .filter(|s| s.verb == verb && s.resource == resource && s.status.is_some())
+            .count()
     }
 
     /// The discovery requests and CRD GETs, by path.
