@@ -245,7 +245,7 @@ impl Plan {
             n: 50,
             status: true,
             timeout_s: 2,
-            duration: Duration::from_secs(8),
+            duration: Duration::from_secs(4),
             cuts: 1,
             pace: Duration::from_millis(100),
             rss: false,
@@ -981,6 +981,19 @@ pub fn run(plan: Plan, kubeconfig: &Path) -> (Vec<String>, Met) {
                 "cost: both cut and held off for {:.1?}, etcd compacted at revision {rev} meanwhile",
                 held.elapsed()
             );
+            // No change until both have relisted (each at its own pace:
+            // kube-runtime's backoff holds the raw watchers back a few
+            // seconds more), so that both read the same: changes meanwhile
+            // would reach one as watch events and the other in its list.
+            let relisted = Instant::now();
+            let want_lists = plan.kinds.len() * plan.pages() * 2;
+            while counters.values().any(|c| c.answered("LIST") < want_lists)
+                && relisted.elapsed() < SETTLE
+            {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            rt.block_on(settle(&mut beliefs, want(&truth), "after the compaction"));
+            eprintln!("cost: both relisted ({:.1?})", relisted.elapsed());
             continue;
         } else if s + 1 < slices {
             eprintln!("cost: cutting every connection");
