@@ -39,6 +39,12 @@
 //! `cargo bench -p lookout-e2e --bench k8s_churn`: N = 50, S = 40, R = 5.
 //! Without `--bench` (as `cargo test --benches` runs it): N = 2, S = 4, R = 1.
 //! Without `LOOKOUT_ENGINES=1`: prints "skipped: engines not configured".
+//!
+//! Before the churn, what watching costs the apiserver (`lookout_e2e::k8s_cost`),
+//! two plans: `Deployment`s (issue #15), then `Deployment`s, `DaemonSet`s and a
+//! custom resource (issue #35). `LOOKOUT_BENCH_COST=deployments|kinds` runs
+//! one of them; `LOOKOUT_BENCH_SKIP_COST=1` neither, `LOOKOUT_BENCH_ONLY_COST=1`
+//! no churn.
 
 use lookout_e2e::k8s_cost as cost;
 
@@ -325,17 +331,28 @@ fn main() {
     }
     if std::env::var_os("LOOKOUT_BENCH_SKIP_COST").is_none() {
         let kubeconfig = require();
-        let (lines, met) = cost::run(cost::Plan::new(full), &kubeconfig);
-        for line in &lines {
-            println!("{line}");
+        // LOOKOUT_BENCH_COST=deployments|kinds: only that plan.
+        let only = std::env::var("LOOKOUT_BENCH_COST").ok();
+        let plans = [
+            ("deployments", cost::Plan::new(full)),
+            ("kinds", cost::Plan::kinds(full)),
+        ];
+        for (name, plan) in plans {
+            if only.as_deref().is_some_and(|o| o != name) {
+                continue;
+            }
+            let (lines, met) = cost::run(plan, &kubeconfig);
+            for line in &lines {
+                println!("{line}");
+            }
+            eprintln!("cost ({name}): targets met: {met:?}");
+            // The LIST count is exact (per kind, pages × (1 + one per 410));
+            // bytes and RSS move with the machine: reported, not asserted.
+            assert!(
+                met.lists,
+                "lookout must LIST as often as the raw watchers: per kind, 1 + one per 410"
+            );
         }
-        eprintln!("cost: targets met: {met:?}");
-        // The LIST count is exact (pages × (1 + one per 410)); bytes and RSS
-        // move with the machine: reported, not asserted.
-        assert!(
-            met.lists,
-            "lookout must LIST as often as the raw watcher: 1 + one per 410"
-        );
     }
     if std::env::var_os("LOOKOUT_BENCH_ONLY_COST").is_some() {
         return;
