@@ -1,8 +1,9 @@
-//! The log on stderr: `RUST_LOG` chooses what is logged; without it, only
-//! what the Kubernetes provider warns of (a kind not served, an object it
-//! cannot read), which no status line tells. With `--json` each log line is
-//! a JSON object too (`{"log":"warn","target":…,"message":…}`), so that
-//! stderr stays one JSON value per line.
+//! The log on stderr: `RUST_LOG` chooses what is logged (tracing's text
+//! lines, as ever: a log asked for); without it, only what the Kubernetes
+//! provider warns of (a kind not served, an object it cannot read), which
+//! no status line tells, and with `--json` as JSON lines
+//! (`{"log":"warn","target":…,"message":…}`), so that stderr stays one JSON
+//! value per line.
 
 use std::fmt;
 use std::io;
@@ -14,11 +15,13 @@ use tracing_subscriber::registry::LookupSpan;
 
 /// Installs the log; `json`: the run prints JSON.
 pub fn init(json: bool) {
-    let filter = if std::env::var_os("RUST_LOG").is_some() {
+    let asked = std::env::var_os("RUST_LOG").is_some();
+    let filter = if asked {
         tracing_subscriber::EnvFilter::from_default_env()
     } else {
         tracing_subscriber::EnvFilter::new("lookout_k8s=warn")
     };
+    let json = json && !asked;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(!json && io::IsTerminal::is_terminal(&io::stderr()))

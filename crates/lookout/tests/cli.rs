@@ -179,7 +179,7 @@ fn bad_input_exits_2() {
         &["podman", "--host", "unix://"],
         &["docker", "--label", "novalue"],
         &["docker", "--label", "=v"],
-        &["k8s", "--kind", "pod"],
+        &["k8s", "--kind", "a/b/c/d"],
         &["docker", "--no-such-flag"],
         &["kubernetes"],
         &[],
