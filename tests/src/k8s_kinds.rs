@@ -110,7 +110,8 @@ impl Crd {
         }))
         .expect("a CRD");
         let crds: Api<CustomResourceDefinition> = Api::all(self.client.clone());
-        self.applied.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.applied
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         call("create CRD", crds.create(&PostParams::default(), &body)).await;
         // Served: its list answers (discovery lists it at the same moment).
         let deadline = tokio::time::Instant::now() + CALL;
@@ -135,8 +136,13 @@ impl Crd {
     /// When the apiserver refuses, or keeps it.
     pub async fn delete(&self) {
         let crds: Api<CustomResourceDefinition> = Api::all(self.client.clone());
-        self.applied.store(false, std::sync::atomic::Ordering::Relaxed);
-        call("delete CRD", crds.delete(&self.name(), &DeleteParams::default())).await;
+        self.applied
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+        call(
+            "delete CRD",
+            crds.delete(&self.name(), &DeleteParams::default()),
+        )
+        .await;
         let deadline = tokio::time::Instant::now() + CALL;
         while crds.get_opt(&self.name()).await.ok().flatten().is_some() {
             assert!(
@@ -283,8 +289,8 @@ impl Drop for Crd {
             };
             rt.block_on(async move {
                 let crds: Api<CustomResourceDefinition> = Api::all(client);
-                let _ = tokio::time::timeout(CALL, crds.delete(&name, &DeleteParams::default()))
-                    .await;
+                let _ =
+                    tokio::time::timeout(CALL, crds.delete(&name, &DeleteParams::default())).await;
             });
         });
         let _ = done.join();
@@ -293,7 +299,9 @@ impl Drop for Crd {
 
 impl std::fmt::Debug for Crd {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Crd").field("name", &self.name()).finish_non_exhaustive()
+        f.debug_struct("Crd")
+            .field("name", &self.name())
+            .finish_non_exhaustive()
     }
 }
 
@@ -305,7 +313,9 @@ pub struct DaemonSets {
 
 impl std::fmt::Debug for DaemonSets {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DaemonSets").field("ns", &self.ns).finish_non_exhaustive()
+        f.debug_struct("DaemonSets")
+            .field("ns", &self.ns)
+            .finish_non_exhaustive()
     }
 }
 
@@ -334,7 +344,11 @@ impl DaemonSets {
             },
         }))
         .expect("a DaemonSet");
-        call("create DaemonSet", self.api.create(&PostParams::default(), &body)).await;
+        call(
+            "create DaemonSet",
+            self.api.create(&PostParams::default(), &body),
+        )
+        .await;
     }
 
     /// Changes the pod template's image (a new generation).
@@ -372,7 +386,11 @@ impl DaemonSets {
     /// # Panics
     /// When the apiserver refuses.
     pub async fn delete(&self, name: &str) {
-        call("delete DaemonSet", self.api.delete(name, &DeleteParams::default())).await;
+        call(
+            "delete DaemonSet",
+            self.api.delete(name, &DeleteParams::default()),
+        )
+        .await;
     }
 
     /// It as the apiserver has it now, as JSON (with its apiVersion and kind).
@@ -380,8 +398,8 @@ impl DaemonSets {
     /// # Panics
     /// When the apiserver refuses.
     pub async fn get(&self, name: &str) -> Value {
-        let mut v = serde_json::to_value(call("get DaemonSet", self.api.get(name)).await)
-            .expect("JSON");
+        let mut v =
+            serde_json::to_value(call("get DaemonSet", self.api.get(name)).await).expect("JSON");
         v["apiVersion"] = json!("apps/v1");
         v["kind"] = json!("DaemonSet");
         v

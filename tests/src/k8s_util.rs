@@ -941,9 +941,16 @@ impl Requests {
             .collect();
         let path = uri.path();
         let last = path.rsplit('/').next().unwrap_or("");
-        let collection =
-            ["deployments", "statefulsets", "daemonsets", "clusters", "widgets", "configmaps", "namespaces"]
-                .contains(&last);
+        let collection = [
+            "deployments",
+            "statefulsets",
+            "daemonsets",
+            "clusters",
+            "widgets",
+            "configmaps",
+            "namespaces",
+        ]
+        .contains(&last);
         let watch = query.get("watch").is_some_and(|w| w == "true" || w == "1");
         let verb = match (req.method().as_str(), collection, watch) {
             ("GET", true, true) => "WATCH".to_owned(),

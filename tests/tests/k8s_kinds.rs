@@ -104,20 +104,40 @@ impl Stepper<'_> {
 /// The steps of `pg`'s conditions, as its controller would write them.
 async fn condition_steps(crd: &Crd, ns: &str, s: &mut Stepper<'_>, rec: &mut Recorder) {
     let cond = |t: &str, st: &str| json!({ "type": t, "status": st, "reason": "Test", "message": format!("{t} {st}") });
-    crd.status(ns, "pg", json!({ "observedGeneration": 1, "conditions": [cond("Reconciling", "True")] }))
-        .await;
+    crd.status(
+        ns,
+        "pg",
+        json!({ "observedGeneration": 1, "conditions": [cond("Reconciling", "True")] }),
+    )
+    .await;
     s.check(rec, "Reconciling=True").await;
-    crd.status(ns, "pg", json!({ "conditions": [cond("Reconciling", "False"), cond("Ready", "False")] }))
-        .await;
+    crd.status(
+        ns,
+        "pg",
+        json!({ "conditions": [cond("Reconciling", "False"), cond("Ready", "False")] }),
+    )
+    .await;
     s.check(rec, "Ready=False").await;
-    crd.status(ns, "pg", json!({ "readyInstances": 3, "conditions": [cond("Ready", "True")] }))
-        .await;
+    crd.status(
+        ns,
+        "pg",
+        json!({ "readyInstances": 3, "conditions": [cond("Ready", "True")] }),
+    )
+    .await;
     s.check(rec, "Ready=True").await;
-    crd.status(ns, "pg", json!({ "conditions": [cond("Ready", "Unknown")] }))
-        .await;
+    crd.status(
+        ns,
+        "pg",
+        json!({ "conditions": [cond("Ready", "Unknown")] }),
+    )
+    .await;
     s.check(rec, "Ready=Unknown").await;
-    crd.status(ns, "pg", json!({ "conditions": [cond("Ready", "False"), cond("Stalled", "True")] }))
-        .await;
+    crd.status(
+        ns,
+        "pg",
+        json!({ "conditions": [cond("Ready", "False"), cond("Stalled", "True")] }),
+    )
+    .await;
     s.check(rec, "Stalled=True").await;
     crd.status(ns, "pg", json!({ "conditions": [cond("Ready", "True"), cond("Stalled", "True"), cond("Reconciling", "True")] }))
         .await;
@@ -151,7 +171,8 @@ async fn k8s_custom_resource_with_scale_is_ready_exactly_when_kstatus_says_curre
         marker_up: false,
         table: Vec::new(),
     };
-    crd.create_object(&ns, "pg", json!({ "instances": 3 })).await;
+    crd.create_object(&ns, "pg", json!({ "instances": 3 }))
+        .await;
     rec.until("pg created", STEP, |r| r.of(&subject).len() >= 2)
         .await;
     // No status yet: kstatus takes a kind that states nothing as current.
@@ -160,7 +181,8 @@ async fn k8s_custom_resource_with_scale_is_ready_exactly_when_kstatus_says_curre
     // A new spec: generation 2, observed 1.
     crd.patch(&ns, "pg", json!({ "spec": { "instances": 5 } }))
         .await;
-    s.check(&mut rec, "spec changed, generation not observed").await;
+    s.check(&mut rec, "spec changed, generation not observed")
+        .await;
     crd.status(&ns, "pg", json!({ "observedGeneration": 2 }))
         .await;
     s.check(&mut rec, "generation observed").await;
@@ -175,8 +197,12 @@ async fn k8s_custom_resource_with_scale_is_ready_exactly_when_kstatus_says_curre
         .await;
     s.check(&mut rec, "scaled to 2, generation observed").await;
     // Being deleted (a finalizer holds it): Terminating, not ready.
-    crd.patch(&ns, "pg", json!({ "metadata": { "finalizers": ["lookout.dev/hold"] } }))
-        .await;
+    crd.patch(
+        &ns,
+        "pg",
+        json!({ "metadata": { "finalizers": ["lookout.dev/hold"] } }),
+    )
+    .await;
     crd.delete_object(&ns, "pg").await;
     s.check(&mut rec, "deletion pending (finalizer)").await;
     crd.patch(&ns, "pg", json!({ "metadata": { "finalizers": null } }))
@@ -189,7 +215,7 @@ async fn k8s_custom_resource_with_scale_is_ready_exactly_when_kstatus_says_curre
     assert_eq!(
         kinds_of(&rec, &subject),
         [
-            Created, Started, Ready, // no status: Current
+            Created, Started, Ready,   // no status: Current
             Unready, // Reconciling
             Ready,   // Ready=True
             Unready, // Unknown (Stalled, all three: no change)
@@ -214,17 +240,20 @@ async fn k8s_custom_resource_with_scale_is_ready_exactly_when_kstatus_says_curre
             _ => None,
         })
         .collect();
-    assert_eq!(details.last(), Some(&ResourceStatus::Terminating), "{details:?}");
-    assert!(details.contains(&ResourceStatus::InProgress), "{details:?}");
-    assert!(
-        s.table.len() >= 11,
-        "every step compared: {:?}",
-        s.table
+    assert_eq!(
+        details.last(),
+        Some(&ResourceStatus::Terminating),
+        "{details:?}"
     );
+    assert!(details.contains(&ResourceStatus::InProgress), "{details:?}");
+    assert!(s.table.len() >= 11, "every step compared: {:?}", s.table);
     assert_eq!(rec.disconnected(), 0, "{rec:?}");
     drop(rec);
     crd.delete().await;
-    eprintln!("[k8s kinds] custom resource with scale: {:.1?}", t.elapsed());
+    eprintln!(
+        "[k8s kinds] custom resource with scale: {:.1?}",
+        t.elapsed()
+    );
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -240,12 +269,20 @@ async fn k8s_custom_resource_without_scale_runs_while_it_exists() {
     crd.create_object(&ns, "w", json!({ "size": 0 })).await;
     rec.until("created", STEP, |r| r.of(&id).len() >= 3).await;
     // No status subresource: the status is written with the object.
-    crd.patch(&ns, "w", json!({ "status": { "conditions": [{ "type": "Ready", "status": "False" }] } }))
-        .await;
+    crd.patch(
+        &ns,
+        "w",
+        json!({ "status": { "conditions": [{ "type": "Ready", "status": "False" }] } }),
+    )
+    .await;
     rec.until("unready", STEP, |r| r.of(&id).len() >= 4).await;
     assert_eq!(kstatus(&crd.get(&ns, "w").await), "InProgress");
-    crd.patch(&ns, "w", json!({ "status": { "conditions": [{ "type": "Ready", "status": "True" }] } }))
-        .await;
+    crd.patch(
+        &ns,
+        "w",
+        json!({ "status": { "conditions": [{ "type": "Ready", "status": "True" }] } }),
+    )
+    .await;
     rec.until("ready", STEP, |r| r.of(&id).len() >= 5).await;
     assert_eq!(kstatus(&crd.get(&ns, "w").await), "Current");
     crd.delete_object(&ns, "w").await;
@@ -300,9 +337,14 @@ async fn k8s_daemonset_lifecycle_and_readiness_beside_kstatus() {
     // Observed, all available but one not ready: serving capacity is
     // there (lookout ready), kstatus waits for every pod's readiness.
     ds.status("agent", full(3, 3, 2, 2)).await;
-    rec.until("ready again", STEP, |r| r.of(&id).len() >= 5).await;
+    rec.until("ready again", STEP, |r| r.of(&id).len() >= 5)
+        .await;
     let k = kstatus(&ds.get("agent").await);
-    side_by_side("3 available, 2 ready (differs on purpose)", ready_now(&rec, &id), &k);
+    side_by_side(
+        "3 available, 2 ready (differs on purpose)",
+        ready_now(&rec, &id),
+        &k,
+    );
     assert_eq!((ready_now(&rec, &id), k.as_str()), (true, "InProgress"));
     // No node for it any more: stopped.
     ds.status("agent", full(0, 0, 0, 2)).await;
@@ -330,34 +372,51 @@ async fn k8s_custom_kind_resumes_after_a_cut_without_a_list() {
     let ns = fx.ns.clone();
     let crd = Crd::create(&kubeconfig, true).await;
     let ds = DaemonSets::new(&kubeconfig, &ns).await;
-    crd.create_object(&ns, "pg", json!({ "instances": 1 })).await;
+    crd.create_object(&ns, "pg", json!({ "instances": 1 }))
+        .await;
     ds.create("agent", "busybox").await;
     let (_, port) = apiserver(&kubeconfig);
     let relay = Relay::start(port);
     let relayed = kubeconfig_via(&kubeconfig, relay.port());
     let requests = Requests::default();
     let client = counting_client(relayed.path(), &requests).await;
-    let cfg = config(relayed.path(), &ns, vec![kind(&crd.gvk()), Kind::DaemonSet.into()]);
+    let cfg = config(
+        relayed.path(),
+        &ns,
+        vec![kind(&crd.gvk()), Kind::DaemonSet.into()],
+    );
     let mut rec = Recorder::with_client(cfg, &client);
     rec.until("first snapshot", STEP, |r| r.connected() >= 1)
         .await;
     let pg = format!("{}/{ns}/pg", crd.prefix());
     let agent = format!("daemonset/{ns}/agent");
     // One live change, so the cursor moves past the list.
-    crd.status(&ns, "pg", json!({ "conditions": [{ "type": "Ready", "status": "False" }] }))
+    crd.status(
+        &ns,
+        "pg",
+        json!({ "conditions": [{ "type": "Ready", "status": "False" }] }),
+    )
+    .await;
+    rec.until("pg unready", STEP, |r| !r.of(&pg).is_empty())
         .await;
-    rec.until("pg unready", STEP, |r| !r.of(&pg).is_empty()).await;
     let before = requests.all().len();
 
     relay.refuse(true);
     relay.cut();
     rec.until("disconnected", STEP, |r| r.disconnected() >= 1)
         .await;
-    crd.status(&ns, "pg", json!({ "conditions": [{ "type": "Ready", "status": "True" }] }))
-        .await;
+    crd.status(
+        &ns,
+        "pg",
+        json!({ "conditions": [{ "type": "Ready", "status": "True" }] }),
+    )
+    .await;
     crd.scale(&ns, "pg", 0).await;
-    ds.status("agent", json!({ "observedGeneration": 1, "desiredNumberScheduled": 1, "numberAvailable": 1 }))
-        .await;
+    ds.status(
+        "agent",
+        json!({ "observedGeneration": 1, "desiredNumberScheduled": 1, "numberAvailable": 1 }),
+    )
+    .await;
     relay.refuse(false);
     rec.until("the missed changes", Duration::from_secs(30), |r| {
         r.connected() >= 2 && r.of(&pg).len() >= 3 && r.of(&agent).len() >= 2
@@ -403,14 +462,19 @@ async fn k8s_crd_deleted_and_created_again_while_watched() {
     let crd = Crd::create(&kubeconfig, true).await;
     fx.create(Kind::Deployment, "web", 1, &[]).await;
     for name in ["c1", "c2"] {
-        crd.create_object(&ns, name, json!({ "instances": 1 })).await;
+        crd.create_object(&ns, name, json!({ "instances": 1 }))
+            .await;
     }
     let (_, port) = apiserver(&kubeconfig);
     let relay = Relay::start(port);
     let relayed = kubeconfig_via(&kubeconfig, relay.port());
     let requests = Requests::default();
     let client = counting_client(relayed.path(), &requests).await;
-    let cfg = config(relayed.path(), &ns, vec![Kind::Deployment.into(), kind(&crd.gvk())]);
+    let cfg = config(
+        relayed.path(),
+        &ns,
+        vec![Kind::Deployment.into(), kind(&crd.gvk())],
+    );
     let mut rec = Recorder::with_client(cfg, &client);
     rec.until("first snapshot", STEP, |r| r.connected() >= 1)
         .await;
@@ -448,7 +512,8 @@ async fn k8s_crd_deleted_and_created_again_while_watched() {
     );
     // Created again, with an object: watched again.
     crd.apply().await;
-    crd.create_object(&ns, "c3", json!({ "instances": 1 })).await;
+    crd.create_object(&ns, "c3", json!({ "instances": 1 }))
+        .await;
     rec.until("c3 told", STEP, |r| r.of(&c3).len() >= 3).await;
 
     // Deleted while lookout is cut off: c3 removed once, as a resync.
@@ -463,7 +528,8 @@ async fn k8s_crd_deleted_and_created_again_while_watched() {
     })
     .await;
     fx.scale(Kind::Deployment, "web", 1).await;
-    rec.until("web fence", STEP, |r| r.of(&web).len() >= 2).await;
+    rec.until("web fence", STEP, |r| r.of(&web).len() >= 2)
+        .await;
 
     assert_eq!(rec.of(&c1), [(Removed, Live)], "{rec:?}");
     assert_eq!(rec.of(&c2), [(Removed, Live)], "{rec:?}");

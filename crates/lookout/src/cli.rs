@@ -203,9 +203,9 @@ impl clap::builder::TypedValueParser for KindParser {
         arg: Option<&clap::Arg>,
         value: &std::ffi::OsStr,
     ) -> Result<Self::Value, clap::Error> {
-        let text = value.to_str().ok_or_else(|| {
-            clap::Error::new(clap::error::ErrorKind::InvalidUtf8).with_cmd(cmd)
-        })?;
+        let text = value
+            .to_str()
+            .ok_or_else(|| clap::Error::new(clap::error::ErrorKind::InvalidUtf8).with_cmd(cmd))?;
         lookout_k8s::KindRef::parse(text).map_err(|e| {
             let name = arg.map_or_else(|| "--kind".to_owned(), ToString::to_string);
             clap::Error::raw(

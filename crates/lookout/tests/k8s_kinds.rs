@@ -61,7 +61,10 @@ fn a_kind_the_cluster_does_not_serve_exits_2_naming_the_nearest() {
 fn next_of(lookout: &Process, id: &str) -> Value {
     let deadline = Instant::now() + WAIT;
     loop {
-        assert!(Instant::now() < deadline, "no event of {id} within {WAIT:?}");
+        assert!(
+            Instant::now() < deadline,
+            "no event of {id} within {WAIT:?}"
+        );
         let e = lookout.event();
         if e["instance"] == id {
             return e;

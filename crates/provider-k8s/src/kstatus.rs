@@ -128,22 +128,33 @@ mod tests {
         );
         let conds = |c: Value| json!({"status": {"observedGeneration": 1, "conditions": c}});
         assert_eq!(
-            of(Some(1), &conds(json!([{"type": "Ready", "status": "True"}]))),
+            of(
+                Some(1),
+                &conds(json!([{"type": "Ready", "status": "True"}]))
+            ),
             Current
         );
         assert_eq!(
-            of(Some(1), &conds(json!([{"type": "Ready", "status": "False"}]))),
+            of(
+                Some(1),
+                &conds(json!([{"type": "Ready", "status": "False"}]))
+            ),
             InProgress
         );
         assert_eq!(
-            of(Some(1), &conds(json!([{"type": "Ready", "status": "Unknown"}]))),
+            of(
+                Some(1),
+                &conds(json!([{"type": "Ready", "status": "Unknown"}]))
+            ),
             InProgress
         );
         // Another value is passed over; a later Ready decides.
         assert_eq!(
             of(
                 Some(1),
-                &conds(json!([{"type": "Ready", "status": "Maybe"}, {"type": "Ready", "status": "True"}]))
+                &conds(
+                    json!([{"type": "Ready", "status": "Maybe"}, {"type": "Ready", "status": "True"}])
+                )
             ),
             Current
         );
@@ -151,21 +162,27 @@ mod tests {
         assert_eq!(
             of(
                 Some(1),
-                &conds(json!([{"type": "Ready", "status": "True"}, {"type": "Reconciling", "status": "True"}]))
+                &conds(
+                    json!([{"type": "Ready", "status": "True"}, {"type": "Reconciling", "status": "True"}])
+                )
             ),
             InProgress
         );
         assert_eq!(
             of(
                 Some(1),
-                &conds(json!([{"type": "Stalled", "status": "True"}, {"type": "Reconciling", "status": "True"}]))
+                &conds(
+                    json!([{"type": "Stalled", "status": "True"}, {"type": "Reconciling", "status": "True"}])
+                )
             ),
             Failed
         );
         assert_eq!(
             of(
                 Some(1),
-                &conds(json!([{"type": "Reconciling", "status": "False"}, {"type": "Ready", "status": "True"}]))
+                &conds(
+                    json!([{"type": "Reconciling", "status": "False"}, {"type": "Ready", "status": "True"}])
+                )
             ),
             Current
         );

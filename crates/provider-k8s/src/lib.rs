@@ -454,8 +454,7 @@ pub async fn check(config: &K8sConfig) -> Result<(), CheckError> {
 
 /// [`check`] with a client the program makes (as [`K8sDial::with_client`]).
 pub async fn check_with_client(config: &K8sConfig, client: &Client) -> Result<(), CheckError> {
-    let dial = K8sDial::with_client(config, unreachable_client)
-        .map_err(CheckError::Config)?;
+    let dial = K8sDial::with_client(config, unreachable_client).map_err(CheckError::Config)?;
     check_kinds(&dial.settings, client).await
 }
 

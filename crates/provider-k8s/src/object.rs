@@ -17,8 +17,8 @@ use std::sync::Arc;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::{ApiResource, DynamicResourceScope, Resource};
 use lookout_core::{InstanceId, Labels, Listed, Readiness};
-use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::de::DeserializeOwned;
+use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
 use crate::kind::Kind;
@@ -314,7 +314,12 @@ impl Resource for Workload {
 /// (`DynamicObject`).
 pub(crate) trait Object:
     Resource<DynamicType = ApiResource, Scope = DynamicResourceScope>
-    + Clone + fmt::Debug + DeserializeOwned + Send + Sync + 'static
+    + Clone
+    + fmt::Debug
+    + DeserializeOwned
+    + Send
+    + Sync
+    + 'static
 {
     /// The object as the core sees it, with its readiness when
     /// `with_readiness`; `None` (logged) when it cannot be read.

@@ -5,10 +5,10 @@
 use std::sync::Arc;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
 use kube::api::Api;
 use kube::core::{ApiResource, GroupVersion};
 use kube::discovery::{ApiCapabilities, ApiGroup, Discovery, Scope};
-use kube::Client;
 
 use crate::error::{ConfigError, DialError};
 use crate::kind::{Kind, KindRef, Repr};
@@ -46,7 +46,9 @@ pub(crate) enum Rule {
 pub(crate) enum Resolution {
     Served(Served),
     /// Not served (now): the nearest names that are, for the message.
-    NotServed { nearest: Vec<String> },
+    NotServed {
+        nearest: Vec<String>,
+    },
 }
 
 /// kstatus's kinds with rules of their own (its `legacyTypes`) other than

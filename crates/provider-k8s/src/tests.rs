@@ -25,7 +25,9 @@ fn object(ns: Option<&str>, name: Option<&str>, spec: &serde_json::Value) -> obj
 #[test]
 fn replicas_decide_running() {
     let running = |spec: serde_json::Value| {
-        object::listed(Kind::Deployment, Kind::Deployment.as_str(),
+        object::listed(
+            Kind::Deployment,
+            Kind::Deployment.as_str(),
             object(Some("ns"), Some("web"), &spec),
             false,
         )
@@ -43,14 +45,37 @@ fn replicas_decide_running() {
 fn ids_name_kind_namespace_and_name() {
     let spec = serde_json::json!({ "replicas": 1 });
     let obj = object(Some("shop"), Some("db"), &spec);
-    let l = object::listed(Kind::StatefulSet, Kind::StatefulSet.as_str(), obj.clone(), false).expect("readable");
+    let l = object::listed(
+        Kind::StatefulSet,
+        Kind::StatefulSet.as_str(),
+        obj.clone(),
+        false,
+    )
+    .expect("readable");
     assert_eq!(l.id.as_str(), "statefulset/shop/db");
     assert_eq!(l.uid.as_deref(), Some("u-1"));
     assert_eq!(l.labels.get("app"), Some("web"));
-    let l = object::listed(Kind::Deployment, Kind::Deployment.as_str(), obj, false).expect("readable");
+    let l =
+        object::listed(Kind::Deployment, Kind::Deployment.as_str(), obj, false).expect("readable");
     assert_eq!(l.id.as_str(), "deployment/shop/db");
-    assert!(object::listed(Kind::Deployment, Kind::Deployment.as_str(), object(None, Some("db"), &spec), false).is_none());
-    assert!(object::listed(Kind::Deployment, Kind::Deployment.as_str(), object(Some("shop"), None, &spec), false).is_none());
+    assert!(
+        object::listed(
+            Kind::Deployment,
+            Kind::Deployment.as_str(),
+            object(None, Some("db"), &spec),
+            false
+        )
+        .is_none()
+    );
+    assert!(
+        object::listed(
+            Kind::Deployment,
+            Kind::Deployment.as_str(),
+            object(Some("shop"), None, &spec),
+            false
+        )
+        .is_none()
+    );
 }
 
 #[test]
@@ -263,7 +288,9 @@ fn readiness_of(
         _ => "DaemonSet",
     };
     let obj = workload(name, replicas, generation, status);
-    object::listed(kind, kind.as_str(), obj, true).expect("readable").readiness
+    object::listed(kind, kind.as_str(), obj, true)
+        .expect("readable")
+        .readiness
 }
 
 use lookout_core::Readiness;
@@ -324,11 +351,18 @@ fn an_unreadable_readiness_field_does_not_fail_the_object() {
                 Some(generation.clone()),
                 Some(status.clone()),
             );
-            let off = object::listed(Kind::Deployment, Kind::Deployment.as_str(), w.clone(), false).expect("readable");
+            let off = object::listed(
+                Kind::Deployment,
+                Kind::Deployment.as_str(),
+                w.clone(),
+                false,
+            )
+            .expect("readable");
             assert_eq!(off.readiness, None);
             assert!(off.running);
             // Unreadable counts as not ready.
-            let on = object::listed(Kind::Deployment, Kind::Deployment.as_str(), w, true).expect("readable");
+            let on = object::listed(Kind::Deployment, Kind::Deployment.as_str(), w, true)
+                .expect("readable");
             let r = on.readiness.expect("readiness on");
             assert!(!r.is_ready(), "{status} {generation}: {r:?}");
         }
@@ -341,7 +375,8 @@ fn an_unreadable_readiness_field_does_not_fail_the_object() {
     );
     assert_eq!(w.metadata.generation, object::Int::Unreadable);
     assert_eq!(
-        object::listed(Kind::Deployment, Kind::Deployment.as_str(), w, true).and_then(|l| l.readiness),
+        object::listed(Kind::Deployment, Kind::Deployment.as_str(), w, true)
+            .and_then(|l| l.readiness),
         Some(Readiness::replicas(1, 1, false))
     );
 }
@@ -545,9 +580,21 @@ fn kinds_parse_as_kubectl_names_them() {
     );
     assert_eq!(parse("v1/Pod").expect("a kind"), "v1/Pod");
     // A built-in name in another group is that group's kind.
-    assert_eq!(KindRef::parse("deployments.example.com").expect("a kind").builtin(), None);
-    assert_eq!(KindRef::parse("apps/v1beta2/Deployment").expect("a kind").builtin(), None);
-    for bad in ["", " ", "a b", "/v1/Pod", "a/b/c/d", "g//K", "g/v/", ".apps", "deploy."] {
+    assert_eq!(
+        KindRef::parse("deployments.example.com")
+            .expect("a kind")
+            .builtin(),
+        None
+    );
+    assert_eq!(
+        KindRef::parse("apps/v1beta2/Deployment")
+            .expect("a kind")
+            .builtin(),
+        None
+    );
+    for bad in [
+        "", " ", "a b", "/v1/Pod", "a/b/c/d", "g//K", "g/v/", ".apps", "deploy.",
+    ] {
         assert!(
             matches!(KindRef::parse(bad), Err(ConfigError::BadKind { .. })),
             "{bad:?}"
@@ -563,21 +610,33 @@ fn a_daemonset_runs_while_it_wants_pods_and_is_ready_when_all_are_available() {
         let obj = workload("DaemonSet", None, Some(json!(2)), Some(status));
         object::listed(Kind::DaemonSet, "daemonset", obj, true).expect("readable")
     };
-    let l = ds(json!({ "observedGeneration": 2, "desiredNumberScheduled": 3, "numberAvailable": 3 }));
+    let l =
+        ds(json!({ "observedGeneration": 2, "desiredNumberScheduled": 3, "numberAvailable": 3 }));
     assert_eq!(l.id.as_str(), "daemonset/shop/web");
     assert!(l.running);
     assert_eq!(l.readiness, Some(Readiness::replicas(3, 3, true)));
     assert!(l.readiness.is_some_and(|r| r.is_ready()));
-    let l = ds(json!({ "observedGeneration": 2, "desiredNumberScheduled": 3, "numberAvailable": 2 }));
+    let l =
+        ds(json!({ "observedGeneration": 2, "desiredNumberScheduled": 3, "numberAvailable": 2 }));
     assert!(l.readiness.is_some_and(|r| !r.is_ready()));
-    let l = ds(json!({ "observedGeneration": 1, "desiredNumberScheduled": 3, "numberAvailable": 3 }));
+    let l =
+        ds(json!({ "observedGeneration": 1, "desiredNumberScheduled": 3, "numberAvailable": 3 }));
     assert_eq!(l.readiness, Some(Readiness::replicas(3, 3, false)));
     // No node to run on (or no controller yet): not running.
     let l = ds(json!({ "observedGeneration": 2, "desiredNumberScheduled": 0 }));
     assert!(!l.running);
     let obj = workload("DaemonSet", None, Some(json!(1)), None);
-    assert!(!object::listed(Kind::DaemonSet, "daemonset", obj, false).expect("readable").running);
-    let obj = workload("DaemonSet", None, None, Some(json!({ "desiredNumberScheduled": "3" })));
+    assert!(
+        !object::listed(Kind::DaemonSet, "daemonset", obj, false)
+            .expect("readable")
+            .running
+    );
+    let obj = workload(
+        "DaemonSet",
+        None,
+        None,
+        Some(json!({ "desiredNumberScheduled": "3" })),
+    );
     assert!(object::listed(Kind::DaemonSet, "daemonset", obj, false).is_none());
 }
 
@@ -592,7 +651,9 @@ fn a_custom_resource_runs_by_its_scale_and_is_ready_by_kstatus() {
         resource: ApiResource::from_gvk(&gvk),
         rule,
     };
-    let scaled = served(Rule::Scaled(["spec".to_owned(), "instances".to_owned()].into()));
+    let scaled = served(Rule::Scaled(
+        ["spec".to_owned(), "instances".to_owned()].into(),
+    ));
     let obj = |spec: serde_json::Value, status: serde_json::Value| -> DynamicObject {
         serde_json::from_value(json!({
             "apiVersion": "demo.lookout.dev/v1",
@@ -604,7 +665,8 @@ fn a_custom_resource_runs_by_its_scale_and_is_ready_by_kstatus() {
         }))
         .expect("an object")
     };
-    let ready = json!({ "observedGeneration": 2, "conditions": [{ "type": "Ready", "status": "True" }] });
+    let ready =
+        json!({ "observedGeneration": 2, "conditions": [{ "type": "Ready", "status": "True" }] });
     let l = obj(json!({ "instances": 3 }), ready.clone())
         .listed(&scaled, true)
         .expect("readable");
@@ -621,16 +683,30 @@ fn a_custom_resource_runs_by_its_scale_and_is_ready_by_kstatus() {
     assert!(!l.running);
     assert_eq!(l.readiness, None);
     // Unset: one, as a workload's unset replicas.
-    assert!(obj(json!({}), ready.clone()).listed(&scaled, false).expect("readable").running);
-    assert!(obj(json!({ "instances": "3" }), ready.clone()).listed(&scaled, false).is_none());
+    assert!(
+        obj(json!({}), ready.clone())
+            .listed(&scaled, false)
+            .expect("readable")
+            .running
+    );
+    assert!(
+        obj(json!({ "instances": "3" }), ready.clone())
+            .listed(&scaled, false)
+            .is_none()
+    );
     // Without a scale: running while it exists.
     let plain = served(Rule::Exists);
-    let l = obj(json!({ "instances": 0 }), json!({ "observedGeneration": 1 }))
-        .listed(&plain, true)
-        .expect("readable");
+    let l = obj(
+        json!({ "instances": 0 }),
+        json!({ "observedGeneration": 1 }),
+    )
+    .listed(&plain, true)
+    .expect("readable");
     assert!(l.running);
     assert_eq!(
         l.readiness,
-        Some(Readiness::resource(lookout_core::ResourceStatus::InProgress))
+        Some(Readiness::resource(
+            lookout_core::ResourceStatus::InProgress
+        ))
     );
 }
