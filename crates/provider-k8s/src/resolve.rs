@@ -4,10 +4,9 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::Api;
-use kube::core::{ApiResource, GroupVersion};
+use kube::core::{ApiResource, DynamicObject, GroupVersion, GroupVersionKind};
 use kube::discovery::{ApiCapabilities, ApiGroup, Discovery, Scope};
 
 use crate::error::{ConfigError, DialError};
@@ -292,20 +291,25 @@ fn distance(a: &str, b: &str) -> usize {
 /// aggregated API's).
 async fn scale_path(client: &Client, resource: &ApiResource) -> kube::Result<Arc<[String]>> {
     let default = || Arc::from(["spec".to_owned(), "replicas".to_owned()]);
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    // Read as a `DynamicObject`: only `spec.versions[].subresources.scale`
+    // is wanted, not k8s-openapi's whole CRD schema types in the binary.
+    let crd_resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
+        "customresourcedefinitions",
+    );
+    let crds: Api<DynamicObject> = Api::all_with(client.clone(), &crd_resource);
     let name = format!("{}.{}", resource.plural, resource.group);
     let crd = match crds.get(&name).await {
         Ok(crd) => crd,
         Err(kube::Error::Api(s)) if s.code == 404 => return Ok(default()),
         Err(e) => return Err(e),
     };
-    let path = crd
-        .spec
-        .versions
-        .iter()
-        .find(|v| v.name == resource.version)
-        .and_then(|v| v.subresources.as_ref()?.scale.as_ref())
-        .map(|scale| scale.spec_replicas_path.clone());
+    let path = crd.data["spec"]["versions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|v| v["name"].as_str() == Some(resource.version.as_str()))
+        .and_then(|v| v["subresources"]["scale"]["specReplicasPath"].as_str());
     Ok(match path {
         Some(p) => p
             .split('.')
