@@ -35,6 +35,11 @@ pub async fn run(engine: Engine, serve: Option<serve::Prepared>) -> Result<(), E
         }
         Engine::Etcd(a) => {
             let (config, at) = etcd::config(&a)?;
+            // Nothing under the prefix at all is likely a prefix misspelt:
+            // said once, beside the watch (which waits for keys all the
+            // same). The binary may spawn; the library crates never do.
+            #[allow(clippy::disallowed_methods)]
+            let _check = tokio::spawn(etcd::warn_if_empty(config.clone(), a.common.json));
             mode::etcd(config, at, &a.common, serve).await
         }
     }

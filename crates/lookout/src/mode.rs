@@ -180,12 +180,10 @@ async fn serve_hubs(
             "serving on {addr}, which is not a loopback address, without --token-file: \
              anyone who can reach it can read every instance and its labels"
         );
-        let line = if common.json {
-            serde_json::json!({ "warning": warning }).to_string()
-        } else {
-            format!("lookout: warning: {warning}")
-        };
-        let _ = write_line(&mut io::stderr().lock(), &line);
+        let _ = write_line(
+            &mut io::stderr().lock(),
+            &output::warning_line(&warning, common.json),
+        );
     }
     // The stores behind /instances and /healthz are fresh while something
     // polls each hub, client or not. (The binary may spawn; the library

@@ -306,6 +306,16 @@ pub fn serving_line(addr: std::net::SocketAddr) -> String {
     .unwrap_or_default()
 }
 
+/// A warning on stderr: `{"warning":…}` with `--json`, else
+/// `lookout: warning: …`.
+pub fn warning_line(warning: &str, json: bool) -> String {
+    if json {
+        serde_json::json!({ "warning": warning }).to_string()
+    } else {
+        format!("lookout: warning: {warning}")
+    }
+}
+
 /// An error and its sources, `: `-separated, without repeating a source that
 /// the message already contains.
 pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {

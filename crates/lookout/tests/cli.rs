@@ -189,6 +189,25 @@ fn bad_input_exits_2() {
     }
 }
 
+/// A kubeconfig named and unreadable exits 2 at once, naming the file and
+/// why, as `kubectl --kubeconfig /no/such/file` fails at once (it was
+/// retried forever as if the cluster were down); so does one that is not
+/// a kubeconfig.
+#[test]
+fn unreadable_kubeconfig_exits_2() {
+    let missing = "/no/such/lookout-kubeconfig";
+    let stderr = common::usage_error(&["k8s", "--kubeconfig", missing]);
+    assert!(stderr.contains(missing), "{stderr}");
+    assert!(stderr.contains("No such file"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "one line, no retry: {stderr}");
+    let garbage = std::env::temp_dir().join(unique("kubeconfig"));
+    std::fs::write(&garbage, "{[ not yaml").expect("write");
+    let path = garbage.display().to_string();
+    let stderr = common::usage_error(&["k8s", "--kubeconfig", &path, "--json"]);
+    let _ = std::fs::remove_file(&garbage);
+    assert!(stderr.contains(&path), "{stderr}");
+}
+
 #[test]
 fn engine_down_at_start_then_up() {
     let _lock = require_docker();

@@ -186,6 +186,51 @@ fn source_filters_and_a_restarted_lookout_lists_the_present() {
     assert_eq!(brief(&p.event()), "h1 a started live");
 }
 
+/// `--prefix /P` names the keys `--publish etcd://HOST/P` writes (`P/…`),
+/// and a prefix that holds no key at all is said on stderr, once, while the
+/// watch goes on (a record written then is told).
+#[test]
+fn a_leading_slash_names_the_same_keys_and_an_empty_prefix_is_said() {
+    let _lock = require_etcd();
+    let prefix = unique("etcd", "slash");
+    let _cleanup = Cleanup(prefix.clone());
+    put(&prefix, "h1", "web", State::Running, "live", None);
+    let mut p = lookout(&format!("/{prefix}/"), &[]);
+    assert_eq!(p.connected()["instances"], 1, "`/{prefix}/` is `{prefix}`");
+    assert!(
+        !p.stderr_seen.iter().any(|l| l.contains("warning")),
+        "{:?}",
+        p.stderr_seen
+    );
+    drop(p);
+
+    let empty = unique("etcd", "empty");
+    let _cleanup_empty = Cleanup(empty.clone());
+    let mut p = lookout(&empty, &[]);
+    // Both, in either order (the count is asked beside the watch).
+    let (mut warning, mut connected) = (None, None);
+    while warning.is_none() || connected.is_none() {
+        let v = p.stderr("warning and connected", |v| {
+            v.get("warning").is_some() || v["status"] == "connected"
+        });
+        if v.get("warning").is_some() {
+            warning = Some(v);
+        } else {
+            connected = Some(v);
+        }
+    }
+    let (warning, connected) = (warning.unwrap_or_default(), connected.unwrap_or_default());
+    let said = warning["warning"].as_str().unwrap_or_default();
+    assert!(said.contains(&format!("`{empty}/`")), "{warning}");
+    assert!(
+        said.contains(&format!("etcd://HOST:PORT/{empty}")),
+        "{warning}"
+    );
+    assert_eq!(connected["instances"], 0);
+    put(&empty, "h1", "db", State::Stopped, "live", None);
+    assert_eq!(brief(&p.event()), "h1 db created live");
+}
+
 /// A key's mod revision (0: none).
 fn mod_revision(key: &str) -> i64 {
     key_revisions(key).0

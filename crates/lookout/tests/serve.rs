@@ -1703,6 +1703,14 @@ fn page_in_chromium_follows_a_container_and_reconnects() {
     docker(&["start", &x]);
     page.wait_for(&row_state(&x), within, is("running"))
         .unwrap_or_else(|e| panic!("started: {e}"));
+    // The header counts what the table holds now, not what the engine
+    // held when the page connected (none).
+    page.wait_for(
+        "document.getElementById('engine').textContent",
+        within,
+        is("— engine connected, 1 instance"),
+    )
+    .unwrap_or_else(|e| panic!("the header's count is current: {e}"));
     let labels = page
         .eval(&format!(
             "document.querySelector('#instances tbody tr[data-instance=\"{x}\"]').cells[4].textContent"

@@ -12,7 +12,28 @@ use std::sync::{Mutex, PoisonError};
 use kube::Client;
 use kube::config::KubeConfigOptions;
 
+use crate::K8sConfig;
 use crate::error::{ConfigError, DialError};
+
+/// Reads the explicit kubeconfig of `config` ([`K8sConfig::kubeconfig`])
+/// as every dial does, without contacting the cluster: a
+/// [`DialError::Kubeconfig`] when it cannot be read or parsed, `Ok` when it
+/// can or none is given (an inferred one is each dial's to find). For a
+/// program that treats a kubeconfig it was told to use and cannot read as
+/// a usage error at start, as `kubectl --kubeconfig` does and `lookout k8s`
+/// does (exit 2); the watch itself keeps retrying, for a file that may yet
+/// appear (a secret not mounted yet).
+pub fn check_kubeconfig(config: &K8sConfig) -> Result<(), DialError> {
+    match config.get_kubeconfig() {
+        Some(path) => kube::config::Kubeconfig::read_from(path)
+            .map(drop)
+            .map_err(|source| DialError::Kubeconfig {
+                path: path.to_owned(),
+                source,
+            }),
+        None => Ok(()),
+    }
+}
 
 /// The last client and the fingerprint of the configuration it was built
 /// from. Only a hash is kept: no credential is stored twice, and none is

@@ -304,6 +304,7 @@ use settings::Settings;
 
 // What a user of this crate alone names (lookout-core is a public
 // dependency: these are its types, re-exported).
+pub use client::check_kubeconfig;
 pub use config::{InitialList, K8sConfig};
 pub use cursor::K8sCursor;
 pub use error::{CheckError, ConfigError, DialError};

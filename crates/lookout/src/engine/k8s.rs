@@ -47,6 +47,10 @@ pub async fn sources(a: &K8sArgs) -> Result<Sources<K8sDial>, Exit> {
         }
         c
     };
+    // A kubeconfig named and unreadable is a usage error, as with kubectl
+    // (a cluster that is down is waited for).
+    lookout_k8s::check_kubeconfig(&config(None))
+        .map_err(|e| Exit::usage("invalid configuration", &e))?;
     if kinds.iter().any(|k| k.builtin().is_none()) {
         let contexts: Vec<Option<&String>> = if a.contexts.is_empty() {
             vec![None]
