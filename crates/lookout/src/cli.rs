@@ -120,9 +120,10 @@ pub struct Common {
     #[arg(long, value_name = "N", default_value_t = 1024, hide = true,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub serve_queue: u32,
-    /// With --serve: the most client connections open at once (more wait in
-    /// the listen backlog). lookout raises its open-files limit to the hard
-    /// limit at start; each client holds one file descriptor.
+    /// With --serve: the most client connections open at once (beyond, a
+    /// newcomer takes the oldest idle connection's place, else gets 503).
+    /// lookout raises its open-files limit to the hard limit at start; each
+    /// client holds one file descriptor.
     #[arg(long, value_name = "N", requires = "serve",
           default_value_t = serve::MAX_CONNECTIONS as u32,
           value_parser = clap::value_parser!(u32).range(1..))]

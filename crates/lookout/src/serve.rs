@@ -20,7 +20,9 @@
 //! reads again). A client that goes away drops its body, hence its
 //! subscription.
 
+mod admission;
 mod auth;
+mod busy;
 mod events;
 mod frames;
 mod health;
@@ -32,6 +34,7 @@ mod response;
 mod routes;
 mod state;
 
+use std::convert::Infallible;
 use std::net::{SocketAddr, TcpListener as StdTcpListener};
 use std::path::Path;
 use std::sync::Arc;
@@ -46,6 +49,8 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use self::admission::{Admission, Admitted};
+use self::busy::{BusyService, full};
 pub use self::metrics::Metrics;
 
 /// How long a client may take to send a request's head (slowloris).
@@ -54,9 +59,13 @@ const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 const MAX_HEAD_BYTES: usize = 16 * 1024;
 /// The most header fields a request may have.
 const MAX_HEADERS: usize = 64;
-/// The most connections open at once by default (`--max-connections`);
-/// more wait in the listen backlog.
+/// The most connections open at once by default (`--max-connections`).
+/// Beyond, a newcomer takes the slot of the oldest idle connection (no
+/// request in flight), else is answered `503` ([`admission`]).
 pub const MAX_CONNECTIONS: usize = 4096;
+/// The most connections being answered `503` at once (every slot busy);
+/// beyond, a newcomer is closed at once.
+const MAX_REFUSING: usize = 64;
 /// File descriptors kept for other than client connections (the engine
 /// connection, stdio, the runtime's own, a kubeconfig read).
 const RESERVED_FDS: u64 = 64;
@@ -244,21 +253,18 @@ async fn accept_loop(
     shutdown: CancellationToken,
     tracker: TaskTracker,
 ) {
-    let permits = Arc::new(Semaphore::new(max_connections));
+    let admission = Admission::new(max_connections);
+    let refusing = Arc::new(Semaphore::new(MAX_REFUSING));
     let mut http = http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(HEADER_READ_TIMEOUT)
         .max_buf_size(MAX_HEAD_BYTES)
         .max_headers(MAX_HEADERS)
         .keep_alive(true);
+    let mut refuse_http = http.clone();
+    refuse_http.keep_alive(false);
+    let service = TowerToHyperService::new(router);
     loop {
-        let permit = tokio::select! {
-            () = shutdown.cancelled() => break,
-            permit = Arc::clone(&permits).acquire_owned() => match permit {
-                Ok(p) => p,
-                Err(_) => break,
-            },
-        };
         let (stream, peer) = tokio::select! {
             () = shutdown.cancelled() => break,
             accepted = listener.accept() => match accepted {
@@ -271,38 +277,98 @@ async fn accept_loop(
                 }
             },
         };
-        // Events are small and latency matters more than segment count.
-        let _ = stream.set_nodelay(true);
-        let socket = socket2::SockRef::from(&stream);
-        if let Err(e) = socket.set_send_buffer_size(SEND_BUFFER) {
-            tracing::debug!(%peer, "cannot bound the send buffer: {e}");
+        configure(&stream, peer);
+        let (ticket, shed) = match admission.admit() {
+            Admitted::Slot { ticket, shed } => (ticket, shed),
+            Admitted::Full => {
+                // Every slot is busy: a 503 on a connection of its own,
+                // while at most MAX_REFUSING are being told (beyond,
+                // closed at once). Never left waiting in the backlog.
+                ::metrics::counter!("lookout_serve_connections_refused_total").increment(1);
+                let Ok(permit) = Arc::clone(&refusing).try_acquire_owned() else {
+                    drop(stream);
+                    continue;
+                };
+                let conn = refuse_http.serve_connection(
+                    TokioIo::new(stream),
+                    hyper::service::service_fn(|_| async { Ok::<_, Infallible>(full()) }),
+                );
+                tracker.spawn(finish(conn, shutdown.clone(), None, peer, permit));
+                continue;
+            }
+        };
+        if shed > 0 {
+            ::metrics::counter!("lookout_serve_connections_shed_total").increment(shed);
         }
-        let keepalive = socket2::TcpKeepalive::new()
-            .with_time(TCP_KEEPALIVE_IDLE)
-            .with_interval(TCP_KEEPALIVE_INTERVAL);
-        if let Err(e) = socket.set_tcp_keepalive(&keepalive) {
-            tracing::debug!(%peer, "cannot turn TCP keep-alive on: {e}");
-        }
-        let service = TowerToHyperService::new(router.clone());
+        ::metrics::gauge!("lookout_serve_connections").set(admission.open() as f64);
+        let shed = ticket.shed().clone();
+        let service = BusyService {
+            inner: service.clone(),
+            ticket: Arc::new(ticket),
+        };
         let conn = http.serve_connection(TokioIo::new(stream), service);
+        let admission = Arc::clone(&admission);
         let shutdown = shutdown.clone();
         // The binary may spawn (one task per connection); the library crates never do.
         tracker.spawn(async move {
-            let _permit = permit;
-            let mut conn = std::pin::pin!(conn);
-            let result = tokio::select! {
-                r = conn.as_mut() => r,
-                () = shutdown.cancelled() => {
-                    // Open `/events` bodies end on the same token; idle
-                    // keep-alive connections close now.
-                    conn.as_mut().graceful_shutdown();
-                    conn.await
-                }
-            };
-            if let Err(e) = result {
-                tracing::debug!(%peer, "connection ended: {e}");
-            }
+            finish(conn, shutdown, Some(shed), peer, ()).await;
+            ::metrics::gauge!("lookout_serve_connections").set(admission.open() as f64);
         });
     }
     tracing::debug!("no longer accepting connections");
+}
+
+/// The socket options of each client connection.
+fn configure(stream: &tokio::net::TcpStream, peer: SocketAddr) {
+    // Events are small and latency matters more than segment count.
+    let _ = stream.set_nodelay(true);
+    let socket = socket2::SockRef::from(stream);
+    if let Err(e) = socket.set_send_buffer_size(SEND_BUFFER) {
+        tracing::debug!(%peer, "cannot bound the send buffer: {e}");
+    }
+    let keepalive = socket2::TcpKeepalive::new()
+        .with_time(TCP_KEEPALIVE_IDLE)
+        .with_interval(TCP_KEEPALIVE_INTERVAL);
+    if let Err(e) = socket.set_tcp_keepalive(&keepalive) {
+        tracing::debug!(%peer, "cannot turn TCP keep-alive on: {e}");
+    }
+}
+
+/// Drives one connection to its end: at shutdown, gracefully (open
+/// `/events` bodies end on the same token; idle keep-alive connections
+/// close now); when `shed`, at once. `held` (a slot or a permit) is given
+/// back when it ends.
+async fn finish<I, S, H>(
+    conn: http1::Connection<I, S>,
+    shutdown: CancellationToken,
+    shed: Option<CancellationToken>,
+    peer: SocketAddr,
+    held: H,
+) where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin,
+    S: hyper::service::HttpService<hyper::body::Incoming, ResBody = axum::body::Body>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let _held = held;
+    let mut conn = std::pin::pin!(conn);
+    let shed = async {
+        match shed {
+            Some(token) => token.cancelled().await,
+            None => std::future::pending().await,
+        }
+    };
+    let result = tokio::select! {
+        r = conn.as_mut() => r,
+        () = shed => {
+            tracing::debug!(%peer, "idle connection shed for a new one");
+            return;
+        }
+        () = shutdown.cancelled() => {
+            conn.as_mut().graceful_shutdown();
+            conn.await
+        }
+    };
+    if let Err(e) = result {
+        tracing::debug!(%peer, "connection ended: {e}");
+    }
 }

@@ -7,15 +7,34 @@ use axum::response::{IntoResponse, Response};
 use super::labels::LabelFilter;
 use super::response::error;
 
+/// One name or value: `+` is a space, `%XX` a byte; the bytes must be
+/// UTF-8 (form_urlencoded's decoder would put U+FFFD in their place, and a
+/// filter that cannot match anything would be answered as if it could).
+fn decode(raw: &str) -> Result<String, BadQuery> {
+    let spaced = raw.replace('+', " ");
+    percent_encoding::percent_decode_str(&spaced)
+        .decode_utf8()
+        .map(std::borrow::Cow::into_owned)
+        .map_err(|_| bad_request(format!("`{raw}` is not UTF-8 once decoded")))
+}
+
 /// A query string's parameters, each checked against what the path takes.
 pub struct Query(Vec<(String, String)>);
 
 impl Query {
-    /// Parses `query`; a parameter not in `allowed` is an error (400).
+    /// Parses `query` (`application/x-www-form-urlencoded`); a parameter
+    /// not in `allowed`, or one whose name or value is not UTF-8 once
+    /// decoded, is an error (400).
     pub fn parse(query: Option<&str>, allowed: &[&str]) -> Result<Self, BadQuery> {
-        let pairs: Vec<(String, String)> = form_urlencoded::parse(query.unwrap_or("").as_bytes())
-            .map(|(k, v)| (k.into_owned(), v.into_owned()))
-            .collect();
+        let pairs = query
+            .unwrap_or("")
+            .split('&')
+            .filter(|p| !p.is_empty())
+            .map(|p| {
+                let (k, v) = p.split_once('=').unwrap_or((p, ""));
+                Ok((decode(k)?, decode(v)?))
+            })
+            .collect::<Result<Vec<_>, BadQuery>>()?;
         if let Some((k, _)) = pairs.iter().find(|(k, _)| !allowed.contains(&k.as_str())) {
             return Err(bad_request(format!(
                 "unknown query parameter `{k}` (this path takes: {})",
@@ -85,5 +104,31 @@ pub fn bad_request(message: impl Into<String>) -> BadQuery {
 impl IntoResponse for BadQuery {
     fn into_response(self) -> Response {
         error(StatusCode::BAD_REQUEST, self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decoded_as_forms_are_and_strictly_utf8() {
+        let q = Query::parse(
+            Some("label=a%3Db+c&label=k=v&&initial"),
+            &["label", "initial"],
+        )
+        .expect("valid");
+        assert_eq!(q.all("label"), ["a=b c", "k=v"]);
+        assert_eq!(q.one("initial").expect("once"), Some(""));
+        let q = Query::parse(Some("label=%C3%A9=%E2%9C%93"), &["label"]).expect("valid");
+        assert_eq!(q.all("label"), ["é=✓"]);
+        for bad in ["label=%ff%fe=x", "label=k=%C3", "%80=v"] {
+            let e = Query::parse(Some(bad), &["label"]).err();
+            assert!(
+                e.as_ref().is_some_and(|e| e.0.contains("not UTF-8")),
+                "{bad}: {e:?}"
+            );
+        }
+        assert!(Query::parse(Some("nope=1"), &["label"]).is_err());
     }
 }
