@@ -63,6 +63,8 @@ const MAX_HEADERS: usize = 64;
 /// Beyond, a newcomer takes the slot of the oldest idle connection (no
 /// request in flight), else is answered `503` ([`admission`]).
 pub const MAX_CONNECTIONS: usize = 4096;
+/// The listen backlog asked for (the kernel caps it at `somaxconn`).
+const LISTEN_BACKLOG: i32 = 4096;
 /// The most connections being answered `503` at once (every slot busy);
 /// beyond, a newcomer is closed at once.
 const MAX_REFUSING: usize = 64;
@@ -135,8 +137,13 @@ impl Prepared {
         }
         let listener =
             StdTcpListener::bind(addr).map_err(|source| SetupError::Bind { addr, source })?;
-        let bound = listener
-            .local_addr()
+        // A listen backlog as deep as the kernel allows (`somaxconn`, 4096
+        // by default; std asks for 128): a burst of connections waits
+        // there, not in SYN retransmits of a second and more, while the
+        // accept loop takes them (it never waits for a slot).
+        let bound = socket2::SockRef::from(&listener)
+            .listen(LISTEN_BACKLOG)
+            .and_then(|()| listener.local_addr())
             .and_then(|a| listener.set_nonblocking(true).map(|()| a))
             .map_err(|source| SetupError::Bind { addr, source })?;
         let metrics = Metrics::install().map_err(SetupError::Metrics)?;
