@@ -307,7 +307,7 @@ async fn accept_loop(
         if shed > 0 {
             ::metrics::counter!("lookout_serve_connections_shed_total").increment(shed);
         }
-        ::metrics::gauge!("lookout_serve_connections").set(admission.open() as f64);
+        report_open(&admission);
         let shed = ticket.shed().clone();
         let service = BusyService {
             inner: service.clone(),
@@ -319,10 +319,16 @@ async fn accept_loop(
         // The binary may spawn (one task per connection); the library crates never do.
         tracker.spawn(async move {
             finish(conn, shutdown, Some(shed), peer, ()).await;
-            ::metrics::gauge!("lookout_serve_connections").set(admission.open() as f64);
+            report_open(&admission);
         });
     }
     tracing::debug!("no longer accepting connections");
+}
+
+/// `lookout_serve_connections`: the slots open now.
+fn report_open(admission: &Admission) {
+    let open = u32::try_from(admission.open()).unwrap_or(u32::MAX);
+    ::metrics::gauge!("lookout_serve_connections").set(open);
 }
 
 /// The socket options of each client connection.

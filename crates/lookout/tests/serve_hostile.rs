@@ -18,6 +18,7 @@
 // Test code reads the child's pipes on threads; only library crates may not spawn.
 #![allow(clippy::disallowed_methods)]
 
+use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
@@ -251,6 +252,145 @@ fn idle_flood(addr: SocketAddr) -> String {
     format!("200 in {} ms", took.as_millis())
 }
 
+fn slowloris(addr: SocketAddr) -> String {
+    let start = Instant::now();
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_millis(500)))
+        .expect("timeout");
+    let head = b"GET /healthz HTTP/1.1\r\nHost: lookout\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    let mut closed = None;
+    for b in head {
+        if s.write_all(&[*b]).is_err() {
+            closed = Some(start.elapsed());
+            break;
+        }
+        let mut buf = [0u8; 64];
+        match s.read(&mut buf) {
+            Ok(0) => {
+                closed = Some(start.elapsed());
+                break;
+            }
+            Ok(n) => panic!("an answer to half a head: {:?}", &buf[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => {
+                closed = Some(start.elapsed());
+                break;
+            }
+        }
+    }
+    let closed = closed.unwrap_or_else(|| panic!("still open after {:?}", start.elapsed()));
+    assert!(
+        (Duration::from_secs(9)..Duration::from_secs(14)).contains(&closed),
+        "closed after {closed:?}"
+    );
+    format!("closed, no answer, after {:.1} s", closed.as_secs_f64())
+}
+
+fn big_header(addr: SocketAddr) -> String {
+    let mut raw = b"GET /healthz HTTP/1.1\r\nHost: lookout\r\nX-Big: ".to_vec();
+    raw.resize(raw.len() + (1 << 20), b'a');
+    raw.extend_from_slice(b"\r\n\r\n");
+    let (got, closed) = exchange(addr, &raw, Duration::from_secs(5));
+    assert_eq!(statuses(&got), [431], "{}", String::from_utf8_lossy(&got));
+    assert!(closed.is_some(), "closed after the refusal");
+    "431, closed".to_owned()
+}
+
+fn many_headers(addr: SocketAddr) -> String {
+    let many = (0..100).fold(String::new(), |mut h, i| {
+        let _ = write!(h, "X-H{i}: v\r\n");
+        h
+    });
+    let (got, _) = exchange(addr, &get("/healthz", &many), Duration::from_secs(5));
+    assert_eq!(statuses(&got), [431]);
+    "431".to_owned()
+}
+
+fn smuggling(addr: SocketAddr) -> String {
+    let raw = b"GET /healthz HTTP/1.1\r\nHost: lookout\r\nContent-Length: 4\r\n\
+                    Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n\
+                    GET /metrics HTTP/1.1\r\nHost: lookout\r\n\r\n";
+    let (got, closed) = exchange(addr, raw, Duration::from_secs(5));
+    let text = String::from_utf8_lossy(&got);
+    assert_eq!(statuses(&got), [200], "one answer: {text}");
+    assert!(
+        !text.contains("# TYPE"),
+        "the smuggled request answered: {text}"
+    );
+    assert!(closed.is_some(), "closed after it");
+    "one answer (200), closed: the request after it never read".to_owned()
+}
+
+fn two_lengths(addr: SocketAddr) -> String {
+    let raw = b"GET /healthz HTTP/1.1\r\nHost: lookout\r\nContent-Length: 1\r\n\
+                    Content-Length: 2\r\n\r\nab";
+    let (got, _) = exchange(addr, raw, Duration::from_secs(5));
+    assert_eq!(statuses(&got), [400]);
+    "400".to_owned()
+}
+
+fn label_flood(addr: SocketAddr) -> String {
+    let q: Vec<String> = (0..10_000).map(|i| format!("label=k{i}=v")).collect();
+    let (got, _) = exchange(
+        addr,
+        &get(&format!("/instances?{}", q.join("&")), ""),
+        Duration::from_secs(5),
+    );
+    assert_eq!(statuses(&got), [431]);
+    // As many as a head holds (16 KiB): answered.
+    let q: Vec<String> = (0..1000).map(|i| format!("label=k{i}=v")).collect();
+    let (got, _) = exchange(
+        addr,
+        &get(&format!("/instances?{}", q.join("&")), ""),
+        Duration::from_secs(5),
+    );
+    assert_eq!(statuses(&got), [200]);
+    "431 (the head's 16 KiB); 1 000 filters: 200".to_owned()
+}
+
+fn not_utf8(addr: SocketAddr) -> String {
+    let (got, _) = exchange(
+        addr,
+        &get("/instances?label=%ff%fe=%c3", ""),
+        Duration::from_secs(5),
+    );
+    let text = String::from_utf8_lossy(&got);
+    assert_eq!(statuses(&got), [400], "{text}");
+    assert!(text.contains("not UTF-8"), "{text}");
+    "400 (not UTF-8)".to_owned()
+}
+
+fn foreign_id(addr: SocketAddr) -> String {
+    let (got, _) = exchange(
+        addr,
+        &get(
+            "/events",
+            "Accept: text/event-stream\r\nLast-Event-ID: zzz-99999999999999999999999\r\n",
+        ),
+        Duration::from_secs(2),
+    );
+    let text = String::from_utf8_lossy(&got);
+    assert_eq!(statuses(&got), [200], "{text}");
+    let lagged = text.find("\"status\":\"lagged\"");
+    let connected = text.find("\"status\":\"connected\"");
+    assert!(
+        lagged.is_some() && lagged < connected,
+        "a resync (lagged, the present, connected): {text}"
+    );
+    // A control character in it: the head is refused.
+    let (got, _) = exchange(
+        addr,
+        &get("/events", "Last-Event-ID: 1\u{7f}2\r\n"),
+        Duration::from_secs(2),
+    );
+    assert_eq!(statuses(&got), [400]);
+    "200: lagged, then the present (a resync, never a gap); with a DEL: 400".to_owned()
+}
+
 #[test]
 fn hostile_clients_are_answered_and_cost_nothing_after() {
     raise_open_files();
@@ -263,60 +403,11 @@ fn hostile_clients_are_answered_and_cost_nothing_after() {
     };
     let start_rss = lookout.rss_kib();
 
-    m.case("slowloris: a head byte every 500 ms", |addr| {
-        let start = Instant::now();
-        let mut s = TcpStream::connect(addr).expect("connect");
-        s.set_read_timeout(Some(Duration::from_millis(500)))
-            .expect("timeout");
-        let head = b"GET /healthz HTTP/1.1\r\nHost: lookout\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
-        let mut closed = None;
-        for b in head {
-            if s.write_all(&[*b]).is_err() {
-                closed = Some(start.elapsed());
-                break;
-            }
-            let mut buf = [0u8; 64];
-            match s.read(&mut buf) {
-                Ok(0) => {
-                    closed = Some(start.elapsed());
-                    break;
-                }
-                Ok(n) => panic!("an answer to half a head: {:?}", &buf[..n]),
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) => {}
-                Err(_) => {
-                    closed = Some(start.elapsed());
-                    break;
-                }
-            }
-        }
-        let closed = closed.unwrap_or_else(|| panic!("still open after {:?}", start.elapsed()));
-        assert!(
-            (Duration::from_secs(9)..Duration::from_secs(14)).contains(&closed),
-            "closed after {closed:?}"
-        );
-        format!("closed, no answer, after {:.1} s", closed.as_secs_f64())
-    });
+    m.case("slowloris: a head byte every 500 ms", slowloris);
 
-    m.case("a 1 MiB header", |addr| {
-        let mut raw = b"GET /healthz HTTP/1.1\r\nHost: lookout\r\nX-Big: ".to_vec();
-        raw.resize(raw.len() + (1 << 20), b'a');
-        raw.extend_from_slice(b"\r\n\r\n");
-        let (got, closed) = exchange(addr, &raw, Duration::from_secs(5));
-        assert_eq!(statuses(&got), [431], "{}", String::from_utf8_lossy(&got));
-        assert!(closed.is_some(), "closed after the refusal");
-        "431, closed".to_owned()
-    });
+    m.case("a 1 MiB header", big_header);
 
-    m.case("100 header fields", |addr| {
-        let many: String = (0..100).map(|i| format!("X-H{i}: v\r\n")).collect();
-        let (got, _) = exchange(addr, &get("/healthz", &many), Duration::from_secs(5));
-        assert_eq!(statuses(&got), [431]);
-        "431".to_owned()
-    });
+    m.case("100 header fields", many_headers);
 
     // Memory the allocator keeps after a flood is reused by the next: a
     // bound (what 4096 connections held at once may cost), not a growth.
@@ -336,87 +427,16 @@ fn hostile_clients_are_answered_and_cost_nothing_after() {
 
     m.case(
         "Content-Length with Transfer-Encoding (smuggling)",
-        |addr| {
-            let raw = b"GET /healthz HTTP/1.1\r\nHost: lookout\r\nContent-Length: 4\r\n\
-                    Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n\
-                    GET /metrics HTTP/1.1\r\nHost: lookout\r\n\r\n";
-            let (got, closed) = exchange(addr, raw, Duration::from_secs(5));
-            let text = String::from_utf8_lossy(&got);
-            assert_eq!(statuses(&got), [200], "one answer: {text}");
-            assert!(
-                !text.contains("# TYPE"),
-                "the smuggled request answered: {text}"
-            );
-            assert!(closed.is_some(), "closed after it");
-            "one answer (200), closed: the request after it never read".to_owned()
-        },
+        smuggling,
     );
 
-    m.case("two Content-Lengths", |addr| {
-        let raw = b"GET /healthz HTTP/1.1\r\nHost: lookout\r\nContent-Length: 1\r\n\
-                    Content-Length: 2\r\n\r\nab";
-        let (got, _) = exchange(addr, raw, Duration::from_secs(5));
-        assert_eq!(statuses(&got), [400]);
-        "400".to_owned()
-    });
+    m.case("two Content-Lengths", two_lengths);
 
-    m.case("?label= 10 000 filters", |addr| {
-        let q: Vec<String> = (0..10_000).map(|i| format!("label=k{i}=v")).collect();
-        let (got, _) = exchange(
-            addr,
-            &get(&format!("/instances?{}", q.join("&")), ""),
-            Duration::from_secs(5),
-        );
-        assert_eq!(statuses(&got), [431]);
-        // As many as a head holds (16 KiB): answered.
-        let q: Vec<String> = (0..1000).map(|i| format!("label=k{i}=v")).collect();
-        let (got, _) = exchange(
-            addr,
-            &get(&format!("/instances?{}", q.join("&")), ""),
-            Duration::from_secs(5),
-        );
-        assert_eq!(statuses(&got), [200]);
-        "431 (the head's 16 KiB); 1 000 filters: 200".to_owned()
-    });
+    m.case("?label= 10 000 filters", label_flood);
 
-    m.case("a query that is not UTF-8", |addr| {
-        let (got, _) = exchange(
-            addr,
-            &get("/instances?label=%ff%fe=%c3", ""),
-            Duration::from_secs(5),
-        );
-        let text = String::from_utf8_lossy(&got);
-        assert_eq!(statuses(&got), [400], "{text}");
-        assert!(text.contains("not UTF-8"), "{text}");
-        "400 (not UTF-8)".to_owned()
-    });
+    m.case("a query that is not UTF-8", not_utf8);
 
-    m.case("a Last-Event-ID of no process", |addr| {
-        let (got, _) = exchange(
-            addr,
-            &get(
-                "/events",
-                "Accept: text/event-stream\r\nLast-Event-ID: zzz-99999999999999999999999\r\n",
-            ),
-            Duration::from_secs(2),
-        );
-        let text = String::from_utf8_lossy(&got);
-        assert_eq!(statuses(&got), [200], "{text}");
-        let lagged = text.find("\"status\":\"lagged\"");
-        let connected = text.find("\"status\":\"connected\"");
-        assert!(
-            lagged.is_some() && lagged < connected,
-            "a resync (lagged, the present, connected): {text}"
-        );
-        // A control character in it: the head is refused.
-        let (got, _) = exchange(
-            addr,
-            &get("/events", "Last-Event-ID: 1\u{7f}2\r\n"),
-            Duration::from_secs(2),
-        );
-        assert_eq!(statuses(&got), [400]);
-        "200: lagged, then the present (a resync, never a gap); with a DEL: 400".to_owned()
-    });
+    m.case("a Last-Event-ID of no process", foreign_id);
     m.print();
     let end_rss = lookout.rss_kib();
     println!("RSS: {start_rss} KiB at start, {end_rss} KiB at the end");

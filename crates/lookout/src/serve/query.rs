@@ -8,7 +8,7 @@ use super::labels::LabelFilter;
 use super::response::error;
 
 /// One name or value: `+` is a space, `%XX` a byte; the bytes must be
-/// UTF-8 (form_urlencoded's decoder would put U+FFFD in their place, and a
+/// UTF-8 (`form_urlencoded`'s decoder would put U+FFFD in their place, and a
 /// filter that cannot match anything would be answered as if it could).
 fn decode(raw: &str) -> Result<String, BadQuery> {
     let spaced = raw.replace('+', " ");
