@@ -313,16 +313,39 @@ async fn accept_loop(
             inner: service.clone(),
             ticket: Arc::new(ticket),
         };
-        let conn = http.serve_connection(TokioIo::new(stream), service);
         let admission = Arc::clone(&admission);
         let shutdown = shutdown.clone();
+        let http = http.clone();
         // The binary may spawn (one task per connection); the library crates never do.
         tracker.spawn(async move {
-            finish(conn, shutdown, Some(shed), peer, ()).await;
+            if first_byte(&stream, &shed, &shutdown).await {
+                let conn = http.serve_connection(TokioIo::new(stream), service);
+                finish(conn, shutdown, Some(shed), peer, ()).await;
+            }
             report_open(&admission);
         });
     }
     tracing::debug!("no longer accepting connections");
+}
+
+/// Waits for a new connection's first byte (without reading it), at most
+/// [`HEADER_READ_TIMEOUT`]: hyper's buffers (16 KiB) are made only then, so
+/// a connection that says nothing costs its socket and its task (~2 KiB).
+/// False when it is to close instead: silent that long, shed, shut down,
+/// or closed by the client.
+async fn first_byte(
+    stream: &tokio::net::TcpStream,
+    shed: &CancellationToken,
+    shutdown: &CancellationToken,
+) -> bool {
+    let mut byte = [0u8; 1];
+    tokio::select! {
+        peeked = tokio::time::timeout(HEADER_READ_TIMEOUT, stream.peek(&mut byte)) => {
+            matches!(peeked, Ok(Ok(n)) if n > 0)
+        }
+        () = shed.cancelled() => false,
+        () = shutdown.cancelled() => false,
+    }
 }
 
 /// `lookout_serve_connections`: the slots open now.
