@@ -10,7 +10,8 @@
 //! [`metrics`] (the Prometheus recorder). The handlers: [`events`] (the
 //! `/events` body: one subscription per client, NDJSON or SSE),
 //! [`instances`], [`health`]; [`routes`] (the router, the page,
-//! `/metrics`) and [`auth`] (the bearer token) around them. This file
+//! `/metrics`) and [`auth`] (the bearer token) around them; [`tls`]
+//! (HTTPS, client certificates, the files reloaded) under them. This file
 //! binds, accepts, bounds each connection and shuts down.
 //!
 //! A slow client costs the others nothing: each `/events` response body *is*
@@ -31,6 +32,7 @@ mod query;
 mod response;
 mod routes;
 mod state;
+mod tls;
 
 use std::net::{SocketAddr, TcpListener as StdTcpListener};
 use std::path::Path;
@@ -47,8 +49,10 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use self::metrics::Metrics;
+pub use self::tls::TlsFiles;
 
-/// How long a client may take to send a request's head (slowloris).
+/// How long a client may take to send a request's head (slowloris), and,
+/// over TLS, to complete its handshake before that.
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// The most a request's head may take, in bytes (hyper's read buffer).
 const MAX_HEAD_BYTES: usize = 16 * 1024;
@@ -87,31 +91,37 @@ pub enum SetupError {
     },
     #[error(transparent)]
     Token(#[from] auth::TokenError),
+    #[error(transparent)]
+    Tls(#[from] tls::LoadError),
     #[error("cannot install the metrics recorder")]
     Metrics(#[source] ::metrics::SetRecorderError<metrics_exporter_prometheus::PrometheusRecorder>),
 }
 
 /// What `--serve` sets up before the watch is made: the listening socket,
-/// the token, the metrics recorder (installed before the hub registers its
-/// metrics).
+/// the token, the TLS configuration, the metrics recorder (installed before
+/// the hub registers its metrics).
 #[derive(Debug)]
 pub struct Prepared {
     listener: StdTcpListener,
     addr: SocketAddr,
     token: Option<auth::Token>,
+    tls: Option<tls::Loaded>,
     metrics: Metrics,
     max_connections: usize,
 }
 
 impl Prepared {
-    /// Binds `addr`, reads the token, installs the metrics recorder and
-    /// raises the open-files limit to what `max_connections` clients need.
+    /// Binds `addr`, reads the token and the TLS files, installs the
+    /// metrics recorder and raises the open-files limit to what
+    /// `max_connections` clients need.
     pub fn new(
         addr: SocketAddr,
         token_file: Option<&Path>,
+        tls_files: Option<TlsFiles>,
         max_connections: usize,
     ) -> Result<Self, SetupError> {
         let token = token_file.map(auth::Token::read).transpose()?;
+        let tls = tls_files.map(tls::Loaded::read).transpose()?;
         let files = raise_open_files();
         let wanted = u64::try_from(max_connections)
             .unwrap_or(u64::MAX)
@@ -135,6 +145,7 @@ impl Prepared {
             listener,
             addr: bound,
             token,
+            tls,
             metrics,
             max_connections: max_connections.max(1),
         })
@@ -148,6 +159,13 @@ impl Prepared {
     /// Whether requests need a token.
     pub fn has_token(&self) -> bool {
         self.token.is_some()
+    }
+
+    /// Whether clients need a certificate (`--serve-client-ca`).
+    pub fn requires_client_cert(&self) -> bool {
+        self.tls
+            .as_ref()
+            .is_some_and(tls::Loaded::requires_client_cert)
     }
 }
 
@@ -171,6 +189,7 @@ impl Server {
         queue: usize,
     ) -> std::io::Result<Self> {
         let listener = TcpListener::from_std(prepared.listener)?;
+        let tls = prepared.tls.map(tls::Reloader::new).transpose()?;
         let shutdown = CancellationToken::new();
         let tracker = TaskTracker::new();
         let epoch = frames::Frames::epoch();
@@ -196,6 +215,7 @@ impl Server {
             listener,
             prepared.max_connections,
             router,
+            tls,
             shutdown.clone(),
             tracker.clone(),
         ));
@@ -237,10 +257,13 @@ fn raise_open_files() -> u64 {
     limit.current.unwrap_or(u64::MAX)
 }
 
+/// Accepts until shutdown; with `tls`, also looks at the TLS files between
+/// accepts (a change, SIGHUP).
 async fn accept_loop(
     listener: TcpListener,
     max_connections: usize,
     router: axum::Router,
+    mut tls: Option<tls::Reloader>,
     shutdown: CancellationToken,
     tracker: TaskTracker,
 ) {
@@ -251,6 +274,7 @@ async fn accept_loop(
         .max_buf_size(MAX_HEAD_BYTES)
         .max_headers(MAX_HEADERS)
         .keep_alive(true);
+    let http = Arc::new(http);
     loop {
         let permit = tokio::select! {
             () = shutdown.cancelled() => break,
@@ -261,6 +285,13 @@ async fn accept_loop(
         };
         let (stream, peer) = tokio::select! {
             () = shutdown.cancelled() => break,
+            trigger = tls::due(&mut tls) => {
+                // Reloaded or not, accept again (the permit is taken anew).
+                if let Some(t) = tls.as_mut() {
+                    t.check(trigger);
+                }
+                continue;
+            }
             accepted = listener.accept() => match accepted {
                 Ok(a) => a,
                 Err(e) => {
@@ -284,11 +315,21 @@ async fn accept_loop(
             tracing::debug!(%peer, "cannot turn TCP keep-alive on: {e}");
         }
         let service = TowerToHyperService::new(router.clone());
-        let conn = http.serve_connection(TokioIo::new(stream), service);
+        // The configuration in use now; a reload after this is for later connections.
+        let acceptor = tls.as_ref().map(tls::Reloader::acceptor);
+        let http = Arc::clone(&http);
         let shutdown = shutdown.clone();
         // The binary may spawn (one task per connection); the library crates never do.
         tracker.spawn(async move {
             let _permit = permit;
+            // The TLS handshake here, not in the accept loop: a client that
+            // stalls in it delays no other.
+            let io = tokio::select! {
+                io = tls::Io::open(stream, acceptor, HEADER_READ_TIMEOUT, peer) => io,
+                () = shutdown.cancelled() => None,
+            };
+            let Some(io) = io else { return };
+            let conn = http.serve_connection(TokioIo::new(io), service);
             let mut conn = std::pin::pin!(conn);
             let result = tokio::select! {
                 r = conn.as_mut() => r,
