@@ -32,13 +32,21 @@ impl Browser {
     /// Starts Chromium on `about:blank` with the `DevTools` protocol on a
     /// loopback port of its choosing.
     pub fn start() -> Result<Self, String> {
+        Self::start_with(&[])
+    }
+
+    /// As [`Browser::start`], with Chromium's command-line switches `extra`
+    /// (e.g. `--ignore-certificate-errors-spki-list=…`, to trust one test
+    /// certificate's key).
+    pub fn start_with(extra: &[&str]) -> Result<Self, String> {
         static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let profile =
             std::env::temp_dir().join(format!("lookout-chromium-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&profile);
         let mut cmd = engines::chromium_command(&profile)?;
-        cmd.args(["--remote-debugging-port=0", "about:blank"])
+        cmd.args(extra)
+            .args(["--remote-debugging-port=0", "about:blank"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());

@@ -128,6 +128,32 @@ pub struct Common {
           default_value_t = serve::MAX_CONNECTIONS as u32,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub max_connections: u32,
+    /// With --serve: serve HTTPS (TLS 1.2 and 1.3) with this PEM
+    /// certificate chain, the server's own first, and the key of
+    /// --serve-key. Both are read again when either file changes (looked at
+    /// every second) and on SIGHUP; a pair that does not load then keeps
+    /// the one in use (a warning says why).
+    #[arg(long, value_name = "PATH", requires = "serve", requires = "serve_key")]
+    pub serve_cert: Option<PathBuf>,
+    /// With --serve-cert: its private key (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, value_name = "PATH", requires = "serve", requires = "serve_cert")]
+    pub serve_key: Option<PathBuf>,
+    /// With --serve-cert: require a client certificate signed by a CA of
+    /// this PEM file (mutual TLS; --token-file still applies on top). Read
+    /// again with the certificate.
+    #[arg(long, value_name = "PATH", requires = "serve_cert")]
+    pub serve_client_ca: Option<PathBuf>,
+}
+
+impl Common {
+    /// The TLS files of `--serve-cert`, `--serve-key`, `--serve-client-ca`.
+    pub fn tls_files(&self) -> Option<serve::TlsFiles> {
+        Some(serve::TlsFiles {
+            cert: self.serve_cert.clone()?,
+            key: self.serve_key.clone()?,
+            client_ca: self.serve_client_ca.clone(),
+        })
+    }
 }
 
 #[derive(Debug, Args)]

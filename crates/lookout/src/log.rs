@@ -1,7 +1,8 @@
 //! The log on stderr: `RUST_LOG` chooses what is logged (tracing's text
 //! lines, as ever: a log asked for); without it, only what the Kubernetes
-//! provider warns of (a kind not served, an object it cannot read), which
-//! no status line tells, and with `--json` as JSON lines
+//! provider warns of (a kind not served, an object it cannot read) and
+//! whether `--serve`'s TLS files were reloaded, which no status line tells,
+//! and with `--json` as JSON lines
 //! (`{"log":"warn","target":…,"message":…}`), so that stderr stays one JSON
 //! value per line.
 
@@ -13,13 +14,17 @@ use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
 use tracing_subscriber::registry::LookupSpan;
 
+/// What is logged without `RUST_LOG`: what the Kubernetes provider warns
+/// of, and the TLS files reloaded or not (`--serve-cert`).
+const DEFAULT: &str = "lookout_k8s=warn,lookout::serve::tls=info";
+
 /// Installs the log; `json`: the run prints JSON.
 pub fn init(json: bool) {
     let asked = std::env::var_os("RUST_LOG").is_some();
     let filter = if asked {
         tracing_subscriber::EnvFilter::from_default_env()
     } else {
-        tracing_subscriber::EnvFilter::new("lookout_k8s=warn")
+        tracing_subscriber::EnvFilter::new(DEFAULT)
     };
     let json = json && !asked;
     let builder = tracing_subscriber::fmt()

@@ -56,7 +56,7 @@ fn main() -> ExitCode {
 
 /// Sets up `--serve` and the runtime, and runs.
 fn start(engine: Engine) -> Result<(), Exit> {
-    // Bound, token read and metrics recorder installed before the watch
+    // Bound, token and TLS files read, metrics recorder installed before the watch
     // (the hub registers its metrics when it is made).
     let common = engine.common();
     let serve = common
@@ -65,6 +65,7 @@ fn start(engine: Engine) -> Result<(), Exit> {
             serve::Prepared::new(
                 addr,
                 common.token_file.as_deref(),
+                common.tls_files(),
                 common.max_connections as usize,
             )
         })

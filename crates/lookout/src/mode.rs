@@ -163,7 +163,8 @@ async fn serve_hubs(
     prepared: serve::Prepared,
 ) -> Result<(), Exit> {
     let addr = prepared.addr();
-    let warn_open = !addr.ip().is_loopback() && !prepared.has_token();
+    let warn_open =
+        !addr.ip().is_loopback() && !prepared.has_token() && !prepared.requires_client_cert();
     let queue = common.serve_queue as usize;
     let server = serve::Server::start(
         prepared,

@@ -10,7 +10,8 @@
 //! [`metrics`] (the Prometheus recorder). The handlers: [`events`] (the
 //! `/events` body: one subscription per client, NDJSON or SSE),
 //! [`instances`], [`health`]; [`routes`] (the router, the page,
-//! `/metrics`) and [`auth`] (the bearer token) around them. This file
+//! `/metrics`) and [`auth`] (the bearer token) around them; [`tls`]
+//! (HTTPS, client certificates, the files reloaded) under them. This file
 //! binds, accepts, bounds each connection and shuts down.
 //!
 //! A slow client costs the others nothing: each `/events` response body *is*
@@ -33,6 +34,7 @@ mod query;
 mod response;
 mod routes;
 mod state;
+mod tls;
 
 use std::convert::Infallible;
 use std::net::{SocketAddr, TcpListener as StdTcpListener};
@@ -52,8 +54,10 @@ use tokio_util::task::TaskTracker;
 use self::admission::{Admission, Admitted};
 use self::busy::{BusyService, full};
 pub use self::metrics::Metrics;
+pub use self::tls::TlsFiles;
 
-/// How long a client may take to send a request's head (slowloris).
+/// How long a client may take to send a request's head (slowloris), and,
+/// over TLS, to complete its handshake before that.
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// The most a request's head may take, in bytes (hyper's read buffer).
 const MAX_HEAD_BYTES: usize = 16 * 1024;
@@ -98,31 +102,37 @@ pub enum SetupError {
     },
     #[error(transparent)]
     Token(#[from] auth::TokenError),
+    #[error(transparent)]
+    Tls(#[from] tls::LoadError),
     #[error("cannot install the metrics recorder")]
     Metrics(#[source] ::metrics::SetRecorderError<metrics_exporter_prometheus::PrometheusRecorder>),
 }
 
 /// What `--serve` sets up before the watch is made: the listening socket,
-/// the token, the metrics recorder (installed before the hub registers its
-/// metrics).
+/// the token, the TLS configuration, the metrics recorder (installed before
+/// the hub registers its metrics).
 #[derive(Debug)]
 pub struct Prepared {
     listener: StdTcpListener,
     addr: SocketAddr,
     token: Option<auth::Token>,
+    tls: Option<tls::Loaded>,
     metrics: Metrics,
     max_connections: usize,
 }
 
 impl Prepared {
-    /// Binds `addr`, reads the token, installs the metrics recorder and
-    /// raises the open-files limit to what `max_connections` clients need.
+    /// Binds `addr`, reads the token and the TLS files, installs the
+    /// metrics recorder and raises the open-files limit to what
+    /// `max_connections` clients need.
     pub fn new(
         addr: SocketAddr,
         token_file: Option<&Path>,
+        tls_files: Option<TlsFiles>,
         max_connections: usize,
     ) -> Result<Self, SetupError> {
         let token = token_file.map(auth::Token::read).transpose()?;
+        let tls = tls_files.map(tls::Loaded::read).transpose()?;
         let files = raise_open_files();
         let wanted = u64::try_from(max_connections)
             .unwrap_or(u64::MAX)
@@ -151,6 +161,7 @@ impl Prepared {
             listener,
             addr: bound,
             token,
+            tls,
             metrics,
             max_connections: max_connections.max(1),
         })
@@ -164,6 +175,13 @@ impl Prepared {
     /// Whether requests need a token.
     pub fn has_token(&self) -> bool {
         self.token.is_some()
+    }
+
+    /// Whether clients need a certificate (`--serve-client-ca`).
+    pub fn requires_client_cert(&self) -> bool {
+        self.tls
+            .as_ref()
+            .is_some_and(tls::Loaded::requires_client_cert)
     }
 }
 
@@ -187,6 +205,7 @@ impl Server {
         queue: usize,
     ) -> std::io::Result<Self> {
         let listener = TcpListener::from_std(prepared.listener)?;
+        let tls = prepared.tls.map(tls::Reloader::new).transpose()?;
         let shutdown = CancellationToken::new();
         let tracker = TaskTracker::new();
         let epoch = frames::Frames::epoch();
@@ -212,6 +231,7 @@ impl Server {
             listener,
             prepared.max_connections,
             router,
+            tls,
             shutdown.clone(),
             tracker.clone(),
         ));
@@ -253,10 +273,13 @@ fn raise_open_files() -> u64 {
     limit.current.unwrap_or(u64::MAX)
 }
 
+/// Accepts until shutdown; with `tls`, also looks at the TLS files between
+/// accepts (a change, SIGHUP).
 async fn accept_loop(
     listener: TcpListener,
     max_connections: usize,
     router: axum::Router,
+    mut tls: Option<tls::Reloader>,
     shutdown: CancellationToken,
     tracker: TaskTracker,
 ) {
@@ -270,10 +293,18 @@ async fn accept_loop(
         .keep_alive(true);
     let mut refuse_http = http.clone();
     refuse_http.keep_alive(false);
+    let (http, refuse_http) = (Arc::new(http), Arc::new(refuse_http));
     let service = TowerToHyperService::new(router);
     loop {
         let (stream, peer) = tokio::select! {
             () = shutdown.cancelled() => break,
+            trigger = tls::due(&mut tls) => {
+                // Reloaded or not, accept again.
+                if let Some(t) = tls.as_mut() {
+                    t.check(trigger);
+                }
+                continue;
+            }
             accepted = listener.accept() => match accepted {
                 Ok(a) => a,
                 Err(e) => {
@@ -285,6 +316,13 @@ async fn accept_loop(
             },
         };
         configure(&stream, peer);
+        // The first byte and the TLS handshake within the head timeout of
+        // the accept; then hyper gives the head its own.
+        let deadline = tokio::time::Instant::now() + HEADER_READ_TIMEOUT;
+        // The TLS configuration in use now; a reload after this is for
+        // later connections.
+        let acceptor = tls.as_ref().map(tls::Reloader::acceptor);
+        let shutdown = shutdown.clone();
         let (ticket, shed) = match admission.admit() {
             Admitted::Slot { ticket, shed } => (ticket, shed),
             Admitted::Full => {
@@ -296,11 +334,19 @@ async fn accept_loop(
                     drop(stream);
                     continue;
                 };
-                let conn = refuse_http.serve_connection(
-                    TokioIo::new(stream),
-                    hyper::service::service_fn(|_| async { Ok::<_, Infallible>(full()) }),
-                );
-                tracker.spawn(finish(conn, shutdown.clone(), None, peer, permit));
+                let http = Arc::clone(&refuse_http);
+                // The binary may spawn (one task per connection); the library crates never do.
+                tracker.spawn(async move {
+                    let quiet = CancellationToken::new();
+                    let Some(io) = open(stream, acceptor, deadline, &quiet, &shutdown, peer).await
+                    else {
+                        return;
+                    };
+                    let refuse =
+                        hyper::service::service_fn(|_| async { Ok::<_, Infallible>(full()) });
+                    let conn = http.serve_connection(TokioIo::new(io), refuse);
+                    finish(conn, shutdown, None, peer, permit).await;
+                });
                 continue;
             }
         };
@@ -314,12 +360,10 @@ async fn accept_loop(
             ticket: Arc::new(ticket),
         };
         let admission = Arc::clone(&admission);
-        let shutdown = shutdown.clone();
-        let http = http.clone();
-        // The binary may spawn (one task per connection); the library crates never do.
+        let http = Arc::clone(&http);
         tracker.spawn(async move {
-            if first_byte(&stream, &shed, &shutdown).await {
-                let conn = http.serve_connection(TokioIo::new(stream), service);
+            if let Some(io) = open(stream, acceptor, deadline, &shed, &shutdown, peer).await {
+                let conn = http.serve_connection(TokioIo::new(io), service);
                 finish(conn, shutdown, Some(shed), peer, ()).await;
             }
             report_open(&admission);
@@ -328,23 +372,38 @@ async fn accept_loop(
     tracing::debug!("no longer accepting connections");
 }
 
-/// Waits for a new connection's first byte (without reading it), at most
-/// [`HEADER_READ_TIMEOUT`]: hyper's buffers (16 KiB) are made only then, so
-/// a connection that says nothing costs its socket and its task (~2 KiB).
-/// False when it is to close instead: silent that long, shed, shut down,
-/// or closed by the client.
-async fn first_byte(
-    stream: &tokio::net::TcpStream,
+/// A new connection, ready for hyper: its first byte waited for (without
+/// reading it), then, with `acceptor`, its TLS handshake, both by
+/// `deadline`. hyper's buffers (16 KiB) and a TLS session are made only
+/// once the client speaks, so a connection that says nothing costs its
+/// socket and its task (~2 KiB). `None` when it is to close instead: silent
+/// until the deadline, closed by the client, its handshake failed, shed or
+/// shut down.
+async fn open(
+    stream: tokio::net::TcpStream,
+    acceptor: Option<tls::Acceptor>,
+    deadline: tokio::time::Instant,
     shed: &CancellationToken,
     shutdown: &CancellationToken,
-) -> bool {
-    let mut byte = [0u8; 1];
-    tokio::select! {
-        peeked = tokio::time::timeout(HEADER_READ_TIMEOUT, stream.peek(&mut byte)) => {
-            matches!(peeked, Ok(Ok(n)) if n > 0)
+    peer: SocketAddr,
+) -> Option<tls::Io> {
+    let opened = async {
+        // (The TLS acceptor waits for it itself, and counts a silence as a
+        // handshake refused for its timeout.)
+        if acceptor.is_none() {
+            let mut byte = [0u8; 1];
+            match tokio::time::timeout_at(deadline, stream.peek(&mut byte)).await {
+                Ok(Ok(n)) if n > 0 => {}
+                _ => return None,
+            }
         }
-        () = shed.cancelled() => false,
-        () = shutdown.cancelled() => false,
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        tls::Io::open(stream, acceptor, left, peer).await
+    };
+    tokio::select! {
+        io = opened => io,
+        () = shed.cancelled() => None,
+        () = shutdown.cancelled() => None,
     }
 }
 

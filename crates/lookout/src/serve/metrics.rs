@@ -7,7 +7,8 @@
 //! `lookout_k8s_instances{kind="KIND"}` and `lookout_k8s_instances_ready`,
 //! per kind (an instance id's first segment: `deployment`,
 //! `cluster.postgresql.cnpg.io`), counted at scrape time; a kind once seen
-//! stays, at 0 when it has no instance (its CRD deleted, say).
+//! stays, at 0 when it has no instance (its CRD deleted, say). With
+//! `--serve-cert`, the `lookout_serve_tls_*` series of [`super::tls`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -161,7 +162,36 @@ fn describe() {
         "lookout k8s: instances ready now, by kind (0 without --readiness)"
     );
     describe_gauge!(
+        "lookout_serve_connections",
+        "--serve: client connections open now (at most --max-connections)"
+    );
+    describe_counter!(
+        "lookout_serve_connections_shed_total",
+        "--serve: idle connections closed to admit a newcomer at --max-connections"
+    );
+    describe_counter!(
+        "lookout_serve_connections_refused_total",
+        "--serve: connections refused (503) because every connection was answering a request"
+    );
+    describe_gauge!(
         "lookout_last_event_age_seconds",
         "Seconds since the last instance event reached lookout"
+    );
+    describe_counter!(
+        super::tls::RELOADS,
+        "--serve-cert: times the TLS files were reloaded (a change, SIGHUP)"
+    );
+    describe_counter!(
+        super::tls::RELOAD_FAILURES,
+        "--serve-cert: reloads that failed, the certificate in use kept"
+    );
+    describe_gauge!(
+        super::tls::NOT_AFTER,
+        "--serve-cert: when the certificate in use expires (notAfter), in seconds since the epoch"
+    );
+    describe_counter!(
+        super::tls::REFUSED,
+        "--serve-cert: TLS handshakes that did not complete, by reason: timeout, not_tls, \
+         no_client_cert, bad_client_cert, client_alert, protocol, other"
     );
 }
