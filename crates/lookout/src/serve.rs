@@ -398,7 +398,7 @@ async fn open(
             }
         }
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-        tls::Io::open(stream, acceptor, left, peer).await
+        tls::open(stream, acceptor, left, peer).await
     };
     tokio::select! {
         io = opened => io,

@@ -90,42 +90,8 @@ impl Lookout {
     }
 
     fn spawn(label: &str, host: &str, addr: &str, extra: &[&str]) -> Self {
-        let mut args = vec![
-            "docker", "--json", "--host", host, "--label", label, "--serve", addr,
-        ];
-        args.extend_from_slice(extra);
-        let mut me = Self {
-            process: Process::spawn(&args, &[]),
-            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-        };
-        let serving = me.stderr("serving", |v| v["status"] == "serving");
-        me.addr = serving["addr"]
-            .as_str()
-            .and_then(|a| a.parse::<SocketAddr>().ok())
-            .unwrap_or_else(|| panic!("no address in {serving}"));
-        if me.addr.ip().is_unspecified() {
-            // Served on every address: reach it on loopback.
-            me.addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
-        }
-        assert_ne!(me.addr.port(), 0, "port 0 is reported as the real port");
-        me.stderr("connected", |v| v["status"] == "connected");
-        me
-    }
-
-    /// Open file descriptors of the process.
-    fn fds(&self) -> usize {
-        std::fs::read_dir(format!("/proc/{}/fd", self.pid())).map_or(0, Iterator::count)
-    }
-
-    /// Resident memory of the process, in KiB.
-    fn rss_kib(&self) -> u64 {
-        let status =
-            std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .unwrap_or(0)
+        let (process, addr) = common::serve_docker(label, host, addr, extra);
+        Self { process, addr }
     }
 }
 

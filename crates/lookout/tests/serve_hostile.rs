@@ -43,39 +43,17 @@ struct Lookout {
 
 impl Lookout {
     fn start(label: &str, extra: &[&str]) -> Self {
-        let host = engines::docker_host();
-        let mut args = vec![
-            "docker",
-            "--json",
-            "--host",
-            host.as_str(),
-            "--label",
-            label,
-            "--serve",
-            "127.0.0.1:0",
-        ];
-        args.extend_from_slice(extra);
-        let mut process = Process::spawn(&args, &[]);
-        let serving = process.stderr("serving", |v| v["status"] == "serving");
-        let addr = serving["addr"]
-            .as_str()
-            .and_then(|a| a.parse().ok())
-            .unwrap_or_else(|| panic!("no address in {serving}"));
-        process.stderr("connected", |v| v["status"] == "connected");
+        let (process, addr) =
+            common::serve_docker(label, &engines::docker_host(), "127.0.0.1:0", extra);
         Self { process, addr }
     }
 
     fn fds(&self) -> usize {
-        std::fs::read_dir(format!("/proc/{}/fd", self.process.pid())).map_or(0, Iterator::count)
+        self.process.fds()
     }
 
     fn rss_kib(&self) -> u64 {
-        std::fs::read_to_string(format!("/proc/{}/status", self.process.pid()))
-            .unwrap_or_default()
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .unwrap_or(0)
+        self.process.rss_kib()
     }
 
     /// Waits (bounded) until the descriptors are back to `fds`.

@@ -153,30 +153,11 @@ struct Lookout {
 
 impl Lookout {
     fn start(label: &str, files: &Files, extra: &[&str]) -> Self {
-        let host = engines::docker_host();
         let (cert, key) = (files.arg("cert.pem"), files.arg("key.pem"));
-        let mut args = vec![
-            "docker",
-            "--json",
-            "--host",
-            &host,
-            "--label",
-            label,
-            "--serve",
-            "127.0.0.1:0",
-            "--serve-cert",
-            &cert,
-            "--serve-key",
-            &key,
-        ];
+        let mut args = vec!["--serve-cert", &cert, "--serve-key", &key];
         args.extend_from_slice(extra);
-        let mut process = Process::spawn(&args, &[]);
-        let serving = process.stderr("serving", |v| v["status"] == "serving");
-        let addr = serving["addr"]
-            .as_str()
-            .and_then(|a| a.parse().ok())
-            .unwrap_or_else(|| panic!("no address in {serving}"));
-        process.connected();
+        let (process, addr) =
+            common::serve_docker(label, &engines::docker_host(), "127.0.0.1:0", &args);
         Self { process, addr }
     }
 

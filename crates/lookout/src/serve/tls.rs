@@ -30,7 +30,7 @@ use tokio::time::{Instant, Interval, MissedTickBehavior};
 
 pub use self::handshake::{Acceptor, REFUSED, Refused};
 pub use self::load::{LoadError, TlsFiles};
-pub use self::stream::Io;
+pub use self::stream::{Io, open};
 use crate::output::error_chain;
 
 /// Successful reloads (the load at start is none).

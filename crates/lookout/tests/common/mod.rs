@@ -165,6 +165,21 @@ impl Process {
         self.stderr("connected", |v| v["status"] == "connected")
     }
 
+    /// Its open file descriptors.
+    pub fn fds(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.pid())).map_or(0, Iterator::count)
+    }
+
+    /// Its resident memory, in KiB.
+    pub fn rss_kib(&self) -> u64 {
+        std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0)
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
@@ -284,6 +299,34 @@ pub fn instance_kind(v: &Value) -> String {
         v["instance"].as_str().unwrap_or("-"),
         v["kind"].as_str().unwrap_or("-"),
     )
+}
+
+/// `lookout docker --json --host HOST --label LABEL --serve ADDR EXTRA…`,
+/// once it serves and is connected: the process and the address it
+/// serves on (port 0 resolved; every address reached on loopback).
+pub fn serve_docker(
+    label: &str,
+    host: &str,
+    addr: &str,
+    extra: &[&str],
+) -> (Process, std::net::SocketAddr) {
+    let mut args = vec![
+        "docker", "--json", "--host", host, "--label", label, "--serve", addr,
+    ];
+    args.extend_from_slice(extra);
+    let mut process = Process::spawn(&args, &[]);
+    let serving = process.stderr("serving", |v| v["status"] == "serving");
+    let mut addr: std::net::SocketAddr = serving["addr"]
+        .as_str()
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no address in {serving}"));
+    if addr.ip().is_unspecified() {
+        // Served on every address: reach it on loopback.
+        addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+    }
+    assert_ne!(addr.port(), 0, "port 0 is reported as the real port");
+    process.connected();
+    (process, addr)
 }
 
 /// `lookout etcd --json` of `prefix` on `endpoints`, `extra` added.
