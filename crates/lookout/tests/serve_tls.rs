@@ -694,6 +694,9 @@ fn stalled_handshake_times_out() {
     let lookout = Lookout::start(&label, &files, &[]);
     let cacert = files.arg("ca.pem");
     let trust = ["--cacert", cacert.as_str()];
+    // Warm (one handshake done), then what lookout holds before.
+    assert_eq!(curl(&lookout.url("/healthz"), &trust).status, 200);
+    let (fds, rss) = (lookout.process.fds(), lookout.process.rss_kib());
 
     let mut stalled = TcpStream::connect(lookout.addr).expect("connect");
     let since = Instant::now();
@@ -722,10 +725,23 @@ fn stalled_handshake_times_out() {
         (Duration::from_secs(9)..Duration::from_secs(13)).contains(&closed_after),
         "{closed_after:?}"
     );
-    eprintln!(
-        "stalled handshake closed after {closed_after:?}; another client served in {beside:?} meanwhile"
-    );
     metric_is(&lookout, &trust, REFUSED, &[("reason", "timeout")], 1.0);
+    drop(stalled);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while lookout.process.fds() > fds {
+        assert!(
+            Instant::now() < deadline,
+            "descriptors: {fds} before, {} now",
+            lookout.process.fds()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    eprintln!(
+        "stalled handshake closed after {closed_after:?}; another client served in {beside:?} \
+         meanwhile; RSS {rss} -> {} KiB, fds {fds} -> {}",
+        lookout.process.rss_kib(),
+        lookout.process.fds()
+    );
 }
 
 const STATUS: &str = "document.getElementById('status')?.dataset.state ?? null";
