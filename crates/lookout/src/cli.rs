@@ -60,8 +60,26 @@ pub enum Command {
 #[derive(Debug, Args)]
 pub struct ProbeArgs {
     // The help text is an attribute: `[:PORT]` would be a link in a doc comment.
-    #[arg(value_name = "URL", help = "The URL: http://HOST[:PORT][/PATH]")]
+    #[arg(
+        value_name = "URL",
+        help = "The URL: http://HOST[:PORT][/PATH], or https:// (with --cacert or --insecure)"
+    )]
     pub url: String,
+    /// With https://: the CA the server's certificate is checked against.
+    #[arg(long, value_name = "PATH", conflicts_with = "insecure")]
+    pub cacert: Option<std::path::PathBuf>,
+    /// With https://: take any server certificate (its signatures still
+    /// checked): for a probe of this host's own lookout, whose name its
+    /// certificate may not hold.
+    #[arg(long, short = 'k')]
+    pub insecure: bool,
+    /// With https://: the client certificate to show (PEM; for
+    /// --serve-client-ca).
+    #[arg(long, value_name = "PATH", requires = "key")]
+    pub cert: Option<std::path::PathBuf>,
+    /// With https://: the client certificate's key (PEM).
+    #[arg(long, value_name = "PATH", requires = "cert")]
+    pub key: Option<std::path::PathBuf>,
     /// Give up after this long (connect, send and answer), e.g. 5s, 500ms.
     #[arg(long, value_name = "DURATION", default_value = "5s",
           value_parser = parse_timeout)]

@@ -1,11 +1,19 @@
-//! `lookout probe URL`: one plain HTTP/1.1 GET, exit 0 on a 2xx answer and 1
+//! `lookout probe URL`: one HTTP/1.1 GET, exit 0 on a 2xx answer and 1
 //! otherwise — a container's `HEALTHCHECK` with the binary it already has (a
-//! `FROM scratch` image has no curl). Blocking std I/O: one request, no
+//! `FROM scratch` image has no curl). `https://` (a lookout with
+//! `--serve-cert`) verifies the server against `--cacert`, or with
+//! `--insecure` takes its certificate as it is, and shows `--cert`/`--key`
+//! under `--serve-client-ca`; the configurations are lookout-transport's.
+//! Blocking std I/O (rustls's blocking stream over TLS): one request, no
 //! runtime; every step bounded by `--timeout` as a whole.
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use lookout_transport::ClientConfig;
+use tokio_rustls::rustls;
 
 use crate::cli::{ProbeArgs, VERSION};
 use crate::exit::Exit;
@@ -13,9 +21,11 @@ use crate::exit::Exit;
 /// The most of the answer read: the status line is all that counts.
 const MAX_ANSWER: usize = 16 * 1024;
 
-/// An `http://HOST[:PORT][/PATH]` URL, split.
+/// An `http[s]://HOST[:PORT][/PATH]` URL, split.
 #[derive(Debug, PartialEq, Eq)]
 struct Target {
+    /// `https://`.
+    tls: bool,
     /// `HOST[:PORT]` as written (the `Host` header).
     authority: String,
     host: String,
@@ -28,9 +38,10 @@ struct Target {
 /// not on stderr otherwise.
 pub fn run(args: &ProbeArgs) -> Result<(), Exit> {
     let target = parse(&args.url).map_err(Exit::Usage)?;
+    let tls = tls(&target, args)?;
     let deadline = Instant::now() + args.timeout;
-    let status =
-        get(&target, deadline).map_err(|e| Exit::Failure(format!("probe {}: {e}", args.url)))?;
+    let status = get(&target, tls, deadline)
+        .map_err(|e| Exit::Failure(format!("probe {}: {e}", args.url)))?;
     if (200..300).contains(&status.0) {
         println!("{} {}", status.0, status.1);
         Ok(())
@@ -42,14 +53,43 @@ pub fn run(args: &ProbeArgs) -> Result<(), Exit> {
     }
 }
 
-fn parse(url: &str) -> Result<Target, String> {
-    if url.starts_with("https://") {
-        return Err(format!(
-            "probe speaks plain http:// (the address --serve listens on), not {url}"
-        ));
+/// The TLS configuration `https://` needs, from the flags; none for
+/// `http://` (whose TLS flags are a usage error).
+fn tls(target: &Target, args: &ProbeArgs) -> Result<Option<Arc<ClientConfig>>, Exit> {
+    let identity = args.cert.as_deref().zip(args.key.as_deref());
+    if !target.tls {
+        if args.cacert.is_some() || args.insecure || identity.is_some() {
+            return Err(Exit::Usage(
+                "--cacert, --insecure, --cert and --key are for an https:// URL".to_owned(),
+            ));
+        }
+        return Ok(None);
     }
-    let Some(rest) = url.strip_prefix("http://") else {
-        return Err(format!("expected http://HOST[:PORT][/PATH], got `{url}`"));
+    let config = match (&args.cacert, args.insecure) {
+        (Some(ca), _) => lookout_transport::client_config_from_files(ca, identity),
+        (None, true) => lookout_transport::unverified_client_config(identity),
+        (None, false) => {
+            return Err(Exit::Usage(
+                "an https:// URL needs --cacert PATH (the CA of the server's certificate) \
+                 or --insecure"
+                    .to_owned(),
+            ));
+        }
+    };
+    config
+        .map(Some)
+        .map_err(|e| Exit::usage("invalid TLS files", &e))
+}
+
+fn parse(url: &str) -> Result<Target, String> {
+    let (rest, tls) = match (url.strip_prefix("http://"), url.strip_prefix("https://")) {
+        (Some(rest), _) => (rest, false),
+        (None, Some(rest)) => (rest, true),
+        (None, None) => {
+            return Err(format!(
+                "expected http[s]://HOST[:PORT][/PATH], got `{url}`"
+            ));
+        }
     };
     let (authority, path) = match rest.find(['/', '?']) {
         Some(i) if rest[i..].starts_with('/') => (&rest[..i], rest[i..].to_owned()),
@@ -57,7 +97,9 @@ fn parse(url: &str) -> Result<Target, String> {
         None => (rest, "/".to_owned()),
     };
     if authority.is_empty() || authority.contains('@') {
-        return Err(format!("expected http://HOST[:PORT][/PATH], got `{url}`"));
+        return Err(format!(
+            "expected http[s]://HOST[:PORT][/PATH], got `{url}`"
+        ));
     }
     let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
         let (host, after) = v6
@@ -71,15 +113,19 @@ fn parse(url: &str) -> Result<Target, String> {
         }
     };
     let port = match port {
+        None if tls => 443,
         None => 80,
         Some(p) => p
             .parse()
             .map_err(|_| format!("bad port `{p}` in `{url}`"))?,
     };
     if host.is_empty() || path.chars().any(|c| c.is_ascii_control() || c == ' ') {
-        return Err(format!("expected http://HOST[:PORT][/PATH], got `{url}`"));
+        return Err(format!(
+            "expected http[s]://HOST[:PORT][/PATH], got `{url}`"
+        ));
     }
     Ok(Target {
+        tls,
         authority: authority.to_owned(),
         host: host.to_owned(),
         port,
@@ -87,21 +133,46 @@ fn parse(url: &str) -> Result<Target, String> {
     })
 }
 
-/// GETs the target; its status code and reason.
-fn get(target: &Target, deadline: Instant) -> io::Result<(u16, String)> {
-    let mut stream = connect(target, deadline)?;
+/// GETs the target (over TLS with `tls`); its status code and reason.
+fn get(
+    target: &Target,
+    tls: Option<Arc<ClientConfig>>,
+    deadline: Instant,
+) -> io::Result<(u16, String)> {
+    let tcp = connect(target, deadline)?;
+    let Some(config) = tls else {
+        return ask(tcp, target, deadline, |s| s);
+    };
+    let name = rustls::pki_types::ServerName::try_from(target.host.clone())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    let conn = rustls::ClientConnection::new(config, name).map_err(io::Error::other)?;
+    // The handshake happens on the first write and read, within their timeouts.
+    ask(rustls::StreamOwned::new(conn, tcp), target, deadline, |s| {
+        &s.sock
+    })
+}
+
+/// Sends the request on `stream` and reads the status line, each step
+/// bounded by what is left of `deadline` (set on its socket, `tcp`).
+fn ask<S: Read + Write>(
+    mut stream: S,
+    target: &Target,
+    deadline: Instant,
+    tcp: impl Fn(&S) -> &TcpStream,
+) -> io::Result<(u16, String)> {
     let request = format!(
         "GET {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: lookout-probe/{VERSION}\r\n\
          Accept: */*\r\nConnection: close\r\n\r\n",
         target.path, target.authority
     );
-    stream.set_write_timeout(Some(left(deadline)?))?;
+    tcp(&stream).set_write_timeout(Some(left(deadline)?))?;
+    tcp(&stream).set_read_timeout(Some(left(deadline)?))?;
     stream.write_all(request.as_bytes())?;
     let mut answer = Vec::with_capacity(1024);
     let mut buf = [0u8; 4096];
     // Up to the end of the status line (or the bound, or the close).
     while !answer.contains(&b'\n') && answer.len() < MAX_ANSWER {
-        stream.set_read_timeout(Some(left(deadline)?))?;
+        tcp(&stream).set_read_timeout(Some(left(deadline)?))?;
         let n = stream.read(&mut buf)?;
         if n == 0 {
             break;
@@ -165,6 +236,7 @@ mod tests {
 
     fn target(authority: &str, host: &str, port: u16, path: &str) -> Target {
         Target {
+            tls: false,
             authority: authority.to_owned(),
             host: host.to_owned(),
             port,
@@ -186,9 +258,16 @@ mod tests {
             parse("http://localhost?x=1"),
             Ok(target("localhost", "localhost", 80, "/?x=1"))
         );
+        assert_eq!(
+            parse("https://localhost/healthz"),
+            Ok(Target {
+                tls: true,
+                ..target("localhost", "localhost", 443, "/healthz")
+            })
+        );
         for bad in [
             "127.0.0.1:7070/healthz",
-            "https://127.0.0.1:7070/healthz",
+            "ftp://127.0.0.1:7070/healthz",
             "http://",
             "http://:7070/",
             "http://h:70000/",
@@ -243,7 +322,10 @@ mod tests {
         let deadline = || Instant::now() + Duration::from_secs(5);
         let (addr, server) = serve_once(b"HTTP/1.1 200 OK\r\ncontent-length: 3\r\n\r\nok\n");
         let t = parse(&format!("http://{addr}/healthz")).expect("url");
-        assert_eq!(get(&t, deadline()).expect("get"), (200, "OK".to_owned()));
+        assert_eq!(
+            get(&t, None, deadline()).expect("get"),
+            (200, "OK".to_owned())
+        );
         let request = server.join().expect("server");
         assert!(
             request.starts_with("GET /healthz HTTP/1.1\r\n"),
@@ -253,7 +335,7 @@ mod tests {
 
         let (addr, server) = serve_once(b"HTTP/1.1 503 Service Unavailable\r\n\r\n");
         let t = parse(&format!("http://{addr}/healthz")).expect("url");
-        assert_eq!(get(&t, deadline()).expect("get").0, 503);
+        assert_eq!(get(&t, None, deadline()).expect("get").0, 503);
         server.join().expect("server");
     }
 
@@ -263,7 +345,7 @@ mod tests {
         let addr = listener.local_addr().expect("addr");
         let t = parse(&format!("http://{addr}/healthz")).expect("url");
         let start = Instant::now();
-        let e = get(&t, start + Duration::from_millis(300)).expect_err("no answer");
+        let e = get(&t, None, start + Duration::from_millis(300)).expect_err("no answer");
         assert!(
             matches!(
                 e.kind(),
@@ -281,7 +363,7 @@ mod tests {
         let addr = listener.local_addr().expect("addr");
         drop(listener);
         let t = parse(&format!("http://{addr}/")).expect("url");
-        let e = get(&t, Instant::now() + Duration::from_secs(2)).expect_err("refused");
+        let e = get(&t, None, Instant::now() + Duration::from_secs(2)).expect_err("refused");
         assert_eq!(e.kind(), io::ErrorKind::ConnectionRefused, "{e}");
     }
 }

@@ -474,6 +474,74 @@ fn https_with_curl_token_and_bad_setup() {
     assert!(stderr.contains("--serve"), "{stderr}");
 }
 
+/// `lookout probe https://…`, the image's health check over TLS: against
+/// the CA, or `--insecure`; under `--serve-client-ca` with the client
+/// certificate only; plain `http://` to the TLS port is answered 400, a
+/// failure; an `https://` URL without `--cacert` or `--insecure` exits 2.
+#[test]
+fn probe_over_https() {
+    let _lock = common::require_docker(false);
+    let files = Files::new("probe");
+    let ca = Ca::new("lookout test CA");
+    files.install(&ca.server(1, None));
+    files.put("ca.pem", &ca.pem);
+    let client = ca.client("probe");
+    files.put("client.pem", &client.cert);
+    files.put("client-key.pem", &client.key);
+    let label = format!("lookout.serve={}", common::unique("serve_tls", "probe"));
+    let lookout = Lookout::start(&label, &files, &["--serve-client-ca", &files.arg("ca.pem")]);
+    let url = lookout.url("/healthz");
+    let (cacert, cert, key) = (
+        files.arg("ca.pem"),
+        files.arg("client.pem"),
+        files.arg("client-key.pem"),
+    );
+    let probe = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_lookout"))
+            .arg("probe")
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run lookout probe");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, out, err) = probe(&[&url, "--cacert", &cacert, "--cert", &cert, "--key", &key]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.starts_with("200"), "{out}");
+    let (code, out, err) = probe(&[&url, "--insecure", "--cert", &cert, "--key", &key]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    // No client certificate: the handshake is refused.
+    let (code, _, err) = probe(&[&url, "--cacert", &cacert]);
+    assert_eq!(code, Some(1), "{err}");
+    // Plain HTTP to the TLS port.
+    let plain = format!("http://127.0.0.1:{}/healthz", lookout.addr.port());
+    let (code, _, err) = probe(&[&plain]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("400"), "{err}");
+    // A server certificate from another CA is not trusted.
+    let other = Ca::new("another CA");
+    files.put("other.pem", &other.pem);
+    let (code, _, err) = probe(&[
+        &url,
+        "--cacert",
+        &files.arg("other.pem"),
+        "--cert",
+        &cert,
+        "--key",
+        &key,
+    ]);
+    assert_eq!(code, Some(1), "{err}");
+    // Usage errors.
+    for args in [vec![url.as_str()], vec![plain.as_str(), "--insecure"]] {
+        let (code, _, err) = probe(&args);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+    }
+}
+
 /// `--serve-client-ca`: a client certificate of that CA is let in (the
 /// token still asked for on top); none, or one of another CA, is refused
 /// in the handshake and counted by reason.
