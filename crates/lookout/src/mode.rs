@@ -163,6 +163,7 @@ async fn serve_hubs(
     prepared: serve::Prepared,
 ) -> Result<(), Exit> {
     let addr = prepared.addr();
+    let tls = prepared.is_tls();
     let warn_open =
         !addr.ip().is_loopback() && !prepared.has_token() && !prepared.requires_client_cert();
     let queue = common.serve_queue as usize;
@@ -175,7 +176,7 @@ async fn serve_hubs(
         queue,
     )
     .map_err(|e| Exit::Failure(format!("cannot serve on {addr}: {e}")))?;
-    let _ = write_line(&mut io::stderr().lock(), &output::serving_line(addr));
+    let _ = write_line(&mut io::stderr().lock(), &output::serving_line(addr, tls));
     if warn_open {
         let warning = format!(
             "serving on {addr}, which is not a loopback address, without --token-file: \

@@ -292,16 +292,20 @@ pub fn publisher_line(p: &lookout_etcd::PublisherStatus, f: Format) -> String {
     }
 }
 
-/// The `--serve` announcement on stderr (always JSON): `{"status":"serving","addr":"127.0.0.1:7070"}`.
-pub fn serving_line(addr: std::net::SocketAddr) -> String {
+/// The `--serve` announcement on stderr (always JSON):
+/// `{"status":"serving","addr":"127.0.0.1:7070","scheme":"http"}` (`https`
+/// with `--serve-cert`).
+pub fn serving_line(addr: std::net::SocketAddr, tls: bool) -> String {
     #[derive(Serialize)]
     struct Serving {
         status: &'static str,
         addr: String,
+        scheme: &'static str,
     }
     serde_json::to_string(&Serving {
         status: "serving",
         addr: addr.to_string(),
+        scheme: if tls { "https" } else { "http" },
     })
     .unwrap_or_default()
 }
@@ -466,8 +470,8 @@ mod tests {
     fn serving_json() {
         let addr: std::net::SocketAddr = "[::1]:7070".parse().expect("addr");
         assert_eq!(
-            serving_line(addr),
-            r#"{"status":"serving","addr":"[::1]:7070"}"#
+            serving_line(addr, false),
+            r#"{"status":"serving","addr":"[::1]:7070","scheme":"http"}"#
         );
     }
 

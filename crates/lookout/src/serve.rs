@@ -177,6 +177,11 @@ impl Prepared {
         self.token.is_some()
     }
 
+    /// Whether it serves HTTPS (`--serve-cert`).
+    pub fn is_tls(&self) -> bool {
+        self.tls.is_some()
+    }
+
     /// Whether clients need a certificate (`--serve-client-ca`).
     pub fn requires_client_cert(&self) -> bool {
         self.tls

@@ -325,6 +325,12 @@ pub fn serve_docker(
         addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
     }
     assert_ne!(addr.port(), 0, "port 0 is reported as the real port");
+    let scheme = if extra.contains(&"--serve-cert") {
+        "https"
+    } else {
+        "http"
+    };
+    assert_eq!(serving["scheme"], scheme, "{serving}");
     process.connected();
     (process, addr)
 }
