@@ -283,9 +283,12 @@ mod config;
 mod cursor;
 mod custom;
 mod error;
+mod events;
 mod feed;
+mod fetch;
 mod kind;
 mod kstatus;
+mod lines;
 mod object;
 mod probe;
 mod resolve;
@@ -417,6 +420,8 @@ impl K8sDial {
                 readiness: config.get_readiness(),
                 rediscover_every: REDISCOVER_EVERY
                     .min(Duration::from_secs(u64::from(watch_timeout))),
+                max_line: config.get_max_line(),
+                max_list_page: config.get_max_list_page(),
             }),
             probe: Arc::default(),
             clients: Arc::default(),
@@ -562,11 +567,16 @@ impl Dial for K8sDial {
     fn probe(&mut self) -> Option<ProbeFuture> {
         let client = self.probe.current()?;
         Some(Box::pin(async move {
-            client
-                .apiserver_version()
-                .await
-                .map(drop)
-                .map_err(|e| DialError::Probe(e).into())
+            // kube's `apiserver_version` reads the answer whole: read to a bound.
+            type Info = k8s_openapi::apimachinery::pkg::version::Info;
+            match fetch::get::<Info>(&client, "/version", fetch::ERROR_KEPT).await {
+                Ok(fetch::Answer::Read(_)) => Ok(()),
+                Ok(fetch::Answer::TooLarge) => Err(DialError::Probe(kube::Error::Service(
+                    format!("the answer exceeds {} bytes", fetch::ERROR_KEPT).into(),
+                ))
+                .into()),
+                Err(e) => Err(DialError::Probe(e).into()),
+            }
         }))
     }
 }

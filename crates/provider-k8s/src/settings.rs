@@ -25,4 +25,8 @@ pub(crate) struct Settings {
     pub(crate) readiness: bool,
     /// How often a kind that is not served is looked for again.
     pub(crate) rediscover_every: Duration,
+    /// The longest watch line read ([`K8sConfig::max_line`](crate::K8sConfig::max_line)).
+    pub(crate) max_line: usize,
+    /// The longest list page read ([`K8sConfig::max_list_page`](crate::K8sConfig::max_list_page)).
+    pub(crate) max_list_page: usize,
 }
