@@ -40,13 +40,10 @@ pub(crate) async fn send(
     let text = match read(response.into_body(), ERROR_KEPT).await? {
         Read::Whole(all) | Read::Cut(all) => all,
     };
-    let status = match serde_json::from_slice::<Status>(&text) {
-        Ok(status) => status,
-        Err(_) => {
-            let text = String::from_utf8_lossy(&text);
-            Status::failure(text.trim(), NOT_A_STATUS).with_code(code.as_u16())
-        }
-    };
+    let status = serde_json::from_slice::<Status>(&text).unwrap_or_else(|_| {
+        let text = String::from_utf8_lossy(&text);
+        Status::failure(text.trim(), NOT_A_STATUS).with_code(code.as_u16())
+    });
     tracing::debug!(?status, "unsuccessful");
     Err(kube::Error::Api(status.boxed()))
 }
