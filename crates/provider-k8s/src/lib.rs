@@ -242,6 +242,19 @@
 //!   state, readiness) are kept, to rebuild the snapshot of every kind, and handed from
 //!   one session to the next. A paged list holds one page of 500 objects at a
 //!   time; [`InitialList::Streaming`] one object.
+//! - **Nothing the apiserver sends grows memory without bound**: a watch's
+//!   body is split into lines of at most [`K8sConfig::max_line`] (16 MiB); a
+//!   longer line (a misbehaving apiserver or proxy) is never held whole — the
+//!   rest of it is skipped as it arrives — and ends the session with
+//!   [`DialError::LineTooLong`]: a `Disconnected` status that says the line
+//!   exceeded so many bytes, a redial that resumes. A list page is read to
+//!   [`K8sConfig::max_list_page`] (64 MiB); a longer one is asked again with
+//!   half as many objects, down to one ([`DialError::PageTooLarge`] past
+//!   that). An error answer is read to its first 64 KiB. (kube's own
+//!   `Api::watch` splits lines with an unbounded codec and `Api::list`
+//!   collects a body whole: lookout sends these requests with
+//!   [`Client::send`] and reads them itself.) API discovery, asked only
+//!   for a kind that is no built-in workload, is still read whole by kube.
 //! - **Dropping the stream closes every connection**: the client, its
 //!   connection pool and the watches belong to the dial and its session. This
 //!   crate spawns nothing; the tasks kube's client runs on the caller's
