@@ -37,13 +37,11 @@ impl Lines {
 
     /// Where the first line's `\n` is, when it has come.
     fn end(&mut self) -> Option<usize> {
-        match self.buf[self.scanned..].iter().position(|b| *b == b'\n') {
-            Some(i) => Some(self.scanned + i),
-            None => {
-                self.scanned = self.buf.len();
-                None
-            }
+        let end = self.buf[self.scanned..].iter().position(|b| *b == b'\n');
+        if end.is_none() {
+            self.scanned = self.buf.len();
         }
+        end.map(|i| self.scanned + i)
     }
 
     /// The first line (without its `\n`), kept for [`Self::take`].

@@ -253,8 +253,9 @@
 //!   that). An error answer is read to its first 64 KiB. (kube's own
 //!   `Api::watch` splits lines with an unbounded codec and `Api::list`
 //!   collects a body whole: lookout sends these requests with
-//!   [`Client::send`] and reads them itself.) API discovery, asked only
-//!   for a kind that is no built-in workload, is still read whole by kube.
+//!   [`Client::send`] and reads them itself, as the CRD a custom kind's
+//!   scale path is read from, to 16 MiB.) API discovery, asked only for a
+//!   kind that is no built-in workload, is still read whole by kube.
 //! - **Dropping the stream closes every connection**: the client, its
 //!   connection pool and the watches belong to the dial and its session. This
 //!   crate spawns nothing; the tasks kube's client runs on the caller's
