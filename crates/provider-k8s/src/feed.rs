@@ -195,7 +195,7 @@ fn watch_kind<K: Object>(
             limit: max_line,
         }
     };
-    let max_page = settings.max_list_page.max(max_line);
+    let max_page = settings.max_page();
     Box::pin(async_stream::stream! {
         let mut version = from;
         loop {

@@ -16,6 +16,8 @@ use kube::client::Body;
 use kube::core::{ObjectList, Status};
 use serde::de::DeserializeOwned;
 
+use crate::limit::ReadToBound;
+
 /// How much of an error answer is read (a `Status` is far smaller; a proxy's
 /// page is cut there).
 pub(crate) const ERROR_KEPT: usize = 64 * 1024;
@@ -24,7 +26,8 @@ pub(crate) const ERROR_KEPT: usize = 64 * 1024;
 /// `Status` (`error.rs` tells such a one by it).
 pub(crate) const NOT_A_STATUS: &str = "Failed to parse error data";
 
-/// Sends `request`; an answer of `4xx` or `5xx` is the error it states
+/// Sends `request` (marked [`ReadToBound`]: the answer is read here, to a
+/// bound); an answer of `4xx` or `5xx` is the error it states
 /// (`kube::Error::Api`), as kube's own requests report it: its `Status`, or
 /// one made of its text ([`NOT_A_STATUS`]), of which at most
 /// [`ERROR_KEPT`] bytes are read.
@@ -32,7 +35,9 @@ pub(crate) async fn send(
     client: &Client,
     request: http::Request<Vec<u8>>,
 ) -> kube::Result<http::Response<Body>> {
-    let response = client.send(request.map(Body::from)).await?;
+    let mut request = request.map(Body::from);
+    request.extensions_mut().insert(ReadToBound);
+    let response = client.send(request).await?;
     let code = response.status();
     if !code.is_client_error() && !code.is_server_error() {
         return Ok(response);

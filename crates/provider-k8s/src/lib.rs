@@ -255,7 +255,10 @@
 //!   collects a body whole: lookout sends these requests with
 //!   [`Client::send`] and reads them itself, as the CRD a custom kind's
 //!   scale path is read from, to 16 MiB.) API discovery, asked only for a
-//!   kind that is no built-in workload, is still read whole by kube.
+//!   kind that is no built-in workload, is read by kube's `Discovery`: on
+//!   a client this crate builds from a kubeconfig, a layer fails any such
+//!   answer past [`K8sConfig::max_list_page`]; a client given to
+//!   [`K8sDial::with_client`] is read as the program built it.
 //! - **Dropping the stream closes every connection**: the client, its
 //!   connection pool and the watches belong to the dial and its session. This
 //!   crate spawns nothing; the tasks kube's client runs on the caller's
@@ -302,6 +305,7 @@ mod feed;
 mod fetch;
 mod kind;
 mod kstatus;
+mod limit;
 mod lines;
 mod object;
 mod probe;
@@ -465,7 +469,11 @@ pub async fn check(config: &K8sConfig) -> Result<(), CheckError> {
     let dial = K8sDial::new(config).map_err(CheckError::Config)?;
     let cache = client::Cache::default();
     let (client, _) = cache
-        .connect(config.get_kubeconfig(), config.get_context())
+        .connect(
+            config.get_kubeconfig(),
+            config.get_context(),
+            dial.settings.max_page(),
+        )
         .await
         .map_err(CheckError::Dial)?;
     check_kinds(&dial.settings, &client).await
@@ -560,7 +568,11 @@ impl Dial for K8sDial {
                 Ok(given) => (given, String::new()),
                 Err((kubeconfig, context)) => {
                     clients
-                        .connect(kubeconfig.as_deref(), context.as_deref())
+                        .connect(
+                            kubeconfig.as_deref(),
+                            context.as_deref(),
+                            settings.max_page(),
+                        )
                         .await?
                 }
             };

@@ -286,3 +286,38 @@ async fn a_list_page_over_the_limit_is_asked_again_with_fewer_objects() {
         "{last}"
     );
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn what_kube_reads_whole_is_limited_on_the_clients_lookout_builds() {
+    use crate::fetch::{Answer, get};
+    use crate::limit::BodyLimit;
+
+    // Every answer is 2 000 bytes long.
+    let api = FakeApi::new(|_, _| {
+        once(
+            format!(
+                r#"{{"major":"1","minor":"33","pad":"{}"}}"#,
+                "p".repeat(1960)
+            ),
+            false,
+        )
+    });
+    let client = kube::client::ClientBuilder::new(api, "default")
+        .with_layer(&BodyLimit(1000))
+        .build();
+    // kube's own read (as discovery's): fails past the limit, and says so.
+    let request = http::Request::get("/apis")
+        .body(Vec::new())
+        .expect("a request");
+    let e = client
+        .request_text(request)
+        .await
+        .expect_err("past the limit");
+    let chain = format!("{e}: {:?}", std::error::Error::source(&e));
+    assert!(chain.contains("exceeds 1000 bytes"), "{chain}");
+    // What lookout reads itself, to its own bound: untouched by the layer.
+    let version = get::<serde_json::Value>(&client, "/version", 4096).await;
+    assert!(matches!(version, Ok(Answer::Read(v)) if v["minor"] == "33"));
+    let cut = get::<serde_json::Value>(&client, "/version", 1500).await;
+    assert!(matches!(cut, Ok(Answer::TooLarge)));
+}
