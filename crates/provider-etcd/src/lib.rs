@@ -180,6 +180,7 @@ mod endpoint;
 mod error;
 mod kv;
 mod lease;
+mod lines;
 mod mapping;
 pub mod model;
 mod publishers;

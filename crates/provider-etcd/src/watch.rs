@@ -2,16 +2,21 @@
 //! then its NDJSON lines as they come ([`WatchStream`], which owns the
 //! connection: dropping it closes the socket).
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use http_body_util::Full;
 use serde_json::json;
 
 use crate::auth::{INVALID_TOKEN, UNAUTHENTICATED};
 use crate::client::{Client, Exchange};
 use crate::error::EtcdError;
+use crate::lines::Lines;
 use crate::wire::{WatchCreate, WatchLine, WatchResponse};
 
-/// The largest watch line (one revision's events with their previous values).
+/// The largest watch line (one revision's events with their previous
+/// values): beyond it the watch fails ([`EtcdError::TooLarge`]) and the
+/// session ends. etcd stores at most `--max-request-bytes` (1.5 MiB by
+/// default) a request, and lookout's publishers write one instance a txn:
+/// 64 MiB is far past any line they cause, and what the buffer may hold.
 const LINE_LIMIT: usize = 64 * 1024 * 1024;
 
 impl Client {
@@ -41,7 +46,7 @@ impl Client {
                     }
                     let mut stream = WatchStream {
                         exchange: ex,
-                        buf: BytesMut::new(),
+                        lines: Lines::new(LINE_LIMIT),
                         endpoint,
                         member: i,
                     };
@@ -86,7 +91,7 @@ pub(crate) enum Line {
 /// An open watch: its NDJSON lines. Dropping it closes the connection.
 pub(crate) struct WatchStream {
     exchange: Exchange,
-    buf: BytesMut,
+    lines: Lines,
     endpoint: String,
     /// Its index in [`Client::endpoints`].
     member: usize,
@@ -97,14 +102,14 @@ impl WatchStream {
     /// the stream ended before one.
     async fn peek_line(&mut self) -> Result<Bytes, EtcdError> {
         loop {
-            if let Some(pos) = self.buf.iter().position(|b| *b == b'\n') {
-                return Ok(Bytes::copy_from_slice(&self.buf[..pos]));
+            if let Some(line) = self.lines.first() {
+                return Ok(Bytes::copy_from_slice(line));
             }
-            if self.buf.len() > LINE_LIMIT {
+            if self.lines.over() {
                 return Ok(Bytes::new());
             }
             if !self.fill().await? {
-                return Ok(Bytes::copy_from_slice(&self.buf));
+                return Ok(Bytes::copy_from_slice(self.lines.rest()));
             }
         }
     }
@@ -113,7 +118,7 @@ impl WatchStream {
     async fn fill(&mut self) -> Result<bool, EtcdError> {
         match self.exchange.chunk().await {
             Some(Ok(chunk)) => {
-                self.buf.extend_from_slice(&chunk);
+                self.lines.push(&chunk);
                 Ok(true)
             }
             Some(Err(source)) => Err(EtcdError::Http {
@@ -138,8 +143,7 @@ impl WatchStream {
     /// The next line: `None` when the stream ended.
     pub(crate) async fn next(&mut self) -> Result<Option<Line>, EtcdError> {
         loop {
-            if let Some(pos) = self.buf.iter().position(|b| *b == b'\n') {
-                let line = self.buf.split_to(pos + 1);
+            if let Some(line) = self.lines.take() {
                 let line = line.trim_ascii();
                 if line.is_empty() {
                     continue;
@@ -157,7 +161,7 @@ impl WatchStream {
                     Err(e) => Ok(Some(Line::Undecodable(e.to_string()))),
                 };
             }
-            if self.buf.len() > LINE_LIMIT {
+            if self.lines.over() {
                 return Err(EtcdError::TooLarge {
                     endpoint: self.endpoint.clone(),
                     path: "/v3/watch".to_owned(),
@@ -165,11 +169,11 @@ impl WatchStream {
                 });
             }
             if !self.fill().await? {
-                if self.buf.trim_ascii().is_empty() {
+                if self.lines.is_blank() {
                     return Ok(None);
                 }
                 // A last line without its newline.
-                self.buf.extend_from_slice(b"\n");
+                self.lines.finish();
             }
         }
     }

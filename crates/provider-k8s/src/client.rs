@@ -14,6 +14,7 @@ use kube::config::KubeConfigOptions;
 
 use crate::K8sConfig;
 use crate::error::{ConfigError, DialError};
+use crate::limit::BodyLimit;
 
 /// Reads the explicit kubeconfig of `config` ([`K8sConfig::kubeconfig`])
 /// as every dial does, without contacting the cluster: a
@@ -54,10 +55,13 @@ impl Cache {
     /// Resolves the configuration (`kubeconfig`, else inferred) and returns
     /// a client for it with the apiserver's URL: the last one when the
     /// configuration is unchanged, else a new one.
+    /// Every answer kube reads whole (API discovery) fails past `limit`
+    /// bytes (`limit.rs`).
     pub(crate) async fn connect(
         &self,
         kubeconfig: Option<&Path>,
         context: Option<&str>,
+        limit: usize,
     ) -> Result<(Client, String), DialError> {
         let options = KubeConfigOptions {
             context: context.map(str::to_owned),
@@ -101,10 +105,13 @@ impl Cache {
             let _ = rustls::crypto::ring::default_provider().install_default();
         }
         tracing::debug!(%cluster, "connecting with a new client");
-        let client = Client::try_from(config).map_err(|source| DialError::Client {
-            cluster: cluster.clone(),
-            source,
-        })?;
+        let client = kube::client::ClientBuilder::try_from(config)
+            .map_err(|source| DialError::Client {
+                cluster: cluster.clone(),
+                source,
+            })?
+            .with_layer(&BodyLimit(limit))
+            .build();
         let mut slot = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         *slot = Some((print, cluster.clone(), client.clone()));
         Ok((client, cluster))

@@ -34,6 +34,8 @@ pub struct K8sConfig {
     label_selector: Option<String>,
     watch: WatchConfig,
     readiness: bool,
+    max_line: usize,
+    max_list_page: usize,
 }
 
 impl Default for K8sConfig {
@@ -46,11 +48,21 @@ impl Default for K8sConfig {
             label_selector: None,
             watch: Self::default_watch(),
             readiness: false,
+            max_line: Self::DEFAULT_MAX_LINE,
+            max_list_page: Self::DEFAULT_MAX_LIST_PAGE,
         }
     }
 }
 
 impl K8sConfig {
+    /// The default of [`max_line`](Self::max_line): 16 MiB, ten times what
+    /// etcd stores of one object by default (`--max-request-bytes`, 1.5 MiB).
+    pub const DEFAULT_MAX_LINE: usize = 16 << 20;
+
+    /// The default of [`max_list_page`](Self::max_list_page): 64 MiB (a page
+    /// of 500 objects of 128 KiB each).
+    pub const DEFAULT_MAX_LIST_PAGE: usize = 64 << 20;
+
     /// An explicit kubeconfig file. Default none: the configuration is
     /// inferred as kube does it (`KUBECONFIG`, `~/.kube/config`,
     /// in-cluster). Not used by [`K8sDial::with_client`](crate::K8sDial::with_client).
@@ -122,6 +134,39 @@ impl K8sConfig {
         self
     }
 
+    /// The longest line of a watch's body read, in bytes: one event, an
+    /// object with its `ADDED`/`MODIFIED`/`DELETED` around it. Default
+    /// [`DEFAULT_MAX_LINE`](Self::DEFAULT_MAX_LINE) (16 MiB). A longer line
+    /// (a misbehaving apiserver or proxy, a man in the middle) is never
+    /// held whole: the rest of it is skipped as it arrives, and the session
+    /// ends with [`DialError::LineTooLong`](crate::DialError::LineTooLong)
+    /// (a `Disconnected` status that says so; the core redials with its
+    /// backoff and the watch resumes from the last version). Memory per
+    /// watched kind is then at most this much for the line, plus what one
+    /// object decodes to.
+    #[must_use]
+    pub fn max_line(mut self, bytes: usize) -> Self {
+        self.max_line = bytes;
+        self
+    }
+
+    /// The longest page of a list read, in bytes (it is never less than
+    /// [`max_line`](Self::max_line): an object that fits a watch line fits
+    /// a page). Default [`DEFAULT_MAX_LIST_PAGE`](Self::DEFAULT_MAX_LIST_PAGE)
+    /// (64 MiB). Lists are paged at 500 objects; a page longer than this is
+    /// not read further but asked again with half as many objects, down to
+    /// one: so objects this large or smaller always list, with pages of
+    /// fewer of them. One object longer than this (or an apiserver that
+    /// ignores the page size) ends the session with
+    /// [`DialError::PageTooLarge`](crate::DialError::PageTooLarge).
+    /// [`InitialList::Streaming`] lists with a watch, one line per object:
+    /// [`max_line`](Self::max_line) bounds it.
+    #[must_use]
+    pub fn max_list_page(mut self, bytes: usize) -> Self {
+        self.max_list_page = bytes;
+        self
+    }
+
     /// The explicit kubeconfig file ([`kubeconfig`](Self::kubeconfig)); `None`: inferred.
     pub fn get_kubeconfig(&self) -> Option<&Path> {
         self.kubeconfig.as_deref()
@@ -155,6 +200,17 @@ impl K8sConfig {
     /// Whether readiness is told ([`readiness`](Self::readiness)).
     pub fn get_readiness(&self) -> bool {
         self.readiness
+    }
+
+    /// The longest watch line read, in bytes ([`max_line`](Self::max_line)).
+    pub fn get_max_line(&self) -> usize {
+        self.max_line
+    }
+
+    /// The longest list page read, in bytes, as set
+    /// ([`max_list_page`](Self::max_list_page)).
+    pub fn get_max_list_page(&self) -> usize {
+        self.max_list_page
     }
 
     /// The configuration, taken apart for the dial: its core knobs.

@@ -6,6 +6,8 @@ use std::path::PathBuf;
 
 use kube::core::Status;
 
+use crate::fetch::NOT_A_STATUS;
+
 /// A [`K8sConfig`](crate::K8sConfig) that can never work.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -162,6 +164,26 @@ pub enum DialError {
     Kind(ConfigError),
     /// The liveness probe (`GET /version`) failed.
     Probe(kube::Error),
+    /// A line of a kind's watch was longer than the limit
+    /// ([`K8sConfig::max_line`](crate::K8sConfig::max_line)): the rest of
+    /// it was skipped unread, and the session ends (the core redials).
+    #[non_exhaustive]
+    LineTooLong {
+        /// Which kind, as in [`DialError::Watch`].
+        kind: String,
+        /// The limit, in bytes.
+        limit: usize,
+    },
+    /// A page of a kind's list was longer than the limit
+    /// ([`K8sConfig::max_list_page`](crate::K8sConfig::max_list_page)) even
+    /// with one object a page: the session ends (the core redials).
+    #[non_exhaustive]
+    PageTooLarge {
+        /// Which kind, as in [`DialError::Watch`].
+        kind: String,
+        /// The limit, in bytes.
+        limit: usize,
+    },
 }
 
 impl fmt::Display for DialError {
@@ -206,6 +228,16 @@ impl fmt::Display for DialError {
                     None => write!(f, "{source}"),
                 }
             }
+            Self::LineTooLong { kind, limit } => write!(
+                f,
+                "watching {kind} failed: a line of the watch exceeded {limit} bytes \
+                 (K8sConfig::max_line); the rest of it was not read"
+            ),
+            Self::PageTooLarge { kind, limit } => write!(
+                f,
+                "listing {kind} failed: a list page of one object exceeded {limit} bytes \
+                 (K8sConfig::max_list_page)"
+            ),
         }
     }
 }
@@ -216,7 +248,7 @@ impl std::error::Error for DialError {
             Self::Kubeconfig { source, .. } | Self::Context { source, .. } => Some(source),
             Self::Infer(source) => Some(source),
             // The apiserver's answer is the whole story, told in the message.
-            Self::Kind(_) => None,
+            Self::Kind(_) | Self::LineTooLong { .. } | Self::PageTooLarge { .. } => None,
             Self::Client { source, .. } | Self::Probe(source) | Self::Discovery { source, .. } => {
                 refused(source).is_none().then_some(source as _)
             }
@@ -243,9 +275,6 @@ fn watch_refused(e: &kube::runtime::watcher::Error) -> Option<&Status> {
         W::NoResourceVersion => None,
     }
 }
-
-/// kube's reason for an error body that was no `Status` (a proxy's page…).
-const NOT_A_STATUS: &str = "Failed to parse error data";
 
 /// What the apiserver said, on one line: its message (as `kubectl`
 /// prints it); a body that was no `Status` with its HTTP code; a

@@ -5,7 +5,9 @@
 //! A kind that is not served (its CRD deleted, or not yet created) is
 //! `Gone`: looked for again every so often, listed when it is back. Errors
 //! the apiserver states (and a lost connection) end the feed: the session
-//! ends and the core redials.
+//! ends and the core redials. So does a watch line longer than the limit
+//! (`events.rs`); a list page longer than its limit is asked again with
+//! half as many objects, down to one (`fetch.rs`).
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -13,13 +15,15 @@ use std::time::Duration;
 
 use kube::Client;
 use kube::api::{Api, ListParams, WatchEvent, WatchParams};
-use kube::core::DynamicObject;
+use kube::core::{DynamicObject, ObjectList};
 use kube::runtime::watcher;
 use lookout_core::{InstanceId, Listed};
 use tokio_stream::{Stream, StreamExt};
 
 use crate::config::InitialList;
 use crate::error::DialError;
+use crate::events::watch;
+use crate::fetch::{Answer, list};
 use crate::kind::KindRef;
 use crate::object::{Object, Workload, identify};
 use crate::resolve::{Resolution, Rule, Served, resolve};
@@ -55,8 +59,6 @@ pub(crate) enum FeedEvent {
     /// came without a version: the kind relists next.
     Expired,
 }
-
-type Events<K> = Pin<Box<dyn Stream<Item = kube::Result<WatchEvent<K>>> + Send>>;
 
 pub(crate) type Feed = Pin<Box<dyn Stream<Item = Result<FeedEvent, DialError>> + Send>>;
 
@@ -169,6 +171,9 @@ fn watch_kind<K: Object>(
         wp = wp.labels(selector);
     }
     let idle = Duration::from_secs(u64::from(settings.watch_timeout)) + IDLE_MARGIN;
+    let max_line = settings.max_line;
+    let url: Arc<str> = api.resource_url().into();
+    let client = client.clone();
     let strategy = settings.initial_list;
     let readiness = settings.readiness;
     let what: Arc<str> = if matches!(served.rule, Rule::Builtin(_)) {
@@ -183,13 +188,21 @@ fn watch_kind<K: Object>(
             source,
         }
     };
+    let too_long = {
+        let what = Arc::clone(&what);
+        move || DialError::LineTooLong {
+            kind: what.to_string(),
+            limit: max_line,
+        }
+    };
+    let max_page = settings.max_page();
     Box::pin(async_stream::stream! {
         let mut version = from;
         loop {
             // A watch stream, and whether it streams the list first.
             let (stream, streaming) = match version.clone() {
-                Some(v) => match api.watch(&wp, &v).await {
-                    Ok(s) => (Box::pin(s) as Events<K>, false),
+                Some(v) => match watch::<K>(&client, &url, &wp, &v, max_line).await {
+                    Ok(s) => (s, false),
                     Err(kube::Error::Api(status)) if status.code == 410 => {
                         tracing::debug!(kind = %what, from = %v, "watch expired (410 Gone): relisting");
                         version = None;
@@ -208,8 +221,8 @@ fn watch_kind<K: Object>(
                 None if strategy == InitialList::Streaming => {
                     yield Ok(Some(FeedEvent::ListBegin));
                     tracing::debug!(kind = %what, "streaming list begins");
-                    match api.watch(&wp.clone().initial_events(), "").await {
-                        Ok(s) => (Box::pin(s) as Events<K>, true),
+                    match watch::<K>(&client, &url, &wp.clone().initial_events(), "", max_line).await {
+                        Ok(s) => (s, true),
                         Err(e) if not_served(&e) => {
                             yield Ok(None);
                             return;
@@ -221,7 +234,8 @@ fn watch_kind<K: Object>(
                     }
                 }
                 None => {
-                    let mut pages = paged_list(&served, &what, &api, &lp, readiness);
+                    let to = Listing { client: &client, url: &url, max_page };
+                    let mut pages = paged_list::<K>(&served, &what, &to, &lp, readiness);
                     while let Some(event) = pages.next().await {
                         let stop = !matches!(event, Ok(Some(_)));
                         if let Ok(Some(FeedEvent::ListDone(v))) = &event {
@@ -278,19 +292,34 @@ fn watch_kind<K: Object>(
                         yield Err(fail(e));
                         return;
                     }
+                    Next::TooLong => {
+                        yield Err(too_long());
+                        return;
+                    }
                 }
             }
         }
     })
 }
 
+/// Where a kind lists: its client, its resource's path, the most bytes a
+/// page is read to.
+struct Listing<'a> {
+    client: &'a Client,
+    url: &'a str,
+    max_page: usize,
+}
+
 /// One paged list of the kind `served` (`what`, for messages): `ListBegin`,
 /// `Listed`…, `ListDone`, or an error, or `None` when the kind is not served.
-/// A continue token that expired (`410 Gone`) starts it over.
+/// A continue token that expired (`410 Gone`) starts it over. A page longer
+/// than `to.max_page` is asked again with half as many objects (and the
+/// list goes on at that size), down to one: one object longer than that
+/// ends the session.
 fn paged_list<'a, K: Object>(
     served: &'a Served,
     what: &'a str,
-    api: &'a Api<K>,
+    to: &'a Listing<'a>,
     lp: &'a ListParams,
     readiness: bool,
 ) -> Pin<Box<dyn Stream<Item = Result<Option<FeedEvent>, DialError>> + Send + 'a>> {
@@ -304,8 +333,22 @@ fn paged_list<'a, K: Object>(
         let mut page = lp.clone();
         let mut retried = false;
         let listed_at = loop {
-            let list = match api.list(&page).await {
-                Ok(list) => list,
+            let list: ObjectList<K> = match list(to.client, to.url, &page, to.max_page).await {
+                Ok(Answer::Read(list)) => list,
+                Ok(Answer::TooLarge) => match page.limit {
+                    Some(n) if n > 1 => {
+                        page.limit = Some(n / 2);
+                        tracing::debug!(kind = %what, limit = to.max_page, objects = n / 2, "list page over its limit: asking again for fewer objects");
+                        continue;
+                    }
+                    _ => {
+                        yield Err(DialError::PageTooLarge {
+                            kind: what.to_owned(),
+                            limit: to.max_page,
+                        });
+                        return;
+                    }
+                },
                 // No answer: the request died with its connection (most
                 // often a pooled one the peer had closed, right after a
                 // network failure). A GET is safe to send again: once, at
@@ -362,6 +405,8 @@ enum Next {
     Gone,
     /// End the feed with this error.
     Fail(watcher::Error),
+    /// End the feed: a line longer than the limit.
+    TooLong,
 }
 
 /// One watch event: what to tell, and how the feed goes on. `readiness`:
@@ -447,6 +492,9 @@ fn step<K: Object>(
             tracing::warn!(kind = %served.prefix, "undecodable watch event skipped (not an event)");
             Next::Go(Some(FeedEvent::Skipped))
         }
+        // A line longer than the limit: the session ends (its rest was
+        // skipped, not read into memory).
+        Err(kube::Error::LinesCodecMaxLineLengthExceeded) => Next::TooLong,
         // A line that is not UTF-8: kube's line reader ends that watch
         // request; watch again from the version reached (a streamed list
         // starts over).

@@ -242,6 +242,23 @@
 //!   state, readiness) are kept, to rebuild the snapshot of every kind, and handed from
 //!   one session to the next. A paged list holds one page of 500 objects at a
 //!   time; [`InitialList::Streaming`] one object.
+//! - **Nothing the apiserver sends grows memory without bound**: a watch's
+//!   body is split into lines of at most [`K8sConfig::max_line`] (16 MiB); a
+//!   longer line (a misbehaving apiserver or proxy) is never held whole — the
+//!   rest of it is skipped as it arrives — and ends the session with
+//!   [`DialError::LineTooLong`]: a `Disconnected` status that says the line
+//!   exceeded so many bytes, a redial that resumes. A list page is read to
+//!   [`K8sConfig::max_list_page`] (64 MiB); a longer one is asked again with
+//!   half as many objects, down to one ([`DialError::PageTooLarge`] past
+//!   that). An error answer is read to its first 64 KiB. (kube's own
+//!   `Api::watch` splits lines with an unbounded codec and `Api::list`
+//!   collects a body whole: lookout sends these requests with
+//!   [`Client::send`] and reads them itself, as the CRD a custom kind's
+//!   scale path is read from, to 16 MiB.) API discovery, asked only for a
+//!   kind that is no built-in workload, is read by kube's `Discovery`: on
+//!   a client this crate builds from a kubeconfig, a layer fails any such
+//!   answer past [`K8sConfig::max_list_page`]; a client given to
+//!   [`K8sDial::with_client`] is read as the program built it.
 //! - **Dropping the stream closes every connection**: the client, its
 //!   connection pool and the watches belong to the dial and its session. This
 //!   crate spawns nothing; the tasks kube's client runs on the caller's
@@ -283,9 +300,13 @@ mod config;
 mod cursor;
 mod custom;
 mod error;
+mod events;
 mod feed;
+mod fetch;
 mod kind;
 mod kstatus;
+mod limit;
+mod lines;
 mod object;
 mod probe;
 mod resolve;
@@ -418,6 +439,8 @@ impl K8sDial {
                 readiness: config.get_readiness(),
                 rediscover_every: REDISCOVER_EVERY
                     .min(Duration::from_secs(u64::from(watch_timeout))),
+                max_line: config.get_max_line(),
+                max_list_page: config.get_max_list_page(),
             }),
             probe: Arc::default(),
             clients: Arc::default(),
@@ -447,7 +470,11 @@ pub async fn check(config: &K8sConfig) -> Result<(), CheckError> {
     let dial = K8sDial::new(config).map_err(CheckError::Config)?;
     let cache = client::Cache::default();
     let (client, _) = cache
-        .connect(config.get_kubeconfig(), config.get_context())
+        .connect(
+            config.get_kubeconfig(),
+            config.get_context(),
+            dial.settings.max_page(),
+        )
         .await
         .map_err(CheckError::Dial)?;
     check_kinds(&dial.settings, &client).await
@@ -542,7 +569,11 @@ impl Dial for K8sDial {
                 Ok(given) => (given, String::new()),
                 Err((kubeconfig, context)) => {
                     clients
-                        .connect(kubeconfig.as_deref(), context.as_deref())
+                        .connect(
+                            kubeconfig.as_deref(),
+                            context.as_deref(),
+                            settings.max_page(),
+                        )
                         .await?
                 }
             };
@@ -563,11 +594,16 @@ impl Dial for K8sDial {
     fn probe(&mut self) -> Option<ProbeFuture> {
         let client = self.probe.current()?;
         Some(Box::pin(async move {
-            client
-                .apiserver_version()
-                .await
-                .map(drop)
-                .map_err(|e| DialError::Probe(e).into())
+            // kube's `apiserver_version` reads the answer whole: read to a bound.
+            type Info = k8s_openapi::apimachinery::pkg::version::Info;
+            match fetch::get::<Info>(&client, "/version", fetch::ERROR_KEPT).await {
+                Ok(fetch::Answer::Read(_)) => Ok(()),
+                Ok(fetch::Answer::TooLarge) => Err(DialError::Probe(kube::Error::Service(
+                    format!("the answer exceeds {} bytes", fetch::ERROR_KEPT).into(),
+                ))
+                .into()),
+                Err(e) => Err(DialError::Probe(e).into()),
+            }
         }))
     }
 }

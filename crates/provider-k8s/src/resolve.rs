@@ -9,7 +9,9 @@ use kube::api::Api;
 use kube::core::{ApiResource, DynamicObject, GroupVersion, GroupVersionKind};
 use kube::discovery::{ApiCapabilities, ApiGroup, Discovery, Scope};
 
+use crate::config::K8sConfig;
 use crate::error::{ConfigError, DialError};
+use crate::fetch::{self, Answer};
 use crate::kind::{Kind, KindRef, Repr};
 
 /// A kind as a dial found it served.
@@ -299,8 +301,20 @@ async fn scale_path(client: &Client, resource: &ApiResource) -> kube::Result<Arc
     );
     let crds: Api<DynamicObject> = Api::all_with(client.clone(), &crd_resource);
     let name = format!("{}.{}", resource.plural, resource.group);
-    let crd = match crds.get(&name).await {
-        Ok(crd) => crd,
+    // One object, read to the bound of one object in a watch (kube's
+    // `Api::get` would read it whole, whatever its size).
+    let path = format!("{}/{name}", crds.resource_url());
+    let crd = match fetch::get::<DynamicObject>(client, &path, K8sConfig::DEFAULT_MAX_LINE).await {
+        Ok(Answer::Read(crd)) => crd,
+        Ok(Answer::TooLarge) => {
+            return Err(kube::Error::Service(
+                format!(
+                    "the CRD {name} exceeds {} bytes",
+                    K8sConfig::DEFAULT_MAX_LINE
+                )
+                .into(),
+            ));
+        }
         Err(kube::Error::Api(s)) if s.code == 404 => return Ok(default()),
         Err(e) => return Err(e),
     };

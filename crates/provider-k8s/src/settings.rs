@@ -25,4 +25,16 @@ pub(crate) struct Settings {
     pub(crate) readiness: bool,
     /// How often a kind that is not served is looked for again.
     pub(crate) rediscover_every: Duration,
+    /// The longest watch line read ([`K8sConfig::max_line`](crate::K8sConfig::max_line)).
+    pub(crate) max_line: usize,
+    /// The longest list page read ([`K8sConfig::max_list_page`](crate::K8sConfig::max_list_page)).
+    pub(crate) max_list_page: usize,
+}
+
+impl Settings {
+    /// The longest list page (or other answer read whole) read: never less
+    /// than a watch line, as one object fits either.
+    pub(crate) fn max_page(&self) -> usize {
+        self.max_list_page.max(self.max_line)
+    }
 }

@@ -5,6 +5,8 @@ use tokio_stream::StreamExt;
 
 use super::*;
 
+mod bounds;
+
 fn object(ns: Option<&str>, name: Option<&str>, spec: &serde_json::Value) -> object::Workload {
     serde_json::from_value(serde_json::json!({
         "apiVersion": "apps/v1",

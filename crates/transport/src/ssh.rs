@@ -45,6 +45,16 @@ impl SshSaid {
         let text = String::from_utf8_lossy(&said).trim().to_owned();
         (!text.is_empty()).then_some(text)
     }
+
+    /// Keeps what fits of `bytes` in the first [`STDERR_KEPT`] bytes; the
+    /// rest is dropped (ssh's stderr is read to its end all the same, so
+    /// that ssh never blocks on it).
+    fn keep(&self, bytes: &[u8]) {
+        if let Ok(mut said) = self.0.lock() {
+            let room = STDERR_KEPT.saturating_sub(said.len());
+            said.extend_from_slice(&bytes[..bytes.len().min(room)]);
+        }
+    }
 }
 
 impl SshStream {
@@ -87,13 +97,7 @@ impl SshStream {
         loop {
             let mut read = ReadBuf::new(&mut buf);
             match Pin::new(&mut *stderr).poll_read(cx, &mut read) {
-                Poll::Ready(Ok(())) if !read.filled().is_empty() => {
-                    if let Ok(mut said) = self.said.0.lock() {
-                        let room = STDERR_KEPT.saturating_sub(said.len());
-                        let take = read.filled().len().min(room);
-                        said.extend_from_slice(&read.filled()[..take]);
-                    }
-                }
+                Poll::Ready(Ok(())) if !read.filled().is_empty() => self.said.keep(read.filled()),
                 Poll::Ready(_) => {
                     self.stderr = None;
                     return Poll::Ready(());
@@ -137,5 +141,22 @@ impl AsyncWrite for SshStream {
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.get_mut().stdin).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_first_4_kib_of_stderr_are_kept() {
+        let said = SshSaid::default();
+        said.keep(b"ssh: connect to host h port 22: ");
+        for _ in 0..1000 {
+            said.keep(&[b'e'; 512]);
+        }
+        let text = said.text().expect("what ssh said");
+        assert_eq!(text.len(), STDERR_KEPT);
+        assert!(text.starts_with("ssh: connect to host h port 22: eee"));
     }
 }
