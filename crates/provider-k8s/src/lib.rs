@@ -610,3 +610,8 @@ impl Dial for K8sDial {
 
 #[cfg(test)]
 mod tests;
+
+// Not under `tests/`: a packaged crate holds no such folder, and its unit
+// tests must still build from the package.
+#[cfg(test)]
+mod bounds_tests;
