@@ -28,7 +28,7 @@ use crate::output::rfc3339_nanos;
 
 mod target;
 mod task;
-pub use target::{Target, credentials, host_name, parse_target, tls};
+pub use target::{Target, credentials, host_name, parse_target, prefix_words, tls};
 pub use task::Running;
 
 /// A tombstone's lease.

@@ -64,9 +64,8 @@ impl EtcdConfig {
     }
 
     /// The key prefix the publishers write under (default
-    /// [`model::DEFAULT_PREFIX`]; leading and trailing `/`s are ignored, so
-    /// `/team` and `team` name the same keys; an empty one is a
-    /// [`ConfigError::Name`] of [`watch`](crate::watch)).
+    /// [`model::DEFAULT_PREFIX`]; trailing `/`s are ignored, an empty one is
+    /// a [`ConfigError::Name`] of [`watch`](crate::watch)).
     #[must_use]
     pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
         self.prefix = prefix.into();

@@ -133,11 +133,10 @@ impl Record {
     }
 }
 
-/// Checks a prefix (not empty) and returns it without leading or trailing
-/// slashes: `/team`, `team/` and `team` name the same keys (`team/i/…`), as
-/// `etcd://HOST:PORT/team` does, whose `/` only separates the hosts.
+/// Checks a prefix (no trailing `/`, not empty) and returns it without
+/// trailing slashes.
 pub fn check_prefix(prefix: &str) -> Result<&str, ConfigError> {
-    let p = prefix.trim_matches('/');
+    let p = prefix.trim_end_matches('/');
     if p.is_empty() {
         return Err(ConfigError::Name {
             what: "prefix",
@@ -234,8 +233,6 @@ mod tests {
         assert_eq!(parse_status_key("p", b"p/i/h/x"), None);
         assert_eq!(source_prefix("p", "h"), "p/i/h/");
         assert_eq!(check_prefix("a/b/").ok(), Some("a/b"));
-        assert_eq!(check_prefix("/a/b").ok(), Some("a/b"));
-        assert_eq!(check_prefix("//team//").ok(), Some("team"));
         assert!(check_prefix("/").is_err());
         assert!(check_source("a/b").is_err() && check_source("").is_err());
         assert!(check_source("host-a").is_ok());

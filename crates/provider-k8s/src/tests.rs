@@ -5,7 +5,6 @@ use tokio_stream::StreamExt;
 
 use super::*;
 
-
 fn object(ns: Option<&str>, name: Option<&str>, spec: &serde_json::Value) -> object::Workload {
     serde_json::from_value(serde_json::json!({
         "apiVersion": "apps/v1",

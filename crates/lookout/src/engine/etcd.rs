@@ -16,7 +16,7 @@ use crate::watched::Location;
 pub fn config(a: &EtcdArgs) -> Result<(EtcdConfig, Location), Exit> {
     let mut config = EtcdConfig::new(&a.endpoints)
         .map_err(|e| Exit::usage("invalid configuration", &e))?
-        .prefix(a.prefix.as_str())
+        .prefix(publish::prefix_words(&a.prefix))
         .sources(&a.sources)
         .readiness(a.common.readiness)
         .watch_config(EtcdConfig::default_watch().initial(a.common.initial));

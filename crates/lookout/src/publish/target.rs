@@ -40,7 +40,7 @@ pub fn parse_target(s: &str) -> Result<Target, String> {
         None => (None, rest),
     };
     let (hosts, prefix) = match rest.split_once('/') {
-        Some((h, p)) if !p.trim_matches('/').is_empty() => (h, p.trim_matches('/')),
+        Some((h, p)) if !prefix_words(p).is_empty() => (h, prefix_words(p)),
         Some((h, _)) => (h, model::DEFAULT_PREFIX),
         None => (rest, model::DEFAULT_PREFIX),
     };
@@ -60,6 +60,13 @@ pub fn parse_target(s: &str) -> Result<Target, String> {
         prefix: prefix.to_owned(),
         user,
     })
+}
+
+/// A prefix as the command line gives it, without its leading and trailing
+/// `/`s: `--prefix /team`, `--prefix team/` and `etcd://HOST:PORT/team` (whose
+/// first `/` only ends the hosts) all name the keys `team/…`.
+pub fn prefix_words(prefix: &str) -> &str {
+    prefix.trim_matches('/')
 }
 
 /// The TLS files of `endpoints` (`https://` ones need a CA file, given by
