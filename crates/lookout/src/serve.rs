@@ -288,7 +288,7 @@ async fn accept_loop(
     shutdown: CancellationToken,
     tracker: TaskTracker,
 ) {
-    let admission = Admission::new(max_connections);
+    let admission = Admission::new(max_connections, &shutdown);
     let refusing = Arc::new(Semaphore::new(MAX_REFUSING));
     let mut http = http1::Builder::new();
     http.timer(TokioTimer::new())
@@ -342,15 +342,13 @@ async fn accept_loop(
                 let http = Arc::clone(&refuse_http);
                 // The binary may spawn (one task per connection); the library crates never do.
                 tracker.spawn(async move {
-                    let quiet = CancellationToken::new();
-                    let Some(io) = open(stream, acceptor, deadline, &quiet, &shutdown, peer).await
-                    else {
+                    let Some(io) = open(stream, acceptor, deadline, &shutdown, peer).await else {
                         return;
                     };
                     let refuse =
                         hyper::service::service_fn(|_| async { Ok::<_, Infallible>(full()) });
                     let conn = http.serve_connection(TokioIo::new(io), refuse);
-                    finish(conn, shutdown, None, peer, permit).await;
+                    finish(conn, shutdown.clone(), shutdown, peer, permit).await;
                 });
                 continue;
             }
@@ -367,9 +365,9 @@ async fn accept_loop(
         let admission = Arc::clone(&admission);
         let http = Arc::clone(&http);
         tracker.spawn(async move {
-            if let Some(io) = open(stream, acceptor, deadline, &shed, &shutdown, peer).await {
+            if let Some(io) = open(stream, acceptor, deadline, &shed, peer).await {
                 let conn = http.serve_connection(TokioIo::new(io), service);
-                finish(conn, shutdown, Some(shed), peer, ()).await;
+                finish(conn, shutdown, shed, peer, ()).await;
             }
             report_open(&admission);
         });
@@ -382,14 +380,13 @@ async fn accept_loop(
 /// `deadline`. hyper's buffers (16 KiB) and a TLS session are made only
 /// once the client speaks, so a connection that says nothing costs its
 /// socket and its task (~2 KiB). `None` when it is to close instead: silent
-/// until the deadline, closed by the client, its handshake failed, shed or
-/// shut down.
+/// until the deadline, closed by the client, its handshake failed, or
+/// `stop` cancelled (shed, or shut down).
 async fn open(
     stream: tokio::net::TcpStream,
     acceptor: Option<tls::Acceptor>,
     deadline: tokio::time::Instant,
-    shed: &CancellationToken,
-    shutdown: &CancellationToken,
+    stop: &CancellationToken,
     peer: SocketAddr,
 ) -> Option<tls::Io> {
     let opened = async {
@@ -407,8 +404,7 @@ async fn open(
     };
     tokio::select! {
         io = opened => io,
-        () = shed.cancelled() => None,
-        () = shutdown.cancelled() => None,
+        () = stop.cancelled() => None,
     }
 }
 
@@ -434,14 +430,16 @@ fn configure(stream: &tokio::net::TcpStream, peer: SocketAddr) {
     }
 }
 
-/// Drives one connection to its end: at shutdown, gracefully (open
-/// `/events` bodies end on the same token; idle keep-alive connections
-/// close now); when `shed`, at once. `held` (a slot or a permit) is given
-/// back when it ends.
+/// Drives one connection to its end. `stop` (its slot's shedding signal,
+/// a child of `shutdown`; or `shutdown` itself) is the one signal waited on
+/// beside it, so a wake-up costs one token's check: at shutdown the
+/// connection ends gracefully (open `/events` bodies end on the same token;
+/// idle keep-alive connections close now), when shed at once. `held` (a
+/// slot or a permit) is given back when it ends.
 async fn finish<I, S, H>(
     conn: http1::Connection<I, S>,
     shutdown: CancellationToken,
-    shed: Option<CancellationToken>,
+    stop: CancellationToken,
     peer: SocketAddr,
     held: H,
 ) where
@@ -451,19 +449,13 @@ async fn finish<I, S, H>(
 {
     let _held = held;
     let mut conn = std::pin::pin!(conn);
-    let shed = async {
-        match shed {
-            Some(token) => token.cancelled().await,
-            None => std::future::pending().await,
-        }
-    };
     let result = tokio::select! {
         r = conn.as_mut() => r,
-        () = shed => {
-            tracing::debug!(%peer, "idle connection shed for a new one");
-            return;
-        }
-        () = shutdown.cancelled() => {
+        () = stop.cancelled() => {
+            if !shutdown.is_cancelled() {
+                tracing::debug!(%peer, "idle connection shed for a new one");
+                return;
+            }
             conn.as_mut().graceful_shutdown();
             conn.await
         }

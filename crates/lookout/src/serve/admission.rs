@@ -21,6 +21,9 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug)]
 pub struct Admission {
     max: usize,
+    /// Every slot's shedding signal is its child: cancelled, it cancels
+    /// them all (one signal per connection to wait on, for either).
+    parent: CancellationToken,
     slots: Mutex<Slots>,
 }
 
@@ -60,10 +63,12 @@ pub struct Busy {
 }
 
 impl Admission {
-    /// At most `max` slots (at least one).
-    pub fn new(max: usize) -> Arc<Self> {
+    /// At most `max` slots (at least one), each shed also when `parent`
+    /// is cancelled.
+    pub fn new(max: usize, parent: &CancellationToken) -> Arc<Self> {
         Arc::new(Self {
             max: max.max(1),
+            parent: parent.clone(),
             slots: Mutex::default(),
         })
     }
@@ -88,7 +93,7 @@ impl Admission {
         }
         let id = s.next;
         s.next += 1;
-        let token = CancellationToken::new();
+        let token = self.parent.child_token();
         s.open.insert(id, (0, token.clone()));
         s.idle.insert(id);
         Admitted::Slot {
@@ -108,7 +113,8 @@ impl Admission {
 }
 
 impl Ticket {
-    /// Cancelled when this connection is shed: close it.
+    /// Cancelled when this connection is shed (close it), or when the
+    /// parent is (see which).
     pub fn shed(&self) -> &CancellationToken {
         &self.shed
     }
@@ -165,7 +171,7 @@ mod tests {
 
     #[test]
     fn the_oldest_idle_slot_is_shed_and_busy_ones_never() {
-        let a = Admission::new(3);
+        let a = Admission::new(3, &CancellationToken::new());
         let (first, _) = slot(&a);
         let (second, _) = slot(&a);
         let (third, _) = slot(&a);
@@ -197,7 +203,7 @@ mod tests {
 
     #[test]
     fn a_slot_busy_twice_is_idle_only_when_both_end() {
-        let a = Admission::new(1);
+        let a = Admission::new(1, &CancellationToken::new());
         let (t, _) = slot(&a);
         let one = t.busy();
         let two = t.busy();

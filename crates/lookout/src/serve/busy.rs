@@ -1,18 +1,15 @@
-//! The service of an admitted connection: the router, with each request
-//! marking its connection busy ([`Ticket::busy`]) until its response body
-//! ends (an `/events` stream: until it closes), so that only idle
-//! connections are ever shed. And the answer of a connection refused
-//! because every slot is busy.
+//! The service of an admitted connection: the router, each request marked
+//! with its connection's [`Busy`] guard (a request extension), so that only
+//! idle connections are ever shed. The guard ends with the request, once
+//! its handler has answered; an `/events` body keeps it for as long as the
+//! stream is open. Nothing wraps a response body: a frame costs what it
+//! did. And the answer of a connection refused because every slot is busy.
 
 use std::convert::Infallible;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 
-use axum::body::Body;
 use axum::http::{HeaderValue, Request, StatusCode, header};
 use axum::response::Response;
-use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper_util::service::TowerToHyperService;
 
@@ -29,20 +26,14 @@ pub struct BusyService {
 impl hyper::service::Service<Request<Incoming>> for BusyService {
     type Response = Response;
     type Error = Infallible;
-    type Future = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+    type Future =
+        <TowerToHyperService<axum::Router> as hyper::service::Service<Request<Incoming>>>::Future;
 
-    fn call(&self, request: Request<Incoming>) -> Self::Future {
-        let busy = self.ticket.busy();
-        let response = self.inner.call(request);
-        Box::pin(async move {
-            let response = response.await?;
-            Ok(response.map(|body| {
-                Body::new(body.map_frame(move |frame| {
-                    let _busy = &busy;
-                    frame
-                }))
-            }))
-        })
+    fn call(&self, mut request: Request<Incoming>) -> Self::Future {
+        request
+            .extensions_mut()
+            .insert(Arc::new(self.ticket.busy()));
+        self.inner.call(request)
     }
 }
 

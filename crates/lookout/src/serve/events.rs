@@ -24,6 +24,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use axum::Extension;
 use axum::body::Body;
 use axum::extract::State as Extract;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
@@ -34,6 +35,7 @@ use tokio::time::{Instant, Sleep};
 use tokio_stream::Stream;
 use tokio_util::sync::WaitForCancellationFutureOwned;
 
+use super::admission::Busy;
 use super::frames::{Filter, Frames};
 use super::query::Query;
 use super::state::State;
@@ -46,7 +48,12 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// runtime.
 const SKIP_BUDGET: usize = 256;
 
-pub async fn handler(Extract(s): Extract<State>, headers: HeaderMap, uri: Uri) -> Response {
+pub async fn handler(
+    Extract(s): Extract<State>,
+    busy: Option<Extension<Arc<Busy>>>,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Response {
     let parsed = Query::parse(uri.query(), &["initial", "label", "since", "host"]).and_then(|q| {
         let since = q.one("since")?.map(str::to_owned);
         Ok((q.flag("initial")?, q.labels()?, since, s.select(&q)?))
@@ -92,6 +99,7 @@ pub async fn handler(Extract(s): Extract<State>, headers: HeaderMap, uri: Uri) -
         sse,
         shutdown: Box::pin(s.shutdown.clone().cancelled_owned()),
         keep_alive: sse.then(|| Box::pin(tokio::time::sleep(KEEP_ALIVE))),
+        _busy: busy.map(|Extension(b)| b),
     };
     let content_type = if sse {
         "text/event-stream"
@@ -140,6 +148,9 @@ struct EventBody {
     shutdown: Pin<Box<WaitForCancellationFutureOwned>>,
     /// SSE only: when the next keep-alive comment is due.
     keep_alive: Option<Pin<Box<Sleep>>>,
+    /// Its connection's slot is busy while the stream is open (it is not
+    /// shed for a newcomer): the request's mark, kept by the body.
+    _busy: Option<Arc<Busy>>,
 }
 
 impl EventBody {
@@ -263,6 +274,7 @@ mod tests {
             next: 0,
             sse,
             shutdown: Box::pin(shutdown.clone().cancelled_owned()),
+            _busy: None,
             keep_alive: sse.then(|| Box::pin(tokio::time::sleep(KEEP_ALIVE))),
         }
     }
@@ -366,6 +378,7 @@ mod tests {
             next: 0,
             sse: false,
             shutdown: Box::pin(shutdown.clone().cancelled_owned()),
+            _busy: None,
             keep_alive: None,
         };
         let mut lines = Vec::new();
