@@ -1,9 +1,10 @@
 //! The service of an admitted connection: the router, each request marked
-//! with its connection's [`Busy`] guard (a request extension), so that only
-//! idle connections are ever shed. The guard ends with the request, once
-//! its handler has answered; an `/events` body keeps it for as long as the
-//! stream is open. Nothing wraps a response body: a frame costs what it
-//! did. And the answer of a connection refused because every slot is busy.
+//! with its connection's busy guard ([`Ticket::busy`], a request
+//! extension), so that only idle connections are ever shed. The guard ends
+//! with the request, once its handler has answered; an `/events` body keeps
+//! it for as long as the stream is open. Nothing wraps a response body: a
+//! frame costs what it did. And the answer of a connection refused because
+//! every slot is busy.
 
 use std::convert::Infallible;
 use std::sync::Arc;
