@@ -142,3 +142,104 @@ fn a_stalled_subscription_costs_the_instances_not_the_events() {
         assert!(running.values().all(|r| *r), "{running:?}");
     });
 }
+
+/// A session fed by the test, counting its polls.
+#[derive(Clone, Default)]
+struct Fed {
+    queue: Arc<std::sync::Mutex<(std::collections::VecDeque<Observation<u64>>, Option<Waker>)>>,
+    polls: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Fed {
+    fn push(&self, o: Observation<u64>) {
+        let waker = {
+            let mut q = self.queue.lock().expect("the feed");
+            q.0.push_back(o);
+            q.1.take()
+        };
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+
+    fn polls(&self) -> usize {
+        self.polls.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Stream for Fed {
+    type Item = Result<Observation<u64>, crate::BoxError>;
+
+    fn poll_next(self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.polls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let mut q = self.queue.lock().expect("the feed");
+        match q.0.pop_front() {
+            Some(o) => Poll::Ready(Some(Ok(o))),
+            None => {
+                q.1 = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    }
+}
+
+impl Dial for Fed {
+    type Cursor = u64;
+
+    fn dial(&mut self, _resume: Option<&u64>) -> DialFuture<u64> {
+        let session = self.clone();
+        Box::pin(async move { Ok(Box::pin(session) as Session<u64>) })
+    }
+}
+
+/// Of many subscriptions woken by one event, one drives the upstream: the
+/// others read what it pushed, and none polls an upstream that has not woken.
+#[tokio::test(start_paused = true)]
+async fn one_event_is_one_drive_not_one_per_subscription() {
+    const SUBSCRIPTIONS: usize = 100;
+    let fed = Fed::default();
+    fed.push(Observation::ResyncBegin);
+    fed.push(Observation::Listed(Listed {
+        id: "a".into(),
+        running: true,
+        uid: None,
+        labels: crate::Labels::new(),
+        readiness: None,
+    }));
+    fed.push(Observation::ResyncDone);
+    let hub = Watch::new(fed.clone(), WatchConfig::default().resync_every(None)).share();
+    let mut subs: Vec<_> = (0..SUBSCRIPTIONS)
+        .map(|_| hub.subscribe(Start::Baseline))
+        .collect();
+    let mut cx = Context::from_waker(Waker::noop());
+    // Each caught up (the connected status), then waiting.
+    let first = tokio::time::timeout(Duration::from_secs(5), subs[0].next()).await;
+    assert!(matches!(first, Ok(Some(crate::Item::Status(_)))), "{first:?}");
+    for s in &mut subs {
+        while let Poll::Ready(Some(_)) = std::pin::Pin::new(&mut *s).poll_next(&mut cx) {}
+    }
+    let before = fed.polls();
+    fed.push(Observation::Change(Change {
+        id: "a".into(),
+        kind: EventKind::Stopped,
+        uid: None,
+        labels: None,
+        at: SystemTime::UNIX_EPOCH,
+        cursor: Some(1),
+        readiness: None,
+    }));
+    for s in &mut subs {
+        let item = std::pin::Pin::new(&mut *s).poll_next(&mut cx);
+        assert!(
+            matches!(&item, Poll::Ready(Some(crate::Item::Event(e))) if e.kind == EventKind::Stopped),
+            "{item:?}"
+        );
+        // Read the size hint: the event was the one item taken.
+        assert_eq!(s.size_hint().0, 0);
+        assert!(std::pin::Pin::new(&mut *s).poll_next(&mut cx).is_pending());
+    }
+    let polls = fed.polls() - before;
+    // The event, the upstream's Pending after it, and one look once it
+    // had given: not one (or two) per subscription.
+    assert!(polls <= 4, "{polls} polls of the upstream for one event");
+}

@@ -67,7 +67,9 @@ impl Waiter {
 
     /// Polls `ready` against the ring, driving the upstream until it gives
     /// a value or the upstream has nothing more; `Pending` wakes the task
-    /// when the upstream, or another handle's drive, moves the hub.
+    /// when the upstream, or another handle's drive, moves the hub. The
+    /// upstream is driven only when it is due (woken, or it gave items
+    /// last): of a thousand handles woken by one event, one polls it.
     pub(super) fn poll<T>(
         &self,
         cx: &mut Context<'_>,
@@ -90,9 +92,17 @@ impl Waiter {
                 cx.waker().wake_by_ref();
                 break Poll::Pending;
             }
+            if !state.wakers.take_upstream_due() {
+                // Polled since it last woke, and it had nothing: its
+                // wake-up wakes this task (registered above).
+                break Poll::Pending;
+            }
             drives += 1;
             match ring.drive(&state.upstream_waker) {
-                Driven::Pushed => drove = true,
+                Driven::Pushed => {
+                    drove = true;
+                    state.wakers.upstream_gave();
+                }
                 Driven::Pending | Driven::Ended => break Poll::Pending,
             }
         };

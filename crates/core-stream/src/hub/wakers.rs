@@ -1,15 +1,32 @@
 //! Every task waiting on a hub, woken together: the upstream is polled with
 //! one waker that wakes them all, so whichever of them runs next drives it,
 //! and one that stopped polling never holds up the others (the pattern of
-//! `futures::future::Shared`).
+//! `futures::future::Shared`). Only one of them drives it per wake-up: the
+//! upstream is polled again only once it woke (or gave an item), not by
+//! every handle that finds nothing new.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Wake, Waker};
 
 /// The wakers of the handles that wait, each in its handle's slot.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Wakers {
     slots: Mutex<Slots>,
+    /// The upstream may have something: it woke since it was last polled,
+    /// or its last poll gave an item (or it was never polled). Polling it
+    /// while this is false finds nothing: its waker (this) was registered
+    /// and has not fired.
+    upstream_due: AtomicBool,
+}
+
+impl Default for Wakers {
+    fn default() -> Self {
+        Self {
+            slots: Mutex::default(),
+            upstream_due: AtomicBool::new(true),
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -52,6 +69,17 @@ impl Wakers {
         }
     }
 
+    /// Whether the upstream is due a poll; if so, it is no longer (a
+    /// wake-up during the poll that follows makes it due again).
+    pub(crate) fn take_upstream_due(&self) -> bool {
+        self.upstream_due.swap(false, Ordering::AcqRel)
+    }
+
+    /// The upstream gave items: it may have more without waking.
+    pub(crate) fn upstream_gave(&self) {
+        self.upstream_due.store(true, Ordering::Release);
+    }
+
     /// Wakes every waiting handle but `except` (which is running); each
     /// registers again when it next waits.
     pub(crate) fn wake_all(&self, except: Option<usize>) {
@@ -73,10 +101,12 @@ impl Wakers {
 /// The upstream's waker: it wakes every waiting handle.
 impl Wake for Wakers {
     fn wake(self: Arc<Self>) {
-        self.wake_all(None);
+        self.wake_by_ref();
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
+        // Due before anyone is woken: whoever runs next drives it.
+        self.upstream_due.store(true, Ordering::Release);
         self.wake_all(None);
     }
 }

@@ -60,6 +60,8 @@ pub struct Ticket {
 pub struct Busy {
     admission: Arc<Admission>,
     id: u64,
+    /// Its slot's token (a busy slot is never shed: cancelled at shutdown).
+    stop: CancellationToken,
 }
 
 impl Admission {
@@ -130,7 +132,17 @@ impl Ticket {
         Busy {
             admission: Arc::clone(&self.admission),
             id: self.id,
+            stop: self.shed.clone(),
         }
+    }
+}
+
+impl Busy {
+    /// Cancelled when the request's connection is to end: at shutdown (a
+    /// busy connection is not shed). The connection's own token, so that a
+    /// look at it takes no lock another connection takes.
+    pub fn stop(&self) -> &CancellationToken {
+        &self.stop
     }
 }
 

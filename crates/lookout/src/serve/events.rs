@@ -7,7 +7,13 @@
 //! write to this client's socket, so a client that stops reading leaves
 //! only its own subscription unpolled (the hub lags it and resyncs it when
 //! it reads again), and a client that goes away drops the body, hence the
-//! subscription. The server's shutdown token ends the body.
+//! subscription. The connection's token (cancelled at shutdown) ends the
+//! body.
+//!
+//! Each poll that finds something gathers everything the subscriptions
+//! already hold (taken from the hub by the same read, so no lock and no
+//! wait) into one frame, up to [`WRITE_BYTES`]: a client woken by a burst
+//! of events gets them in one write, not one each.
 //!
 //! Of a server of several engines, the body holds one subscription per
 //! engine picked (`?host=`, repeatable; all by default), polled in turn so
@@ -29,11 +35,11 @@ use axum::body::Body;
 use axum::extract::State as Extract;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use lookout_core::{Item, Start, Subscription};
 use tokio::time::{Instant, Sleep};
 use tokio_stream::Stream;
-use tokio_util::sync::WaitForCancellationFutureOwned;
+use tokio_util::sync::CancellationToken;
 
 use super::admission::Busy;
 use super::frames::{Filter, Frames};
@@ -47,6 +53,10 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// How many filtered-out items one poll skips before it yields to the
 /// runtime.
 const SKIP_BUDGET: usize = 256;
+
+/// What one poll gathers at most into one frame (one write): what is ready
+/// beyond it goes in the next.
+const WRITE_BYTES: usize = 64 * 1024;
 
 pub async fn handler(
     Extract(s): Extract<State>,
@@ -93,13 +103,18 @@ pub async fn handler(
                 .map(lookout_etcd::Publishers::changes),
         })
         .collect();
+    let busy = busy.map(|Extension(b)| b);
     let body = EventBody {
         subs,
         next: 0,
         sse,
-        shutdown: Box::pin(s.shutdown.clone().cancelled_owned()),
-        keep_alive: sse.then(|| Box::pin(tokio::time::sleep(KEEP_ALIVE))),
-        _busy: busy.map(|Extension(b)| b),
+        // The connection's own token when it has one (served through the
+        // admission, as always but in unit tests).
+        stop: busy
+            .as_ref()
+            .map_or_else(|| s.shutdown.clone(), |b| b.stop().clone()),
+        keep_alive: sse.then(|| KeepAlive::new(Instant::now())),
+        _busy: busy,
     };
     let content_type = if sse {
         "text/event-stream"
@@ -145,18 +160,100 @@ struct EventBody {
     /// Whose turn is first at the next poll: after the one that yielded.
     next: usize,
     sse: bool,
-    shutdown: Pin<Box<WaitForCancellationFutureOwned>>,
+    /// Ends the body when cancelled. Looked at, not waited on: the
+    /// connection's task waits on it (and polls the body once it fires).
+    stop: CancellationToken,
     /// SSE only: when the next keep-alive comment is due.
-    keep_alive: Option<Pin<Box<Sleep>>>,
+    keep_alive: Option<KeepAlive>,
     /// Its connection's slot is busy while the stream is open (it is not
     /// shed for a newcomer): the request's mark, kept by the body.
     _busy: Option<Arc<Busy>>,
 }
 
+/// An SSE comment after [`KEEP_ALIVE`] of silence. A write notes its time
+/// (a clock read); the timer is moved only when it fires early, not at
+/// every write.
+struct KeepAlive {
+    sleep: Pin<Box<Sleep>>,
+    last: Instant,
+}
+
+impl KeepAlive {
+    fn new(now: Instant) -> Self {
+        Self {
+            sleep: Box::pin(tokio::time::sleep_until(now + KEEP_ALIVE)),
+            last: now,
+        }
+    }
+
+    /// Ready when nothing was sent for [`KEEP_ALIVE`].
+    fn poll_due(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        loop {
+            if self.sleep.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            let due = self.last + KEEP_ALIVE;
+            if due <= Instant::now() {
+                return Poll::Ready(());
+            }
+            // Something was sent since it was set: wait from then.
+            self.sleep.as_mut().reset(due);
+        }
+    }
+}
+
 impl EventBody {
     fn sent(&mut self) {
         if let Some(k) = &mut self.keep_alive {
-            k.as_mut().reset(Instant::now() + KEEP_ALIVE);
+            k.last = Instant::now();
+        }
+    }
+
+    /// What the subscriptions already hold after `first`, in turn, up to
+    /// [`WRITE_BYTES`] in all: `first` alone (no copy) when nothing more is
+    /// there. Of several engines, each other one is polled once (it may
+    /// have items not yet taken from its hub), then only what is held.
+    fn gather(&mut self, first: Bytes, cx: &mut Context<'_>) -> Bytes {
+        let n = self.subs.len();
+        let mut out: Option<BytesMut> = None;
+        let mut budget = SKIP_BUDGET;
+        let mut round = 0;
+        loop {
+            let mut took = false;
+            // At first, the one after the one that gave `first`.
+            let start = self.next;
+            for k in 0..n {
+                let i = (start + k) % n;
+                let sub = &mut self.subs[i];
+                let other = round == 0 && k + 1 < n;
+                if sub.subscription.size_hint().0 == 0 && !other {
+                    continue;
+                }
+                let len = out.as_ref().map_or(first.len(), BytesMut::len);
+                if len >= WRITE_BYTES || budget == 0 {
+                    return out.map_or(first, BytesMut::freeze);
+                }
+                // Already taken from the hub: ready at once.
+                let Poll::Ready(Some(item)) = Pin::new(&mut sub.subscription).poll_next(cx) else {
+                    continue;
+                };
+                took = true;
+                self.next = (i + 1) % n;
+                let Some(frame) = sub.frame(&item, self.sse) else {
+                    budget -= 1;
+                    continue;
+                };
+                let buf = out.get_or_insert_with(|| {
+                    let mut b = BytesMut::with_capacity(WRITE_BYTES.min(8 * first.len()));
+                    b.extend_from_slice(&first);
+                    b
+                });
+                buf.extend_from_slice(&frame);
+            }
+            if !took && round > 0 {
+                return out.map_or(first, BytesMut::freeze);
+            }
+            round += 1;
         }
     }
 }
@@ -166,7 +263,7 @@ impl Stream for EventBody {
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
-        if this.shutdown.as_mut().poll(cx).is_ready() {
+        if this.stop.is_cancelled() {
             return Poll::Ready(None);
         }
         let n = this.subs.len();
@@ -182,7 +279,7 @@ impl Stream for EventBody {
                         if let Some(frame) = sub.frame(&item, this.sse) {
                             this.next = (i + 1) % n;
                             this.sent();
-                            return Poll::Ready(Some(Ok(frame)));
+                            return Poll::Ready(Some(Ok(this.gather(frame, cx))));
                         }
                         budget -= 1;
                         if budget == 0 {
@@ -212,7 +309,7 @@ impl Stream for EventBody {
             if pending == n {
                 // Every one registered this task's waker: nothing to send.
                 if let Some(k) = &mut this.keep_alive
-                    && k.as_mut().poll(cx).is_ready()
+                    && k.poll_due(cx).is_ready()
                 {
                     this.sent();
                     return Poll::Ready(Some(Ok(Bytes::from_static(b": keep-alive\n\n"))));
@@ -273,13 +370,15 @@ mod tests {
             }],
             next: 0,
             sse,
-            shutdown: Box::pin(shutdown.clone().cancelled_owned()),
+            stop: shutdown.clone(),
             _busy: None,
-            keep_alive: sse.then(|| Box::pin(tokio::time::sleep(KEEP_ALIVE))),
+            keep_alive: sse.then(|| KeepAlive::new(Instant::now())),
         }
     }
 
-    async fn next(body: &mut EventBody) -> String {
+    /// One frame of the body, as written (several lines or SSE frames when
+    /// it gathered them).
+    async fn frame(body: &mut EventBody) -> String {
         let frame = tokio::time::timeout(Duration::from_secs(60), body.next())
             .await
             .expect("a frame")
@@ -287,11 +386,43 @@ mod tests {
         String::from_utf8(frame.expect("infallible").to_vec()).expect("UTF-8")
     }
 
+    /// The body's lines (NDJSON) or SSE frames one by one, however they
+    /// were gathered into writes.
+    struct Units {
+        body: EventBody,
+        pending: std::collections::VecDeque<String>,
+    }
+
+    impl Units {
+        fn new(body: EventBody) -> Self {
+            Self {
+                body,
+                pending: std::collections::VecDeque::new(),
+            }
+        }
+
+        async fn next(&mut self) -> String {
+            if self.pending.is_empty() {
+                let written = frame(&mut self.body).await;
+                let end = if self.body.sse { "\n\n" } else { "\n" };
+                self.pending.extend(
+                    written
+                        .split_inclusive(end)
+                        .map(str::to_owned),
+                );
+            }
+            self.pending.pop_front().expect("a unit")
+        }
+    }
+
     #[tokio::test(start_paused = true)]
     async fn ndjson_is_the_json_lines_filtered_and_ends_on_shutdown() {
         let shutdown = CancellationToken::new();
         let mut body = body(false, "label=app%3Dweb", &shutdown);
-        let created = next(&mut body).await;
+        // Both of web's lines were taken from the hub by one read: one write.
+        let written = frame(&mut body).await;
+        let (created, started) = written.split_once('\n').expect("two lines in one write");
+        let (created, started) = (format!("{created}\n"), started.to_owned());
         assert!(
             created.starts_with(r#"{"provider":"docker","instance":"web","kind":"created","origin":"initial","at":""#),
             "{created}"
@@ -305,9 +436,8 @@ mod tests {
             )),
             "{created}"
         );
-        let started = next(&mut body).await;
         assert!(
-            started.contains(r#""instance":"web","kind":"started""#),
+            started.contains(r#""instance":"web","kind":"started""#) && started.ends_with("}\n"),
             "{started}"
         );
         // db is filtered out, the status is not an event, and NDJSON has no
@@ -321,11 +451,11 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn sse_has_events_status_and_a_keep_alive() {
         let shutdown = CancellationToken::new();
-        let mut body = body(true, "", &shutdown);
+        let mut body = Units::new(body(true, "", &shutdown));
         let mut frames = Vec::new();
         // db (stopped): created; web: created, started; by id.
         for _ in 0..3 {
-            frames.push(next(&mut body).await);
+            frames.push(body.next().await);
         }
         let kinds: Vec<&str> = frames
             .iter()
@@ -335,23 +465,26 @@ mod tests {
         for (n, f) in frames.iter().enumerate() {
             let head = format!(
                 "event: instance\nid: {}\ndata: {{",
-                body.subs[0].frames.id(n as u64)
+                body.body.subs[0].frames.id(n as u64)
             );
             assert!(f.starts_with(&head) && f.ends_with("}\n\n"), "{f}");
         }
-        let status = next(&mut body).await;
+        let status = body.next().await;
         assert_eq!(
             status,
             format!(
                 "event: status\nid: {}\ndata: {{\"status\":\"connected\",\"instances\":2}}\n\n",
-                body.subs[0].frames.id(3)
+                body.body.subs[0].frames.id(3)
             )
         );
         let before = Instant::now();
-        assert_eq!(next(&mut body).await, ": keep-alive\n\n");
+        assert_eq!(body.next().await, ": keep-alive\n\n");
         assert_eq!(before.elapsed(), KEEP_ALIVE);
+        // And again after as long a silence.
+        assert_eq!(body.next().await, ": keep-alive\n\n");
+        assert_eq!(before.elapsed(), 2 * KEEP_ALIVE);
         shutdown.cancel();
-        assert!(body.next().await.is_none(), "the body ends on shutdown");
+        assert!(body.body.next().await.is_none(), "the body ends on shutdown");
     }
 
     /// Of several engines: one subscription each, taken in turn; every line
@@ -373,17 +506,17 @@ mod tests {
                 }
             })
             .collect();
-        let mut body = EventBody {
+        let mut body = Units::new(EventBody {
             subs,
             next: 0,
             sse: false,
-            shutdown: Box::pin(shutdown.clone().cancelled_owned()),
+            stop: shutdown.clone(),
             _busy: None,
             keep_alive: None,
-        };
+        });
         let mut lines = Vec::new();
         for _ in 0..6 {
-            let line = next(&mut body).await;
+            let line = body.next().await;
             let v: serde_json::Value = serde_json::from_str(&line).expect("JSON");
             assert!(v.get("id").is_none(), "no positional id of several: {line}");
             lines.push((
@@ -407,6 +540,6 @@ mod tests {
             );
         }
         shutdown.cancel();
-        assert!(body.next().await.is_none(), "the body ends on shutdown");
+        assert!(body.body.next().await.is_none(), "the body ends on shutdown");
     }
 }
