@@ -30,12 +30,15 @@
 //! Runs, each with a fresh lookout, each row printed when it is over: 1000
 //! clients (L = 300); the same with the previous commit's binary when
 //! `LOOKOUT_ANCHOR_BIN` names one (side by side: the ratio of CPU per
-//! delivery is the figure); 1000 clients of which 10 % stalled (L = 500:
+//! delivery is the figure); **bursts**: the same 1000 clients and L = 300,
+//! fired 50 at a time as `docker compose up` / `down` of a project does (50
+//! creates and starts at once, then 50 stops and removes at once), this
+//! binary and the anchor; 1000 clients of which 10 % stalled (L = 500:
 //! 2000 events of ~300 bytes; a stalled client's socket buffers, ~150 KiB as
 //! lookout bounds its send buffer, hold about 500, and more than the hub's
 //! queue (1024) passes it: it lags); 10 000 clients (L = 100, with
-//! `--max-connections`; only when this process may open that many files;
-//! `LOOKOUT_SERVE_ONLY_MANY=1`: only that run). Clients connect in batches of
+//! `--max-connections`; only when this process may open that many files).
+//! Clients connect in batches of
 //! 500. At the end the stalled clients read again (counted by
 //! `lookout_subscriber_resyncs_total`), then every client goes and the time
 //! until lookout has freed their subscriptions is measured.
@@ -43,8 +46,16 @@
 //! Last, in the same process run, **the floor**: a plain thread of this
 //! bench writes each of 1200 lines once to each of the 1000 clients'
 //! loopback sockets, no lookout, no HTTP (see `floor`): what one delivery
-//! costs any server on this machine before its own code
-//! (`LOOKOUT_SERVE_ONLY_FLOOR=1`: only the floor).
+//! costs any server on this machine before its own code; and the same with
+//! 10 000 clients (400 lines) beside the 10 000-client run.
+//!
+//! The last two lines compare this binary with the floor of the same run:
+//! `steady: lookout/floor cpu R p99 R` (CPU per delivery, and the readers'
+//! p99, at 1000 clients) and `burst: lookout per event / floor per event R`
+//! (CPU per event delivered in the burst run, over the floor's per write).
+//!
+//! `LOOKOUT_SERVE_RUNS=steady,burst,stalled,many,floor` (any of them; all
+//! by default) picks the runs.
 //!
 //! `cargo bench -p lookout-e2e --bench serve`: the sizes above. Without
 //! `--bench` (as `cargo test --benches` runs it): 50 clients, L = 5. Without
@@ -58,8 +69,8 @@ use bollard::Docker;
 use lookout_e2e::engines;
 
 use lookout_e2e::bench_docker::{
-    CALL, Cleanup, LABEL, LookoutProcess, engines_configured, lifecycle, lookout_binary, now_ns,
-    pct, rfc3339_ns,
+    CALL, Cleanup, LABEL, LookoutProcess, down, engines_configured, lifecycle, lookout_binary,
+    now_ns, pct, rfc3339_ns, up,
 };
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader as AsyncBufReader};
@@ -107,6 +118,26 @@ impl Lookout {
     /// TCP input, accounted to the sender).
     fn cpu_split(&self) -> (f64, f64) {
         stat_times(&self.proc_file("stat"))
+    }
+
+    /// Context switches of all its threads (voluntary and not): a worker
+    /// that runs out of work and sleeps, and is woken, counts one.
+    fn switches(&self) -> u64 {
+        let dir = format!("/proc/{}/task", self.process.child.id());
+        let Ok(tasks) = std::fs::read_dir(dir) else {
+            return 0;
+        };
+        tasks
+            .filter_map(Result::ok)
+            .filter_map(|t| std::fs::read_to_string(t.path().join("status")).ok())
+            .flat_map(|status| {
+                status
+                    .lines()
+                    .filter(|l| l.contains("ctxt_switches:"))
+                    .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                    .collect::<Vec<_>>()
+            })
+            .sum()
     }
 
     /// `VmHWM` and `VmRSS`, KiB.
@@ -248,6 +279,8 @@ struct Outcome {
     cpu: f64,
     /// Of `cpu`, the kernel's part (stime).
     sys: f64,
+    /// lookout's context switches over the drive.
+    switches: u64,
     drive: Duration,
     hwm: u64,
     rss: u64,
@@ -268,6 +301,9 @@ struct Run<'a> {
     clients: usize,
     stalled: usize,
     lifecycles: usize,
+    /// Fired this many at once (create and start each, then stop and
+    /// remove each); 0: one lifecycle after the other.
+    burst: usize,
 }
 
 fn run(rt: &tokio::runtime::Runtime, n: usize, r: &Run<'_>) -> Outcome {
@@ -308,9 +344,30 @@ fn run(rt: &tokio::runtime::Runtime, n: usize, r: &Run<'_>) -> Outcome {
         .expect("a bollard client");
         let image = engines::test_image();
         let (user0, sys0) = lookout.cpu_split();
+        let switches0 = lookout.switches();
         let t0 = Instant::now();
-        for i in 0..lifecycles {
-            lifecycle(&docker, &image, &tag, &format!("{tag}-{i}")).await;
+        if r.burst == 0 {
+            for i in 0..lifecycles {
+                lifecycle(&docker, &image, &tag, &format!("{tag}-{i}")).await;
+            }
+        } else {
+            for first in (0..lifecycles).step_by(r.burst) {
+                let names: Vec<String> = (first..lifecycles.min(first + r.burst))
+                    .map(|i| format!("{tag}-{i}"))
+                    .collect();
+                let mut ups = tokio::task::JoinSet::new();
+                for name in names.clone() {
+                    let (docker, image, tag) = (docker.clone(), image.clone(), tag.clone());
+                    ups.spawn(async move { up(&docker, &image, &tag, &name).await });
+                }
+                ups.join_all().await;
+                let mut downs = tokio::task::JoinSet::new();
+                for name in names {
+                    let docker = docker.clone();
+                    downs.spawn(async move { down(&docker, &name).await });
+                }
+                downs.join_all().await;
+            }
         }
         let mut latencies = Vec::with_capacity(readers * expected);
         let mut reference: Option<Vec<(String, String)>> = None;
@@ -327,6 +384,7 @@ fn run(rt: &tokio::runtime::Runtime, n: usize, r: &Run<'_>) -> Outcome {
         let drive = t0.elapsed();
         let (user1, sys1) = lookout.cpu_split();
         let (cpu, sys) = (user1 - user0 + sys1 - sys0, sys1 - sys0);
+        let switches = lookout.switches().saturating_sub(switches0);
         // The stalled clients read again, until 500 ms of silence: each
         // finds it lagged (and gets the resync, empty here: every
         // container is gone).
@@ -366,6 +424,7 @@ fn run(rt: &tokio::runtime::Runtime, n: usize, r: &Run<'_>) -> Outcome {
             max: latencies[latencies.len() - 1],
             cpu,
             sys,
+            switches,
             drive,
             hwm,
             rss,
@@ -402,44 +461,29 @@ fn thread_cpu() -> (f64, f64) {
 }
 
 /// The floor of a delivery, measured beside lookout in the same process run:
-/// a plain thread of this bench writes each of `events` lines (~300 bytes,
-/// the size of lookout's) once to each of `clients` loopback TCP sockets
-/// (`TCP_NODELAY`, one `write` per client per event, no HTTP framing, no
-/// task, no hub), 5 ms apart so that the readers wait between events as
-/// lookout's clients do; the readers are tasks of this runtime that read and
-/// parse each line as the bench's clients do. What the writing thread's CPU
-/// costs per write is what any server pays per delivery on this machine's
-/// loopback before its own code. Returns (CPU, of it the kernel's) per
-/// write in µs, and the readers' latency p50 and p99 in ns.
-fn floor(rt: &tokio::runtime::Runtime, clients: usize, events: usize) -> (f64, f64, f64, f64) {
-    use std::io::Write as _;
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a listener");
-    let addr = listener.local_addr().expect("its address");
-    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
-    let writer = std::thread::spawn(move || {
-        let mut sockets = Vec::with_capacity(clients);
-        for _ in 0..clients {
-            let (s, _) = listener.accept().expect("a reader's connection");
-            s.set_nodelay(true).expect("TCP_NODELAY");
-            sockets.push(s);
-        }
-        go_rx.recv().expect("the go");
-        let (c0, s0) = thread_cpu();
-        for i in 0..events {
-            let line = format!(
-                "{{\"instance\":\"serve-floor-{i}\",\"id\":\"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\",\
-                 \"kind\":\"started\",\"origin\":\"live\",\"at_ns\":{},\"provider\":\"docker\",\
-                 \"uid\":\"0123456789abcdef\",\"labels\":{{\"lookout.bench\":\"serve-floor\"}},\"image\":\"lookout-test/busybox\"}}\n",
-                now_ns()
-            );
-            for s in &mut sockets {
-                s.write_all(line.as_bytes()).expect("a write");
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        let (c1, s1) = thread_cpu();
-        (c1 - c0, s1 - s0)
-    });
+/// a plain thread of a process of its own (this bench, run again as
+/// `--floor-writer`, see [`floor_writer`]) writes each of `events` lines
+/// (~300 bytes, the size of lookout's) once to each of `clients` loopback TCP
+/// sockets (`TCP_NODELAY`, one `write` per client per event, no HTTP
+/// framing, no task, no hub), 5 ms apart so that the readers wait between
+/// events as lookout's clients do; the readers are tasks of this runtime that
+/// read and parse each line as the bench's clients do. What the writing
+/// thread's CPU costs per write is what any server pays per delivery on this
+/// machine's loopback before its own code. Returns (CPU, of it the kernel's)
+/// per write in µs, and the readers' latency p50 and p99 in ns.
+fn floor(rt: &tokio::runtime::Runtime, clients: usize, events: usize) -> Floor {
+    use std::io::{BufRead as _, Write as _};
+    let mut writer = std::process::Command::new(std::env::current_exe().expect("this bench"))
+        .args(["--floor-writer", &clients.to_string(), &events.to_string()])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("the floor's writer");
+    let mut said = std::io::BufReader::new(writer.stdout.take().expect("its stdout"));
+    let mut line = String::new();
+    said.read_line(&mut line).expect("its address");
+    let addr: SocketAddr = line.trim().parse().expect("the floor's address");
+    let mut go = writer.stdin.take().expect("its stdin");
     let mut latencies = rt.block_on(async {
         // One connection after the other (each ~50 µs here): all at once
         // overflow the listen backlog, and SYN retries take seconds.
@@ -469,14 +513,20 @@ fn floor(rt: &tokio::runtime::Runtime, clients: usize, events: usize) -> (f64, f
             });
         }
         // The writer accepts every reader's connection before it takes the go.
-        go_tx.send(()).expect("the writer waits");
+        go.write_all(b"go\n").expect("the writer waits");
         let mut all = Vec::with_capacity(clients * events);
         while let Some(lat) = tasks.join_next().await {
             all.extend(lat.expect("a floor reader"));
         }
         all
     });
-    let (cpu, sys) = writer.join().expect("the floor's writer");
+    line.clear();
+    said.read_line(&mut line).expect("its CPU");
+    let _ = writer.wait();
+    let mut cpu = line
+        .split_whitespace()
+        .filter_map(|v| v.parse::<f64>().ok());
+    let (cpu, sys) = (cpu.next().expect("CPU"), cpu.next().expect("of it kernel"));
     latencies.sort_by(f64::total_cmp);
     let deliveries = (clients * events) as f64;
     (
@@ -485,6 +535,40 @@ fn floor(rt: &tokio::runtime::Runtime, clients: usize, events: usize) -> (f64, f
         pct(&latencies, 50.0),
         pct(&latencies, 99.0),
     )
+}
+
+/// `--floor-writer CLIENTS EVENTS`: the floor's writer (see [`floor`]). Says
+/// its address, accepts `CLIENTS` connections, waits for a line on stdin,
+/// writes each of `EVENTS` lines once to each, and says its writing thread's
+/// CPU and kernel seconds.
+fn floor_writer(clients: usize, events: usize) {
+    use std::io::{BufRead as _, Write as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a listener");
+    println!("{}", listener.local_addr().expect("its address"));
+    std::io::stdout().flush().expect("stdout");
+    let mut sockets = Vec::with_capacity(clients);
+    for _ in 0..clients {
+        let (s, _) = listener.accept().expect("a reader's connection");
+        s.set_nodelay(true).expect("TCP_NODELAY");
+        sockets.push(s);
+    }
+    let mut go = String::new();
+    std::io::stdin().lock().read_line(&mut go).expect("the go");
+    let (c0, s0) = thread_cpu();
+    for i in 0..events {
+        let line = format!(
+            "{{\"instance\":\"serve-floor-{i}\",\"id\":\"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\",\
+             \"kind\":\"started\",\"origin\":\"live\",\"at_ns\":{},\"provider\":\"docker\",\
+             \"uid\":\"0123456789abcdef\",\"labels\":{{\"lookout.bench\":\"serve-floor\"}},\"image\":\"lookout-test/busybox\"}}\n",
+            now_ns()
+        );
+        for s in &mut sockets {
+            s.write_all(line.as_bytes()).expect("a write");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let (c1, s1) = thread_cpu();
+    println!("{} {}", c1 - c0, s1 - s0);
 }
 
 /// This process's soft open-files limit (its clients hold a socket each;
@@ -500,14 +584,34 @@ fn open_files_limit() -> u64 {
         .unwrap_or(1024)
 }
 
+/// The floor's figures: CPU and kernel µs per write, readers' p50 and p99 ns.
+type Floor = (f64, f64, f64, f64);
+
 fn main() {
-    let full = std::env::args().any(|a| a == "--bench");
+    let args: Vec<String> = std::env::args().collect();
+    if let [_, flag, clients, events] = args.as_slice()
+        && flag == "--floor-writer"
+    {
+        floor_writer(
+            clients.parse().expect("CLIENTS"),
+            events.parse().expect("EVENTS"),
+        );
+        return;
+    }
+    let full = args.iter().any(|a| a == "--bench");
     if !engines_configured() {
         return;
     }
     let bin = lookout_binary();
     // The previous commit's binary, run side by side (`LOOKOUT_ANCHOR_BIN`).
     let anchor = std::env::var_os("LOOKOUT_ANCHOR_BIN").map(PathBuf::from);
+    // `LOOKOUT_SERVE_RUNS=steady,burst,stalled,many,floor`: those runs only.
+    let picked = std::env::var("LOOKOUT_SERVE_RUNS").ok();
+    let pick = |what: &str| {
+        picked
+            .as_deref()
+            .is_none_or(|p| p.split(',').any(|w| w.trim() == what))
+    };
     let wall = Instant::now();
     let _lock = engines::lock_engine("docker", false).expect("the docker engine lock");
     engines::docker_up().unwrap_or_else(|e| panic!("docker: cannot bring the engine up: {e}"));
@@ -516,64 +620,71 @@ fn main() {
         .build()
         .expect("a tokio runtime");
     let (clients, lifecycles) = if full { (1000, 300) } else { (50, 5) };
+    // As a compose project of 50 services comes up and goes down.
+    let burst = if full { 50 } else { 5 };
     // A stalled client lags only once more than its socket buffers and the
     // hub's queue passed it: 2000 events.
     let stall_lifecycles = if full { 500 } else { 5 };
     let many = 10_000;
-    let limit = open_files_limit();
+    let many_ok = full && open_files_limit() > many as u64 + 200;
+    if full && !many_ok && pick("many") {
+        eprintln!(
+            "serve: no {many}-client run: this process may open {} files",
+            open_files_limit()
+        );
+    }
     // Room for the bench's own /metrics scrapes beside the clients.
     let max = (many + 100).to_string();
     let with_max: &[&str] = &["--max-connections", &max];
-    // `LOOKOUT_SERVE_ONLY_MANY=1`: only the 10 000-client run;
-    // `LOOKOUT_SERVE_ONLY_FLOOR=1`: only the floor.
-    let only_many = std::env::var_os("LOOKOUT_SERVE_ONLY_MANY").is_some();
-    let only_floor = std::env::var_os("LOOKOUT_SERVE_ONLY_FLOOR").is_some();
-    let mut runs = vec![Run {
-        name: "this",
-        bin: &bin,
-        extra: &[],
-        clients,
-        stalled: 0,
-        lifecycles,
-    }];
-    if let Some(a) = &anchor {
+    let mut runs = Vec::new();
+    let bins: Vec<(&str, &Path)> = std::iter::once(("this", bin.as_path()))
+        .chain(anchor.as_deref().map(|a| ("anchor", a)))
+        .collect();
+    for (what, burst) in [("steady", 0), ("burst", burst)] {
+        if pick(what) {
+            for &(name, bin) in &bins {
+                runs.push(Run {
+                    name,
+                    bin,
+                    extra: &[],
+                    clients,
+                    stalled: 0,
+                    lifecycles,
+                    burst,
+                });
+            }
+        }
+    }
+    if pick("stalled") {
         runs.push(Run {
-            name: "anchor",
-            bin: a,
+            name: "this",
+            bin: &bin,
             extra: &[],
             clients,
-            stalled: 0,
-            lifecycles,
+            stalled: clients / 10,
+            lifecycles: stall_lifecycles,
+            burst: 0,
         });
     }
-    runs.push(Run {
-        name: "this",
-        bin: &bin,
-        extra: &[],
-        clients,
-        stalled: clients / 10,
-        lifecycles: stall_lifecycles,
-    });
-    if full {
-        if limit > many as u64 + 200 {
-            runs.push(Run {
-                name: "this",
-                bin: &bin,
-                extra: with_max,
-                clients: many,
-                stalled: 0,
-                lifecycles: 100,
-            });
-        } else {
-            eprintln!("serve: no {many}-client run: this process may open {limit} files");
-        }
+    if many_ok && pick("many") {
+        runs.push(Run {
+            name: "this",
+            bin: &bin,
+            extra: with_max,
+            clients: many,
+            stalled: 0,
+            lifecycles: 100,
+            burst: 0,
+        });
     }
     println!(
         "serve: `lookout docker --serve` (this: {}{}), container lifecycles \
-         (create, start, stop -t 0, rm; one at a time) on the real dockerd; every reading \
+         (create, start, stop -t 0, rm; one at a time, or in bursts: N created and started at \
+         once, then stopped and removed at once) on the real dockerd; every reading \
          client reads all 4 events of each as NDJSON; latency = client read time − the \
          event's engine time, ms; CPU = lookout's utime+stime over the drive, and per delivery (of it, the kernel's \
-         stime: on loopback a send also runs the receiving socket's TCP input)",
+         stime: on loopback a send also runs the receiving socket's TCP input); context switches \
+         of all lookout's threads over the drive",
         bin.display(),
         anchor
             .as_ref()
@@ -581,23 +692,22 @@ fn main() {
             .unwrap_or_default(),
     );
     println!(
-        "| lookout | clients | stalled | events/client | deliveries | p50 ms | p99 ms | max ms | lookout CPU s (drive s) | CPU µs/delivery | of it kernel µs | lookout peak RSS MiB | RSS after MiB | stalled resynced | all freed in |"
+        "| lookout | fired | clients | stalled | events/client | deliveries | p50 ms | p99 ms | max ms | lookout CPU s (drive s) | CPU µs/delivery | of it kernel µs | context switches per 1000 deliveries | lookout peak RSS MiB | RSS after MiB | stalled resynced | all freed in |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
-    if only_many {
-        runs.retain(|r| r.clients == many);
-    }
-    if only_floor {
-        runs.clear();
-    }
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     // Each row as soon as its run is over.
     let mut outcomes: Vec<(&Run<'_>, Outcome)> = Vec::new();
     for (n, r) in runs.iter().enumerate() {
         let o = run(&rt, n, r);
         let deliveries = (o.clients - o.stalled) * o.events;
         println!(
-            "| {} | {} | {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} ({:.1}) | {:.2} | {:.2} | {:.1} | {:.1} | {} | {:.1?} |",
+            "| {} | {} | {} | {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} ({:.1}) | {:.2} | {:.2} | {:.1} | {:.1} | {:.1} | {} | {:.1?} |",
             r.name,
+            if r.burst == 0 {
+                "one at a time".to_owned()
+            } else {
+                format!("{} at once", r.burst)
+            },
             o.clients,
             o.stalled,
             o.events,
@@ -609,6 +719,7 @@ fn main() {
             o.drive.as_secs_f64(),
             o.cpu * 1e6 / deliveries as f64,
             o.sys * 1e6 / deliveries as f64,
+            o.switches as f64 * 1000.0 / deliveries as f64,
             o.hwm as f64 / 1024.0,
             o.rss as f64 / 1024.0,
             o.resyncs,
@@ -616,36 +727,63 @@ fn main() {
         );
         outcomes.push((r, o));
     }
-    let per = |name: &str, stalled: bool| {
+    // (CPU µs per delivery, p99 ns) of a run at `clients` without stalled clients.
+    let of = |name: &str, burst: bool| {
         outcomes
             .iter()
-            .find(|(r, o)| r.name == name && o.clients == clients && (o.stalled > 0) == stalled)
-            .map(|(_, o)| o.cpu / ((o.clients - o.stalled) * o.events) as f64)
+            .find(|(r, o)| {
+                r.name == name && o.clients == clients && o.stalled == 0 && (r.burst > 0) == burst
+            })
+            .map(|(_, o)| (o.cpu * 1e6 / (o.clients * o.events) as f64, o.p99))
     };
-    if let (Some(this), Some(anchor)) = (per("this", false), per("anchor", false)) {
-        println!(
-            "CPU per delivery at {clients} clients: anchor / this = {:.2}",
-            anchor / this
-        );
+    for burst in [false, true] {
+        if let (Some(this), Some(anchor)) = (of("this", burst), of("anchor", burst)) {
+            println!(
+                "CPU per delivery at {clients} clients, {}: anchor / this = {:.2}",
+                if burst { "bursts" } else { "steady" },
+                anchor.0 / this.0
+            );
+        }
     }
     // The floor, in the same process run: one write per client per event
     // from a plain thread (what any server pays here before its own code).
-    let floor_events = if full { 1200 } else { 20 };
-    let (floor_cpu, floor_sys, floor_p50, floor_p99) = floor(&rt, clients, floor_events);
-    println!(
-        "floor: a plain thread writing each of {floor_events} lines once to each of {clients} \
-         loopback sockets (no lookout, no HTTP): {floor_cpu:.2} µs CPU per write, of it kernel \
-         {floor_sys:.2} µs; readers' p50 / p99 {:.2} / {:.2} ms",
-        floor_p50 / 1e6,
-        floor_p99 / 1e6
-    );
-    if let Some(this) = per("this", false)
-        && floor_cpu > 0.0
-    {
+    let say = |n: usize, events: usize, f: Floor| {
         println!(
-            "CPU per delivery at {clients} clients: this / floor = {:.2}",
-            this * 1e6 / floor_cpu
+            "floor: a plain thread writing each of {events} lines once to each of {n} \
+             loopback sockets (no lookout, no HTTP): {:.2} µs CPU per write, of it kernel \
+             {:.2} µs; readers' p50 / p99 {:.2} / {:.2} ms",
+            f.0,
+            f.1,
+            f.2 / 1e6,
+            f.3 / 1e6
         );
+    };
+    let floor_events = if full { 1200 } else { 20 };
+    let base = pick("floor").then(|| floor(&rt, clients, floor_events));
+    if let Some(f) = base {
+        say(clients, floor_events, f);
+    }
+    if many_ok && pick("many") && pick("floor") {
+        // The writer is a process of its own: each holds one end.
+        say(many, 400, floor(&rt, many, 400));
     }
     println!("(wall {:.1?})", wall.elapsed());
+    // Last: this binary against the floor of the same run.
+    if let Some(f) = base.filter(|f| f.0 > 0.0 && f.3 > 0.0) {
+        for (name, label) in [("anchor", "anchor "), ("this", "")] {
+            if let Some((cpu, p99)) = of(name, false) {
+                println!(
+                    "{label}steady: lookout/floor cpu {:.2} p99 {:.2}",
+                    cpu / f.0,
+                    p99 / f.3
+                );
+            }
+            if let Some((cpu, _)) = of(name, true) {
+                println!(
+                    "{label}burst: lookout per event / floor per event {:.2}",
+                    cpu / f.0
+                );
+            }
+        }
+    }
 }

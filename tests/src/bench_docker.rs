@@ -44,6 +44,12 @@ pub async fn call<T, E: std::fmt::Display>(
 
 /// Create, start, stop (t=0), remove `name`.
 pub async fn lifecycle(docker: &Docker, image: &str, tag: &str, name: &str) {
+    up(docker, image, tag, name).await;
+    down(docker, name).await;
+}
+
+/// Create and start `name` (labelled `LABEL=tag`, `sleep 3600`, no network).
+pub async fn up(docker: &Docker, image: &str, tag: &str, name: &str) {
     let body = ContainerCreateBody {
         image: Some(image.to_owned()),
         cmd: Some(vec!["sleep".to_owned(), "3600".to_owned()]),
@@ -64,6 +70,10 @@ pub async fn lifecycle(docker: &Docker, image: &str, tag: &str, name: &str) {
     )
     .await;
     call(&format!("start {name}"), docker.start_container(name, None)).await;
+}
+
+/// Stop (t=0) and remove `name`.
+pub async fn down(docker: &Docker, name: &str) {
     let stop = StopContainerOptionsBuilder::new().t(0).build();
     call(
         &format!("stop {name}"),

@@ -214,7 +214,10 @@ async fn one_event_is_one_drive_not_one_per_subscription() {
     let mut cx = Context::from_waker(Waker::noop());
     // Each caught up (the connected status), then waiting.
     let first = tokio::time::timeout(Duration::from_secs(5), subs[0].next()).await;
-    assert!(matches!(first, Ok(Some(crate::Item::Status(_)))), "{first:?}");
+    assert!(
+        matches!(first, Ok(Some(crate::Item::Status(_)))),
+        "{first:?}"
+    );
     for s in &mut subs {
         while let Poll::Ready(Some(_)) = std::pin::Pin::new(&mut *s).poll_next(&mut cx) {}
     }

@@ -263,9 +263,6 @@ impl Stream for EventBody {
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
-        if this.stop.is_cancelled() {
-            return Poll::Ready(None);
-        }
         let n = this.subs.len();
         let mut budget = SKIP_BUDGET;
         loop {
@@ -308,6 +305,11 @@ impl Stream for EventBody {
             }
             if pending == n {
                 // Every one registered this task's waker: nothing to send.
+                // (A look at the token here only, once per wait, not per
+                // frame: at shutdown the connection's task polls the body.)
+                if this.stop.is_cancelled() {
+                    return Poll::Ready(None);
+                }
                 if let Some(k) = &mut this.keep_alive
                     && k.poll_due(cx).is_ready()
                 {
@@ -405,11 +407,8 @@ mod tests {
             if self.pending.is_empty() {
                 let written = frame(&mut self.body).await;
                 let end = if self.body.sse { "\n\n" } else { "\n" };
-                self.pending.extend(
-                    written
-                        .split_inclusive(end)
-                        .map(str::to_owned),
-                );
+                self.pending
+                    .extend(written.split_inclusive(end).map(str::to_owned));
             }
             self.pending.pop_front().expect("a unit")
         }
@@ -484,7 +483,10 @@ mod tests {
         assert_eq!(body.next().await, ": keep-alive\n\n");
         assert_eq!(before.elapsed(), 2 * KEEP_ALIVE);
         shutdown.cancel();
-        assert!(body.body.next().await.is_none(), "the body ends on shutdown");
+        assert!(
+            body.body.next().await.is_none(),
+            "the body ends on shutdown"
+        );
     }
 
     /// Of several engines: one subscription each, taken in turn; every line
@@ -540,6 +542,9 @@ mod tests {
             );
         }
         shutdown.cancel();
-        assert!(body.body.next().await.is_none(), "the body ends on shutdown");
+        assert!(
+            body.body.next().await.is_none(),
+            "the body ends on shutdown"
+        );
     }
 }
