@@ -143,10 +143,13 @@ fn a_stalled_subscription_costs_the_instances_not_the_events() {
     });
 }
 
+/// What a [`Fed`] session has not yet given, and who waits for it.
+type Feed = (std::collections::VecDeque<Observation<u64>>, Option<Waker>);
+
 /// A session fed by the test, counting its polls.
 #[derive(Clone, Default)]
 struct Fed {
-    queue: Arc<std::sync::Mutex<(std::collections::VecDeque<Observation<u64>>, Option<Waker>)>>,
+    queue: Arc<std::sync::Mutex<Feed>>,
     polls: Arc<std::sync::atomic::AtomicUsize>,
 }
 
@@ -173,12 +176,11 @@ impl Stream for Fed {
     fn poll_next(self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         self.polls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let mut q = self.queue.lock().expect("the feed");
-        match q.0.pop_front() {
-            Some(o) => Poll::Ready(Some(Ok(o))),
-            None => {
-                q.1 = Some(cx.waker().clone());
-                Poll::Pending
-            }
+        if let Some(o) = q.0.pop_front() {
+            Poll::Ready(Some(Ok(o)))
+        } else {
+            q.1 = Some(cx.waker().clone());
+            Poll::Pending
         }
     }
 }
