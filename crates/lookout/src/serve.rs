@@ -24,6 +24,7 @@
 mod admission;
 mod auth;
 mod busy;
+mod direct;
 mod events;
 mod frames;
 mod health;
@@ -231,11 +232,18 @@ impl Server {
             metrics: prepared.metrics,
             shutdown: shutdown.clone(),
         };
-        let router = routes::router(state, prepared.token.map(Arc::new));
+        let token = prepared.token.map(Arc::new);
+        let direct = Arc::new(direct::Direct {
+            state: state.clone(),
+            token: token.clone(),
+            max_headers: MAX_HEADERS,
+        });
+        let router = routes::router(state, token);
         tracker.spawn(accept_loop(
             listener,
             prepared.max_connections,
             router,
+            direct,
             tls,
             shutdown.clone(),
             tracker.clone(),
@@ -284,6 +292,7 @@ async fn accept_loop(
     listener: TcpListener,
     max_connections: usize,
     router: axum::Router,
+    direct: Arc<direct::Direct>,
     mut tls: Option<tls::Reloader>,
     shutdown: CancellationToken,
     tracker: TaskTracker,
@@ -358,16 +367,30 @@ async fn accept_loop(
         }
         report_open(&admission);
         let shed = ticket.shed().clone();
+        let ticket = Arc::new(ticket);
         let service = BusyService {
             inner: service.clone(),
-            ticket: Arc::new(ticket),
+            ticket: Arc::clone(&ticket),
         };
         let admission = Arc::clone(&admission);
         let http = Arc::clone(&http);
+        let direct = Arc::clone(&direct);
         tracker.spawn(async move {
             if let Some(io) = open(stream, acceptor, deadline, &shed, peer).await {
-                let conn = http.serve_connection(TokioIo::new(io), service);
-                finish(conn, shutdown, shed, peer, ()).await;
+                // A plain `GET /events` streams without hyper; the rest is hyper's.
+                let io = match io {
+                    tokio_util::either::Either::Left(tcp) => {
+                        match direct.serve(tcp, &ticket).await {
+                            Ok(()) => None,
+                            Err(tcp) => Some(tokio_util::either::Either::Left(tcp)),
+                        }
+                    }
+                    io @ tokio_util::either::Either::Right(_) => Some(io),
+                };
+                if let Some(io) = io {
+                    let conn = http.serve_connection(TokioIo::new(io), service);
+                    finish(conn, shutdown, shed, peer, ()).await;
+                }
             }
             report_open(&admission);
         });

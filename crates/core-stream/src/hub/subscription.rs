@@ -222,13 +222,6 @@ impl Stream for Subscription {
             Poll::Pending => Poll::Pending,
         }
     }
-
-    /// The lower bound is how many items are already taken from the hub:
-    /// that many polls in a row yield at once, without the hub's lock (a
-    /// writer can gather them into one write). The stream never ends.
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        (self.reading.local.len(), None)
-    }
 }
 
 impl Drop for Subscription {

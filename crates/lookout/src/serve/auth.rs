@@ -61,7 +61,7 @@ impl Token {
     }
 
     /// Whether an `Authorization` header value is `Bearer <this token>`.
-    fn admits(&self, value: Option<&HeaderValue>) -> bool {
+    pub fn admits(&self, value: Option<&HeaderValue>) -> bool {
         let Some(value) = value else { return false };
         let bytes = value.as_bytes();
         let Some(scheme) = bytes.get(..7) else {

@@ -10,10 +10,9 @@
 //! subscription. The connection's token (cancelled at shutdown) ends the
 //! body.
 //!
-//! Each poll that finds something gathers everything the subscriptions
-//! already hold (taken from the hub by the same read, so no lock and no
-//! wait) into one frame, up to [`WRITE_BYTES`]: a client woken by a burst
-//! of events gets them in one write, not one each.
+//! Each frame is the hub item's shared bytes: the writer (hyper's queue,
+//! or [`direct`](super::direct)) gathers what is ready into one write
+//! without a copy.
 //!
 //! Of a server of several engines, the body holds one subscription per
 //! engine picked (`?host=`, repeatable; all by default), polled in turn so
@@ -35,7 +34,7 @@ use axum::body::Body;
 use axum::extract::State as Extract;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use lookout_core::{Item, Start, Subscription};
 use tokio::time::{Instant, Sleep};
 use tokio_stream::Stream;
@@ -43,7 +42,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::admission::Busy;
 use super::frames::{Filter, Frames};
-use super::query::Query;
+use super::query::{BadQuery, Query};
 use super::state::State;
 
 /// An SSE comment when nothing was sent for this long (proxies and browsers
@@ -54,24 +53,45 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// runtime.
 const SKIP_BUDGET: usize = 256;
 
-/// What one poll gathers at most into one frame (one write): what is ready
-/// beyond it goes in the next.
-const WRITE_BYTES: usize = 64 * 1024;
-
 pub async fn handler(
     Extract(s): Extract<State>,
     busy: Option<Extension<Arc<Busy>>>,
     headers: HeaderMap,
     uri: Uri,
 ) -> Response {
+    let (body, content_type) = match open(&s, busy.map(|Extension(b)| b), &headers, &uri) {
+        Ok(opened) => opened,
+        Err(refused) => return refused.into_response(),
+    };
+    let mut response = (StatusCode::OK, Body::from_stream(body)).into_response();
+    let h = response.headers_mut();
+    for (name, value) in HEADERS {
+        h.insert(name, HeaderValue::from_static(value));
+    }
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response
+}
+
+/// The headers of every `/events` answer, beside its content type.
+pub const HEADERS: [(header::HeaderName, &str); 2] = [
+    (header::CACHE_CONTROL, "no-cache"),
+    // Tells nginx-like proxies not to buffer the stream.
+    (header::HeaderName::from_static("x-accel-buffering"), "no"),
+];
+
+/// The body of an `/events` request and its content type, or why it is
+/// refused (a bad query: `400`).
+pub fn open(
+    s: &State,
+    busy: Option<Arc<Busy>>,
+    headers: &HeaderMap,
+    uri: &Uri,
+) -> Result<(EventBody, &'static str), BadQuery> {
     let parsed = Query::parse(uri.query(), &["initial", "label", "since", "host"]).and_then(|q| {
         let since = q.one("since")?.map(str::to_owned);
         Ok((q.flag("initial")?, q.labels()?, since, s.select(&q)?))
     });
-    let (initial, filter, since, sources) = match parsed {
-        Ok(p) => p,
-        Err(e) => return e.into_response(),
-    };
+    let (initial, filter, since, sources) = parsed?;
     let sse = headers
         .get_all(header::ACCEPT)
         .iter()
@@ -103,16 +123,16 @@ pub async fn handler(
                 .map(lookout_etcd::Publishers::changes),
         })
         .collect();
-    let busy = busy.map(|Extension(b)| b);
     let body = EventBody {
         subs,
         next: 0,
         sse,
         // The connection's own token when it has one (served through the
         // admission, as always but in unit tests).
-        stop: busy
-            .as_ref()
-            .map_or_else(|| s.shutdown.clone(), |b| b.stop().clone()),
+        stop: Some(
+            busy.as_ref()
+                .map_or_else(|| s.shutdown.clone(), |b| b.stop().clone()),
+        ),
         keep_alive: sse.then(|| KeepAlive::new(Instant::now())),
         _busy: busy,
     };
@@ -121,13 +141,7 @@ pub async fn handler(
     } else {
         "application/x-ndjson"
     };
-    let mut response = (StatusCode::OK, Body::from_stream(body)).into_response();
-    let h = response.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    // Tells nginx-like proxies not to buffer the stream.
-    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    response
+    Ok((body, content_type))
 }
 
 /// One engine's part of an `/events` body.
@@ -154,7 +168,7 @@ impl Sub {
 }
 
 /// The body of one `/events` response.
-struct EventBody {
+pub struct EventBody {
     /// One per engine picked, in the server's order.
     subs: Vec<Sub>,
     /// Whose turn is first at the next poll: after the one that yielded.
@@ -162,7 +176,8 @@ struct EventBody {
     sse: bool,
     /// Ends the body when cancelled. Looked at, not waited on: the
     /// connection's task waits on it (and polls the body once it fires).
-    stop: CancellationToken,
+    /// `None`: the task ends the body itself.
+    stop: Option<CancellationToken>,
     /// SSE only: when the next keep-alive comment is due.
     keep_alive: Option<KeepAlive>,
     /// Its connection's slot is busy while the stream is open (it is not
@@ -203,57 +218,16 @@ impl KeepAlive {
 }
 
 impl EventBody {
+    /// Without its look at the token (the task that writes it waits on
+    /// the token, and ends it).
+    pub fn unwatched(mut self) -> Self {
+        self.stop = None;
+        self
+    }
+
     fn sent(&mut self) {
         if let Some(k) = &mut self.keep_alive {
             k.last = Instant::now();
-        }
-    }
-
-    /// What the subscriptions already hold after `first`, in turn, up to
-    /// [`WRITE_BYTES`] in all: `first` alone (no copy) when nothing more is
-    /// there. Of several engines, each other one is polled once (it may
-    /// have items not yet taken from its hub), then only what is held.
-    fn gather(&mut self, first: Bytes, cx: &mut Context<'_>) -> Bytes {
-        let n = self.subs.len();
-        let mut out: Option<BytesMut> = None;
-        let mut budget = SKIP_BUDGET;
-        let mut round = 0;
-        loop {
-            let mut took = false;
-            // At first, the one after the one that gave `first`.
-            let start = self.next;
-            for k in 0..n {
-                let i = (start + k) % n;
-                let sub = &mut self.subs[i];
-                let other = round == 0 && k + 1 < n;
-                if sub.subscription.size_hint().0 == 0 && !other {
-                    continue;
-                }
-                let len = out.as_ref().map_or(first.len(), BytesMut::len);
-                if len >= WRITE_BYTES || budget == 0 {
-                    return out.map_or(first, BytesMut::freeze);
-                }
-                // Already taken from the hub: ready at once.
-                let Poll::Ready(Some(item)) = Pin::new(&mut sub.subscription).poll_next(cx) else {
-                    continue;
-                };
-                took = true;
-                self.next = (i + 1) % n;
-                let Some(frame) = sub.frame(&item, self.sse) else {
-                    budget -= 1;
-                    continue;
-                };
-                let buf = out.get_or_insert_with(|| {
-                    let mut b = BytesMut::with_capacity(WRITE_BYTES.min(8 * first.len()));
-                    b.extend_from_slice(&first);
-                    b
-                });
-                buf.extend_from_slice(&frame);
-            }
-            if !took && round > 0 {
-                return out.map_or(first, BytesMut::freeze);
-            }
-            round += 1;
         }
     }
 }
@@ -276,7 +250,7 @@ impl Stream for EventBody {
                         if let Some(frame) = sub.frame(&item, this.sse) {
                             this.next = (i + 1) % n;
                             this.sent();
-                            return Poll::Ready(Some(Ok(this.gather(frame, cx))));
+                            return Poll::Ready(Some(Ok(frame)));
                         }
                         budget -= 1;
                         if budget == 0 {
@@ -307,7 +281,11 @@ impl Stream for EventBody {
                 // Every one registered this task's waker: nothing to send.
                 // (A look at the token here only, once per wait, not per
                 // frame: at shutdown the connection's task polls the body.)
-                if this.stop.is_cancelled() {
+                if this
+                    .stop
+                    .as_ref()
+                    .is_some_and(CancellationToken::is_cancelled)
+                {
                     return Poll::Ready(None);
                 }
                 if let Some(k) = &mut this.keep_alive
@@ -372,7 +350,7 @@ mod tests {
             }],
             next: 0,
             sse,
-            stop: shutdown.clone(),
+            stop: Some(shutdown.clone()),
             _busy: None,
             keep_alive: sse.then(|| KeepAlive::new(Instant::now())),
         }
@@ -418,10 +396,7 @@ mod tests {
     async fn ndjson_is_the_json_lines_filtered_and_ends_on_shutdown() {
         let shutdown = CancellationToken::new();
         let mut body = body(false, "label=app%3Dweb", &shutdown);
-        // Both of web's lines were taken from the hub by one read: one write.
-        let written = frame(&mut body).await;
-        let (created, started) = written.split_once('\n').expect("two lines in one write");
-        let (created, started) = (format!("{created}\n"), started.to_owned());
+        let created = frame(&mut body).await;
         assert!(
             created.starts_with(r#"{"provider":"docker","instance":"web","kind":"created","origin":"initial","at":""#),
             "{created}"
@@ -435,6 +410,7 @@ mod tests {
             )),
             "{created}"
         );
+        let started = frame(&mut body).await;
         assert!(
             started.contains(r#""instance":"web","kind":"started""#) && started.ends_with("}\n"),
             "{started}"
@@ -512,7 +488,7 @@ mod tests {
             subs,
             next: 0,
             sse: false,
-            stop: shutdown.clone(),
+            stop: Some(shutdown.clone()),
             _busy: None,
             keep_alive: None,
         });
