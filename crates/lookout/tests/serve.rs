@@ -1817,3 +1817,112 @@ fn chromium_event_source_resumes_exactly() {
     drop(cut);
     drop(lookout);
 }
+
+/// `/events` is streamed by lookout's own writer when a connection's first
+/// request is a whole, plain `GET /events`, and by hyper otherwise (after
+/// another request on the same connection, or a head that comes in
+/// pieces): both answer the same head and the same lines, live.
+#[test]
+fn events_alike_whoever_writes_them() {
+    let _lock = require_docker(false);
+    runtime().block_on(async {
+        let name = unique("writers");
+        let label = format!("lookout.serve={name}");
+        let (a, b) = (format!("{name}-a"), format!("{name}-b"));
+        let _containers = Containers(vec![a.clone(), b.clone()]);
+        create(&a, &[&label]);
+        docker(&["start", &a]);
+        let lookout = Lookout::start(&label, &engines::docker_host(), &[]);
+        let path = "/events?initial=true";
+
+        // The first request: lookout's writer.
+        let direct = open(lookout.addr, path, &[]).await;
+        // After a /healthz on the same connection: hyper.
+        let mut stream = TcpStream::connect(lookout.addr).await.expect("connect");
+        stream
+            .write_all(&request_bytes("/healthz", &[]))
+            .await
+            .expect("send /healthz");
+        let mut head = Vec::new();
+        while !head.ends_with(b"\r\n\r\n") {
+            let mut byte = [0u8; 1];
+            stream
+                .read_exact(&mut byte)
+                .await
+                .expect("the /healthz head");
+            head.push(byte[0]);
+        }
+        let head = String::from_utf8(head).expect("UTF-8 head");
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        let length: usize = head
+            .lines()
+            .find_map(|l| {
+                l.to_ascii_lowercase()
+                    .strip_prefix("content-length:")
+                    .map(|v| v.trim().to_owned())
+            })
+            .and_then(|v| v.parse().ok())
+            .expect("a content-length");
+        let mut body = vec![0; length];
+        stream
+            .read_exact(&mut body)
+            .await
+            .expect("the /healthz body");
+        let after_healthz = send(stream, path, &[]).await;
+        // A head in two pieces: hyper.
+        let mut stream = TcpStream::connect(lookout.addr).await.expect("connect");
+        let request = request_bytes(path, &[]);
+        stream.write_all(&request[..10]).await.expect("a piece");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        stream.write_all(&request[10..]).await.expect("the rest");
+        let in_pieces = read_head(stream).await;
+
+        let mut answers = [direct, after_healthz, in_pieces];
+        for r in &answers {
+            assert_eq!(r.status, 200);
+            for (header, value) in [
+                ("content-type", "application/x-ndjson"),
+                ("cache-control", "no-cache"),
+                ("x-accel-buffering", "no"),
+                ("transfer-encoding", "chunked"),
+            ] {
+                assert_eq!(
+                    r.headers.get(header).map(String::as_str),
+                    Some(value),
+                    "{header}"
+                );
+            }
+            assert!(r.headers.contains_key("date"), "{:?}", r.headers);
+        }
+        create(&b, &[&label]);
+        docker(&["start", &b]);
+        let mut seen = Vec::new();
+        for r in &mut answers {
+            let mut lines = Vec::new();
+            while lines.len() < 4 {
+                let line = tokio::time::timeout(WAIT, r.line())
+                    .await
+                    .expect("a line within WAIT")
+                    .expect("a read")
+                    .expect("the stream goes on");
+                lines.push(kind_of(&line));
+            }
+            seen.push(lines);
+        }
+        let expected = vec![
+            row(&a, "created", "initial"),
+            row(&a, "started", "initial"),
+            row(&b, "created", "live"),
+            row(&b, "started", "live"),
+        ];
+        for (writer, lines) in ["lookout's", "hyper after /healthz", "hyper, head in pieces"]
+            .iter()
+            .zip(&seen)
+        {
+            assert_eq!(lines, &expected, "{writer}");
+        }
+        // Each goes when its client does.
+        drop(answers);
+        wait_subscribers(lookout.addr, 1, Duration::from_secs(2)).await;
+    });
+}
