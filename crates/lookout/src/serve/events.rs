@@ -11,7 +11,7 @@
 //! body.
 //!
 //! Each frame is the hub item's shared bytes: the writer (hyper's queue,
-//! or [`direct`](super::direct)) gathers what is ready into one write
+//! or lookout's own writer for a plain connection) gathers what is ready into one write
 //! without a copy.
 //!
 //! Of a server of several engines, the body holds one subscription per
