@@ -334,41 +334,12 @@ fn run(rt: &tokio::runtime::Runtime, n: usize, r: &Run<'_>) -> Outcome {
             stalled_sockets.push(s);
         }
         wait_subscribed(addr, clients + 1).await;
-        let docker = Docker::connect_with_unix(
-            engines::docker_host()
-                .strip_prefix("unix://")
-                .expect("a unix:// docker host"),
-            120,
-            bollard::API_DEFAULT_VERSION,
-        )
-        .expect("a bollard client");
+        let docker = docker_client();
         let image = engines::test_image();
         let (user0, sys0) = lookout.cpu_split();
         let switches0 = lookout.switches();
         let t0 = Instant::now();
-        if r.burst == 0 {
-            for i in 0..lifecycles {
-                lifecycle(&docker, &image, &tag, &format!("{tag}-{i}")).await;
-            }
-        } else {
-            for first in (0..lifecycles).step_by(r.burst) {
-                let names: Vec<String> = (first..lifecycles.min(first + r.burst))
-                    .map(|i| format!("{tag}-{i}"))
-                    .collect();
-                let mut ups = tokio::task::JoinSet::new();
-                for name in names.clone() {
-                    let (docker, image, tag) = (docker.clone(), image.clone(), tag.clone());
-                    ups.spawn(async move { up(&docker, &image, &tag, &name).await });
-                }
-                ups.join_all().await;
-                let mut downs = tokio::task::JoinSet::new();
-                for name in names {
-                    let docker = docker.clone();
-                    downs.spawn(async move { down(&docker, &name).await });
-                }
-                downs.join_all().await;
-            }
-        }
+        drive(&docker, &image, &tag, lifecycles, r.burst).await;
         let mut latencies = Vec::with_capacity(readers * expected);
         let mut reference: Option<Vec<(String, String)>> = None;
         while let Some(done) = tasks.join_next().await {
@@ -434,6 +405,49 @@ fn run(rt: &tokio::runtime::Runtime, n: usize, r: &Run<'_>) -> Outcome {
     })
 }
 
+/// A bollard client of the engine's Unix socket.
+fn docker_client() -> Docker {
+    Docker::connect_with_unix(&docker_socket(), 120, bollard::API_DEFAULT_VERSION)
+        .expect("a bollard client")
+}
+
+/// The engine's Unix socket.
+fn docker_socket() -> String {
+    engines::docker_host()
+        .strip_prefix("unix://")
+        .expect("a unix:// docker host")
+        .to_owned()
+}
+
+/// `lifecycles` container lifecycles labelled `tag`: one after the other
+/// (`burst` 0), or `burst` at a time (each created and started at once,
+/// then each stopped and removed at once).
+async fn drive(docker: &Docker, image: &str, tag: &str, lifecycles: usize, burst: usize) {
+    if burst == 0 {
+        for i in 0..lifecycles {
+            lifecycle(docker, image, tag, &format!("{tag}-{i}")).await;
+        }
+        return;
+    }
+    for first in (0..lifecycles).step_by(burst) {
+        let names: Vec<String> = (first..lifecycles.min(first + burst))
+            .map(|i| format!("{tag}-{i}"))
+            .collect();
+        let mut ups = tokio::task::JoinSet::new();
+        for name in names.clone() {
+            let (docker, image, tag) = (docker.clone(), image.to_owned(), tag.to_owned());
+            ups.spawn(async move { up(&docker, &image, &tag, &name).await });
+        }
+        ups.join_all().await;
+        let mut downs = tokio::task::JoinSet::new();
+        for name in names {
+            let docker = docker.clone();
+            downs.spawn(async move { down(&docker, &name).await });
+        }
+        downs.join_all().await;
+    }
+}
+
 /// (utime, stime) of a `/proc/…/stat` text, in seconds.
 fn stat_times(stat: &str) -> (f64, f64) {
     // Fields after the `(comm)`: state is field 3, utime 14, stime 15.
@@ -460,21 +474,57 @@ fn thread_cpu() -> (f64, f64) {
     (on_cpu as f64 / 1e9, stat_times(&stat).1)
 }
 
+/// How the floor's writer is given its lines.
+#[derive(Clone, Copy, Debug)]
+enum Pace {
+    /// `events` lines of its own, 5 ms apart: back to back, the writer's
+    /// caches warm (the floor of earlier runs).
+    Paced { events: usize },
+    /// dockerd's own events, as lookout is given them: `lifecycles` driven
+    /// as the runs drive them ([`drive`], `burst`), the writer reading the
+    /// engine's event stream and writing each of a lifecycle's 4 (`create`,
+    /// `start`, `die`, `destroy`) as it comes, on the same machine under the
+    /// same engine's load.
+    Driven { lifecycles: usize, burst: usize },
+}
+
+impl Pace {
+    fn events(self) -> usize {
+        match self {
+            Self::Paced { events } => events,
+            Self::Driven { lifecycles, .. } => 4 * lifecycles,
+        }
+    }
+}
+
 /// The floor of a delivery, measured beside lookout in the same process run:
 /// a plain thread of a process of its own (this bench, run again as
-/// `--floor-writer`, see [`floor_writer`]) writes each of `events` lines
-/// (~300 bytes, the size of lookout's) once to each of `clients` loopback TCP
-/// sockets (`TCP_NODELAY`, one `write` per client per event, no HTTP
-/// framing, no task, no hub), 5 ms apart so that the readers wait between
-/// events as lookout's clients do; the readers are tasks of this runtime that
-/// read and parse each line as the bench's clients do. What the writing
-/// thread's CPU costs per write is what any server pays per delivery on this
-/// machine's loopback before its own code. Returns (CPU, of it the kernel's)
-/// per write in µs, and the readers' latency p50 and p99 in ns.
-fn floor(rt: &tokio::runtime::Runtime, clients: usize, events: usize) -> Floor {
+/// `--floor-writer`, see [`floor_writer`]) writes each line (~300 bytes,
+/// the size of lookout's) once to each of `clients` loopback TCP sockets
+/// (`TCP_NODELAY`, one `write` per client per event, no HTTP framing, no
+/// task, no hub), its lines paced as `pace` says; the readers are tasks of
+/// this runtime that read and parse each line as the bench's clients do.
+/// What the writing thread's CPU costs per write is what any server pays
+/// per delivery on this machine's loopback before its own code. Returns
+/// (CPU, of it the kernel's) per write in µs, and the readers' latency p50
+/// and p99 in ns (from the line's time: its writing, or dockerd's
+/// `timeNano`, as lookout's readers' latency).
+fn floor(rt: &tokio::runtime::Runtime, clients: usize, pace: Pace) -> Floor {
     use std::io::{BufRead as _, Write as _};
+    let events = pace.events();
+    let tag = format!("serve-{}-floor-{clients}-{pace:?}", std::process::id())
+        .replace(|c: char| !c.is_ascii_alphanumeric() && c != '-', "");
+    let _cleanup = Cleanup(tag.clone());
+    let mut args = vec![
+        "--floor-writer".to_owned(),
+        clients.to_string(),
+        events.to_string(),
+    ];
+    if matches!(pace, Pace::Driven { .. }) {
+        args.extend([docker_socket(), tag.clone()]);
+    }
     let mut writer = std::process::Command::new(std::env::current_exe().expect("this bench"))
-        .args(["--floor-writer", &clients.to_string(), &events.to_string()])
+        .args(&args)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .spawn()
@@ -512,8 +562,15 @@ fn floor(rt: &tokio::runtime::Runtime, clients: usize, events: usize) -> Floor {
                 lat
             });
         }
-        // The writer accepts every reader's connection before it takes the go.
+        // The writer accepts every reader's connection before it takes the
+        // go (paced), or before it watches the engine (driven).
         go.write_all(b"go\n").expect("the writer waits");
+        if let Pace::Driven { lifecycles, burst } = pace {
+            let mut watching = String::new();
+            said.read_line(&mut watching).expect("the writer watches");
+            assert_eq!(watching.trim(), "watching", "the floor's writer");
+            drive(&docker_client(), &engines::test_image(), &tag, lifecycles, burst).await;
+        }
         let mut all = Vec::with_capacity(clients * events);
         while let Some(lat) = tasks.join_next().await {
             all.extend(lat.expect("a floor reader"));
@@ -537,11 +594,14 @@ fn floor(rt: &tokio::runtime::Runtime, clients: usize, events: usize) -> Floor {
     )
 }
 
-/// `--floor-writer CLIENTS EVENTS`: the floor's writer (see [`floor`]). Says
-/// its address, accepts `CLIENTS` connections, waits for a line on stdin,
-/// writes each of `EVENTS` lines once to each, and says its writing thread's
-/// CPU and kernel seconds.
-fn floor_writer(clients: usize, events: usize) {
+/// `--floor-writer CLIENTS EVENTS [SOCKET TAG]`: the floor's writer (see
+/// [`floor`]). Says its address, accepts `CLIENTS` connections, waits for a
+/// line on stdin; then writes each of `EVENTS` lines once to each: lines of
+/// its own 5 ms apart, or, given dockerd's `SOCKET` and a `TAG`, one per
+/// event of the engine's containers labelled `TAG` (`create`, `start`,
+/// `die`, `destroy`; it says `watching` once it reads the engine's events).
+/// Last, it says its writing thread's CPU and kernel seconds.
+fn floor_writer(clients: usize, events: usize, engine: Option<(&str, &str)>) {
     use std::io::{BufRead as _, Write as _};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a listener");
     println!("{}", listener.local_addr().expect("its address"));
@@ -554,18 +614,77 @@ fn floor_writer(clients: usize, events: usize) {
     }
     let mut go = String::new();
     std::io::stdin().lock().read_line(&mut go).expect("the go");
+    let line = |instance: &str, kind: &str, at_ns: i128| {
+        format!(
+            "{{\"instance\":\"{instance}\",\"id\":\"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\",\
+             \"kind\":\"{kind}\",\"origin\":\"live\",\"at_ns\":{at_ns},\"provider\":\"docker\",\
+             \"uid\":\"0123456789abcdef\",\"labels\":{{\"lookout.bench\":\"serve-floor\"}},\"image\":\"lookout-test/busybox\"}}\n"
+        )
+    };
+    let Some((socket, tag)) = engine else {
+        let (c0, s0) = thread_cpu();
+        for i in 0..events {
+            let line = line(&format!("serve-floor-{i}"), "started", now_ns());
+            for s in &mut sockets {
+                s.write_all(line.as_bytes()).expect("a write");
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let (c1, s1) = thread_cpu();
+        println!("{} {}", c1 - c0, s1 - s0);
+        return;
+    };
+    // dockerd's event stream, HTTP/1.0: the body is the lines as they come.
+    let mut docker = std::os::unix::net::UnixStream::connect(socket).expect("dockerd");
+    let filters = format!(r#"{{"label":["{LABEL}={tag}"],"type":["container"]}}"#);
+    let filters: String = filters
+        .bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-_.".contains(&b) {
+                char::from(b).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect();
+    write!(
+        docker,
+        "GET /events?filters={filters} HTTP/1.0\r\nHost: docker\r\n\r\n"
+    )
+    .expect("the events request");
+    let mut stream = std::io::BufReader::new(docker);
+    let mut got = String::new();
+    loop {
+        got.clear();
+        let n = stream.read_line(&mut got).expect("dockerd's answer");
+        assert!(n > 0, "dockerd closed the event stream");
+        if got == "\r\n" {
+            break;
+        }
+    }
+    println!("watching");
+    std::io::stdout().flush().expect("stdout");
     let (c0, s0) = thread_cpu();
-    for i in 0..events {
-        let line = format!(
-            "{{\"instance\":\"serve-floor-{i}\",\"id\":\"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\",\
-             \"kind\":\"started\",\"origin\":\"live\",\"at_ns\":{},\"provider\":\"docker\",\
-             \"uid\":\"0123456789abcdef\",\"labels\":{{\"lookout.bench\":\"serve-floor\"}},\"image\":\"lookout-test/busybox\"}}\n",
-            now_ns()
-        );
+    let mut written = 0;
+    while written < events {
+        got.clear();
+        let n = stream.read_line(&mut got).expect("an engine event");
+        assert!(n > 0, "dockerd closed the event stream");
+        let v: Value = serde_json::from_str(&got).expect("an engine event's JSON");
+        let kind = match v["Action"].as_str() {
+            Some("create") => "created",
+            Some("start") => "started",
+            Some("die") => "stopped",
+            Some("destroy") => "removed",
+            _ => continue,
+        };
+        let name = v["Actor"]["Attributes"]["name"].as_str().unwrap_or_default();
+        let at = v["timeNano"].as_i64().map_or(0, i128::from);
+        let line = line(name, kind, at);
         for s in &mut sockets {
             s.write_all(line.as_bytes()).expect("a write");
         }
-        std::thread::sleep(Duration::from_millis(5));
+        written += 1;
     }
     let (c1, s1) = thread_cpu();
     println!("{} {}", c1 - c0, s1 - s0);
@@ -589,12 +708,16 @@ type Floor = (f64, f64, f64, f64);
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    if let [_, flag, clients, events] = args.as_slice()
+    if let [_, flag, clients, events, engine @ ..] = args.as_slice()
         && flag == "--floor-writer"
     {
         floor_writer(
             clients.parse().expect("CLIENTS"),
             events.parse().expect("EVENTS"),
+            match engine {
+                [socket, tag] => Some((socket.as_str(), tag.as_str())),
+                _ => None,
+            },
         );
         return;
     }
@@ -747,43 +870,92 @@ fn main() {
     }
     // The floor, in the same process run: one write per client per event
     // from a plain thread (what any server pays here before its own code).
-    let say = |n: usize, events: usize, f: Floor| {
+    let say = |n: usize, pace: Pace, f: Floor| {
+        let lines = match pace {
+            Pace::Paced { events } => format!("each of {events} lines of its own, 5 ms apart,"),
+            Pace::Driven { lifecycles, burst } => format!(
+                "each of dockerd's {} events ({lifecycles} lifecycles, {}) as it reads them",
+                4 * lifecycles,
+                if burst == 0 {
+                    "one at a time".to_owned()
+                } else {
+                    format!("{burst} at once")
+                }
+            ),
+        };
         println!(
-            "floor: a plain thread writing each of {events} lines once to each of {n} \
-             loopback sockets (no lookout, no HTTP): {:.2} µs CPU per write, of it kernel \
-             {:.2} µs; readers' p50 / p99 {:.2} / {:.2} ms",
+            "floor: a plain thread writing {lines} once to each of {n} loopback sockets (no \
+             lookout, no HTTP): {:.2} µs CPU per write, of it kernel {:.2} µs; readers' p50 / \
+             p99 {:.2} / {:.2} ms",
             f.0,
             f.1,
             f.2 / 1e6,
             f.3 / 1e6
         );
     };
+    // Each floor, if its runs are picked: paced (as in earlier runs), and
+    // fed by the engine as the steady and the burst runs are.
+    let floor_of = |pace: Pace| {
+        let f = floor(&rt, clients, pace);
+        say(clients, pace, f);
+        Some(f).filter(|f| f.0 > 0.0 && f.3 > 0.0)
+    };
     let floor_events = if full { 1200 } else { 20 };
-    let base = pick("floor").then(|| floor(&rt, clients, floor_events));
-    if let Some(f) = base {
-        say(clients, floor_events, f);
-    }
+    let (paced, steady, bursts) = if pick("floor") {
+        (
+            floor_of(Pace::Paced {
+                events: floor_events,
+            }),
+            floor_of(Pace::Driven {
+                lifecycles,
+                burst: 0,
+            }),
+            floor_of(Pace::Driven { lifecycles, burst }),
+        )
+    } else {
+        (None, None, None)
+    };
     if many_ok && pick("many") && pick("floor") {
         // The writer is a process of its own: each holds one end.
-        say(many, 400, floor(&rt, many, 400));
+        let pace = Pace::Driven {
+            lifecycles: 100,
+            burst: 0,
+        };
+        say(many, pace, floor(&rt, many, pace));
     }
     println!("(wall {:.1?})", wall.elapsed());
-    // Last: this binary against the floor of the same run.
-    if let Some(f) = base.filter(|f| f.0 > 0.0 && f.3 > 0.0) {
-        for (name, label) in [("anchor", "anchor "), ("this", "")] {
+    // Last: this binary against the floors of the same run; first against
+    // the paced floor (the earlier runs' figure), then, in the lines any
+    // reader compares, against the floor fed the same events.
+    if let Some(f) = paced {
+        let mut against = Vec::new();
+        for name in ["anchor", "this"] {
             if let Some((cpu, p99)) = of(name, false) {
-                println!(
-                    "{label}steady: lookout/floor cpu {:.2} p99 {:.2}",
+                against.push(format!(
+                    "{name} steady cpu {:.2} p99 {:.2}",
                     cpu / f.0,
                     p99 / f.3
-                );
+                ));
             }
             if let Some((cpu, _)) = of(name, true) {
-                println!(
-                    "{label}burst: lookout per event / floor per event {:.2}",
-                    cpu / f.0
-                );
+                against.push(format!("{name} burst {:.2}", cpu / f.0));
             }
+        }
+        println!("(against the paced floor: {})", against.join("; "));
+    }
+    for (name, label) in [("anchor", "anchor "), ("this", "")] {
+        if let (Some((cpu, p99)), Some(f)) = (of(name, false), steady) {
+            println!(
+                "{label}steady: lookout/floor cpu {:.2} p99 {:.2}",
+                cpu / f.0,
+                p99 / f.3
+            );
+        }
+        if let (Some((cpu, _)), Some(f)) = (of(name, true), bursts) {
+            println!(
+                "{label}burst: lookout per event / floor per event {:.2}",
+                cpu / f.0
+            );
         }
     }
 }
