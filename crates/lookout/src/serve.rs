@@ -27,6 +27,7 @@ mod busy;
 mod direct;
 mod events;
 mod frames;
+mod gate;
 mod health;
 mod instances;
 mod labels;
@@ -41,6 +42,7 @@ use std::convert::Infallible;
 use std::net::{SocketAddr, TcpListener as StdTcpListener};
 use std::path::Path;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use hyper::server::conn::http1;
@@ -455,7 +457,8 @@ fn configure(stream: &tokio::net::TcpStream, peer: SocketAddr) {
 
 /// Drives one connection to its end. `stop` (its slot's shedding signal,
 /// a child of `shutdown`; or `shutdown` itself) is the one signal waited on
-/// beside it, so a wake-up costs one token's check: at shutdown the
+/// beside it, looked at only once it may have fired (an atomic load per
+/// wake-up): at shutdown the
 /// connection ends gracefully (open `/events` bodies end on the same token;
 /// idle keep-alive connections close now), when shed at once. `held` (a
 /// slot or a permit) is given back when it ends.
@@ -472,16 +475,29 @@ async fn finish<I, S, H>(
 {
     let _held = held;
     let mut conn = std::pin::pin!(conn);
-    let result = tokio::select! {
-        r = conn.as_mut() => r,
-        () = stop.cancelled() => {
-            if !shutdown.is_cancelled() {
-                tracing::debug!(%peer, "idle connection shed for a new one");
-                return;
-            }
-            conn.as_mut().graceful_shutdown();
-            conn.await
+    // `stop` looked at only when its waker fired ([`gate`]), not at every
+    // wake-up of the connection.
+    let mut stopping = std::pin::pin!(stop.cancelled());
+    let mut gate = gate::Gate::default();
+    let ended = std::future::poll_fn(|cx| {
+        if let Poll::Ready(r) = conn.as_mut().poll(cx) {
+            return Poll::Ready(Some(r));
         }
+        match gate.poll(cx, |cx| stopping.as_mut().poll(cx)) {
+            Some(Poll::Ready(())) => Poll::Ready(None),
+            _ => Poll::Pending,
+        }
+    })
+    .await;
+    let result = if let Some(r) = ended {
+        r
+    } else {
+        if !shutdown.is_cancelled() {
+            tracing::debug!(%peer, "idle connection shed for a new one");
+            return;
+        }
+        conn.as_mut().graceful_shutdown();
+        conn.await
     };
     if let Err(e) = result {
         tracing::debug!(%peer, "connection ended: {e}");

@@ -4,8 +4,9 @@
 //! nothing but write the body's frames as chunks to its socket (one write
 //! each, everything ready gathered: see [`EventBody`]) and watch the socket
 //! for the client going away. Per delivery that is one task wake-up, one
-//! look at the hub and one `writev`, without hyper's dispatcher, axum's
-//! boxed body or a per-wake look at a second signal.
+//! look at the hub and one write, without hyper's dispatcher or axum's
+//! boxed body; the connection's token and its socket's read readiness are
+//! looked at only once their wakers fired (each through a `Gate`).
 //!
 //! Everything else goes to hyper untouched (the head is only peeked): a
 //! head not whole in the first read, with a body (`Content-Length`,
@@ -18,8 +19,7 @@ use std::future::Future;
 use std::io::IoSlice;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Context, Poll};
 use std::time::SystemTime;
 
 use bytes::Bytes;
@@ -32,6 +32,7 @@ use tokio_util::sync::WaitForCancellationFutureOwned;
 use super::admission::Ticket;
 use super::auth::Token;
 use super::events::{self, EventBody};
+use super::gate::Gate;
 use super::state::State;
 
 /// How much of the first request is looked at: more goes to hyper.
@@ -67,9 +68,9 @@ impl Direct {
         {
             return Err(stream);
         }
-        let stop = ticket.shed().clone();
-        let Ok((body, content_type)) =
-            events::open(&self.state, Some(Arc::new(ticket.busy())), &headers, &uri)
+        let busy = ticket.busy();
+        let stop = busy.stop().clone();
+        let Ok((body, content_type)) = events::open(&self.state, Some(Arc::new(busy)), &headers, &uri)
         else {
             return Err(stream);
         };
@@ -97,10 +98,9 @@ impl Direct {
             pending: Some(Chunk::raw(head)),
             ending: false,
             spare: Vec::new(),
-            stop: Stop {
-                future: Box::pin(stop.cancelled_owned()),
-                fired: None,
-            },
+            readable: Gate::default(),
+            stopping: Box::pin(stop.cancelled_owned()),
+            stop: Gate::default(),
         }
         .await;
         Ok(())
@@ -179,6 +179,8 @@ struct Chunk {
     size: [u8; 18],
     size_len: usize,
     frames: Vec<Bytes>,
+    /// The frames' bytes.
+    framed: usize,
     tail: &'static [u8],
     /// Bytes of it written.
     at: usize,
@@ -192,27 +194,41 @@ impl Chunk {
             size: [0; 18],
             size_len: 0,
             frames,
+            framed: 0,
             tail: b"\r\n",
             at: 0,
         }
     }
 
     fn push(&mut self, frame: Bytes) {
+        self.framed += frame.len();
         self.frames.push(frame);
     }
 
     /// Whether it takes no more frames.
     fn full(&self) -> bool {
-        self.frames.len() >= FRAMES_PER_WRITE
-            || self.frames.iter().map(Bytes::len).sum::<usize>() >= BYTES_PER_WRITE
+        self.frames.len() >= FRAMES_PER_WRITE || self.framed >= BYTES_PER_WRITE
     }
 
-    /// Ready to write: its size line made.
+    /// Ready to write: its size line made (hex digits, CRLF; no
+    /// allocation).
     fn seal(mut self) -> Self {
-        let len: usize = self.frames.iter().map(Bytes::len).sum();
-        let line = format!("{len:x}\r\n");
-        self.size[..line.len()].copy_from_slice(line.as_bytes());
-        self.size_len = line.len();
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut digits = [0u8; 16];
+        let mut at = digits.len();
+        let mut n = self.framed;
+        loop {
+            at -= 1;
+            digits[at] = HEX[n % 16];
+            n /= 16;
+            if n == 0 {
+                break;
+            }
+        }
+        let len = digits.len() - at;
+        self.size[..len].copy_from_slice(&digits[at..]);
+        self.size[len..len + 2].copy_from_slice(b"\r\n");
+        self.size_len = len + 2;
         self
     }
 
@@ -221,6 +237,7 @@ impl Chunk {
         Self {
             size: [0; 18],
             size_len: 0,
+            framed: data.len(),
             frames: vec![data],
             tail: b"",
             at: 0,
@@ -233,7 +250,7 @@ impl Chunk {
     }
 
     fn len(&self) -> usize {
-        self.size_len + self.frames.iter().map(Bytes::len).sum::<usize>() + self.tail.len()
+        self.size_len + self.framed + self.tail.len()
     }
 
     /// What is left to write, in `slices` (as many as they hold); how many.
@@ -273,8 +290,12 @@ struct Streaming {
     ending: bool,
     /// The frames' list of the last write, for the next.
     spare: Vec<Bytes>,
-    /// Waited on only when there is nothing to write.
-    stop: Stop,
+    /// Its read readiness, looked at when it may have changed.
+    readable: Gate,
+    /// Its token; waited on only when there is nothing to write (and
+    /// looked at when it may have changed).
+    stopping: Pin<Box<WaitForCancellationFutureOwned>>,
+    stop: Gate,
 }
 
 impl Future for Streaming {
@@ -287,10 +308,10 @@ impl Future for Streaming {
         // reads (then this task comes back).
         let mut reads = 0;
         loop {
-            match this.stream.poll_read_ready(cx) {
-                Poll::Pending => break,
-                Poll::Ready(Err(_)) => return Poll::Ready(()),
-                Poll::Ready(Ok(())) => {
+            match this.readable.poll(cx, |cx| this.stream.poll_read_ready(cx)) {
+                None | Some(Poll::Pending) => break,
+                Some(Poll::Ready(Err(_))) => return Poll::Ready(()),
+                Some(Poll::Ready(Ok(()))) => {
                     if reads == READS_PER_POLL {
                         cx.waker().wake_by_ref();
                         break;
@@ -351,7 +372,13 @@ impl Future for Streaming {
                     Poll::Ready(Some(Ok(frame))) => chunk.push(frame),
                     Poll::Ready(Some(Err(never))) => match never {},
                     Poll::Ready(None) => break true,
-                    Poll::Pending => break this.stop.poll(cx).is_ready(),
+                    Poll::Pending => {
+                        let stopping = &mut this.stopping;
+                        break matches!(
+                            this.stop.poll(cx, |cx| stopping.as_mut().poll(cx)),
+                            Some(Poll::Ready(()))
+                        );
+                    }
                 }
             };
             // (At the end, the last chunk goes in the same write.)
@@ -369,51 +396,6 @@ impl Future for Streaming {
                 return Poll::Pending;
             }
         }
-    }
-}
-
-/// The connection's token, waited on at the cost of an atomic load per
-/// wake-up (not two locks): its future is polled with a waker of its own,
-/// which marks it fired before it wakes the task, and is polled again only
-/// then (or for another task's waker).
-struct Stop {
-    future: Pin<Box<WaitForCancellationFutureOwned>>,
-    fired: Option<Arc<Fired>>,
-}
-
-/// The waker the token's future holds.
-struct Fired {
-    fired: AtomicBool,
-    task: Waker,
-}
-
-impl Wake for Fired {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.fired.store(true, Ordering::Release);
-        self.task.wake_by_ref();
-    }
-}
-
-impl Stop {
-    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        if let Some(f) = &self.fired
-            && !f.fired.load(Ordering::Acquire)
-            && f.task.will_wake(cx.waker())
-        {
-            return Poll::Pending;
-        }
-        let fired = Arc::new(Fired {
-            fired: AtomicBool::new(false),
-            task: cx.waker().clone(),
-        });
-        let waker = Waker::from(Arc::clone(&fired));
-        let polled = self.future.as_mut().poll(&mut Context::from_waker(&waker));
-        self.fired = Some(fired);
-        polled
     }
 }
 
@@ -494,6 +476,16 @@ mod tests {
             assert_eq!(rest_of(&chunk), whole[at..], "{at} bytes in");
         }
         assert_eq!(rest_of(&Chunk::last()), b"0\r\n\r\n");
+        for len in [1, 15, 16, 255, 4096, 65_535, 1 << 20] {
+            let mut chunk = Chunk::gather(Vec::new());
+            chunk.push(Bytes::from(vec![b'x'; len]));
+            let sealed = chunk.seal();
+            assert_eq!(
+                &sealed.size[..sealed.size_len],
+                format!("{len:x}\r\n").as_bytes()
+            );
+            assert_eq!(sealed.len(), sealed.size_len + len + 2);
+        }
         let mut full = Chunk::gather(Vec::new());
         while !full.full() {
             full.push(Bytes::from_static(b"x\n"));
