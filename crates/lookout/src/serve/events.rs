@@ -356,40 +356,13 @@ mod tests {
         }
     }
 
-    /// One frame of the body, as written (several lines or SSE frames when
-    /// it gathered them).
+    /// The body's next frame: one line (NDJSON) or one SSE frame.
     async fn frame(body: &mut EventBody) -> String {
         let frame = tokio::time::timeout(Duration::from_secs(60), body.next())
             .await
             .expect("a frame")
             .expect("the body goes on");
         String::from_utf8(frame.expect("infallible").to_vec()).expect("UTF-8")
-    }
-
-    /// The body's lines (NDJSON) or SSE frames one by one, however they
-    /// were gathered into writes.
-    struct Units {
-        body: EventBody,
-        pending: std::collections::VecDeque<String>,
-    }
-
-    impl Units {
-        fn new(body: EventBody) -> Self {
-            Self {
-                body,
-                pending: std::collections::VecDeque::new(),
-            }
-        }
-
-        async fn next(&mut self) -> String {
-            if self.pending.is_empty() {
-                let written = frame(&mut self.body).await;
-                let end = if self.body.sse { "\n\n" } else { "\n" };
-                self.pending
-                    .extend(written.split_inclusive(end).map(str::to_owned));
-            }
-            self.pending.pop_front().expect("a unit")
-        }
     }
 
     #[tokio::test(start_paused = true)]
@@ -426,11 +399,11 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn sse_has_events_status_and_a_keep_alive() {
         let shutdown = CancellationToken::new();
-        let mut body = Units::new(body(true, "", &shutdown));
+        let mut body = body(true, "", &shutdown);
         let mut frames = Vec::new();
         // db (stopped): created; web: created, started; by id.
         for _ in 0..3 {
-            frames.push(body.next().await);
+            frames.push(frame(&mut body).await);
         }
         let kinds: Vec<&str> = frames
             .iter()
@@ -440,29 +413,26 @@ mod tests {
         for (n, f) in frames.iter().enumerate() {
             let head = format!(
                 "event: instance\nid: {}\ndata: {{",
-                body.body.subs[0].frames.id(n as u64)
+                body.subs[0].frames.id(n as u64)
             );
             assert!(f.starts_with(&head) && f.ends_with("}\n\n"), "{f}");
         }
-        let status = body.next().await;
+        let status = frame(&mut body).await;
         assert_eq!(
             status,
             format!(
                 "event: status\nid: {}\ndata: {{\"status\":\"connected\",\"instances\":2}}\n\n",
-                body.body.subs[0].frames.id(3)
+                body.subs[0].frames.id(3)
             )
         );
         let before = Instant::now();
-        assert_eq!(body.next().await, ": keep-alive\n\n");
+        assert_eq!(frame(&mut body).await, ": keep-alive\n\n");
         assert_eq!(before.elapsed(), KEEP_ALIVE);
         // And again after as long a silence.
-        assert_eq!(body.next().await, ": keep-alive\n\n");
+        assert_eq!(frame(&mut body).await, ": keep-alive\n\n");
         assert_eq!(before.elapsed(), 2 * KEEP_ALIVE);
         shutdown.cancel();
-        assert!(
-            body.body.next().await.is_none(),
-            "the body ends on shutdown"
-        );
+        assert!(body.next().await.is_none(), "the body ends on shutdown");
     }
 
     /// Of several engines: one subscription each, taken in turn; every line
@@ -484,17 +454,17 @@ mod tests {
                 }
             })
             .collect();
-        let mut body = Units::new(EventBody {
+        let mut body = EventBody {
             subs,
             next: 0,
             sse: false,
             stop: Some(shutdown.clone()),
             _busy: None,
             keep_alive: None,
-        });
+        };
         let mut lines = Vec::new();
         for _ in 0..6 {
-            let line = body.next().await;
+            let line = frame(&mut body).await;
             let v: serde_json::Value = serde_json::from_str(&line).expect("JSON");
             assert!(v.get("id").is_none(), "no positional id of several: {line}");
             lines.push((
@@ -518,9 +488,6 @@ mod tests {
             );
         }
         shutdown.cancel();
-        assert!(
-            body.body.next().await.is_none(),
-            "the body ends on shutdown"
-        );
+        assert!(body.next().await.is_none(), "the body ends on shutdown");
     }
 }
