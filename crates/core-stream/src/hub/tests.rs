@@ -246,3 +246,54 @@ async fn one_event_is_one_drive_not_one_per_subscription() {
     // had given: not one (or two) per subscription.
     assert!(polls <= 4, "{polls} polls of the upstream for one event");
 }
+
+/// A subscription that has read everything looks at the hub again only once
+/// it is woken: a poll before that takes no lock (here, it returns while
+/// another thread holds the hub's lock); the next event wakes it, and it
+/// reads it.
+#[tokio::test(start_paused = true)]
+async fn a_subscription_that_read_everything_takes_no_lock_until_woken() {
+    let fed = Fed::default();
+    fed.push(Observation::ResyncBegin);
+    fed.push(Observation::ResyncDone);
+    let hub = Watch::new(fed.clone(), WatchConfig::default().resync_every(None)).share();
+    let mut sub = hub.subscribe(Start::Baseline);
+    let first = tokio::time::timeout(Duration::from_secs(5), sub.next()).await;
+    assert!(
+        matches!(first, Ok(Some(crate::Item::Status(_)))),
+        "{first:?}"
+    );
+    let mut cx = Context::from_waker(Waker::noop());
+    // Read to the end: the last look is under the lock, and finds nothing.
+    while let Poll::Ready(Some(_)) = std::pin::Pin::new(&mut sub).poll_next(&mut cx) {}
+    // With the hub's lock held here, a poll on another thread returns.
+    let polled = std::thread::scope(|scope| {
+        let held = hub.state.lock();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let sub = &mut sub;
+        scope.spawn(move || {
+            let mut cx = Context::from_waker(Waker::noop());
+            let _ = tx.send(std::pin::Pin::new(sub).poll_next(&mut cx).is_pending());
+        });
+        let polled = rx.recv_timeout(Duration::from_secs(5));
+        // (Released in any case: a poll that waits for it then ends.)
+        drop(held);
+        polled
+    });
+    assert_eq!(polled, Ok(true), "pending, without the hub's lock");
+    // An event wakes it: it looks again, and reads it.
+    fed.push(Observation::Change(Change {
+        id: "a".into(),
+        kind: EventKind::Created,
+        uid: None,
+        labels: None,
+        at: SystemTime::UNIX_EPOCH,
+        cursor: Some(1),
+        readiness: None,
+    }));
+    let item = std::pin::Pin::new(&mut sub).poll_next(&mut cx);
+    assert!(
+        matches!(&item, Poll::Ready(Some(crate::Item::Event(e))) if e.kind == EventKind::Created),
+        "{item:?}"
+    );
+}
