@@ -43,16 +43,25 @@
 //! `lookout_subscriber_resyncs_total`), then every client goes and the time
 //! until lookout has freed their subscriptions is measured.
 //!
-//! Last, in the same process run, **the floor**: a plain thread of this
-//! bench writes each of 1200 lines once to each of the 1000 clients'
+//! Last, in the same process run, **the floors**: a plain thread of a
+//! process of its own writes each line once to each of the 1000 clients'
 //! loopback sockets, no lookout, no HTTP (see `floor`): what one delivery
-//! costs any server on this machine before its own code; and the same with
-//! 10 000 clients (400 lines) beside the 10 000-client run.
+//! costs any server on this machine before its own code. Its lines are
+//! either 1200 of its own, 5 ms apart (**paced**: back to back, its caches
+//! warm, as in the runs before issue #37's second part), or **dockerd's own
+//! events**: it reads the engine's event stream and writes each container
+//! event (`create`, `start`, `die`, `destroy`) as it comes, while the bench
+//! drives the same 300 lifecycles as lookout's run, one at a time and in
+//! bursts of 50: the same events at the same times, on the same machine
+//! under the same engine's load. Beside the 10 000-client run, the same at
+//! 10 000 clients (100 lifecycles).
 //!
-//! The last two lines compare this binary with the floor of the same run:
-//! `steady: lookout/floor cpu R p99 R` (CPU per delivery, and the readers'
-//! p99, at 1000 clients) and `burst: lookout per event / floor per event R`
-//! (CPU per event delivered in the burst run, over the floor's per write).
+//! The last two lines compare this binary with the floor fed the same
+//! events in the same run: `steady: lookout/floor cpu R p99 R` (CPU per
+//! delivery, and the readers' p99, at 1000 clients) and `burst: lookout per
+//! event / floor per event R` (CPU per event delivered in the burst run,
+//! over the burst-fed floor's per write). The ratios against the paced
+//! floor are printed before them.
 //!
 //! `LOOKOUT_SERVE_RUNS=steady,burst,stalled,many,floor` (any of them; all
 //! by default) picks the runs.
