@@ -53,8 +53,10 @@
 //! event (`create`, `start`, `die`, `destroy`) as it comes, while the bench
 //! drives the same 300 lifecycles as lookout's run, one at a time and in
 //! bursts of 50: the same events at the same times, on the same machine
-//! under the same engine's load. Beside the 10 000-client run, the same at
-//! 10 000 clients (100 lifecycles).
+//! under the same engine's load; each measured before and after lookout's
+//! runs, and their mean taken (the machine drifts over the minutes
+//! between). Beside the 10 000-client run, the same at 10 000 clients (100
+//! lifecycles).
 //!
 //! The last two lines compare this binary with the floor fed the same
 //! events in the same run: `steady: lookout/floor cpu R p99 R` (CPU per
@@ -715,6 +717,19 @@ fn open_files_limit() -> u64 {
 /// The floor's figures: CPU and kernel µs per write, readers' p50 and p99 ns.
 type Floor = (f64, f64, f64, f64);
 
+/// The mean of two measures of a floor (either, if only one).
+fn mean(a: Option<Floor>, b: Option<Floor>) -> Option<Floor> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some((
+            f64::midpoint(a.0, b.0),
+            f64::midpoint(a.1, b.1),
+            f64::midpoint(a.2, b.2),
+            f64::midpoint(a.3, b.3),
+        )),
+        (a, b) => a.or(b),
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if let [_, flag, clients, events, engine @ ..] = args.as_slice()
@@ -823,6 +838,43 @@ fn main() {
             .map(|a| format!("; anchor: {}", a.display()))
             .unwrap_or_default(),
     );
+    let say = |n: usize, pace: Pace, when: &str, f: Floor| {
+        let lines = match pace {
+            Pace::Paced { events } => format!("each of {events} lines of its own, 5 ms apart,"),
+            Pace::Driven { lifecycles, burst } => format!(
+                "each of dockerd's {} events ({lifecycles} lifecycles, {}) as it reads them",
+                4 * lifecycles,
+                if burst == 0 {
+                    "one at a time".to_owned()
+                } else {
+                    format!("{burst} at once")
+                }
+            ),
+        };
+        println!(
+            "floor ({when}): a plain thread writing {lines} once to each of {n} loopback sockets \
+             (no lookout, no HTTP): {:.2} µs CPU per write, of it kernel {:.2} µs; readers' p50 \
+             / p99 {:.2} / {:.2} ms",
+            f.0,
+            f.1,
+            f.2 / 1e6,
+            f.3 / 1e6
+        );
+    };
+    // Each floor, if its runs are picked: paced (as in earlier runs), and
+    // fed by the engine as the steady and the burst runs are.
+    let floor_of = |pace: Pace, when: &str| {
+        let f = floor(&rt, clients, pace);
+        say(clients, pace, when, f);
+        Some(f).filter(|f| f.0 > 0.0 && f.3 > 0.0)
+    };
+    let driven = |burst: usize| Pace::Driven { lifecycles, burst };
+    let before = pick("floor").then(|| {
+        (
+            floor_of(driven(0), "before the runs"),
+            floor_of(driven(burst), "before the runs"),
+        )
+    });
     println!(
         "| lookout | fired | clients | stalled | events/client | deliveries | p50 ms | p99 ms | max ms | lookout CPU s (drive s) | CPU µs/delivery | of it kernel µs | context switches per 1000 deliveries | lookout peak RSS MiB | RSS after MiB | stalled resynced | all freed in |"
     );
@@ -879,50 +931,40 @@ fn main() {
     }
     // The floor, in the same process run: one write per client per event
     // from a plain thread (what any server pays here before its own code).
-    let say = |n: usize, pace: Pace, f: Floor| {
-        let lines = match pace {
-            Pace::Paced { events } => format!("each of {events} lines of its own, 5 ms apart,"),
-            Pace::Driven { lifecycles, burst } => format!(
-                "each of dockerd's {} events ({lifecycles} lifecycles, {}) as it reads them",
-                4 * lifecycles,
-                if burst == 0 {
-                    "one at a time".to_owned()
-                } else {
-                    format!("{burst} at once")
-                }
-            ),
-        };
-        println!(
-            "floor: a plain thread writing {lines} once to each of {n} loopback sockets (no \
-             lookout, no HTTP): {:.2} µs CPU per write, of it kernel {:.2} µs; readers' p50 / \
-             p99 {:.2} / {:.2} ms",
-            f.0,
-            f.1,
-            f.2 / 1e6,
-            f.3 / 1e6
-        );
-    };
-    // Each floor, if its runs are picked: paced (as in earlier runs), and
-    // fed by the engine as the steady and the burst runs are.
-    let floor_of = |pace: Pace| {
-        let f = floor(&rt, clients, pace);
-        say(clients, pace, f);
-        Some(f).filter(|f| f.0 > 0.0 && f.3 > 0.0)
-    };
+    // After the runs: the paced floor, and the driven ones again; each
+    // driven floor's figure is the mean of its measure before and after the
+    // runs (the machine drifts over the minutes between).
     let floor_events = if full { 1200 } else { 20 };
-    let (paced, steady, bursts) = if pick("floor") {
-        (
-            floor_of(Pace::Paced {
-                events: floor_events,
-            }),
-            floor_of(Pace::Driven {
-                lifecycles,
-                burst: 0,
-            }),
-            floor_of(Pace::Driven { lifecycles, burst }),
-        )
-    } else {
-        (None, None, None)
+    let paced = pick("floor")
+        .then(|| {
+            floor_of(
+                Pace::Paced {
+                    events: floor_events,
+                },
+                "after the runs",
+            )
+        })
+        .flatten();
+    let (steady, bursts) = match before {
+        Some((steady, bursts)) => {
+            let steady = mean(steady, floor_of(driven(0), "after the runs"));
+            let bursts = mean(bursts, floor_of(driven(burst), "after the runs"));
+            for (what, f) in [("one at a time", steady), ("in bursts", bursts)] {
+                if let Some(f) = f {
+                    println!(
+                        "floor fed by the engine, {what}, the mean of before and after the runs: \
+                         {:.2} µs CPU per write, of it kernel {:.2} µs; readers' p50 / p99 \
+                         {:.2} / {:.2} ms",
+                        f.0,
+                        f.1,
+                        f.2 / 1e6,
+                        f.3 / 1e6
+                    );
+                }
+            }
+            (steady, bursts)
+        }
+        None => (None, None),
     };
     if many_ok && pick("many") && pick("floor") {
         // The writer is a process of its own: each holds one end.
@@ -930,7 +972,7 @@ fn main() {
             lifecycles: 100,
             burst: 0,
         };
-        say(many, pace, floor(&rt, many, pace));
+        say(many, pace, "after the runs", floor(&rt, many, pace));
     }
     println!("(wall {:.1?})", wall.elapsed());
     // Last: this binary against the floors of the same run; first against
