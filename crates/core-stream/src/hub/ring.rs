@@ -304,16 +304,6 @@ impl Ring {
         self.readers.get(slot)
     }
 
-    /// Whether the reader `slot` has read every item there is (and has not
-    /// lagged), and the upstream has not ended.
-    pub(super) fn is_caught_up(&self, slot: usize) -> bool {
-        !self.ended
-            && self
-                .readers
-                .get(slot)
-                .is_some_and(|r| r.lagged.is_none() && r.cursor == self.head())
-    }
-
     /// Whether the reader `slot` lagged (and has not been told yet).
     pub(super) fn has_lagged(&self, slot: usize) -> bool {
         self.readers.get(slot).is_some_and(|r| r.lagged.is_some())

@@ -206,25 +206,16 @@ impl Stream for Subscription {
         if let Some(item) = reading.ready() {
             return Poll::Ready(Some(item));
         }
-        if this.waiter.is_quiet(cx) {
-            // Read to the end when it last looked, and not woken since.
-            return Poll::Pending;
-        }
-        let slot = reading.slot;
-        let polled = this.waiter.poll_reader(
-            cx,
-            |ring| {
-                if reading.read(ring) {
-                    Some(true)
-                } else if ring.has_ended() {
-                    // Every item read, none to come.
-                    Some(false)
-                } else {
-                    None
-                }
-            },
-            |ring| ring.is_caught_up(slot),
-        );
+        let polled = this.waiter.poll(cx, |ring| {
+            if reading.read(ring) {
+                Some(true)
+            } else if ring.has_ended() {
+                // Every item read, none to come.
+                Some(false)
+            } else {
+                None
+            }
+        });
         match polled {
             Poll::Ready(true) => Poll::Ready(reading.ready()),
             Poll::Ready(false) => Poll::Ready(None),

@@ -2,18 +2,10 @@
 //! lock, and the wakers of the handles that wait), and a handle's place among
 //! the waiting ([`Waiter`]), whose poll drives the upstream when the handle
 //! finds nothing of its own.
-//!
-//! A subscription that has read everything looks again only once it is
-//! woken: its waker, registered under the lock as it read, marks itself
-//! fired, so a poll from the same task before that finds nothing without
-//! taking a lock ([`Waiter::is_quiet`]). One event to a thousand
-//! subscriptions is then a lock each, not two (the read, then the look
-//! that finds nothing more).
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Context, Poll, Waker};
 
 use super::ring::{Driven, Ring};
 use super::wakers::Wakers;
@@ -53,36 +45,6 @@ impl HubState {
 pub(crate) struct Waiter {
     state: Arc<HubState>,
     token: usize,
-    /// The waker registered for it, when it waits as a reader
-    /// ([`Waiter::poll_reader`]).
-    own: Option<Own>,
-    /// When it last looked, under the lock: it had read everything, the
-    /// upstream was not due, and `own` was registered. Until `own` fires, a
-    /// poll from the same task finds nothing new.
-    quiet: bool,
-}
-
-/// A reader's waker as registered: it marks itself fired, then wakes the
-/// task.
-struct Own {
-    fired: Arc<Fired>,
-    waker: Waker,
-}
-
-struct Fired {
-    fired: AtomicBool,
-    task: Waker,
-}
-
-impl Wake for Fired {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.fired.store(true, Ordering::Release);
-        self.task.wake_by_ref();
-    }
 }
 
 impl fmt::Debug for Waiter {
@@ -96,12 +58,7 @@ impl fmt::Debug for Waiter {
 impl Waiter {
     pub(super) fn new(state: Arc<HubState>) -> Self {
         let token = state.wakers.token();
-        Self {
-            state,
-            token,
-            own: None,
-            quiet: false,
-        }
+        Self { state, token }
     }
 
     pub(super) fn state(&self) -> &Arc<HubState> {
@@ -116,84 +73,29 @@ impl Waiter {
     pub(super) fn poll<T>(
         &self,
         cx: &mut Context<'_>,
-        ready: impl FnMut(&mut Ring) -> Option<T>,
-    ) -> Poll<T> {
-        self.poll_registered(cx, cx.waker(), ready, |_| false).0
-    }
-
-    /// [`Waiter::poll`] for a reader: registered with a waker of its own,
-    /// and quiet (see [`Waiter::is_quiet`]) when `caught_up` says, under
-    /// the same lock, that it has read everything there is.
-    pub(super) fn poll_reader<T>(
-        &mut self,
-        cx: &mut Context<'_>,
-        ready: impl FnMut(&mut Ring) -> Option<T>,
-        caught_up: impl FnOnce(&Ring) -> bool,
-    ) -> Poll<T> {
-        let own = match self.own.take() {
-            Some(own) if own.fired.task.will_wake(cx.waker()) => own,
-            _ => {
-                let fired = Arc::new(Fired {
-                    fired: AtomicBool::new(false),
-                    task: cx.waker().clone(),
-                });
-                Own {
-                    waker: Waker::from(Arc::clone(&fired)),
-                    fired,
-                }
-            }
-        };
-        // Not fired from here on: registered (again) before the ring is
-        // read, under its lock, so a wake-up after the read fires it.
-        own.fired.fired.store(false, Ordering::Release);
-        let (polled, quiet) = self.poll_registered(cx, &own.waker, ready, caught_up);
-        self.own = Some(own);
-        self.quiet = quiet;
-        polled
-    }
-
-    /// Whether a poll from this task now would find nothing new: it had
-    /// read everything when it last looked, and nothing has woken it since
-    /// (an atomic load, no lock).
-    pub(super) fn is_quiet(&self, cx: &Context<'_>) -> bool {
-        self.quiet
-            && self.own.as_ref().is_some_and(|own| {
-                !own.fired.fired.load(Ordering::Acquire) && own.fired.task.will_wake(cx.waker())
-            })
-    }
-
-    /// The poll, registered with `waker`; and whether it is quiet after.
-    fn poll_registered<T>(
-        &self,
-        cx: &Context<'_>,
-        waker: &Waker,
         mut ready: impl FnMut(&mut Ring) -> Option<T>,
-        caught_up: impl FnOnce(&Ring) -> bool,
-    ) -> (Poll<T>, bool) {
+    ) -> Poll<T> {
         let state = &*self.state;
         let mut ring = state.lock();
         // Registered before the upstream is polled: a wake-up that comes
         // between the two finds it.
-        state.wakers.register(self.token, waker);
+        state.wakers.register(self.token, cx.waker());
         let mut drove = false;
         let mut drives = 0;
-        let (out, quiet) = loop {
+        let out = loop {
             if let Some(value) = ready(&mut ring) {
-                // Quiet if nothing is left to read and the upstream is not
-                // due (its waker, or a drive's `wake_all`, fires `waker`).
-                let quiet = !drove && caught_up(&ring) && !state.wakers.is_upstream_due();
-                break (Poll::Ready(value), quiet);
+                break Poll::Ready(value);
             }
             if drives == DRIVES_PER_POLL {
                 // A busy upstream with nothing for this handle: let the
                 // runtime run others, and come back.
                 cx.waker().wake_by_ref();
-                break (Poll::Pending, false);
+                break Poll::Pending;
             }
             if !state.wakers.take_upstream_due() {
                 // Polled since it last woke, and it had nothing: its
                 // wake-up wakes this task (registered above).
-                break (Poll::Pending, !drove);
+                break Poll::Pending;
             }
             drives += 1;
             match ring.drive(&state.upstream_waker) {
@@ -201,8 +103,7 @@ impl Waiter {
                     drove = true;
                     state.wakers.upstream_gave();
                 }
-                Driven::Pending => break (Poll::Pending, !drove),
-                Driven::Ended => break (Poll::Pending, false),
+                Driven::Pending | Driven::Ended => break Poll::Pending,
             }
         };
         drop(ring);
@@ -210,7 +111,7 @@ impl Waiter {
             // The others wait for what this drive added.
             state.wakers.wake_all(Some(self.token));
         }
-        (out, quiet)
+        out
     }
 }
 

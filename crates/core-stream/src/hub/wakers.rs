@@ -70,16 +70,9 @@ impl Wakers {
     }
 
     /// Whether the upstream is due a poll; if so, it is no longer (a
-    /// wake-up during the poll that follows makes it due again). (Looked
-    /// at before it is taken: most handles find it not due, and a load
-    /// does not take the cache line from the others.)
+    /// wake-up during the poll that follows makes it due again).
     pub(crate) fn take_upstream_due(&self) -> bool {
-        self.upstream_due.load(Ordering::Acquire) && self.upstream_due.swap(false, Ordering::AcqRel)
-    }
-
-    /// Whether the upstream is due a poll (left as it is).
-    pub(crate) fn is_upstream_due(&self) -> bool {
-        self.upstream_due.load(Ordering::Acquire)
+        self.upstream_due.swap(false, Ordering::AcqRel)
     }
 
     /// The upstream gave items: it may have more without waking.
