@@ -580,7 +580,14 @@ fn floor(rt: &tokio::runtime::Runtime, clients: usize, pace: Pace) -> Floor {
             let mut watching = String::new();
             said.read_line(&mut watching).expect("the writer watches");
             assert_eq!(watching.trim(), "watching", "the floor's writer");
-            drive(&docker_client(), &engines::test_image(), &tag, lifecycles, burst).await;
+            drive(
+                &docker_client(),
+                &engines::test_image(),
+                &tag,
+                lifecycles,
+                burst,
+            )
+            .await;
         }
         let mut all = Vec::with_capacity(clients * events);
         while let Some(lat) = tasks.join_next().await {
@@ -689,7 +696,9 @@ fn floor_writer(clients: usize, events: usize, engine: Option<(&str, &str)>) {
             Some("destroy") => "removed",
             _ => continue,
         };
-        let name = v["Actor"]["Attributes"]["name"].as_str().unwrap_or_default();
+        let name = v["Actor"]["Attributes"]["name"]
+            .as_str()
+            .unwrap_or_default();
         let at = v["timeNano"].as_i64().map_or(0, i128::from);
         let line = line(name, kind, at);
         for s in &mut sockets {

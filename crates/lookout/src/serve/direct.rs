@@ -70,7 +70,8 @@ impl Direct {
         }
         let busy = ticket.busy();
         let stop = busy.stop().clone();
-        let Ok((body, content_type)) = events::open(&self.state, Some(Arc::new(busy)), &headers, &uri)
+        let Ok((body, content_type)) =
+            events::open(&self.state, Some(Arc::new(busy)), &headers, &uri)
         else {
             return Err(stream);
         };
