@@ -35,7 +35,7 @@ use crate::docker::{docker_command, docker_up, verify_container};
 use crate::packages::ensure_debian;
 use crate::ping::{ping, wait_ping};
 use crate::process::{
-    alive, children_named, proc_cmdline, proc_comm, read_pid, run, run_output, signal,
+    alive, children_named, find_procs, proc_cmdline, proc_comm, read_pid, run, run_output, signal,
     spawn_daemon, wait_dead,
 };
 use crate::{CLI_TIMEOUT, EXIT_WAIT, PING_TIMEOUT, test_image};
@@ -429,6 +429,23 @@ pub fn podman_rootless_down() -> Result<(), String> {
             podman_rootless_command()?.args(["rm", "-f", "-a", "-t", "1"]),
             CLI_TIMEOUT,
         );
+    }
+    // Rootless podman executes itself again inside the user's namespace,
+    // and the service is that child: stopped by the parent's pid (which
+    // `start` records), a child can go on serving, reparented to init, and
+    // `userdel` then finds the user busy. Such children of the services
+    // this engine started: the user's podman processes serving its socket.
+    let host = podman_rootless_host()?;
+    for pid in find_procs("podman", &["system", "service", &host]) {
+        if proc_uid(pid) != Some(uid) {
+            continue;
+        }
+        signal(pid, "KILL")?;
+        if !wait_dead(pid, EXIT_WAIT) {
+            return Err(format!(
+                "podman-rootless: service (pid {pid}) survives SIGKILL"
+            ));
+        }
     }
     // Podman's pause process (it holds the user namespace), by its pid file.
     let pause = PathBuf::from(format!("/run/user/{uid}/libpod/tmp/pause.pid"));
