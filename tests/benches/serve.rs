@@ -958,17 +958,9 @@ fn main() {
         Some((steady, bursts)) => {
             let steady = mean(steady, floor_of(driven(0), "after the runs"));
             let bursts = mean(bursts, floor_of(driven(burst), "after the runs"));
-            for (what, f) in [("one at a time", steady), ("in bursts", bursts)] {
+            for (pace, f) in [(driven(0), steady), (driven(burst), bursts)] {
                 if let Some(f) = f {
-                    println!(
-                        "floor fed by the engine, {what}, the mean of before and after the runs: \
-                         {:.2} µs CPU per write, of it kernel {:.2} µs; readers' p50 / p99 \
-                         {:.2} / {:.2} ms",
-                        f.0,
-                        f.1,
-                        f.2 / 1e6,
-                        f.3 / 1e6
-                    );
+                    say(clients, pace, "the mean of before and after the runs", f);
                 }
             }
             (steady, bursts)

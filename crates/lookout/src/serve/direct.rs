@@ -211,25 +211,13 @@ impl Chunk {
         self.frames.len() >= FRAMES_PER_WRITE || self.framed >= BYTES_PER_WRITE
     }
 
-    /// Ready to write: its size line made (hex digits, CRLF; no
-    /// allocation).
+    /// Ready to write: its size line made (hex digits, CRLF), in place.
     fn seal(mut self) -> Self {
-        const HEX: &[u8; 16] = b"0123456789abcdef";
-        let mut digits = [0u8; 16];
-        let mut at = digits.len();
-        let mut n = self.framed;
-        loop {
-            at -= 1;
-            digits[at] = HEX[n % 16];
-            n /= 16;
-            if n == 0 {
-                break;
-            }
-        }
-        let len = digits.len() - at;
-        self.size[..len].copy_from_slice(&digits[at..]);
-        self.size[len..len + 2].copy_from_slice(b"\r\n");
-        self.size_len = len + 2;
+        use std::io::Write as _;
+        let mut line = std::io::Cursor::new(&mut self.size[..]);
+        // 16 hex digits and CRLF fit in its 18 bytes.
+        let _ = write!(line, "{:x}\r\n", self.framed);
+        self.size_len = usize::try_from(line.position()).unwrap_or(0);
         self
     }
 
