@@ -11,12 +11,16 @@
 //! `/events` body: one subscription per client, NDJSON or SSE),
 //! [`instances`], [`health`]; [`routes`] (the router, the page,
 //! `/metrics`) and [`auth`] (the bearer token) around them; [`tls`]
-//! (HTTPS, client certificates, the files reloaded) under them. This file
-//! binds, accepts, bounds each connection and shuts down.
+//! (HTTPS, client certificates, the files reloaded) under them;
+//! [`admission`] (the connection slots) and [`busy`] (a request's slot
+//! marked busy) beside them; [`direct`] (`/events` on a plain connection
+//! written without hyper) and [`gate`] (a signal looked at once its waker
+//! fired). This file binds, accepts, bounds each connection and shuts down.
 //!
 //! A slow client costs the others nothing: each `/events` response body *is*
-//! its subscription, polled only when hyper can write to that client's
-//! socket, so a client that does not read leaves only its own subscription
+//! its subscription, polled only when its writer (hyper, or [`direct`]'s)
+//! can write to that client's socket, so a client that does not read leaves
+//! only its own subscription
 //! unpolled (the hub lags it, by design: it gets the resync diff when it
 //! reads again). A client that goes away drops its body, hence its
 //! subscription.
