@@ -44,9 +44,10 @@
 //! The engines are left running; `cargo xtask engines down` stops them.
 //!
 //! Every cargo it runs has `CARGO_INCREMENTAL=0`, and the free disk is printed
-//! before the first step and after each: a run's target folder is about 10 GB
-//! (the workspace's dev profile keeps line tables only), and a disk that fills
-//! mid-run shows as a linker killed by SIGBUS.
+//! before the first step and after each: a run's target folder is 13 GB (22 GB
+//! with incremental caches and full debug info, before the workspace's dev
+//! profile kept line tables only), and a disk that fills mid-run shows as a
+//! linker killed by SIGBUS.
 //!
 //! cargo test's own summaries reach stdout line by line; the last stdout line
 //! of the run is the plain total, `tests: N passed, N failed, N skipped`.
