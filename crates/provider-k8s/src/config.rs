@@ -143,7 +143,8 @@ impl K8sConfig {
     /// (a `Disconnected` status that says so; the core redials with its
     /// backoff and the watch resumes from the last version). Memory per
     /// watched kind is then at most this much for the line, plus what one
-    /// object decodes to.
+    /// object decodes to. 0 is refused when the watch is made
+    /// ([`ConfigError::ZeroMaxLine`](crate::ConfigError::ZeroMaxLine)).
     #[must_use]
     pub fn max_line(mut self, bytes: usize) -> Self {
         self.max_line = bytes;

@@ -18,6 +18,11 @@ pub enum ConfigError {
     /// `namespace` is `Some("")`; use `None` for all namespaces.
     #[error("the namespace is empty; use None to watch all namespaces")]
     EmptyNamespace,
+    /// [`max_line`](crate::K8sConfig::max_line) is 0: no line of a watch,
+    /// however short, could be read, and every session would end at its
+    /// first.
+    #[error("max_line is 0: no watch line could be read")]
+    ZeroMaxLine,
     /// `context` names no context of the kubeconfig.
     #[non_exhaustive]
     #[error(

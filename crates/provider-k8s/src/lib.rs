@@ -417,31 +417,9 @@ impl K8sDial {
     }
 
     fn from_source(config: &K8sConfig, source: ClientSource) -> Result<Self, ConfigError> {
-        let mut kinds = config.get_kinds().to_vec();
-        kinds.sort_unstable();
-        kinds.dedup();
-        if kinds.is_empty() {
-            return Err(ConfigError::NoKinds);
-        }
-        if config.get_namespace() == Some("") {
-            return Err(ConfigError::EmptyNamespace);
-        }
-        let watch_timeout = watch_timeout(config.get_watch_config());
         Ok(Self {
             source,
-            settings: Arc::new(Settings {
-                namespace: config.get_namespace().map(Into::into),
-                kinds: kinds.into(),
-                label_selector: config.get_label_selector().map(Into::into),
-                watch_timeout,
-                initial_list: InitialList::default(),
-                relist_every: config.get_watch_config().get_resync_every(),
-                readiness: config.get_readiness(),
-                rediscover_every: REDISCOVER_EVERY
-                    .min(Duration::from_secs(u64::from(watch_timeout))),
-                max_line: config.get_max_line(),
-                max_list_page: config.get_max_list_page(),
-            }),
+            settings: Arc::new(settings(config)?),
             probe: Arc::default(),
             clients: Arc::default(),
             carry: Arc::default(),
@@ -449,6 +427,36 @@ impl K8sDial {
             dials: 0,
         })
     }
+}
+
+/// What every dial of `config` works with, or the [`ConfigError`] of a
+/// configuration that can never work; nothing is contacted.
+fn settings(config: &K8sConfig) -> Result<Settings, ConfigError> {
+    let mut kinds = config.get_kinds().to_vec();
+    kinds.sort_unstable();
+    kinds.dedup();
+    if kinds.is_empty() {
+        return Err(ConfigError::NoKinds);
+    }
+    if config.get_namespace() == Some("") {
+        return Err(ConfigError::EmptyNamespace);
+    }
+    if config.get_max_line() == 0 {
+        return Err(ConfigError::ZeroMaxLine);
+    }
+    let watch_timeout = watch_timeout(config.get_watch_config());
+    Ok(Settings {
+        namespace: config.get_namespace().map(Into::into),
+        kinds: kinds.into(),
+        label_selector: config.get_label_selector().map(Into::into),
+        watch_timeout,
+        initial_list: InitialList::default(),
+        relist_every: config.get_watch_config().get_resync_every(),
+        readiness: config.get_readiness(),
+        rediscover_every: REDISCOVER_EVERY.min(Duration::from_secs(u64::from(watch_timeout))),
+        max_line: config.get_max_line(),
+        max_list_page: config.get_max_list_page(),
+    })
 }
 
 /// How often a kind that is not served is looked for again (at most: the
@@ -482,14 +490,8 @@ pub async fn check(config: &K8sConfig) -> Result<(), CheckError> {
 
 /// [`check`] with a client the program makes (as [`K8sDial::with_client`]).
 pub async fn check_with_client(config: &K8sConfig, client: &Client) -> Result<(), CheckError> {
-    let dial = K8sDial::with_client(config, unreachable_client).map_err(CheckError::Config)?;
-    check_kinds(&dial.settings, client).await
-}
-
-/// Never called: [`check_with_client`] builds a dial only to check the
-/// configuration.
-fn unreachable_client() -> Client {
-    unreachable!("check_with_client never dials")
+    let settings = settings(config).map_err(CheckError::Config)?;
+    check_kinds(&settings, client).await
 }
 
 async fn check_kinds(settings: &Settings, client: &Client) -> Result<(), CheckError> {

@@ -81,14 +81,22 @@ pub(crate) async fn resolve(
     kind: &KindRef,
     readiness: bool,
 ) -> Result<Resolution, DialError> {
-    if let Repr::Builtin(k) = kind.repr() {
-        return Ok(Resolution::Served(Served {
-            prefix: k.as_str().into(),
-            resource: k.api_resource(),
-            rule: Rule::Builtin(*k),
-        }));
-    }
-    let (resource, caps) = match lookup(client, kind).await? {
+    let found = match kind.repr() {
+        Repr::Builtin(k) => {
+            return Ok(Resolution::Served(Served {
+                prefix: k.as_str().into(),
+                resource: k.api_resource(),
+                rule: Rule::Builtin(*k),
+            }));
+        }
+        Repr::Gvk {
+            group,
+            version,
+            kind: name,
+        } => by_gvk(client, kind, group, version, name).await?,
+        Repr::Name { name, group } => by_name(client, kind, name, group.as_deref()).await?,
+    };
+    let (resource, caps) = match found {
         Ok(found) => found,
         Err(nearest) => return Ok(Resolution::NotServed { nearest }),
     };
@@ -136,69 +144,69 @@ pub(crate) async fn resolve(
     }))
 }
 
-/// The served resource `kind` (no built-in) names, or the nearest served
-/// names when there is none.
-async fn lookup(
+/// A served resource, or the nearest served names when there is none.
+type Found = Result<(ApiResource, ApiCapabilities), Vec<String>>;
+
+/// The served resource `kind` (`GROUP/VERSION/NAME`) names: one request.
+async fn by_gvk(
     client: &Client,
     kind: &KindRef,
-) -> Result<Result<(ApiResource, ApiCapabilities), Vec<String>>, DialError> {
-    let discovery_failed = |source| DialError::Discovery {
-        kind: kind.to_string(),
-        source,
+    group: &str,
+    version: &str,
+    name: &str,
+) -> Result<Found, DialError> {
+    let gv = GroupVersion::gv(group, version);
+    let found = match kube::discovery::pinned_group(client, &gv).await {
+        Ok(g) => g
+            .versioned_resources(version)
+            .into_iter()
+            .find(|(ar, _)| ar.kind == name),
+        Err(kube::Error::Api(s)) if s.code == 404 => None,
+        Err(source) => {
+            return Err(DialError::Discovery {
+                kind: kind.to_string(),
+                source,
+            });
+        }
     };
-    match kind.repr() {
-        Repr::Builtin(k) => {
-            let ar = k.api_resource();
-            Ok(Ok((
-                ar,
-                ApiCapabilities {
-                    scope: Scope::Namespaced,
-                    subresources: Vec::new(),
-                    operations: Vec::new(),
-                },
-            )))
-        }
-        Repr::Gvk {
-            group,
-            version,
-            kind: name,
-        } => {
-            let gv = GroupVersion::gv(group, version);
-            let found = match kube::discovery::pinned_group(client, &gv).await {
-                Ok(g) => g
-                    .versioned_resources(version)
-                    .into_iter()
-                    .find(|(ar, _)| ar.kind == **name),
-                Err(kube::Error::Api(s)) if s.code == 404 => None,
-                Err(e) => return Err(discovery_failed(e)),
-            };
-            if let Some(found) = found {
-                return Ok(Ok(found));
-            }
-            let asked = format!("{}.{group}", name.to_ascii_lowercase());
-            Ok(Err(nearest_served(client, &asked).await))
-        }
-        Repr::Name { name, group } => {
-            let discovery = discover(client).await.map_err(discovery_failed)?;
-            let mut matches: Vec<(ApiResource, ApiCapabilities)> = discovery
-                .groups()
-                .filter(|g| group.as_deref().is_none_or(|want| g.name() == want))
-                .flat_map(ApiGroup::recommended_resources)
-                .filter(|(ar, _)| names(ar).any(|n| n == **name))
-                .collect();
-            if matches.len() > 1 {
-                let mut found: Vec<String> = matches.iter().map(|(ar, _)| full_name(ar)).collect();
-                found.sort();
-                return Err(DialError::Kind(ConfigError::AmbiguousKind {
-                    kind: kind.to_string(),
-                    found,
-                }));
-            }
-            Ok(matches
-                .pop()
-                .ok_or_else(|| nearest(&discovery, &kind.to_string())))
-        }
+    if let Some(found) = found {
+        return Ok(Ok(found));
     }
+    let asked = format!("{}.{group}", name.to_ascii_lowercase());
+    Ok(Err(nearest_served(client, &asked).await))
+}
+
+/// The served resource `kind` (a `name`, in `group` if given) names:
+/// the whole discovery.
+async fn by_name(
+    client: &Client,
+    kind: &KindRef,
+    name: &str,
+    group: Option<&str>,
+) -> Result<Found, DialError> {
+    let discovery = discover(client)
+        .await
+        .map_err(|source| DialError::Discovery {
+            kind: kind.to_string(),
+            source,
+        })?;
+    let mut matches: Vec<(ApiResource, ApiCapabilities)> = discovery
+        .groups()
+        .filter(|g| group.is_none_or(|want| g.name() == want))
+        .flat_map(ApiGroup::recommended_resources)
+        .filter(|(ar, _)| names(ar).any(|n| n == name))
+        .collect();
+    if matches.len() > 1 {
+        let mut found: Vec<String> = matches.iter().map(|(ar, _)| full_name(ar)).collect();
+        found.sort();
+        return Err(DialError::Kind(ConfigError::AmbiguousKind {
+            kind: kind.to_string(),
+            found,
+        }));
+    }
+    Ok(matches
+        .pop()
+        .ok_or_else(|| nearest(&discovery, &kind.to_string())))
 }
 
 /// The aggregated discovery (Kubernetes 1.30+), else the classic one.

@@ -84,6 +84,10 @@ fn config_errors_only_for_what_can_never_work() {
     assert!(matches!(watch(empty), Err(ConfigError::NoKinds)));
     let blank_ns = K8sConfig::default().namespace("");
     assert!(matches!(watch(blank_ns), Err(ConfigError::EmptyNamespace)));
+    let no_line = K8sConfig::default().max_line(0);
+    assert!(matches!(watch(no_line), Err(ConfigError::ZeroMaxLine)));
+    // One byte is a bound that holds no event, but a bound: the session says so.
+    assert!(watch(K8sConfig::default().max_line(1)).is_ok());
     let dupes =
         K8sConfig::default().kinds([Kind::StatefulSet, Kind::Deployment, Kind::StatefulSet]);
     let dial = K8sDial::new(&dupes).expect("valid");
