@@ -31,6 +31,7 @@ pub(crate) mod inspection;
 pub(crate) mod labels;
 pub(crate) mod mapping;
 pub(crate) mod objects;
+pub(crate) mod replays;
 pub(crate) mod requests;
 pub(crate) mod wire;
 

@@ -69,6 +69,12 @@
 //! disconnected is replayed from Podman's event log, as its other events
 //! are.
 //!
+//! Podman before 4.5 (Debian 12 ships 4.3) reads its event log file again
+//! after it rotates it (`events_logfile_max_size`, 1 MB by default; podman
+//! #17665): the newer half of the file comes again on every open `/events`
+//! stream. lookout-moby's feed drops an event it has already decoded (its
+//! last 8192), so each transition is still told once.
+//!
 //! The id is the container name; labels come from the container list, or for
 //! a container created while watching (or first seen in a replayed history)
 //! from its event's attributes minus `name`, `image`, `podId`,

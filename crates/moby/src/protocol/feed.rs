@@ -12,6 +12,7 @@ use super::event::{Attributes, Event};
 use super::framing::{Framed, Lines, MAX_LINE, preview};
 use super::inspection::Inspection;
 use super::objects::{Decision, KnownObjects, Objects, Scope};
+use super::replays::Replays;
 use super::wire::{Wire, attribute_name};
 
 /// One decoded observation from the feed.
@@ -66,8 +67,10 @@ impl FeedOutput {
 /// It frames and decodes the lines (an undecodable one costs that event
 /// only, with one `warn`: [`Observation::Progress`]), keeps the cursor,
 /// drops what a subscription resumed from a cursor replays of the events
-/// seen before it, and hands each event of the watched type to the
-/// session's [`KnownObjects`], which says what it means.
+/// seen before it, and what the engine sends again within the subscription
+/// (Podman before 4.5, after it rotates its event log: `replays.rs`), and
+/// hands each event of the watched type to the session's [`KnownObjects`],
+/// which says what it means.
 #[derive(Debug)]
 pub struct Feed<K> {
     provider: &'static str,
@@ -78,6 +81,8 @@ pub struct Feed<K> {
     /// The newest cursor reported: cursors only move forward, so that an
     /// event with a bogus old time cannot send a redial far back.
     newest: Option<Cursor>,
+    /// The events decoded lately, to drop one the engine sends again.
+    replays: Replays,
     known: K,
     lines: Lines,
 }
@@ -117,6 +122,7 @@ impl<K: KnownObjects> Feed<K> {
             event_type: objects.event_type(),
             resume,
             newest,
+            replays: Replays::default(),
             known,
             lines: Lines::default(),
         }
@@ -282,6 +288,18 @@ impl<K: KnownObjects> Feed<K> {
             .filter(|n| !n.is_empty())
             .ok_or("no Actor.Attributes.name")?
             .to_owned();
+        if self.replays.again(time.unix_nanos(), &uid, &action) {
+            // Sent again (Podman < 4.5 after rotating its event log): told
+            // once already, and no news now.
+            tracing::debug!(
+                provider = self.provider,
+                id = name,
+                action,
+                ?time,
+                "dropping an event the engine sent again"
+            );
+            return Ok(FeedOutput::Obs(Observation::Progress(cursor)));
+        }
         let event = Event {
             action,
             uid,

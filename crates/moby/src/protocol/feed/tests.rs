@@ -299,6 +299,38 @@ fn events_of_containers_gone_before_the_snapshot_are_dropped() {
 }
 
 #[test]
+fn events_the_engine_sends_again_are_dropped() {
+    // Podman < 4.5 after rotating its event log: the newer half of the
+    // file comes again, after newer events, on the same stream.
+    let mut feed = feed(None, &[]);
+    let first = [
+        event("create", "c1", "web", 10),
+        event("start", "c1", "web", 20),
+        event("die", "c1", "web", 30),
+        event("start", "c1", "web", 40),
+    ];
+    let out = feed_lines(&mut feed, &first);
+    assert_eq!(out.len(), 4);
+    let mut replayed = first[1..].to_vec();
+    // A late event (written after a newer one, never seen) is news.
+    replayed.push(event("kill", "c1", "web", 35));
+    replayed.push(event("die", "c1", "web", 50));
+    let out = feed_lines(&mut feed, &replayed);
+    assert_eq!(
+        out[..3],
+        [
+            Observation::Progress(None),
+            Observation::Progress(None),
+            // The newest event seen, sent again: its cursor is the newest.
+            Observation::Progress(Some(Cursor::from_unix_nanos(40))),
+        ]
+    );
+    assert_eq!(out[3], Observation::Progress(None), "a kill is not told");
+    assert_eq!(change(&out[4]), ("web", EventKind::Stopped, 50));
+    assert_eq!(out.len(), 5);
+}
+
+#[test]
 fn the_cursor_never_moves_back() {
     let mut feed = feed(None, &[]);
     let out = feed_lines(
