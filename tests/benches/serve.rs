@@ -654,22 +654,10 @@ fn floor_writer(clients: usize, events: usize, engine: Option<(&str, &str)>) {
     };
     // dockerd's event stream, HTTP/1.0: the body is the lines as they come.
     let mut docker = std::os::unix::net::UnixStream::connect(socket).expect("dockerd");
-    let filters = format!(r#"{{"label":["{LABEL}={tag}"],"type":["container"]}}"#);
-    let filters: String = filters
-        .bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-_.".contains(&b) {
-                char::from(b).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect();
-    write!(
-        docker,
-        "GET /events?filters={filters} HTTP/1.0\r\nHost: docker\r\n\r\n"
-    )
-    .expect("the events request");
+    let request = lookout_e2e::relay::raw_events::events_request(&format!("{LABEL}={tag}"));
+    docker
+        .write_all(request.as_bytes())
+        .expect("the events request");
     let mut stream = std::io::BufReader::new(docker);
     let mut got = String::new();
     loop {

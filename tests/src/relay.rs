@@ -22,6 +22,7 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{Notify, oneshot, watch};
 
 pub mod audit;
+pub mod raw_events;
 pub mod readiness;
 pub mod scenarios;
 

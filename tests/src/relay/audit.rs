@@ -127,6 +127,9 @@ pub struct Record {
     pub action: String,
     /// `timeNano`.
     pub nanos: i128,
+    /// `Actor.Attributes.health_status`, which Podman's `health_status`
+    /// events carry (Docker's say it in `Action`).
+    pub health: Option<String>,
 }
 
 impl Record {
@@ -139,6 +142,11 @@ impl Record {
             id: actor.get("ID")?.as_str()?.to_owned(),
             action: v.get("Action")?.as_str()?.to_owned(),
             nanos: i128::from(v.get("timeNano")?.as_i64()?),
+            health: actor
+                .get("Attributes")
+                .and_then(|a| a.get("health_status"))
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned),
         })
     }
 

@@ -186,6 +186,28 @@ fn engine_log(engine: &Engine, c: &Containers) -> EventLog {
     .unwrap_or_else(|e| panic!("{}: {e}", engine.name))
 }
 
+/// The engine's log of `name`, one record a line, timed from `origin`:
+/// what a failed assertion compares the watch's events with.
+fn engine_said(log: &EventLog, name: &str, origin: i128) -> String {
+    log.records()
+        .iter()
+        .filter(|r| r.name == name)
+        .map(|r| {
+            let health = r
+                .health
+                .as_deref()
+                .map(|h| format!(" ({h})"))
+                .unwrap_or_default();
+            format!(
+                "  {} {}{health}\n",
+                super::audit::rel(origin, r.nanos),
+                r.action
+            )
+        })
+        .collect::<Vec<_>>()
+        .concat()
+}
+
 /// The events `w` yielded about `id`, whole.
 fn full_events<'a>(w: &'a Watcher, id: &'a str) -> impl Iterator<Item = &'a InstanceEvent> {
     w.seen.iter().filter_map(move |i| match i {
@@ -211,6 +233,7 @@ pub async fn lifecycle(engine: &'static Engine) {
         mut w,
         a,
     } = scene(engine, "rlife", false, (engine.host)()).await;
+    let started_at = super::audit::nanos(SystemTime::now());
     flip(engine, &c, &log, &a, false).await;
     w.events_until(&a, Unready).await;
     flip(engine, &c, &log, &a, true).await;
@@ -222,11 +245,23 @@ pub async fn lifecycle(engine: &'static Engine) {
     c.cli(&["stop", "-t", "0", &a]);
     c.cli(&["rm", &a]);
     w.events_until(&a, Removed).await;
-    w.assert_events(
-        &a,
-        &live(&[
+    assert_eq!(
+        w.events_of(&a),
+        live(&[
             Created, Started, Ready, Unready, Ready, Stopped, Started, Ready, Stopped, Removed,
         ]),
+        "{}\nthe watch's events of {a}:\n{}the engine's log of {a}:\n{}",
+        w.summary(),
+        full_events(&w, &a)
+            .map(|e| format!(
+                "  {} {} {:?}\n",
+                super::audit::rel(started_at, super::audit::nanos(e.at)),
+                e.kind,
+                e.readiness
+            ))
+            .collect::<Vec<_>>()
+            .concat(),
+        engine_said(&log, &a, started_at)
     );
     // The detail: what each event follows from.
     for e in full_events(&w, &a) {
