@@ -37,18 +37,21 @@ impl Replays {
     pub(crate) const KEPT: usize = 8192;
 
     /// Whether the event at `time` (ns) with this `uid` and `action` was
-    /// decoded before; remembers it when not.
+    /// decoded before; remembers it when not (forgetting the oldest first
+    /// when full, so neither collection outgrows [`KEPT`](Self::KEPT):
+    /// some 210 KiB in all).
     pub(crate) fn again(&mut self, time: i64, uid: &str, action: &str) -> bool {
         let key = self.hasher.hash_one((time, uid, action));
-        if !self.keys.insert(key) {
+        if self.keys.contains(&key) {
             return true;
         }
-        self.order.push_back(key);
-        if self.order.len() > Self::KEPT
+        if self.order.len() >= Self::KEPT
             && let Some(oldest) = self.order.pop_front()
         {
             self.keys.remove(&oldest);
         }
+        self.keys.insert(key);
+        self.order.push_back(key);
         false
     }
 }
@@ -80,6 +83,11 @@ mod tests {
         }
         assert_eq!(r.order.len(), Replays::KEPT);
         assert_eq!(r.keys.len(), Replays::KEPT);
+        assert!(
+            r.order.capacity() <= Replays::KEPT,
+            "{}",
+            r.order.capacity()
+        );
         // The oldest was forgotten; the one after it is remembered.
         assert!(!r.again(0, "c", "exec_died"));
         assert!(r.again(kept, "c", "exec_died"));
