@@ -144,6 +144,13 @@ impl Exchange {
         self.api_version
     }
 
+    /// The response's `Date` header (the engine's clock when it answered,
+    /// to the second), when it reads as one.
+    pub(crate) fn date(&self) -> Option<std::time::SystemTime> {
+        let date = self.inner.headers().get(header::DATE)?.to_str().ok()?;
+        httpdate::parse_http_date(date).ok()
+    }
+
     /// Polls for the next piece of the body: `None` at its end.
     pub(crate) fn poll_chunk(
         &mut self,

@@ -245,6 +245,9 @@ impl<O: Objects> Dial for CompatDial<O> {
                 .await?
                 .ok("/events")
                 .await?;
+            // The engine's clock when it began streaming: what comes from
+            // before is a replay of its past (see `Feed::subscribed_at`).
+            let subscribed = events.date();
             let path = http::strip_query(&list_path);
             let list = async {
                 http::get(&api, &list_path)
@@ -274,6 +277,11 @@ impl<O: Objects> Dial for CompatDial<O> {
                 history::correct(&mut listed, &past.last);
             }
             let mut feed = feed::Feed::new(objects, &scope, from, &listed);
+            if from.is_none()
+                && let Some(date) = subscribed
+            {
+                feed = feed.subscribed_at(Cursor::from_system_time(date));
+            }
             // The snapshot tells everything before its list answered.
             let told = feed.snapshot_at(Cursor::from_system_time(SystemTime::now()));
             let replayed = past.and_then(|p| p.replay).unwrap_or_default();

@@ -73,7 +73,10 @@
 //! after it rotates it (`events_logfile_max_size`, 1 MB by default; podman
 //! #17665): the newer half of the file comes again on every open `/events`
 //! stream. lookout-moby's feed drops an event it has already decoded (its
-//! last 8192), so each transition is still told once.
+//! last 8192) and one from before its subscription (by its cursor, or by
+//! the `Date` Podman answered the subscription with, less 2 s), so each
+//! transition is still told once, and nothing from before the watch as
+//! news.
 //!
 //! The id is the container name; labels come from the container list, or for
 //! a container created while watching (or first seen in a replayed history)

@@ -78,6 +78,10 @@ pub struct Feed<K> {
     /// The cursor a subscription resumed from: every event at or before it
     /// was seen (see [`Cursor`]).
     resume: Option<Cursor>,
+    /// A subscription from now: the engine's time when it answered, less a
+    /// margin (see [`subscribed_at`](Self::subscribed_at)); an event before
+    /// it is from before the subscription.
+    floor: Option<i64>,
     /// The newest cursor reported: cursors only move forward, so that an
     /// event with a bogus old time cannot send a redial far back.
     newest: Option<Cursor>,
@@ -121,6 +125,7 @@ impl<K: KnownObjects> Feed<K> {
             provider: objects.provider(),
             event_type: objects.event_type(),
             resume,
+            floor: None,
             newest,
             replays: Replays::default(),
             known,
@@ -191,10 +196,29 @@ impl<K: KnownObjects> Feed<K> {
         self.decided(event, decision)
     }
 
+    /// A subscription from now (no `since`) that the engine answered at
+    /// `date` (its `Date` header: its clock, to the second): it streams only
+    /// events that happen after, so an event more than
+    /// [`SUBSCRIBED_MARGIN`] before `date` is one the engine sends again from
+    /// its past (Podman < 4.5 after rotating its log: see `replays.rs`;
+    /// those of this subscription [`Replays`] knows, those from before it
+    /// this floor drops). An engine whose clock steps back by more than the
+    /// margin just after the subscription loses the events of that step.
+    #[must_use]
+    pub(crate) fn subscribed_at(mut self, date: Cursor) -> Self {
+        self.floor = Some(
+            date.unix_nanos()
+                .saturating_sub(i64::try_from(SUBSCRIBED_MARGIN.as_nanos()).unwrap_or(i64::MAX)),
+        );
+        self
+    }
+
     /// Whether an event at `time` was seen (or its effect told by a
-    /// snapshot) before this subscription resumed.
+    /// snapshot) before this subscription resumed, or happened before a
+    /// subscription from now.
     fn seen_before(&self, time: Cursor) -> bool {
         self.resume.is_some_and(|r| r.tells(time))
+            || self.floor.is_some_and(|f| time.unix_nanos() < f)
     }
 
     /// The session's list answered at `at`: its snapshot tells every event
@@ -348,6 +372,11 @@ impl<K: KnownObjects> Feed<K> {
         }
     }
 }
+
+/// How long before a subscription's `Date` an event may still be one it
+/// streams: the header is truncated to the second, and the engine may have
+/// begun streaming a moment before it wrote the header.
+pub(crate) const SUBSCRIBED_MARGIN: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The pause before reading an object again, after `inspections` reads:
 /// 20 ms, doubling, at most 500 ms.

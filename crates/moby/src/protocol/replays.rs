@@ -15,6 +15,11 @@
 //! passed on as before: engines do not always write events in time order
 //! (each Podman process stamps its events, then takes the log's lock), and
 //! a clock stepped back must not silence an engine.
+//!
+//! The kept half also holds events from before the subscription, which no
+//! [`Replays`] of it has seen: a subscription resumed from a cursor drops
+//! them as it drops any event at or before its cursor, and one from now by
+//! the engine's `Date` when it answered (`Feed::subscribed_at`).
 
 use std::collections::{HashSet, VecDeque};
 use std::hash::{BuildHasher, RandomState};

@@ -331,6 +331,36 @@ fn events_the_engine_sends_again_are_dropped() {
 }
 
 #[test]
+fn a_subscription_from_now_drops_what_the_engine_sends_from_before_it() {
+    // Podman < 4.5 after rotating its log also sends events from before a
+    // subscription: a restart of a listed container, told as news, would
+    // stop and start it again.
+    let listed = [Listed::new("kept".into(), true).uid(Some("k1".into()))];
+    let second = 1_000_000_000;
+    let mut feed = feed(None, &listed).subscribed_at(Cursor::from_unix_nanos(100 * second));
+    let out = feed_lines(
+        &mut feed,
+        &[
+            event("die", "k1", "kept", 97 * second),
+            event("start", "k1", "kept", 97 * second + 1),
+            // Within the margin (the `Date` is truncated to the second).
+            event("die", "k1", "kept", 98 * second + 1),
+            event("start", "k1", "kept", 101 * second),
+        ],
+    );
+    assert_eq!(
+        out[..2],
+        [Observation::Progress(None), Observation::Progress(None)]
+    );
+    assert_eq!(
+        change(&out[2]),
+        ("kept", EventKind::Stopped, 98 * second + 1)
+    );
+    assert_eq!(change(&out[3]), ("kept", EventKind::Started, 101 * second));
+    assert_eq!(out.len(), 4);
+}
+
+#[test]
 fn the_cursor_never_moves_back() {
     let mut feed = feed(None, &[]);
     let out = feed_lines(
