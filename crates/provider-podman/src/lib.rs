@@ -72,8 +72,8 @@
 //! Podman before 4.5 (Debian 12 ships 4.3) reads its event log file again
 //! after it rotates it (`events_logfile_max_size`, 1 MB by default; podman
 //! #17665): the newer half of the file comes again on every open `/events`
-//! stream. lookout-moby's feed drops an event it has already decoded (its
-//! last 8192) and one from before its subscription (by its cursor, or by
+//! stream. lookout-moby's feed drops an event it has already decoded (at
+//! least its last 4096) and one from before its subscription (by its cursor, or by
 //! the `Date` Podman answered the subscription with, less 2 s), so each
 //! transition is still told once, and nothing from before the watch as
 //! news.
