@@ -76,12 +76,10 @@ pub struct Feed<K> {
     provider: &'static str,
     event_type: &'static str,
     /// The cursor a subscription resumed from: every event at or before it
-    /// was seen (see [`Cursor`]).
+    /// was seen (see [`Cursor`]). A subscription from now has the engine's
+    /// time when it answered, less a margin
+    /// ([`subscribed_at`](Self::subscribed_at)).
     resume: Option<Cursor>,
-    /// A subscription from now: the engine's time when it answered, less a
-    /// margin (see [`subscribed_at`](Self::subscribed_at)); an event before
-    /// it is from before the subscription.
-    floor: Option<i64>,
     /// The newest cursor reported: cursors only move forward, so that an
     /// event with a bogus old time cannot send a redial far back.
     newest: Option<Cursor>,
@@ -125,7 +123,6 @@ impl<K: KnownObjects> Feed<K> {
             provider: objects.provider(),
             event_type: objects.event_type(),
             resume,
-            floor: None,
             newest,
             replays: Replays::default(),
             known,
@@ -199,26 +196,27 @@ impl<K: KnownObjects> Feed<K> {
     /// A subscription from now (no `since`) that the engine answered at
     /// `date` (its `Date` header: its clock, to the second): it streams only
     /// events that happen after, so an event more than
-    /// [`SUBSCRIBED_MARGIN`] before `date` is one the engine sends again from
+    /// [`SUBSCRIBED_MARGIN_NANOS`] before `date` is one the engine sends again from
     /// its past (Podman < 4.5 after rotating its log: see `replays.rs`;
     /// those of this subscription [`Replays`] knows, those from before it
-    /// this floor drops). An engine whose clock steps back by more than the
-    /// margin just after the subscription loses the events of that step.
+    /// the resume point drops, as it drops what a resumed subscription
+    /// replays). An engine whose clock steps back by more than the margin
+    /// just after the subscription loses the events of that step. A
+    /// subscription resumed from a cursor keeps it.
     #[must_use]
     pub(crate) fn subscribed_at(mut self, date: Cursor) -> Self {
-        self.floor = Some(
-            date.unix_nanos()
-                .saturating_sub(i64::try_from(SUBSCRIBED_MARGIN.as_nanos()).unwrap_or(i64::MAX)),
-        );
+        let floor = date.unix_nanos().saturating_sub(SUBSCRIBED_MARGIN_NANOS);
+        // Told up to just before the floor: an event before it counts as seen.
+        self.resume = self
+            .resume
+            .or(Some(Cursor::from_unix_nanos(floor.saturating_sub(1))));
         self
     }
 
     /// Whether an event at `time` was seen (or its effect told by a
-    /// snapshot) before this subscription resumed, or happened before a
-    /// subscription from now.
+    /// snapshot) before this subscription resumed (or, from now, began).
     fn seen_before(&self, time: Cursor) -> bool {
         self.resume.is_some_and(|r| r.tells(time))
-            || self.floor.is_some_and(|f| time.unix_nanos() < f)
     }
 
     /// The session's list answered at `at`: its snapshot tells every event
@@ -373,10 +371,10 @@ impl<K: KnownObjects> Feed<K> {
     }
 }
 
-/// How long before a subscription's `Date` an event may still be one it
-/// streams: the header is truncated to the second, and the engine may have
-/// begun streaming a moment before it wrote the header.
-pub(crate) const SUBSCRIBED_MARGIN: std::time::Duration = std::time::Duration::from_secs(2);
+/// How long before a subscription's `Date` (in ns) an event may still be one
+/// it streams: the header is truncated to the second, and the engine may
+/// have begun streaming a moment before it wrote the header.
+pub(crate) const SUBSCRIBED_MARGIN_NANOS: i64 = 2_000_000_000;
 
 /// The pause before reading an object again, after `inspections` reads:
 /// 20 ms, doubling, at most 500 ms.
