@@ -1,4 +1,4 @@
-// One file of some 640 lines: the server and the live engine it serves share
+// One file of some 700 lines (tests apart): the server and the live engine it serves share
 // their types and lock; split, each half would reach into the other.
 
 //! A loopback fake Docker engine on a unix socket in a temp dir: enough of the
@@ -92,8 +92,8 @@ pub struct FakeEngine {
     pub events_requests: Arc<AtomicUsize>,
     /// How many client connections are open now (engine side).
     pub open_connections: Arc<AtomicUsize>,
-    /// Every request's target (path and query), in the order they came.
-    pub requests: Arc<Mutex<Vec<String>>>,
+    /// The last [`REQUESTS_KEPT`] requests' targets and how many came in all.
+    requests: Requests,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -130,8 +130,31 @@ pub fn start_live_with(live: Arc<Live>, api: Api) -> FakeEngine {
     start_backend(Backend::Live(live), api)
 }
 
-/// The requests of one engine, as [`FakeEngine::requests`] shares them.
-type Requests = Arc<Mutex<Vec<String>>>;
+/// How many of the latest request targets an engine keeps ([`FakeEngine::requests`]).
+/// Bounded, so that an engine serving a soak's hundreds of thousands of requests
+/// holds no more than this: it kept every one before (~0.6 KiB per dial/drop
+/// cycle, which the soak's RSS gate charged to lookout).
+pub const REQUESTS_KEPT: usize = 1024;
+
+/// The latest requests' targets, oldest first, and the count of all of them.
+#[derive(Debug, Default)]
+struct RequestLog {
+    latest: VecDeque<String>,
+    total: u64,
+}
+
+impl RequestLog {
+    fn record(&mut self, target: &str) {
+        if self.latest.len() == REQUESTS_KEPT {
+            self.latest.pop_front();
+        }
+        self.latest.push_back(target.to_owned());
+        self.total += 1;
+    }
+}
+
+/// The requests of one engine, shared by its connections.
+type Requests = Arc<Mutex<RequestLog>>;
 
 fn start_backend(backend: Backend, api: Api) -> FakeEngine {
     let dir = std::env::temp_dir().join(format!(
@@ -177,12 +200,22 @@ fn start_backend(backend: Backend, api: Api) -> FakeEngine {
 }
 
 impl FakeEngine {
-    /// Every request's target so far (`/v1.52/events?filters=…`).
+    /// The targets of the latest requests (`/v1.52/events?filters=…`), oldest
+    /// first: every one while fewer than [`REQUESTS_KEPT`] came, else the last
+    /// [`REQUESTS_KEPT`].
     pub fn requests(&self) -> Vec<String> {
+        self.log().latest.iter().cloned().collect()
+    }
+
+    /// How many requests the engine has read, of any path.
+    pub fn requests_total(&self) -> u64 {
+        self.log().total
+    }
+
+    fn log(&self) -> MutexGuard<'_, RequestLog> {
         self.requests
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
     }
 }
 
@@ -191,7 +224,7 @@ async fn serve(
     backend: &Backend,
     counter: &AtomicUsize,
     api: Api,
-    seen: &Mutex<Vec<String>>,
+    seen: &Mutex<RequestLog>,
 ) -> std::io::Result<()> {
     loop {
         // The request head (no request here has a body).
@@ -209,7 +242,7 @@ async fn serve(
         let target = line.split_whitespace().nth(1).unwrap_or("/").to_owned();
         seen.lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(target.clone());
+            .record(&target);
         let (path, versioned) = unversioned(&target);
         if api.versioned_only && !versioned && path != "/_ping" {
             forbidden(&mut conn).await?;
@@ -796,4 +829,44 @@ fn line(action: &str, id: &str, name: &str, nanos: i64, legacy: bool) -> String 
         s = nanos / 1_000_000_000,
         n = nanos
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One `GET /_ping` on `conn`, its answer read to its body (`OK`).
+    async fn ping(conn: &mut UnixStream, n: usize) {
+        conn.write_all(format!("GET /_ping?n={n} HTTP/1.1\r\nHost: d\r\n\r\n").as_bytes())
+            .await
+            .expect("write a request");
+        let mut answer = Vec::new();
+        let mut buf = [0u8; 512];
+        while !answer.ends_with(b"\r\n\r\nOK") {
+            let read = conn.read(&mut buf).await.expect("read an answer");
+            assert!(read > 0, "the engine closed the connection");
+            answer.extend_from_slice(&buf[..read]);
+        }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn the_request_log_keeps_the_latest_and_counts_them_all() {
+        let engine = start(Script {
+            chunks: Arc::new(Vec::new()),
+            close: true,
+        });
+        let mut conn = UnixStream::connect(&engine.socket)
+            .await
+            .expect("connect to the engine");
+        let sent = REQUESTS_KEPT + 100;
+        for n in 0..sent {
+            ping(&mut conn, n).await;
+        }
+        let kept = engine.requests();
+        assert_eq!(kept.len(), REQUESTS_KEPT);
+        assert_eq!(kept.first().map(String::as_str), Some("/_ping?n=100"));
+        let last = format!("/_ping?n={}", sent - 1);
+        assert_eq!(kept.last(), Some(&last));
+        assert_eq!(engine.requests_total(), sent as u64);
+    }
 }
