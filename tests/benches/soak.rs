@@ -7,12 +7,16 @@
     // A bench harness, not library code: the fake engine runs on a thread of its own.
     clippy::disallowed_methods
 )]
+
 //! Soak (issue #7): lookout against a loopback fake Docker engine for N
 //! minutes; resources before and after must be flat.
 //!
-//! The engine (`lookout_testkit::fake_engine`, [`fake_engine::Live`]; a unix
-//! socket in a temp dir, its own thread and runtime, so its tasks are not
-//! counted) has 48 containers' worth of names whose state the harness changes
+//! The engine (`lookout_testkit::fake_engine`'s `Live`; a unix socket in a
+//! temp dir) runs in a **process of its own** (this bench run again,
+//! [`engine`]), so that the figures below are the memory, fds and tasks of
+//! lookout and its consumers only: with the engine in the soak's process,
+//! its request log (every target, unbounded then) grew ~0.6 KiB per cycle
+//! and the RSS gate charged it to lookout. It has 48 containers' worth of names whose state the harness changes
 //! (create → start → die → start again or destroy, a new container id per
 //! create), lists their true state on `/containers/json`, broadcasts each
 //! change on `/events` as a real-format dockerd 27 line, replays its last 256
@@ -71,38 +75,53 @@
 //!   are in this process);
 //! - tokio alive tasks on the consumer's runtime: **+0** (lookout spawns
 //!   nothing, so it is 0 throughout);
-//! - RSS: **+8 MiB** — allocator noise (glibc arenas, two threads) after the
-//!   warm-up stays well under it, while leaking one session (its hyper
-//!   buffers: ≥ 8 KiB) per cycle would be ≥ 80 MB over the 10k cycles;
-//! - RSS during the pause: **+16 MiB** over the RSS when it began.
+//! - RSS: **+8 MiB** — allocator noise after the warm-up stays well under
+//!   it, while leaking one session (its hyper buffers: ≥ 8 KiB) per cycle
+//!   would be ≥ 80 MB over the 10k cycles;
+//! - RSS during the pause: **+16 MiB** over the RSS when it began;
+//! - **the slope**: RSS is sampled after every round of the churn; the mean
+//!   of the last third of the samples may exceed the mean of the first third
+//!   by at most **1 MiB**, or by at most **32 B per dial/drop cycle** made
+//!   between them. Memory that stops growing passes at any cycle count;
+//!   memory that grows with the cycles fails however fast the machine is
+//!   (a leaked session, ≥ 8 KiB a cycle, over the 1-minute run's minimum of
+//!   1000 cycles is ≥ 5 MB between the thirds).
+//!
+//! The verdict does not depend on the machine's speed: the churn lasts at
+//! least its time, but every tolerance is flat or per cycle.
+//! `--leak-per-cycle BYTES` makes the harness leak that much per cycle in the
+//! soak's process: the gates' own check (600 B, what the engine's request
+//! log cost, fails the 1-minute run).
 //!
 //! `cargo bench -p lookout-e2e --bench soak -- --minutes N` (N ≥ 1; without
-//! `--minutes`, N = 10), or `cargo xtask soak --minutes N`; `cargo test -p
-//! lookout-docker --bench soak -- --minutes N` runs the same on the debug
+//! `--minutes`, N = 10), or `cargo xtask soak --minutes N`; `cargo test
+//! --workspace --bench soak -- --minutes N` runs the same on the debug
 //! build (about a third of the cycles per second). With no argument at all
 //! (as `cargo test --benches` runs it) a smoke run of a few seconds: 1 round
 //! of 40 cycles and 10 reconnects, a 1 s pause.
 
-use lookout_testkit::fake_engine;
+#[path = "soak/engine.rs"]
+mod engine;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use fake_engine::{Live, SlowReader};
+use engine::Engine;
 use lookout_core::{EventKind, InstanceEvent, Item, Origin, ReconnectPolicy, Status, WatchConfig};
 use lookout_docker::{DockerConfig, DockerDial, watch};
 use tokio_stream::StreamExt;
 
 /// The bound of every wait for one stream item.
 const STEP: Duration = Duration::from_secs(10);
-/// How many container names the engine uses.
-const NAMES: usize = 48;
 const FDS_TOLERANCE: i64 = 0;
 const TASKS_TOLERANCE: i64 = 0;
 const RSS_TOLERANCE_KIB: i64 = 8 * 1024;
 const PAUSE_RSS_TOLERANCE_KIB: i64 = 16 * 1024;
+/// The slope check: RSS over the churn's last third against its first third
+/// may grow by at most this much per dial/drop cycle between them…
+const SLOPE_TOLERANCE_BYTES_PER_CYCLE: i64 = 32;
+/// … or by this much in all (allocator noise, whatever the cycle count).
+const SLOPE_FLOOR_KIB: i64 = 1024;
 
 type Watch = lookout_core::Watch<DockerDial>;
 
@@ -121,6 +140,9 @@ struct Plan {
     /// Engine changes per second while the consumer is paused.
     pause_rate: usize,
     warmup_pause: Duration,
+    /// `--leak-per-cycle BYTES`: the harness leaks this much per dial/drop
+    /// cycle, in the soak's process, to show that the gates catch a leak.
+    leak_per_cycle: usize,
 }
 
 impl Plan {
@@ -128,6 +150,7 @@ impl Plan {
         let args: Vec<String> = std::env::args().skip(1).collect();
         let mut minutes = None;
         let mut full = false;
+        let mut leak_per_cycle = 0;
         let mut it = args.iter();
         while let Some(a) = it.next() {
             match a.as_str() {
@@ -140,7 +163,17 @@ impl Plan {
                         })?;
                     minutes = Some(n);
                 }
-                other => return Err(format!("unknown argument {other:?} (--minutes N)")),
+                "--leak-per-cycle" => {
+                    let n = it.next().ok_or("--leak-per-cycle needs a value")?;
+                    leak_per_cycle = n.parse().map_err(|_| {
+                        format!("--leak-per-cycle takes a number of bytes, not {n:?}")
+                    })?;
+                }
+                other => {
+                    return Err(format!(
+                        "unknown argument {other:?} (--minutes N, --leak-per-cycle BYTES)"
+                    ));
+                }
             }
         }
         if minutes.is_none() && full {
@@ -157,6 +190,7 @@ impl Plan {
                 pause: Duration::from_secs(3),
                 pause_rate: 4000,
                 warmup_pause: Duration::from_millis(2500),
+                leak_per_cycle,
             },
             Some(n) => {
                 let total = Duration::from_secs(60 * n);
@@ -177,6 +211,7 @@ impl Plan {
                     // Long enough to fill a paused subscriber's buffers (1024 events
                     // queued, ~450 in the socket) as the real pause will.
                     warmup_pause: Duration::from_secs(4),
+                    leak_per_cycle,
                 }
             }
         })
@@ -191,7 +226,12 @@ struct Sample {
 }
 
 fn rss_kib() -> i64 {
-    std::fs::read_to_string("/proc/self/status")
+    rss_kib_of("/proc/self/status")
+}
+
+/// `VmRSS` of a `/proc/…/status` file, in KiB; -1 if it cannot be read.
+fn rss_kib_of(status: &str) -> i64 {
+    std::fs::read_to_string(status)
         .ok()
         .and_then(|s| {
             s.lines()
@@ -227,75 +267,23 @@ impl std::fmt::Display for Sample {
     }
 }
 
-/// The fake engine on a thread (and runtime) of its own.
-struct Engine {
-    host: String,
-    open: Arc<std::sync::atomic::AtomicUsize>,
-    events_requests: Arc<std::sync::atomic::AtomicUsize>,
-    stop: tokio::sync::oneshot::Sender<()>,
-    thread: std::thread::JoinHandle<()>,
-}
-
-type Started = (
-    String,
-    Arc<std::sync::atomic::AtomicUsize>,
-    Arc<std::sync::atomic::AtomicUsize>,
-);
-
-impl Engine {
-    fn start(live: Arc<Live>) -> Self {
-        let (tx, rx) = std::sync::mpsc::channel::<Started>();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("the engine's runtime");
-            rt.block_on(async move {
-                let engine = fake_engine::start_live(live);
-                tx.send((
-                    engine.host.clone(),
-                    engine.open_connections.clone(),
-                    engine.events_requests.clone(),
-                ))
-                .expect("send the engine's address");
-                let _ = stopped.await;
-                drop(engine);
-            });
-        });
-        let (host, open, events_requests) = rx.recv().expect("the engine started");
-        Self {
-            host,
-            open,
-            events_requests,
-            stop,
-            thread,
+/// Waits (bounded) until the engine has no connection open: every watch
+/// was dropped, so lookout must have closed its side of each.
+async fn settle(engine: &Engine, what: &str) -> Result<(), String> {
+    let deadline = Instant::now() + STEP;
+    loop {
+        let c = engine.counts();
+        if c.open == 0 && c.subscribers == 0 {
+            return Ok(());
         }
-    }
-
-    fn stop(self) {
-        let _ = self.stop.send(());
-        self.thread.join().expect("the engine's thread");
-    }
-
-    /// Waits (bounded) until the engine has no connection open: every watch
-    /// was dropped, so lookout must have closed its side of each.
-    async fn settle(&self, live: &Live, what: &str) -> Result<(), String> {
-        let deadline = Instant::now() + STEP;
-        loop {
-            let open = self.open.load(Ordering::SeqCst);
-            let subscribers = live.subscribers();
-            if open == 0 && subscribers == 0 {
-                return Ok(());
-            }
-            if Instant::now() >= deadline {
-                return Err(format!(
-                    "{what}: {open} engine connection(s) ({subscribers} /events) still open \
-                     {STEP:?} after every watch was dropped: lookout did not close them"
-                ));
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "{what}: {} engine connection(s) ({} /events) still open {STEP:?} after every \
+                 watch was dropped: lookout did not close them",
+                c.open, c.subscribers
+            ));
         }
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
 
@@ -416,7 +404,7 @@ impl Consumer {
     }
 
     /// Polls until the known state is the engine's (bounded).
-    async fn until_in_sync(&mut self, live: &Live, what: &str) -> Result<(), String> {
+    async fn until_in_sync(&mut self, live: &Engine, what: &str) -> Result<(), String> {
         let deadline = Instant::now() + STEP;
         loop {
             let truth = live.snapshot();
@@ -466,12 +454,63 @@ struct Churn {
     resync_events: u64,
     periodic: u64,
     max_tasks: i64,
+    /// RSS (KiB) after each round of the churn, with the cycles made by then.
+    samples: Vec<(u64, i64)>,
+}
+
+/// The slope check's figures: RSS over the churn's last third against its
+/// first third (each a mean of its rounds' samples).
+#[derive(Debug, Clone, Copy)]
+struct Slope {
+    /// Mean cycles and RSS of the first third, and of the last.
+    first: (f64, f64),
+    last: (f64, f64),
+}
+
+impl Slope {
+    /// `None` with fewer than three samples (the smoke run's one round).
+    fn of(samples: &[(u64, i64)]) -> Option<Self> {
+        let third = samples.len() / 3;
+        if third == 0 {
+            return None;
+        }
+        let mean = |part: &[(u64, i64)]| {
+            let n = part.len() as f64;
+            (
+                part.iter().map(|(c, _)| *c as f64).sum::<f64>() / n,
+                part.iter().map(|(_, r)| *r as f64).sum::<f64>() / n,
+            )
+        };
+        Some(Self {
+            first: mean(&samples[..third]),
+            last: mean(&samples[samples.len() - third..]),
+        })
+    }
+
+    fn growth_kib(self) -> f64 {
+        self.last.1 - self.first.1
+    }
+
+    fn cycles(self) -> f64 {
+        self.last.0 - self.first.0
+    }
+
+    /// Bytes per dial/drop cycle between the two thirds.
+    fn bytes_per_cycle(self) -> f64 {
+        self.growth_kib() * 1024.0 / self.cycles().max(1.0)
+    }
+
+    /// Flat: grown by no more than the floor, or no faster than the tolerance.
+    fn flat(self) -> bool {
+        self.growth_kib() <= SLOPE_FLOOR_KIB as f64
+            || self.bytes_per_cycle() <= SLOPE_TOLERANCE_BYTES_PER_CYCLE as f64
+    }
 }
 
 /// One dial/drop cycle; `point` picks where the watch is dropped.
 async fn cycle(
     host: &str,
-    live: &Live,
+    live: &Engine,
     rw: &mut Consumer,
     point: usize,
     churn: &mut Churn,
@@ -516,7 +555,7 @@ async fn cycle(
 }
 
 /// One forced reconnect of the long-lived watch.
-async fn reconnect(live: &Live, rw: &mut Consumer, churn: &mut Churn) -> Result<(), String> {
+async fn reconnect(live: &Engine, rw: &mut Consumer, churn: &mut Churn) -> Result<(), String> {
     live.mutate(2);
     rw.until_in_sync(live, "live changes before a cut").await?;
     let restart = churn.reconnects % 2 == 1;
@@ -564,13 +603,17 @@ fn long_lived(host: &str) -> Consumer {
 
 async fn round(
     host: &str,
-    live: &Live,
+    live: &Engine,
     rw: &mut Consumer,
     plan: &Plan,
     churn: &mut Churn,
 ) -> Result<(), String> {
     for i in 0..plan.cycles {
         cycle(host, live, rw, (i % 4) as usize, churn).await?;
+        if plan.leak_per_cycle > 0 {
+            // The gates' own check (`--leak-per-cycle`): memory that is never freed.
+            Box::leak(vec![1u8; plan.leak_per_cycle].into_boxed_slice());
+        }
         // Spread the reconnects through the round.
         if plan.reconnects > 0 && (i + 1) % (plan.cycles / plan.reconnects).max(1) == 0 {
             reconnect(live, rw, churn).await?;
@@ -597,7 +640,7 @@ struct Pause {
 }
 
 /// The paused consumer.
-async fn pause(host: &str, live: &Live, length: Duration, rate: usize) -> Result<Pause, String> {
+async fn pause(host: &str, live: &Engine, length: Duration, rate: usize) -> Result<Pause, String> {
     let mut pw = Consumer::new(config(host, WatchConfig::default().initial(true)));
     pw.until_connected("paused consumer: first sync").await?;
     pw.until_in_sync(live, "paused consumer: first sync")
@@ -612,10 +655,7 @@ async fn pause(host: &str, live: &Live, length: Duration, rate: usize) -> Result
         .await?;
     pd.until_in_sync(live, "paused consumer (no lag relist): first sync")
         .await?;
-    let (published, dropped) = (
-        live.published.load(Ordering::Relaxed),
-        live.dropped.load(Ordering::Relaxed),
-    );
+    let counts = live.counts();
     let mut p = Pause {
         rss_before: rss_kib(),
         ..Pause::default()
@@ -632,8 +672,9 @@ async fn pause(host: &str, live: &Live, length: Duration, rate: usize) -> Result
         tokio::time::sleep_until(next).await;
         p.rss_peak = p.rss_peak.max(rss_kib());
     }
-    p.emitted = live.published.load(Ordering::Relaxed) - published;
-    p.dropped = live.dropped.load(Ordering::Relaxed) - dropped;
+    let now = live.counts();
+    p.emitted = now.published - counts.published;
+    p.dropped = now.dropped - counts.dropped;
     // Resume: catch up, and a relist must repair what the engine dropped.
     let resumed = Instant::now();
     let (events, resync_events, connects) = (pw.events, pw.resync_events, pw.connects);
@@ -691,12 +732,8 @@ async fn pause(host: &str, live: &Live, length: Duration, rate: usize) -> Result
     Ok(p)
 }
 
-async fn run(
-    plan: &Plan,
-    engine: &Engine,
-    live: &Live,
-) -> Result<(Sample, Sample, Churn, Pause), String> {
-    let host = engine.host.as_str();
+async fn run(plan: &Plan, live: &Engine) -> Result<(Sample, Sample, Churn, Pause), String> {
+    let host = live.host.as_str();
     let t0 = Instant::now();
     // Warm-up.
     {
@@ -711,7 +748,7 @@ async fn run(
         round(host, live, &mut rw, &small, &mut warm).await?;
         drop(rw);
         pause(host, live, plan.warmup_pause, plan.pause_rate).await?;
-        engine.settle(live, "after the warm-up").await?;
+        settle(live, "after the warm-up").await?;
     }
     let before = sample();
     println!(
@@ -730,6 +767,7 @@ async fn run(
         || churn.reconnects < plan.min_reconnects
     {
         round(host, live, &mut rw, plan, &mut churn).await?;
+        churn.samples.push((churn.cycles, rss_kib()));
         if Instant::now() >= next_report {
             next_report += report_every;
             println!(
@@ -737,7 +775,7 @@ async fn run(
                 churn_start.elapsed(),
                 churn.cycles,
                 churn.reconnects,
-                live.len(),
+                live.counts().containers,
                 sample()
             );
         }
@@ -756,12 +794,17 @@ async fn run(
     );
 
     let p = pause(host, live, plan.pause, plan.pause_rate).await?;
-    engine.settle(live, "at the end").await?;
+    settle(live, "at the end").await?;
     let after = sample();
     Ok((before, after, churn, p))
 }
 
 fn main() {
+    let mut args = std::env::args().skip(1);
+    if args.next().as_deref() == Some(engine::CHILD_FLAG) {
+        let seed = args.next().and_then(|s| s.parse().ok()).unwrap_or(7);
+        engine::child_main(seed);
+    }
     let plan = match Plan::from_args() {
         Ok(p) => p,
         Err(e) => {
@@ -792,15 +835,21 @@ fn main() {
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(7, |d| u64::from(d.subsec_nanos()) ^ d.as_secs());
-    let live = Live::new("soak", NAMES, SlowReader::Drop, Live::DOCKERD_QUEUE, seed);
-    let engine = Engine::start(live.clone());
+    let engine = match Engine::start(seed) {
+        Ok(e) => e,
+        Err(e) => {
+            println!("soak: FAIL: {e}");
+            std::process::exit(1);
+        }
+    };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("the consumer's runtime");
-    let result = rt.block_on(run(&plan, &engine, &live));
-    let events_requests = engine.events_requests.load(Ordering::SeqCst);
-    engine.stop();
+    let result = rt.block_on(run(&plan, &engine));
+    let events_requests = engine.counts().events_requests;
+    let engine_rss = rss_kib_of(&format!("/proc/{}/status", engine.pid()));
+    drop(engine);
     let (before, after, churn, p) = match result {
         Ok(r) => r,
         Err(e) => {
@@ -853,7 +902,42 @@ fn main() {
          periodic relist, 300 s: the engine does not say it dropped events)",
         p.default_drained, p.default_wrong
     );
+    let slope = Slope::of(&churn.samples);
+    match slope {
+        Some(sl) => println!(
+            "soak: slope over the churn's {} rounds: RSS {:.0} KiB at cycle {:.0} (first third's \
+             mean), {:.0} KiB at cycle {:.0} (last third's): {:+.0} KiB, {:+.1} B per cycle \
+             (tolerance: +{SLOPE_FLOOR_KIB} KiB, or +{SLOPE_TOLERANCE_BYTES_PER_CYCLE} B per \
+             cycle)",
+            churn.samples.len(),
+            sl.first.1,
+            sl.first.0,
+            sl.last.1,
+            sl.last.0,
+            sl.growth_kib(),
+            sl.bytes_per_cycle()
+        ),
+        None => println!("soak: slope: not checked (fewer than 3 rounds)"),
+    }
+    println!(
+        "soak: the engine's own process (not measured above): RSS {engine_rss} KiB at the end{}",
+        if plan.leak_per_cycle > 0 {
+            format!(
+                "; the harness leaked {} B per cycle (--leak-per-cycle)",
+                plan.leak_per_cycle
+            )
+        } else {
+            String::new()
+        }
+    );
     let mut failures = Vec::new();
+    if let Some(sl) = slope.filter(|sl| !sl.flat()) {
+        failures.push(format!(
+            "RSS grew {:.0} KiB from the churn's first third to its last ({:.1} B per cycle)",
+            sl.growth_kib(),
+            sl.bytes_per_cycle()
+        ));
+    }
     if rss > RSS_TOLERANCE_KIB {
         failures.push(format!("RSS grew {rss} KiB (> {RSS_TOLERANCE_KIB})"));
     }
