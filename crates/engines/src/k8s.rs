@@ -81,11 +81,30 @@ pub fn kstatus_binary() -> Result<PathBuf, String> {
     }
 }
 
+/// `target/k8s-testbed/bin/kubectl`: kubectl at the bed's release (k8s.io/kubectl
+/// v0.37.2 for kube-apiserver v1.37.2, `xtask/k8s-testbed/kubectl`), the one every test,
+/// the release's downstream step and the docs run: never a kubectl from the machine's
+/// `PATH`, which a fresh machine does not have (and Debian's is 1.20, too old for the
+/// manifests). Built by [`k8s_build`] (so by [`k8s_up`]); an error if it is not built yet.
+pub fn kubectl_binary() -> Result<PathBuf, String> {
+    let bin = k8s_bin_dir().join("kubectl");
+    if is_executable(&bin) {
+        Ok(bin)
+    } else {
+        Err(format!(
+            "k8s: kubectl {} is missing: run `cargo xtask engines up k8s` \
+             (it builds xtask/k8s-testbed/kubectl)",
+            bin.display()
+        ))
+    }
+}
+
 /// The build scripts [`k8s_build`] runs, in order, each with `BIN_DIR` and each cached by
 /// a stamp of its own in it: the testbed (kube-apiserver, etcd, the launcher; `.stamp`),
-/// then the kstatus helper (`.kstatus.stamp`). Separate scripts, so that the helper's
-/// sources and script are not in the testbed's stamp and never rebuild kube-apiserver.
-fn build_scripts(root: &Path) -> [(PathBuf, &'static str); 2] {
+/// the kstatus helper (`.kstatus.stamp`), then kubectl (`.kubectl.stamp`). Separate
+/// scripts, so that the helpers' sources and scripts are not in the testbed's stamp and
+/// never rebuild kube-apiserver.
+fn build_scripts(root: &Path) -> [(PathBuf, &'static str); 3] {
     let testbed = root.join("xtask").join("k8s-testbed");
     [
         (testbed.join("build.sh"), "k8s: xtask/k8s-testbed/build.sh"),
@@ -93,13 +112,18 @@ fn build_scripts(root: &Path) -> [(PathBuf, &'static str); 2] {
             testbed.join("kstatus").join("build.sh"),
             "k8s: xtask/k8s-testbed/kstatus/build.sh",
         ),
+        (
+            testbed.join("kubectl").join("build.sh"),
+            "k8s: xtask/k8s-testbed/kubectl/build.sh",
+        ),
     ]
 }
 
 /// Build the testbed (`xtask/k8s-testbed/build.sh target/k8s-testbed/bin`,
 /// cached; the first build takes long: log `target/engines/k8s-build.log`), then the
 /// kstatus helper (`xtask/k8s-testbed/kstatus/build.sh target/k8s-testbed/bin`, cached
-/// on its own: [`kstatus_binary`]).
+/// on its own: [`kstatus_binary`]) and kubectl (`xtask/k8s-testbed/kubectl/build.sh`,
+/// cached on its own: [`kubectl_binary`]).
 pub fn k8s_build() -> Result<(), String> {
     let root = workspace_root();
     let scripts = build_scripts(&root);
@@ -230,11 +254,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn builds_the_testbed_then_kstatus_into_one_bin_dir() {
+    fn builds_the_testbed_then_kstatus_and_kubectl_into_one_bin_dir() {
         let root = workspace_root();
         let scripts = build_scripts(&root);
         assert!(scripts[0].0.ends_with("xtask/k8s-testbed/build.sh"));
         assert!(scripts[1].0.ends_with("xtask/k8s-testbed/kstatus/build.sh"));
+        assert!(scripts[2].0.ends_with("xtask/k8s-testbed/kubectl/build.sh"));
         for (script, _) in &scripts {
             assert!(script.exists(), "{} is missing", script.display());
         }
@@ -251,6 +276,20 @@ mod tests {
             Err(e) => {
                 assert!(e.contains("cargo xtask engines up k8s"), "{e}");
                 assert!(e.contains("target/k8s-testbed/bin/kstatus"), "{e}");
+            }
+        }
+    }
+
+    #[test]
+    fn kubectl_binary_is_the_beds_or_says_how_to_build_it() {
+        match kubectl_binary() {
+            Ok(bin) => {
+                assert_eq!(bin, k8s_bin_dir().join("kubectl"));
+                assert!(is_executable(&bin));
+            }
+            Err(e) => {
+                assert!(e.contains("cargo xtask engines up k8s"), "{e}");
+                assert!(e.contains("target/k8s-testbed/bin/kubectl"), "{e}");
             }
         }
     }

@@ -78,6 +78,7 @@ pub use etcd::{
 pub use k8s::{
     k8s_build, k8s_compact, k8s_dir, k8s_down, k8s_kill_apiserver, k8s_kubeconfig,
     k8s_restart_apiserver, k8s_signal_apiserver, k8s_status, k8s_up, kstatus_binary,
+    kubectl_binary,
 };
 pub use packages::{ensure_debian, ensure_packages};
 pub use ping::ping;

@@ -59,13 +59,20 @@ fn runs_or_skip(test: &str, argv: &[&str], need: &str) -> Option<()> {
     None
 }
 
-/// `kubectl` (it applies deploy/kubernetes as a user does), else `None`.
+/// The bed's kubectl (it applies deploy/kubernetes as a user does), at the
+/// apiserver's release and built by `cargo xtask engines up k8s`, never one
+/// from `PATH`; else `None` (said loudly) outside CI.
 fn kubectl_or_skip(test: &str) -> Option<()> {
-    runs_or_skip(
-        test,
-        &["kubectl", "version", "--client"],
-        "kubectl is needed",
-    )
+    let bin = match engines::kubectl_binary() {
+        Ok(bin) => bin,
+        Err(e) => {
+            assert!(!engines::engines_enabled(), "{test}: {e}");
+            eprintln!("SKIPPED {test}: {e} (CI fails instead)");
+            return None;
+        }
+    };
+    let bin = bin.to_str().expect("a UTF-8 path under target/");
+    runs_or_skip(test, &[bin, "version", "--client"], "kubectl is needed")
 }
 
 /// Calls `check` every `every` until it gives `Ok`, within `within`; on
@@ -85,13 +92,14 @@ fn poll<T>(
     }
 }
 
-/// `kubectl --kubeconfig KUBECONFIG ARGS`: its exit status, stdout and stderr.
+/// The bed's `kubectl --kubeconfig KUBECONFIG ARGS`: its exit status, stdout and stderr.
 /// Each call has a discovery cache of its own (kubectl's default is under
 /// `HOME`, which a test does not write, and which parallel kubectls race
 /// on).
 fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
     let cache = TempDir::new("deploy-k8s", "kubectl-cache");
-    let mut cmd = Command::new("kubectl");
+    let bin = engines::kubectl_binary().expect("the bed's kubectl (kubectl_or_skip checked)");
+    let mut cmd = Command::new(bin);
     cmd.arg("--kubeconfig")
         .arg(kubeconfig)
         .arg("--cache-dir")

@@ -353,8 +353,10 @@ fn drive(f: &Family, name: &str, rx: &mpsc::Receiver<String>) -> Result<(), Stri
 
 type Step = fn(&str) -> Result<(), String>;
 
+/// The bed's kubectl (`target/k8s-testbed/bin/kubectl`, at the apiserver's
+/// release), never one from `PATH`.
 fn kubectl(args: &[&str]) -> Result<(), String> {
-    let mut cmd = Command::new("kubectl");
+    let mut cmd = Command::new(engines::kubectl_binary()?);
     cmd.args(args).env(
         "KUBECONFIG",
         engines::k8s_kubeconfig()?.display().to_string(),
