@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use crate::packages::{ensure_packages, static_busybox};
 use crate::ping::{ping, wait_ping};
 use crate::process::{
-    alive, children_named, command_exists, find_in_path, find_procs, is_executable, proc_cmdline,
-    proc_comm, proc_state, read_pid, run, run_logged, run_output, signal, spawn_daemon, wait_dead,
+    alive, children_named, find_in_path, find_procs, is_executable, proc_cmdline, proc_comm,
+    proc_state, read_pid, run, run_logged, run_output, signal, spawn_daemon, wait_dead,
 };
 use crate::{
     CLI_TIMEOUT, DEFAULT_DOCKER_HOST, ENV_DOCKER_HOST, EXIT_WAIT, PING_TIMEOUT, docker_host,
@@ -132,6 +132,9 @@ pub fn docker_up() -> Result<(), String> {
             wait_ping("docker", &host, DOCKER_READY, &mut None, &log)?;
         }
     }
+    // The tests' other programs (curl, jq, ip, ssh, …) too, also where dockerd
+    // already answers: a dpkg query each when every one is there.
+    ensure_packages()?;
     if ping(&host, PING_TIMEOUT).is_err() {
         if !managed_docker_host() {
             return Err(format!(
@@ -139,10 +142,7 @@ pub fn docker_up() -> Result<(), String> {
                  only the default {DEFAULT_DOCKER_HOST} is started by the tests"
             ));
         }
-        ensure_packages()?;
         docker_start()?;
-    } else if !command_exists(&docker_cli().to_string_lossy()) {
-        ensure_packages()?;
     }
     let live = docker(&["info", "--format", "{{.LiveRestoreEnabled}}"])?;
     if live != "false" {

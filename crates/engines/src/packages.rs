@@ -15,8 +15,12 @@ const APT_INSTALL_TIMEOUT: Duration = Duration::from_secs(1200);
 /// Debian packages the engines come from (with their recommends, as `apt-get
 /// install -y` picks them), and the HTTP tools the `--serve` tests drive
 /// lookout with (`curl` into `jq`, as docs/serve.md shows), `ip` (the
-/// bridges of the dockerds beside the main one), and what checks the files
-/// operators install: `systemd-analyze` (deploy/systemd) and `man`.
+/// bridges of the dockerds beside the main one), what checks the files
+/// operators install (`systemd-analyze` for deploy/systemd, `man`), `kill`
+/// (procps: the tests signal the processes they started), `ssh` (the ssh
+/// transport's tests; openssh-server, the sshd's package, also pulls it in),
+/// and `git` (the release's dry run reads the tags; the builds name their
+/// revision).
 const DEBIAN_PACKAGES: &[&str] = &[
     "docker.io",
     "busybox-static",
@@ -26,6 +30,9 @@ const DEBIAN_PACKAGES: &[&str] = &[
     "iproute2",
     "systemd",
     "man-db",
+    "procps",
+    "openssh-client",
+    "git",
 ];
 
 static APT_UPDATED: AtomicBool = AtomicBool::new(false);
@@ -38,8 +45,8 @@ pub(crate) fn dpkg_installed(pkg: &str) -> bool {
     .is_ok_and(|o| o.status.success() && o.stdout.contains("install ok installed"))
 }
 
-/// Install the Debian packages the engines and tests need (`docker.io`,
-/// `busybox-static`, `podman`, `curl`, `jq`, `iproute2`, `systemd`, `man-db`) when one is missing: as root on Debian, `apt-get update` (once per
+/// Install the Debian packages the engines and tests need (`DEBIAN_PACKAGES`)
+/// when one is missing: as root on Debian, `apt-get update` (once per
 /// process) then `apt-get install -y`. Elsewhere, say what to install.
 pub fn ensure_packages() -> Result<(), String> {
     let apt = command_exists("apt-get") && command_exists("dpkg-query");
@@ -57,7 +64,17 @@ pub fn ensure_packages() -> Result<(), String> {
         if static_busybox().is_none() {
             m.push("busybox-static");
         }
-        for tool in ["podman", "curl", "jq", "ip", "systemd-analyze", "man"] {
+        for tool in [
+            "podman",
+            "curl",
+            "jq",
+            "ip",
+            "systemd-analyze",
+            "man",
+            "kill",
+            "ssh",
+            "git",
+        ] {
             if !command_exists(tool) {
                 m.push(tool);
             }

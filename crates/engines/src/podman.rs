@@ -10,8 +10,8 @@ use crate::docker::{docker_command, docker_up, verify_container};
 use crate::packages::ensure_packages;
 use crate::ping::{ping, wait_ping};
 use crate::process::{
-    alive, command_exists, find_in_path, find_procs, proc_cmdline, proc_comm, proc_state, read_pid,
-    run, run_output, signal, spawn_daemon, wait_dead,
+    alive, find_in_path, find_procs, proc_cmdline, proc_comm, proc_state, read_pid, run,
+    run_output, signal, spawn_daemon, wait_dead,
 };
 use crate::{
     CLI_TIMEOUT, ENV_PODMAN_HOST, EXIT_WAIT, PING_TIMEOUT, engines_file, podman_host, test_image,
@@ -106,6 +106,7 @@ pub fn podman_up() -> Result<(), String> {
             &engines_file("podman.log")?,
         )?;
     }
+    ensure_packages()?;
     if ping(&host, PING_TIMEOUT).is_err() {
         if podman_socket_path().is_none() {
             return Err(format!(
@@ -113,10 +114,7 @@ pub fn podman_up() -> Result<(), String> {
                  the tests start a service only on a unix:// socket"
             ));
         }
-        ensure_packages()?;
         podman_start()?;
-    } else if !command_exists("podman") {
-        ensure_packages()?;
     }
     if let Some(pid) = podman_pid()
         && !has_our_containers_conf(pid)
