@@ -1,5 +1,6 @@
 //! The docs are true to the tree and to the binary. In README.md,
-//! ARCHITECTURE.md, BENCHMARKS.md, `docs/*.md` and the crates' READMEs:
+//! ARCHITECTURE.md, BENCHMARKS.md, CONTRIBUTING.md, `docs/*.md` and the
+//! crates' READMEs:
 //!
 //! - every relative link points at a file or folder that exists, and a
 //!   `#anchor` into a Markdown file at one of its headings (slugged as GitHub
@@ -93,13 +94,18 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// README.md, ARCHITECTURE.md, BENCHMARKS.md, docs/*.md and crates/*/README.md,
-/// as paths from the workspace root.
+/// README.md, ARCHITECTURE.md, BENCHMARKS.md, CONTRIBUTING.md, docs/*.md and
+/// crates/*/README.md, as paths from the workspace root.
 fn doc_files() -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = ["README.md", "ARCHITECTURE.md", "BENCHMARKS.md"]
-        .iter()
-        .map(PathBuf::from)
-        .collect();
+    let mut files: Vec<PathBuf> = [
+        "README.md",
+        "ARCHITECTURE.md",
+        "BENCHMARKS.md",
+        "CONTRIBUTING.md",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .collect();
     let mut pages: Vec<PathBuf> = std::fs::read_dir(root().join("docs"))
         .expect("docs/ is there")
         .map(|e| e.expect("docs/ is readable").path())

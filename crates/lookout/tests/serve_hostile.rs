@@ -2,7 +2,7 @@
 //! real dockerd: each case's answer, and lookout's resident memory and
 //! open file descriptors before and after it. The figures are printed as
 //! a table (`cargo test --test serve_hostile -- --nocapture`) and kept in
-//! BENCHMARKS.md §11.
+//! BENCHMARKS.md §13.
 //!
 //! What each case proves: a slowloris head is closed at the 10 s head
 //! timeout; a 1 MiB header, 100 header fields or 10 000 label filters are
