@@ -1,19 +1,14 @@
 #!/usr/bin/env python3
 """Writes the seed corpus of every fuzz target into fuzz/corpus/TARGET/.
 
-A seed is 3 header bytes and a body (see crates/provider-docker/src/compat/
-fuzzing.rs and crates/provider-k8s/src/fuzzing.rs):
+A seed is 3 header bytes and a body (see crates/testkit/src/fuzz/events.rs
+and crates/testkit/src/fuzz/k8s.rs):
   byte 0: flags. Event decoders: bits 0-1 the resume point (none, 1 us,
           2026, just before the appended event), 0x04 a listed object, 0x08
-<<<<<<< HEAD
           a label filter, 0x40 readiness watched (health_status, pause and
-          unpause mean something; inspections answered from byte 1). k8s: 0x01 watch both kinds, 0x02 one namespace,
-          0x04 the list holds an object, 0x08 a label selector. All: bits
-=======
-          a label filter. k8s: 0x01 watch both kinds, 0x02 one namespace,
-          0x04 the list holds an object, 0x08 a label selector, 0x40
-          readiness watched. All: bits
->>>>>>> readiness-k8s
+          unpause mean something; inspections answered from byte 1). k8s:
+          0x01 watch both kinds, 0x02 one namespace, 0x04 the list holds an
+          object, 0x08 a label selector, 0x40 readiness watched. All: bits
           4-5 the chunk sizes (1..=16, 1, 1..=4096, 1..=65536).
   byte 1: seeds the chunk sizes (and the answers to inspections);
   byte 2: repeats the body: from 0xF8 on 2^(b - 0xEB) times (8192 to 2^20,
