@@ -1,20 +1,25 @@
 //! [`CompatDial`], what a watch of an engine speaking the Docker API dials:
 //! the engine's endpoint (resolved once), the watch's scope, its request
-//! paths; and [`watch`] / [`watch_at`], which make the watch. Its
-//! [`Dial`](lookout_core::Dial) (the dial and its session) is in `lib.rs`.
+//! paths, and its [`Dial`] (a dial opens a session, see `session.rs`; the
+//! probe pings); and [`watch`] / [`watch_at`], which make the watch.
 
 use std::fmt;
 use std::time::Duration;
 
-use lookout_core::{Labels, Watch};
+use lookout_core::{Dial, DialFuture, Labels, ProbeFuture, Watch};
+use tracing::Instrument;
 
-use crate::api::ApiVersion;
+use crate::api::{self, ApiVersion};
 use crate::config::{Config, READINESS_POLL};
 use crate::endpoint::Endpoint;
+use crate::error::CompatError;
 use crate::host::{ConfigError, Host};
+use crate::http;
+use crate::protocol::cursor::Cursor;
 use crate::protocol::mapping::Mapping;
-use crate::protocol::objects::{Objects, Scope};
+use crate::protocol::objects::{Objects, ReadinessFrom, Scope};
 use crate::protocol::requests;
+use crate::session;
 
 /// Watches the `objects` (containers as a [`Mapping`] describes them,
 /// services…) of an engine speaking the Docker API.
@@ -180,6 +185,50 @@ impl<O: Objects> CompatDial<O> {
     }
 }
 
+impl<O: Objects> Dial for CompatDial<O> {
+    type Cursor = Cursor;
+
+    fn dial(&mut self, resume: Option<&Cursor>) -> DialFuture<Cursor> {
+        let objects = self.objects;
+        let (host, tls) = (self.endpoint.host.clone(), self.endpoint.tls.clone());
+        let poll = (self.scope.readiness && objects.readiness_from() == ReadinessFrom::Polled)
+            .then_some(self.readiness_poll);
+        let opening = session::Opening {
+            objects,
+            api: api::Api::new(host, tls).hint(self.endpoint.hint),
+            pinned: self.api_version,
+            scope: self.scope.clone(),
+            events_path: self.events_path(),
+            list_path: self.list_path(),
+            poll,
+        };
+        let resume = resume.copied();
+        Box::pin(async move { session::open(opening, resume).await.map_err(Into::into) })
+    }
+
+    fn probe(&mut self) -> Option<ProbeFuture> {
+        let (host, tls) = (self.endpoint.host.clone(), self.endpoint.tls.clone());
+        let hint = self.endpoint.hint;
+        let provider = self.objects.provider();
+        Some(Box::pin(async move {
+            let span = tracing::debug_span!("conn", provider, %host, request = "ping");
+            let api = api::Api::new(host, tls).hint(hint);
+            async {
+                http::get(&api, "/_ping")
+                    .await?
+                    .ok("/_ping")
+                    .await?
+                    .body("/_ping", 4096)
+                    .await?;
+                Ok::<_, CompatError>(())
+            }
+            .instrument(span)
+            .await?;
+            Ok(())
+        }))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -206,11 +255,9 @@ mod tests {
     };
 
     use crate::discovery::Discovery;
-    use crate::protocol::cursor::Cursor;
     use crate::protocol::objects::History;
     use crate::protocol::requests::since;
     use crate::testing::percent_decode as decode;
-    use lookout_core::Dial;
     use serde_json::json;
 
     #[test]

@@ -12,8 +12,9 @@
 //! does I/O and imports it: `http` (a request on a socket it owns), `host`,
 //! `endpoint` and `tls` (where and how to connect), `history` (reading the
 //! engine's history), `inspect` and `readiness` (the requests a session makes
-//! besides `/events`), and here the dial and its session; `config` and
-//! `compat_dial` hold [`Config`] and [`CompatDial`]:
+//! besides `/events`) and `session` (what a dial opens and streams);
+//! `config` and `compat_dial` hold [`Config`] and [`CompatDial`] (and its
+//! dial):
 //!
 //! - **connecting**: each request gets a connection of its own (unix socket,
 //!   TCP, TLS with rustls, or one child process of the system `ssh` for
@@ -62,9 +63,10 @@
 //! - **decoding** the `/events` body line by line, so that one bad line costs
 //!   one event, never the session: an undecodable line (bad JSON, missing
 //!   fields, over 1 MiB) is skipped with one `warn` and yields
-//!   [`Observation::Progress`] (with its cursor when its time was readable).
-//!   The session never ends because of one, so a redial never replays it in a
-//!   loop. Events of another `Type` are skipped quietly.
+//!   [`Observation::Progress`](lookout_core::Observation::Progress) (with
+//!   its cursor when its time was readable). The session never ends because
+//!   of one, so a redial never replays it in a loop. Events of another
+//!   `Type` are skipped quietly.
 //! - **what an event means** is the objects' [`KnownObjects`]: a transition,
 //!   nothing, or "inspect the object first" (`GET` on a connection of its
 //!   own; an object gone meanwhile, or an answer that cannot be used, costs
@@ -142,9 +144,9 @@
 //! is part of it:
 //!
 //! - **`lookout-core`** 0.1: the contract every provider implements and
-//!   users consume ([`Watch`](lookout_core::Watch), [`Dial`], `WatchConfig`,
-//!   `Labels`, `Listed`, `EventKind`, `Readiness`, `Observation`,
-//!   `BoxError`).
+//!   users consume ([`Watch`](lookout_core::Watch),
+//!   [`Dial`](lookout_core::Dial), `WatchConfig`, `Labels`, `Listed`,
+//!   `EventKind`, `Readiness`, `Observation`, `BoxError`).
 //! - **`serde_json`** 1: the engine's JSON, in the table API only: an
 //!   [`Event`]'s attributes ([`Event::new`], [`Event::attributes`]), the
 //!   object [`KnownObjects::inspected`] reads, [`labels_of`] and
@@ -175,20 +177,12 @@ mod http;
 mod inspect;
 pub mod protocol;
 mod readiness;
+mod session;
 mod ssh;
 #[cfg(test)]
 mod testing;
 #[cfg(feature = "tls")]
 mod tls;
-
-use std::collections::VecDeque;
-use std::time::SystemTime;
-
-use lookout_core::{BoxError, Dial, DialFuture, Listed, Observation, ProbeFuture, Session};
-use tracing::Instrument;
-
-use protocol::feed;
-use protocol::requests::{MAX_LIST, since};
 
 pub use api::ApiVersion;
 pub use compat_dial::{CompatDial, watch, watch_at};
@@ -203,250 +197,3 @@ pub use protocol::event::Event;
 pub use protocol::labels::{labels_of, matches};
 pub use protocol::mapping::{HealthTable, Mapping};
 pub use protocol::objects::{Decision, History, KnownObjects, Objects, ReadinessFrom, Scope};
-
-impl<O: Objects> Dial for CompatDial<O> {
-    type Cursor = Cursor;
-
-    fn dial(&mut self, resume: Option<&Cursor>) -> DialFuture<Cursor> {
-        let objects = self.objects;
-        let provider = objects.provider();
-        let resume = resume.copied();
-        let (host, tls) = (self.endpoint.host.clone(), self.endpoint.tls.clone());
-        let hint = self.endpoint.hint;
-        let events_path = self.events_path();
-        let list_path = self.list_path();
-        let scope = self.scope.clone();
-        let poll = (scope.readiness && objects.readiness_from() == ReadinessFrom::Polled)
-            .then_some(self.readiness_poll);
-        let pinned = self.api_version;
-        Box::pin(async move {
-            let api = versioned(provider, api::Api::new(host, tls).hint(hint), pinned).await?;
-            let host = &api.host;
-            // What happened while the feed could not be seen: its exact
-            // transitions when the engine's history proves it continues the
-            // feed, else the snapshot's diff alone tells it.
-            let past = history::read(
-                objects,
-                &scope,
-                &api,
-                &events_path,
-                resume,
-                SystemTime::now(),
-            )
-            .instrument(tracing::debug_span!("conn", provider, %host, request = "history"))
-            .await?;
-            // Subscribe from the history's end (without one, from now):
-            // nothing of the past comes after the snapshot.
-            let from = past.as_ref().and_then(|p| p.end);
-            tracing::debug!(provider, %host, ?resume, ?from, "subscribing to /events");
-            let subscription = from.map_or_else(|| events_path.clone(), |c| since(&events_path, c));
-            let events = http::get(&api, &subscription)
-                .instrument(tracing::debug_span!("conn", provider, %host, request = "events"))
-                .await?
-                .ok("/events")
-                .await?;
-            // The engine's clock when it began streaming: what comes from
-            // before is a replay of its past (see `Feed::subscribed_at`).
-            let subscribed = events.date();
-            let path = http::strip_query(&list_path);
-            let list = async {
-                http::get(&api, &list_path)
-                    .await?
-                    .ok(path)
-                    .await?
-                    .body(path, MAX_LIST)
-                    .await
-            }
-            .instrument(tracing::debug_span!("conn", provider, %host, request = "list"))
-            .await?;
-            let mut listed = objects
-                .parse_list(&list, scope.readiness)
-                .map_err(|reason| CompatError::List {
-                    path: path.to_owned(),
-                    reason,
-                })?;
-            tracing::debug!(provider, objects = listed.len(), "listed");
-            if let (true, ReadinessFrom::Health { lists_none }) =
-                (scope.readiness, objects.readiness_from())
-            {
-                readiness::health(objects, lists_none, &api, &scope, &mut listed)
-                    .instrument(tracing::debug_span!("conn", provider, %host, request = "health"))
-                    .await?;
-            }
-            if let Some(past) = &past {
-                history::correct(&mut listed, &past.last);
-            }
-            let mut feed = feed::Feed::new(objects, &scope, from, &listed);
-            if from.is_none()
-                && let Some(date) = subscribed
-            {
-                feed = feed.subscribed_at(Cursor::from_system_time(date));
-            }
-            // The snapshot tells everything before its list answered.
-            let told = feed.snapshot_at(Cursor::from_system_time(SystemTime::now()));
-            let replayed = past.and_then(|p| p.replay).unwrap_or_default();
-            let poll = poll.map(|every| readiness::Poll::new(objects, list_path, every));
-            Ok(session(
-                api,
-                provider,
-                replayed,
-                (listed, told),
-                (feed, poll),
-                events,
-            ))
-        })
-    }
-
-    fn probe(&mut self) -> Option<ProbeFuture> {
-        let (host, tls) = (self.endpoint.host.clone(), self.endpoint.tls.clone());
-        let hint = self.endpoint.hint;
-        let provider = self.objects.provider();
-        Some(Box::pin(async move {
-            let span = tracing::debug_span!("conn", provider, %host, request = "ping");
-            let api = api::Api::new(host, tls).hint(hint);
-            async {
-                http::get(&api, "/_ping")
-                    .await?
-                    .ok("/_ping")
-                    .await?
-                    .body("/_ping", 4096)
-                    .await?;
-                Ok::<_, CompatError>(())
-            }
-            .instrument(span)
-            .await?;
-            Ok(())
-        }))
-    }
-}
-
-/// The dial's API: its paths under `pinned` (`DOCKER_API_VERSION`), else
-/// under the `Api-Version` of a `/_ping` on a connection of its own (and
-/// unversioned when the engine sends none).
-async fn versioned(
-    provider: &'static str,
-    api: api::Api,
-    pinned: Option<ApiVersion>,
-) -> Result<api::Api, CompatError> {
-    if let Some(version) = pinned {
-        tracing::debug!(provider, host = %api.host, %version, "API version from DOCKER_API_VERSION");
-        return Ok(api.versioned(Some(version)));
-    }
-    let span = tracing::debug_span!("conn", provider, host = %api.host, request = "ping");
-    let version = async {
-        let ping = http::get(&api, "/_ping").await?.ok("/_ping").await?;
-        let version = ping.api_version();
-        ping.body("/_ping", 4096).await?;
-        Ok::<_, CompatError>(version)
-    }
-    .instrument(span)
-    .await?;
-    match version {
-        Some(version) => {
-            tracing::debug!(provider, host = %api.host, %version, "API version from /_ping");
-        }
-        None => {
-            tracing::warn!(provider, host = %api.host, "/_ping told no Api-Version: unversioned paths");
-        }
-    }
-    Ok(api.versioned(version))
-}
-
-/// The session: the history replayed (what was missed, exactly), the
-/// snapshot, then the events as they are decoded (each inspection they ask
-/// for on a connection of its own, in order), and with a readiness poll the
-/// polled readiness between them.
-fn session<O: Objects>(
-    api: api::Api,
-    provider: &'static str,
-    replayed: Vec<Observation<Cursor>>,
-    (listed, told): (Vec<Listed>, Cursor),
-    (mut feed, mut poll): (feed::Feed<O::Known>, Option<readiness::Poll<O>>),
-    mut events: http::Exchange,
-) -> Session<Cursor> {
-    let host = api.host.clone();
-    Box::pin(async_stream::stream! {
-        for obs in replayed {
-            yield Ok(obs);
-        }
-        yield Ok(Observation::ResyncBegin);
-        for l in listed {
-            yield Ok(Observation::Listed(l));
-        }
-        yield Ok(Observation::ResyncDone);
-        yield Ok(Observation::Progress(Some(told)));
-        let mut out = VecDeque::new();
-        'session: loop {
-            let next = match &mut poll {
-                Some(poll) => poll.next_or(&mut events).await,
-                None => readiness::Next::Chunk(events.chunk().await),
-            };
-            let chunk = match next {
-                readiness::Next::Chunk(chunk) => chunk,
-                readiness::Next::Poll => {
-                    let span = tracing::debug_span!("conn", provider, %host, request = "poll");
-                    let Some(poll) = &mut poll else { continue };
-                    match poll.run(&api).instrument(span).await {
-                        Ok(polled) => {
-                            for obs in polled {
-                                yield Ok(obs);
-                            }
-                        }
-                        Err(e) => {
-                            yield Err(BoxError::from(e));
-                            break 'session;
-                        }
-                    }
-                    continue;
-                }
-            };
-            let ended = match chunk {
-                Some(Ok(chunk)) => {
-                    feed.push(&chunk, &mut out);
-                    false
-                }
-                Some(Err(source)) => {
-                    yield Err(BoxError::from(CompatError::Http { path: "/events".to_owned(), source: source.into() }));
-                    break;
-                }
-                None => {
-                    feed.finish(&mut out);
-                    true
-                }
-            };
-            while let Some(step) = out.pop_front() {
-                match step {
-                    feed::Step::Obs(obs) => {
-                        if let (Some(poll), Observation::Change(_)) = (&mut poll, &obs) {
-                            // A scale, a removal: its readiness is asked soon.
-                            poll.soon();
-                        }
-                        yield Ok(obs);
-                    }
-                    feed::Step::Inspect { event, path } => {
-                        let span = tracing::debug_span!("conn", provider, %host, request = "inspect");
-                        match inspect::decide(&mut feed, &api, event, path).instrument(span).await {
-                            Ok(obs) => {
-                                if let (Some(poll), Observation::Change(_)) = (&mut poll, &obs) {
-                                    // A creation, an update that did not
-                                    // scale: its readiness is asked soon too.
-                                    poll.soon();
-                                }
-                                yield Ok(obs);
-                            }
-                            Err(e) => {
-                                yield Err(BoxError::from(e));
-                                break 'session;
-                            }
-                        }
-                    }
-                }
-            }
-            feed::Step::trim(&mut out);
-            if ended {
-                // The end of the stream tells the core the feed closed.
-                break;
-            }
-        }
-    })
-}

@@ -383,9 +383,9 @@ pub fn reinspect_after(inspections: u8) -> std::time::Duration {
     std::time::Duration::from_millis(doubled.min(500))
 }
 
-/// [`FeedOutput`] by the name `session` in `lib.rs` still spells it (that
-/// function's body is rewritten on another branch: this goes once both are
-/// merged).
+/// [`FeedOutput`] by the name `session` in `session.rs` still spells it
+/// (that function's body is rewritten on another branch: this goes once
+/// both are merged).
 pub(crate) type Step = FeedOutput;
 
 #[cfg(test)]
