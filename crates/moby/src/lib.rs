@@ -168,6 +168,7 @@ mod api;
 mod compat_dial;
 mod config;
 mod connections;
+mod contexts;
 mod discovery;
 mod endpoint;
 mod error;

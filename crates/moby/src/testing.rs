@@ -1,9 +1,18 @@
-//! What the unit tests of the feed and the history share: a container
-//! table and event lines as dockerd writes them.
+//! What the unit tests share: a container table and event lines as dockerd
+//! writes them (the feed's and the history's tests); a docker configuration
+//! directory and Docker's endpoint resolved from it (the endpoint's and the
+//! contexts' tests).
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::path::PathBuf;
 
 use lookout_core::EventKind;
 
+use crate::contexts::store_id;
 use crate::discovery::Discovery;
+use crate::endpoint::{Endpoint, Sys, resolve_with};
+use crate::host::ConfigError;
 use crate::protocol::mapping::{HealthTable, Mapping};
 use crate::protocol::objects::History;
 
@@ -55,4 +64,71 @@ pub(crate) fn percent_decode(s: &str) -> String {
         }
     }
     String::from_utf8(out).expect("utf-8")
+}
+
+/// A temporary docker configuration directory, removed on drop.
+pub(crate) struct Store(pub(crate) PathBuf);
+
+impl Store {
+    pub(crate) fn new(test: &str) -> Self {
+        let dir =
+            std::env::temp_dir().join(format!("lookout-contexts-{test}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("a temp dir");
+        Self(dir)
+    }
+
+    /// A context as `docker context create NAME --docker host=HOST` writes it.
+    pub(crate) fn context(&self, name: &str, host: &str) -> &Self {
+        let meta = self.0.join("contexts/meta").join(store_id(name));
+        std::fs::create_dir_all(&meta).expect("meta dir");
+        let json = serde_json::json!({
+            "Name": name,
+            "Metadata": {},
+            "Endpoints": {"docker": {"Host": host, "SkipTLSVerify": false}},
+        });
+        std::fs::write(meta.join("meta.json"), json.to_string()).expect("meta.json");
+        self
+    }
+
+    pub(crate) fn current(&self, name: &str) -> &Self {
+        let json = serde_json::json!({"auths": {}, "currentContext": name});
+        std::fs::write(self.0.join("config.json"), json.to_string()).expect("config.json");
+        self
+    }
+
+    pub(crate) fn dir(&self) -> String {
+        self.0.display().to_string()
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+const DOCKER: Discovery = Discovery::DOCKER;
+
+/// The system as root, without `/run/user`.
+pub(crate) fn root() -> Sys {
+    Sys {
+        uid: 0,
+        run_user: PathBuf::from("/nonexistent/run/user"),
+    }
+}
+
+/// Docker's endpoint as root, from `vars` (an empty value: unset), `host`
+/// and a pinned `context`.
+pub(crate) fn resolve(
+    vars: &[(&str, &str)],
+    host: Option<&str>,
+    context: Option<&str>,
+) -> Result<Endpoint, ConfigError> {
+    let vars: HashMap<String, OsString> = vars
+        .iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(k, v)| ((*k).to_owned(), OsString::from(v)))
+        .collect();
+    resolve_with(&|k| vars.get(k).cloned(), &root(), &DOCKER, host, context)
 }
