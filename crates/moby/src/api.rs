@@ -9,7 +9,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use super::host::{ConfigError, Host, TlsEnv};
+use crate::location::host::{ConfigError, Host, TlsEnv};
 
 /// An API version, `MAJOR.MINOR` (`1.41`), ordered as versions are.
 ///

@@ -11,10 +11,10 @@ use tracing::Instrument;
 
 use crate::api::{self, ApiVersion};
 use crate::config::{Config, READINESS_POLL};
-use crate::endpoint::Endpoint;
 use crate::error::CompatError;
-use crate::host::{ConfigError, Host};
 use crate::http;
+use crate::location::endpoint::Endpoint;
+use crate::location::host::{ConfigError, Host};
 use crate::protocol::cursor::Cursor;
 use crate::protocol::mapping::Mapping;
 use crate::protocol::objects::{Objects, ReadinessFrom, Scope};
@@ -254,7 +254,7 @@ mod tests {
         },
     };
 
-    use crate::discovery::Discovery;
+    use crate::location::discovery::Discovery;
     use crate::protocol::objects::History;
     use crate::protocol::requests::since;
     use crate::testing::percent_decode as decode;

@@ -1,4 +1,4 @@
-use super::host::ConfigError;
+use crate::location::host::ConfigError;
 
 /// Why a dial, a session or a probe failed. The core reports it in
 /// [`Status::Disconnected`](lookout_core::Status::Disconnected) and retries.

@@ -12,7 +12,7 @@ use lookout_transport::{Socket, TransportError};
 
 use super::api::{Api, ApiVersion};
 use super::error::CompatError;
-use super::host::{Host, TlsEnv};
+use crate::location::host::{Host, TlsEnv};
 
 /// Opens a socket to the host (TLS material is read now, on every connection).
 pub(crate) async fn connect(host: &Host, tls_env: &TlsEnv) -> Result<Socket, CompatError> {
@@ -48,7 +48,7 @@ async fn tls_connect(
     tcp: tokio::net::TcpStream,
     env: &TlsEnv,
 ) -> Result<Socket, CompatError> {
-    let config = super::tls::client_config(env)?;
+    let config = crate::location::tls::client_config(env)?;
     Socket::tls(tcp, name, config)
         .await
         .map_err(|e| CompatError::Tls(e.to_string()))

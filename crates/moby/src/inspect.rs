@@ -124,7 +124,7 @@ mod tests {
         };
         let api = Api::new(
             crate::Host::Unix(socket.clone()),
-            crate::host::TlsEnv::default(),
+            crate::location::host::TlsEnv::default(),
         );
         let client = inspect(&api, path, timeout);
         let ((), result) = tokio::join!(server, client);

@@ -9,12 +9,13 @@
 //! kube-core is to kube-client): the request paths, the `/events` body
 //! (`framing`, `wire`, `cursor`), what each event means (`feed`, `event`,
 //! `objects`, `mapping`, `containers`) and the history rules. Beside it, what
-//! does I/O and imports it: `http` (a request on a socket it owns), `host`,
-//! `endpoint` and `tls` (where and how to connect), `history` (reading the
-//! engine's history), `inspect` and `readiness` (the requests a session makes
-//! besides `/events`) and `session` (what a dial opens and streams);
-//! `config` and `compat_dial` hold [`Config`] and [`CompatDial`] (and its
-//! dial):
+//! does I/O and imports it: `location/` (where the engine is and how to
+//! reach it: `host`, `ssh`, `discovery`, `endpoint`, `contexts`,
+//! `connections`, `tls`), `http` (a request on a socket it owns), `history`
+//! (reading the engine's history), `inspect` and `readiness` (the requests a
+//! session makes besides `/events`) and `session` (what a dial opens and
+//! streams); `config` and `compat_dial` hold [`Config`] and [`CompatDial`]
+//! (and its dial):
 //!
 //! - **connecting**: each request gets a connection of its own (unix socket,
 //!   TCP, TLS with rustls, or one child process of the system `ssh` for
@@ -167,31 +168,24 @@
 mod api;
 mod compat_dial;
 mod config;
-mod connections;
-mod contexts;
-mod discovery;
-mod endpoint;
 mod error;
 mod history;
-mod host;
 mod http;
 mod inspect;
+mod location;
 pub mod protocol;
 mod readiness;
 mod session;
-mod ssh;
 #[cfg(test)]
 mod testing;
-#[cfg(feature = "tls")]
-mod tls;
 
 pub use api::ApiVersion;
 pub use compat_dial::{CompatDial, watch, watch_at};
 pub use config::{Config, READINESS_POLL};
-pub use discovery::Discovery;
-pub use endpoint::{Endpoint, Origin, Selected};
 pub use error::CompatError;
-pub use host::{ConfigError, Host, SshTarget};
+pub use location::discovery::Discovery;
+pub use location::endpoint::{Endpoint, Origin, Selected};
+pub use location::host::{ConfigError, Host, SshTarget};
 pub use protocol::containers::KnownContainers;
 pub use protocol::cursor::Cursor;
 pub use protocol::event::Event;

@@ -339,7 +339,7 @@ mod tests {
             Box::pin(async {
                 let api = Api::new(
                     crate::Host::Unix(e.socket.clone()),
-                    crate::host::TlsEnv::default(),
+                    crate::location::host::TlsEnv::default(),
                 );
                 let scope = Scope::new(Labels::new(), true);
                 let ids = ["c1", "c2", "p1", "c3"];
@@ -389,7 +389,7 @@ mod tests {
             Box::pin(async {
                 let api = Api::new(
                     crate::Host::Unix(e.socket.clone()),
-                    crate::host::TlsEnv::default(),
+                    crate::location::host::TlsEnv::default(),
                 );
                 let scope = Scope::new(Labels::new(), true);
                 let mut l = listed(&["c1", "p1"]);

@@ -9,10 +9,10 @@ use std::path::PathBuf;
 
 use lookout_core::EventKind;
 
-use crate::contexts::store_id;
-use crate::discovery::Discovery;
-use crate::endpoint::{Endpoint, Sys, resolve_with};
-use crate::host::ConfigError;
+use crate::location::contexts::store_id;
+use crate::location::discovery::Discovery;
+use crate::location::endpoint::{Endpoint, Sys, resolve_with};
+use crate::location::host::ConfigError;
 use crate::protocol::mapping::{HealthTable, Mapping};
 use crate::protocol::objects::History;
 

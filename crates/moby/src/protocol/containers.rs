@@ -15,7 +15,7 @@ use super::framing::preview;
 use super::labels::{label_value, labels_of};
 use super::mapping::Mapping;
 use super::objects::{Checks, Decision, History, KnownObjects, Objects, ReadinessFrom, Scope};
-use crate::discovery::Discovery;
+use crate::location::discovery::Discovery;
 
 /// The actions that tell a container's readiness, besides its start and stop.
 const READINESS_ACTIONS: [&str; 3] = ["health_status", "pause", "unpause"];

@@ -4,7 +4,7 @@
 use lookout_core::EventKind;
 
 use super::objects::History;
-use crate::discovery::Discovery;
+use crate::location::discovery::Discovery;
 
 /// How one engine's containers are read through its Docker-compatible API:
 /// which actions mean what, which attributes are not labels, and where the

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::cursor::Cursor;
 use super::event::Event;
-use crate::discovery::Discovery;
+use crate::location::discovery::Discovery;
 
 /// The objects one kind of session watches on an engine speaking the Docker
 /// API: containers (a [`Mapping`](crate::Mapping)), or Swarm services

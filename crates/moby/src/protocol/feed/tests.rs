@@ -1,7 +1,7 @@
 //! The feed's cases: framing, poison, the resume point, inspections.
 
 use super::*;
-use crate::discovery::Discovery;
+use crate::location::discovery::Discovery;
 use crate::protocol::containers::KnownContainers;
 use crate::protocol::objects::History;
 use crate::testing::{TABLE, event};

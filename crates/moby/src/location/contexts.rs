@@ -123,7 +123,7 @@ pub(crate) fn read(dir: &Path, name: &str) -> Result<Context, ConfigError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::host::Host;
+    use crate::location::host::Host;
     use crate::testing::{Store, resolve};
 
     #[test]

@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use lookout_transport::{ClientConfig, client_config_from_files, unverified_client_config};
 
-use super::error::CompatError;
 use super::host::TlsEnv;
+use crate::error::CompatError;
 
 /// Builds the client configuration from the files (read anew on every dial):
 /// `ca.pem` verifies the engine unless [`TlsEnv::skip_verify`] says why not
@@ -34,8 +34,8 @@ pub(crate) fn client_config(env: &TlsEnv) -> Result<Arc<ClientConfig>, CompatErr
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::host::Host;
     use crate::http;
+    use crate::location::host::Host;
     use rustls_pki_types::pem::PemObject;
     use rustls_pki_types::{CertificateDer, PrivateKeyDer};
     use std::path::{Path, PathBuf};
