@@ -11,10 +11,10 @@
 //! `objects`, `mapping`, `containers`) and the history rules. Beside it, what
 //! does I/O and imports it: `location/` (where the engine is and how to
 //! reach it: `host`, `ssh`, `discovery`, `endpoint`, `contexts`,
-//! `connections`, `tls`), `http` (a request on a socket it owns), `history`
-//! (reading the engine's history), `inspect` and `readiness` (the requests a
-//! session makes besides `/events`) and `session` (what a dial opens and
-//! streams); `config` and `compat_dial` hold [`Config`] and [`CompatDial`]
+//! `connections`, `tls`), `http` (a request on a socket it owns),
+//! `history_fetch` (reading the engine's history), `inspect` and `readiness`
+//! (the requests a session makes besides `/events`) and `session` (what a
+//! dial opens and streams); `config` and `compat_dial` hold [`Config`] and [`CompatDial`]
 //! (and its dial):
 //!
 //! - **connecting**: each request gets a connection of its own (unix socket,
@@ -169,7 +169,7 @@ mod api;
 mod compat_dial;
 mod config;
 mod error;
-mod history;
+mod history_fetch;
 mod http;
 mod inspect;
 mod location;

@@ -15,7 +15,7 @@
 //! `/events` body (`framing`, `wire`, `cursor`), what each event means
 //! (`feed`, `event`, `objects`, `labels`, `mapping`, `containers`), what an
 //! inspection answered (`inspection`) and the history rules (`history`).
-//! The files that do I/O (`session.rs`, `history.rs`, `inspect.rs`,
+//! The files that do I/O (`session.rs`, `history_fetch.rs`, `inspect.rs`,
 //! `readiness.rs`) import these, never the reverse, and every rule is
 //! unit-tested on bytes. Only the items above are public here; the tables'
 //! types ([`Objects`](crate::Objects), [`Event`](crate::Event),

@@ -12,11 +12,12 @@ use tracing::Instrument;
 
 use crate::api::{self, ApiVersion};
 use crate::error::CompatError;
-use crate::history;
+use crate::history_fetch;
 use crate::http;
 use crate::inspect;
 use crate::protocol::cursor::Cursor;
 use crate::protocol::feed;
+use crate::protocol::history;
 use crate::protocol::objects::{Objects, ReadinessFrom, Scope};
 use crate::protocol::requests::{MAX_LIST, since};
 use crate::readiness;
@@ -62,7 +63,7 @@ pub(crate) async fn open<O: Objects>(
     // What happened while the feed could not be seen: its exact
     // transitions when the engine's history proves it continues the
     // feed, else the snapshot's diff alone tells it.
-    let past = history::read(
+    let past = history_fetch::read(
         objects,
         &scope,
         &api,

@@ -1,8 +1,8 @@
 //! The history rules, without I/O: what the events the engine still has
-//! since the cursor (read by the dial first, see `history.rs` beside the
-//! protocol) say: whether they continue the feed exactly, what they replay,
-//! and what they say of the objects a list taken right after may not show
-//! yet.
+//! since the cursor (fetched by the dial first, see `history_fetch.rs`
+//! beside the protocol) say: whether they continue the feed exactly, what
+//! they replay, and what they say of the objects a list taken right after
+//! may not show yet.
 //!
 //! After a reconnect, what happened while the feed could not be seen is told
 //! **either** as the exact transitions **or** as the snapshot's net effect,

@@ -1,8 +1,9 @@
-//! What a dial reads first: the events the engine still has since the
-//! cursor (the first dial: of the last 2 s), with a request that ends by
-//! itself, and the inspections that replaying them asks for. What they
-//! mean (whether they continue the feed, what they replay, how they
-//! correct a list) is the protocol's history rules (`protocol/history.rs`).
+//! Fetching the engine's history, what a dial reads first: the events the
+//! engine still has since the cursor (the first dial: of the last 2 s),
+//! with a request that ends by itself, and the inspections that replaying
+//! them asks for. What they mean (whether they continue the feed, what
+//! they replay, how they correct a list) is the protocol's history rules
+//! (`protocol/history.rs`), without I/O.
 
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
@@ -16,9 +17,6 @@ use crate::protocol::feed::FeedOutput;
 use crate::protocol::history::{Past, decode, note, note_steps};
 use crate::protocol::objects::{Objects, Scope};
 use crate::protocol::requests;
-
-/// The rule the dial applies to its list once it is read.
-pub(crate) use crate::protocol::history::correct;
 
 /// The largest history read (16 MiB: some 30 000 events); past it, nothing
 /// is replayed (the snapshot's diff reports the net effect).
