@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use crate::client::Client;
+use crate::client::connection::Client;
 use crate::error::EtcdError;
 use crate::wire::{Header, RangeResponse, b64};
 

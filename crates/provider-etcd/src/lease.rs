@@ -6,7 +6,7 @@ use http_body_util::Full;
 use serde_json::json;
 
 use crate::auth::USER_EMPTY;
-use crate::client::Client;
+use crate::client::connection::Client;
 use crate::error::EtcdError;
 use crate::wire::{GatewayError, LeaseGrant};
 

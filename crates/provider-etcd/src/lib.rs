@@ -174,7 +174,12 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod auth;
-mod client;
+/// lookout's own etcd client ([`Client`]), which the publisher shares.
+mod client {
+    pub(crate) mod connection;
+
+    pub use connection::Client;
+}
 mod config;
 mod endpoint;
 mod error;

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use lookout_core::{InstanceId, Observation, Session};
 use tracing::Instrument as _;
 
-use crate::client::Client;
+use crate::client::connection::Client;
 use crate::error::EtcdError;
 use crate::mapping::{Decoded, Entry, Known, apply, decode, publisher, snapshot};
 use crate::publishers::{self, Board, PublisherState, PublisherStatus};

@@ -7,7 +7,7 @@ use http_body_util::Full;
 use serde_json::json;
 
 use crate::auth::{INVALID_TOKEN, UNAUTHENTICATED};
-use crate::client::{Client, Exchange};
+use crate::client::connection::{Client, Exchange};
 use crate::error::EtcdError;
 use crate::lines::Lines;
 use crate::wire::{WatchCreate, WatchLine, WatchResponse};

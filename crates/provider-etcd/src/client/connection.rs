@@ -1,4 +1,4 @@
-//! An etcd v3 client over the JSON gateway (`POST /v3/...`), [`Client`], on
+//! The client of a cluster's JSON gateway (`POST /v3/...`), [`Client`], on
 //! `lookout-transport`: one HTTP/1.1 request per connection of its own,
 //! driven by whoever polls it (no pool, no spawned connection task;
 //! dropping a request or a watch closes its socket). Every request goes to
