@@ -34,11 +34,11 @@ use lookout_transport::Socket;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
-use crate::auth::{AUTH_NOT_ENABLED, AUTHENTICATE, Auth, Authenticated, Credentials, USER_EMPTY};
-use crate::endpoint::EtcdEndpoint;
+use super::auth::{AUTH_NOT_ENABLED, AUTHENTICATE, Auth, Authenticated, Credentials, USER_EMPTY};
+use super::endpoint::EtcdEndpoint;
+use super::tls::Tls;
+use super::wire::GatewayError;
 use crate::error::{ConfigError, EtcdError};
-use crate::tls::Tls;
-use crate::wire::GatewayError;
 
 /// The largest unary answer read (a range page is far below it).
 const ANSWER_LIMIT: usize = 64 * 1024 * 1024;
