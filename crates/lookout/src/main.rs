@@ -24,7 +24,6 @@ mod output;
 mod probe;
 mod publish;
 mod serve;
-mod sources;
 mod watched;
 
 use std::process::ExitCode;

@@ -7,10 +7,9 @@ use std::io;
 use lookout_core::{Labels, WatchConfig};
 use lookout_moby::{CompatDial, Objects};
 
-use crate::cli::{Common, EngineArgs};
+use crate::cli::{Common, EngineArgs, Named};
 use crate::exit::Exit;
 use crate::output::write_line;
-use crate::sources::{self, Named};
 use crate::watched::{Location, NamedWatch, Sources};
 
 /// The watches `a` names: one engine (as its CLI finds it, or named once),
@@ -19,9 +18,7 @@ pub fn sources<O: Objects>(
     objects: &'static O,
     a: &EngineArgs,
 ) -> Result<Sources<CompatDial<O>>, Exit> {
-    // A docker context and a podman connection name an endpoint alike.
-    let named: Vec<String> = a.contexts.iter().chain(&a.connections).cloned().collect();
-    let named = sources::sources(&a.hosts, &named).map_err(Exit::Usage)?;
+    let named = a.sources().map_err(Exit::Usage)?;
     if named.len() > 1 {
         if a.publish.publish.is_some() {
             return Err(Exit::Usage(
