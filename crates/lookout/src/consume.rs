@@ -12,7 +12,7 @@ use tokio_stream::{Stream, StreamExt};
 use crate::exit::Exit;
 use crate::output::{self, Format, event_line_of, status_line_of, write_line};
 use crate::publish;
-use crate::watched::{Label, Location};
+use crate::sources::{Label, Location};
 
 /// What a run prints: an item of a source, or a source's publisher status
 /// (`lookout etcd`).

@@ -24,7 +24,7 @@ mod output;
 mod probe;
 mod publish;
 mod serve;
-mod watched;
+mod sources;
 
 use std::process::ExitCode;
 use std::time::Duration;

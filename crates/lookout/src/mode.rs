@@ -14,7 +14,7 @@ use crate::cli::{Common, PublishArgs};
 use crate::consume::{Printed, Printer, Publishing, consume};
 use crate::exit::Exit;
 use crate::output::{self, write_line};
-use crate::watched::{Label, Location, Sources};
+use crate::sources::{Label, Location, Sources};
 use crate::{publish, serve};
 
 /// Runs `sources` of `provider` (not etcd: [`etcd`]) as the flags say.

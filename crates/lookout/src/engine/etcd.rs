@@ -10,7 +10,7 @@ use crate::cli::EtcdArgs;
 use crate::exit::Exit;
 use crate::output::{self, write_line};
 use crate::publish;
-use crate::watched::Location;
+use crate::sources::Location;
 
 /// The watch's configuration, and where the cluster is (`--endpoints`).
 pub fn config(a: &EtcdArgs) -> Result<(EtcdConfig, Location), Exit> {

@@ -10,7 +10,7 @@ use lookout_moby::{CompatDial, Objects};
 use crate::cli::{Common, EngineArgs, Named};
 use crate::exit::Exit;
 use crate::output::write_line;
-use crate::watched::{Location, NamedWatch, Sources};
+use crate::sources::{Location, NamedWatch, Sources};
 
 /// The watches `a` names: one engine (as its CLI finds it, or named once),
 /// or several.

@@ -1,6 +1,8 @@
-//! What a run watches, as an engine family's module built it: one engine,
-//! or several named ones, each with where its engine is ([`Location`]) when
-//! that is known at start.
+//! What a run watches, its [`Sources`], as an engine family's module built
+//! them: one engine, or several named ones (`--host NAME=URI`, `--context
+//! NAME`, repeatable and mixable), a watch each, whose items the run tells
+//! with their source's name; each with where its engine is ([`Location`])
+//! when that is known at start.
 
 use lookout_core::Watch;
 
