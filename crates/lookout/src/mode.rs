@@ -11,9 +11,9 @@ use lookout_etcd::{EtcdConfig, EtcdItem, PublisherChanges, Publishers};
 use tokio_stream::{Stream, StreamExt};
 
 use crate::cli::{Common, PublishArgs};
-use crate::consume::{Printed, Printer, Publishing, consume};
+use crate::consume::{Printed, Publishing, consume};
 use crate::exit::Exit;
-use crate::output::{self, write_line};
+use crate::output::{self, Printer, write_line};
 use crate::sources::{Label, Location, Sources};
 use crate::{publish, serve};
 
@@ -171,7 +171,7 @@ async fn serve_hubs(
         prepared,
         &hubs,
         publishers.as_ref(),
-        printer.provider,
+        printer.provider(),
         common.readiness,
         queue,
     )
