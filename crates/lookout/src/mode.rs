@@ -13,7 +13,7 @@ use tokio_stream::{Stream, StreamExt};
 use crate::cli::{Common, PublishArgs};
 use crate::consume::{Printed, Publishing, consume};
 use crate::exit::Exit;
-use crate::output::{self, Printer, write_line};
+use crate::output::{self, Printer, Warnings, write_line};
 use crate::sources::{Label, Location, Sources};
 use crate::{publish, serve};
 
@@ -35,7 +35,7 @@ pub async fn run<D: Dial>(
                         "--publish and --serve do not go together yet".to_owned(),
                     ));
                 }
-                let publisher = publisher(provider, target, publish, common).await?;
+                let publisher = publisher(provider, target, publish, printer.warnings()).await?;
                 // On a task of its own: the feed is read and printed whatever
                 // etcd does.
                 let publishing = Publishing {
@@ -126,7 +126,7 @@ async fn publisher(
     provider: &'static str,
     target: &publish::Target,
     args: &PublishArgs,
-    common: &Common,
+    warnings: Warnings,
 ) -> Result<publish::Publisher, Exit> {
     let source = args.source.clone().unwrap_or_else(publish::host_name);
     let credentials = publish::credentials(target, args.etcd_password_file.as_deref())
@@ -139,11 +139,11 @@ async fn publisher(
         "--etcd-cacert",
     )
     .map_err(|e| Exit::Usage(format!("cannot publish: {e}")))?;
-    let mut publisher = publish::Publisher::new(target, source, provider, credentials, tls)
-        .map_err(|e| Exit::usage("cannot publish", &e))?;
-    publish::json_warnings(common.json);
+    let mut publisher =
+        publish::Publisher::new(target, source, provider, credentials, tls, warnings)
+            .map_err(|e| Exit::usage("cannot publish", &e))?;
     if let Err(e) = publisher.baseline().await {
-        publish::warn(&format!(
+        warnings.warn_publish(&format!(
             "cannot read this source's keys ({}); each is read when written",
             output::error_chain(&e)
         ));
@@ -178,14 +178,10 @@ async fn serve_hubs(
     .map_err(|e| Exit::Failure(format!("cannot serve on {addr}: {e}")))?;
     let _ = write_line(&mut io::stderr().lock(), &output::serving_line(addr, tls));
     if warn_open {
-        let warning = format!(
+        printer.warnings().warn(&format!(
             "serving on {addr}, which is not a loopback address, without --token-file: \
              anyone who can reach it can read every instance and its labels"
-        );
-        let _ = write_line(
-            &mut io::stderr().lock(),
-            &output::warning_line(&warning, common.json),
-        );
+        ));
     }
     // The stores behind /instances and /healthz are fresh while something
     // polls each hub, client or not. (The binary may spawn; the library

@@ -1,5 +1,6 @@
 //! What `lookout` prints: events on stdout, connection status on stderr,
-//! each line naming its source ([`Printer`]).
+//! each line naming its source ([`Printer`]); its own warnings on stderr
+//! ([`Warnings`]).
 
 use std::io::{self, IsTerminal, Write};
 
@@ -24,6 +25,7 @@ pub struct Printer {
     one: Option<Location>,
     /// The sources of a run of several, by index.
     several: Vec<Label>,
+    warnings: Warnings,
 }
 
 impl Printer {
@@ -41,6 +43,7 @@ impl Printer {
             status: Format { json, color: false },
             one: None,
             several: Vec::new(),
+            warnings: Warnings::new(json),
         }
     }
 
@@ -61,6 +64,11 @@ impl Printer {
     /// The provider its lines name.
     pub fn provider(&self) -> &'static str {
         self.provider
+    }
+
+    /// Where the run's warnings go.
+    pub fn warnings(&self) -> Warnings {
+        self.warnings
     }
 
     fn label(&self, source: Option<usize>) -> Option<&Label> {
@@ -412,6 +420,38 @@ pub fn serving_line(addr: std::net::SocketAddr, tls: bool) -> String {
     .unwrap_or_default()
 }
 
+/// Where lookout's own warnings go: stderr, one line each, whatever
+/// `RUST_LOG` says; JSON with `--json`.
+#[derive(Clone, Copy, Debug)]
+pub struct Warnings {
+    json: bool,
+}
+
+impl Warnings {
+    /// `{"warning":…}` lines with `--json` (`json`), else text.
+    pub fn new(json: bool) -> Self {
+        Self { json }
+    }
+
+    /// A warning: [`warning_line`].
+    pub fn warn(self, warning: &str) {
+        say(&warning_line(warning, self.json));
+    }
+
+    /// A warning of the publisher (`--publish`), also in the log:
+    /// [`publish_warning_line`].
+    pub fn warn_publish(self, what: &str) {
+        tracing::warn!("publish: {what}");
+        say(&publish_warning_line(what, self.json));
+    }
+}
+
+/// Writes a line on stderr; one that cannot be written is no reason to
+/// stop.
+fn say(line: &str) {
+    let _ = write_line(&mut io::stderr().lock(), line);
+}
+
 /// A warning on stderr: `{"warning":…}` with `--json`, else
 /// `lookout: warning: …`.
 pub fn warning_line(warning: &str, json: bool) -> String {
@@ -419,6 +459,16 @@ pub fn warning_line(warning: &str, json: bool) -> String {
         serde_json::json!({ "warning": warning }).to_string()
     } else {
         format!("lookout: warning: {warning}")
+    }
+}
+
+/// A warning of the publisher on stderr: `{"warning":"publish: …"}` with
+/// `--json`, else `lookout: publish: …`.
+pub fn publish_warning_line(what: &str, json: bool) -> String {
+    if json {
+        warning_line(&format!("publish: {what}"), true)
+    } else {
+        format!("lookout: publish: {what}")
     }
 }
 
@@ -565,6 +615,20 @@ mod tests {
             publisher_line(&p, plain).starts_with("lookout: etcd h: disconnected: no publisher"),
             "{}",
             publisher_line(&p, plain)
+        );
+    }
+
+    #[test]
+    fn warnings_as_text_and_json() {
+        assert_eq!(warning_line("w", false), "lookout: warning: w");
+        assert_eq!(warning_line("a \"w\"", true), r#"{"warning":"a \"w\""}"#);
+        assert_eq!(
+            publish_warning_line("cannot write k: e", false),
+            "lookout: publish: cannot write k: e"
+        );
+        assert_eq!(
+            publish_warning_line("cannot write k: e", true),
+            r#"{"warning":"publish: cannot write k: e"}"#
         );
     }
 
