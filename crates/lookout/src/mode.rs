@@ -168,13 +168,13 @@ async fn serve_hubs(
     let tls = prepared.is_tls();
     let warn_open =
         !addr.ip().is_loopback() && !prepared.has_token() && !prepared.requires_client_cert();
-    let server = serve::Server::start(
+    let server = serve::Server::start(serve::Config {
         prepared,
-        &hubs,
-        publishers.as_ref(),
-        printer.provider(),
-        common.readiness,
-    )
+        hubs: &hubs,
+        publishers: publishers.as_ref(),
+        provider: printer.provider(),
+        readiness: common.readiness,
+    })
     .map_err(|e| Exit::Failure(format!("cannot serve on {addr}: {e}")))?;
     let _ = write_line(&mut io::stderr().lock(), &output::serving_line(addr, tls));
     if warn_open {

@@ -15,7 +15,7 @@
 //! [`admission`] (the connection slots) and [`busy`] (a request's slot
 //! marked busy) beside them; [`direct`] (`/events` on a plain connection
 //! written without hyper) and [`gate`] (a signal looked at once its waker
-//! fired). This file says what a server serves (each engine's
+//! fired). This file says what a server serves ([`Config`], each engine's
 //! [`EngineHub`]), binds, accepts, bounds each connection and shuts down.
 //!
 //! A slow client costs the others nothing: each `/events` response body *is*
@@ -227,6 +227,22 @@ impl EngineHub {
     }
 }
 
+/// What [`Server::start`] serves, and how.
+#[derive(Debug)]
+pub struct Config<'a> {
+    /// The socket, token, TLS and metrics, set up before the watch.
+    pub prepared: Prepared,
+    /// The one engine's hub (`host: None`), or several engines', each
+    /// named.
+    pub hubs: &'a [EngineHub],
+    /// Of `lookout etcd` (one hub): its sources' publisher statuses.
+    pub publishers: Option<&'a lookout_etcd::Publishers>,
+    /// The provider, as the lines name it.
+    pub provider: &'static str,
+    /// Readiness is watched (`--readiness`).
+    pub readiness: bool,
+}
+
 /// A running server.
 #[derive(Debug)]
 pub struct Server {
@@ -235,16 +251,16 @@ pub struct Server {
 }
 
 impl Server {
-    /// Serves `hubs` on the prepared socket until [`Server::shutdown`]: the
-    /// one engine's (`host: None`), or several engines', each named; with
-    /// the publishers' statuses of the one hub of `lookout etcd`.
-    pub fn start(
-        prepared: Prepared,
-        hubs: &[EngineHub],
-        publishers: Option<&lookout_etcd::Publishers>,
-        provider: &'static str,
-        readiness: bool,
-    ) -> std::io::Result<Self> {
+    /// Serves `config`'s hubs on its prepared socket until
+    /// [`Server::shutdown`].
+    pub fn start(config: Config<'_>) -> std::io::Result<Self> {
+        let Config {
+            prepared,
+            hubs,
+            publishers,
+            provider,
+            readiness,
+        } = config;
         let listener = TcpListener::from_std(prepared.listener)?;
         let tls = prepared.tls.map(tls::Reloader::new).transpose()?;
         let shutdown = CancellationToken::new();
