@@ -10,6 +10,7 @@ use lookout_moby::Objects;
 
 use crate::cli::{Engine, EngineArgs};
 use crate::exit::Exit;
+use crate::output::Warnings;
 use crate::{mode, serve};
 
 /// Runs the subcommand `engine` until SIGTERM or Ctrl-C (`Ok`), or until
@@ -35,11 +36,12 @@ pub async fn run(engine: Engine, serve: Option<serve::Prepared>) -> Result<(), E
         }
         Engine::Etcd(a) => {
             let (config, at) = etcd::config(&a)?;
+            let warnings = Warnings::new(a.common.json);
             // Nothing under the prefix at all is likely a prefix misspelt:
             // said once, beside the watch (which waits for keys all the
             // same). The binary may spawn; the library crates never do.
             #[allow(clippy::disallowed_methods)]
-            let _check = tokio::spawn(etcd::warn_if_empty(config.clone(), a.common.json));
+            let _check = tokio::spawn(etcd::warn_if_empty(config.clone(), warnings));
             mode::etcd(config, at, &a.common, serve).await
         }
     }

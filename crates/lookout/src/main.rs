@@ -25,7 +25,6 @@ mod probe;
 mod publish;
 mod serve;
 mod sources;
-mod watched;
 
 use std::process::ExitCode;
 use std::time::Duration;

@@ -6,15 +6,16 @@
 use std::io;
 use std::sync::Arc;
 
-use lookout_core::{Dial, Hub, HubConfig, Item, Merge, Start};
+use lookout_core::{Dial, HubConfig, Item, Merge, Start};
 use lookout_etcd::{EtcdConfig, EtcdItem, PublisherChanges, Publishers};
 use tokio_stream::{Stream, StreamExt};
 
 use crate::cli::{Common, PublishArgs};
-use crate::consume::{Printed, Printer, Publishing, consume};
+use crate::consume::{Printed, Publishing, consume};
 use crate::exit::Exit;
-use crate::output::{self, write_line};
-use crate::watched::{Label, Location, Sources};
+use crate::output::{self, Printer, Warnings, write_line};
+use crate::serve::EngineHub;
+use crate::sources::{Label, Location, Sources};
 use crate::{publish, serve};
 
 /// Runs `sources` of `provider` (not etcd: [`etcd`]) as the flags say.
@@ -25,7 +26,6 @@ pub async fn run<D: Dial>(
     publish: &PublishArgs,
     serve: Option<serve::Prepared>,
 ) -> Result<(), Exit> {
-    let hub_config = || HubConfig::default().queue(common.serve_queue as usize);
     match sources {
         Sources::One { watch, at } => {
             let printer = Printer::new(provider, common.json).one(at);
@@ -35,7 +35,7 @@ pub async fn run<D: Dial>(
                         "--publish and --serve do not go together yet".to_owned(),
                     ));
                 }
-                let publisher = publisher(provider, target, publish, common).await?;
+                let publisher = publisher(provider, target, publish, printer.warnings()).await?;
                 // On a task of its own: the feed is read and printed whatever
                 // etcd does.
                 let publishing = Publishing {
@@ -47,8 +47,8 @@ pub async fn run<D: Dial>(
             let Some(prepared) = serve else {
                 return consume(&printer, watch.map(one), None).await;
             };
-            let hub = watch.share_with(hub_config());
-            serve_hubs(vec![(None, hub)], None, &printer, common, prepared).await
+            let hub = EngineHub::share(watch, None, hub_config(common));
+            serve_hubs(vec![hub], None, &printer, common, prepared).await
         }
         Sources::Several(watches) => {
             let labels: Vec<Label> = watches
@@ -64,10 +64,8 @@ pub async fn run<D: Dial>(
                 let hubs = watches
                     .into_iter()
                     .map(|w| {
-                        let hub = w
-                            .watch
-                            .share_with(hub_config().metric_label("host", w.name.clone()));
-                        (Some(Arc::<str>::from(w.name.as_str())), hub)
+                        let config = hub_config(common).metric_label("host", w.name.clone());
+                        EngineHub::share(w.watch, Some(Arc::from(w.name.as_str())), config)
                     })
                     .collect();
                 return serve_hubs(hubs, None, &printer, common, prepared).await;
@@ -102,8 +100,7 @@ pub async fn etcd(
         // publishers' are read beside it, as the hub drives the watch.
         let (watch, publishers) = lookout_etcd::watch_and_publishers(config)
             .map_err(|e| Exit::usage("invalid configuration", &e))?;
-        let hub = watch.share_with(HubConfig::default().queue(common.serve_queue as usize));
-        let hubs = vec![(None, hub)];
+        let hubs = vec![EngineHub::share(watch, None, hub_config(common))];
         return serve_hubs(hubs, Some(publishers), &printer, common, prepared).await;
     }
     // Each source's publisher status on stderr, in order with the events.
@@ -116,6 +113,11 @@ pub async fn etcd(
     consume(&printer, stream, None).await
 }
 
+/// A served engine's hub: `--serve-queue` items.
+fn hub_config(common: &Common) -> HubConfig {
+    HubConfig::default().queue(common.serve_queue as usize)
+}
+
 /// An item of the one engine of a run without several.
 fn one(item: Item) -> Printed {
     Printed::Item { source: None, item }
@@ -126,7 +128,7 @@ async fn publisher(
     provider: &'static str,
     target: &publish::Target,
     args: &PublishArgs,
-    common: &Common,
+    warnings: Warnings,
 ) -> Result<publish::Publisher, Exit> {
     let source = args.source.clone().unwrap_or_else(publish::host_name);
     let credentials = publish::credentials(target, args.etcd_password_file.as_deref())
@@ -139,11 +141,11 @@ async fn publisher(
         "--etcd-cacert",
     )
     .map_err(|e| Exit::Usage(format!("cannot publish: {e}")))?;
-    let mut publisher = publish::Publisher::new(target, source, provider, credentials, tls)
-        .map_err(|e| Exit::usage("cannot publish", &e))?;
-    publish::json_warnings(common.json);
+    let mut publisher =
+        publish::Publisher::new(target, source, provider, credentials, tls, warnings)
+            .map_err(|e| Exit::usage("cannot publish", &e))?;
     if let Err(e) = publisher.baseline().await {
-        publish::warn(&format!(
+        warnings.warn_publish(&format!(
             "cannot read this source's keys ({}); each is read when written",
             output::error_chain(&e)
         ));
@@ -151,12 +153,12 @@ async fn publisher(
     Ok(publisher)
 }
 
-/// Serves `hubs` (one `(None, hub)`, or each engine's `(Some(name), hub)`,
-/// in the order of the printer's sources; of `lookout etcd`, with its
+/// Serves `hubs` (the one engine's, unnamed, or each engine's, named, in
+/// the order of the printer's sources; of `lookout etcd`, with its
 /// `publishers`) and prints what they yield on stdout, as without
 /// `--serve`, until SIGTERM or Ctrl-C.
 async fn serve_hubs(
-    hubs: Vec<(Option<Arc<str>>, Hub)>,
+    hubs: Vec<EngineHub>,
     publishers: Option<Publishers>,
     printer: &Printer,
     common: &Common,
@@ -166,35 +168,26 @@ async fn serve_hubs(
     let tls = prepared.is_tls();
     let warn_open =
         !addr.ip().is_loopback() && !prepared.has_token() && !prepared.requires_client_cert();
-    let queue = common.serve_queue as usize;
-    let server = serve::Server::start(
+    let server = serve::Server::start(serve::Config {
         prepared,
-        &hubs,
-        publishers.as_ref(),
-        printer.provider,
-        common.readiness,
-        queue,
-    )
+        hubs: &hubs,
+        publishers: publishers.as_ref(),
+        provider: printer.provider(),
+        readiness: common.readiness,
+    })
     .map_err(|e| Exit::Failure(format!("cannot serve on {addr}: {e}")))?;
     let _ = write_line(&mut io::stderr().lock(), &output::serving_line(addr, tls));
     if warn_open {
-        let warning = format!(
+        printer.warnings().warn(&format!(
             "serving on {addr}, which is not a loopback address, without --token-file: \
              anyone who can reach it can read every instance and its labels"
-        );
-        let _ = write_line(
-            &mut io::stderr().lock(),
-            &output::warning_line(&warning, common.json),
-        );
+        ));
     }
     // The stores behind /instances and /healthz are fresh while something
     // polls each hub, client or not. (The binary may spawn; the library
     // crates never do.)
     #[allow(clippy::disallowed_methods)]
-    let drivers: Vec<_> = hubs
-        .iter()
-        .map(|(_, hub)| tokio::spawn(hub.run()))
-        .collect();
+    let drivers: Vec<_> = hubs.iter().map(|e| tokio::spawn(e.hub.run())).collect();
     // Stdout is one more subscription (of each hub): the same lines as
     // without --serve.
     let start = if common.initial {
@@ -202,21 +195,26 @@ async fn serve_hubs(
     } else {
         Start::Baseline
     };
-    let result = if let ([(None, hub)], Some(publishers)) = (hubs.as_slice(), &publishers) {
+    // The one engine of a run without several (its hub unnamed).
+    let single = match hubs.as_slice() {
+        [e] if e.host.is_none() => Some(&e.hub),
+        _ => None,
+    };
+    let result = if let (Some(hub), Some(publishers)) = (single, &publishers) {
         // The publishers' statuses on stderr too, as without --serve.
         let stdout = AfterItems {
             items: hub.subscribe(start),
             publishers: publishers.changes(),
         };
         consume(printer, stdout, None).await
-    } else if let [(None, hub)] = hubs.as_slice() {
+    } else if let Some(hub) = single {
         consume(printer, hub.subscribe(start).map(one), None).await
     } else {
         let mut merge = Merge::new();
-        for (name, hub) in &hubs {
-            let name = name.clone().unwrap_or_else(|| Arc::from(""));
+        for e in &hubs {
+            let name = e.host.clone().unwrap_or_else(|| Arc::from(""));
             merge = merge
-                .source(name, hub.subscribe(start))
+                .source(name, e.hub.subscribe(start))
                 .map_err(|e| Exit::usage("invalid sources", &e))?;
         }
         let stdout = merge.map(|s| Printed::Item {

@@ -1,15 +1,125 @@
-//! What `lookout` prints: events on stdout, connection status on stderr.
+//! What `lookout` prints: events on stdout, connection status on stderr,
+//! each line naming its source ([`Printer`]); its own warnings on stderr
+//! ([`Warnings`]).
 
-use std::io::{self, Write};
+use std::io::{self, IsTerminal, Write};
 
 use lookout_core::{EventKind, InstanceEvent, Labels, Readiness, Status};
 use serde::Serialize;
+
+use crate::sources::{Label, Location};
 
 /// How to print.
 #[derive(Clone, Copy, Debug)]
 pub struct Format {
     pub json: bool,
     pub color: bool,
+}
+
+/// How a run prints, and which sources its lines name.
+pub struct Printer {
+    provider: &'static str,
+    events: Format,
+    status: Format,
+    /// Where the one engine of a run without several is, when known.
+    one: Option<Location>,
+    /// The sources of a run of several, by index.
+    several: Vec<Label>,
+    warnings: Warnings,
+}
+
+impl Printer {
+    /// Text or JSON lines; events in colour on a terminal unless
+    /// `NO_COLOR`.
+    pub fn new(provider: &'static str, json: bool) -> Self {
+        let stdout_tty = io::stdout().is_terminal();
+        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        Self {
+            provider,
+            events: Format {
+                json,
+                color: stdout_tty && !no_color,
+            },
+            status: Format { json, color: false },
+            one: None,
+            several: Vec::new(),
+            warnings: Warnings::new(json),
+        }
+    }
+
+    /// Of one engine, at `at`.
+    #[must_use]
+    pub fn one(mut self, at: Option<Location>) -> Self {
+        self.one = at;
+        self
+    }
+
+    /// Of several sources, in the order of the items' indexes.
+    #[must_use]
+    pub fn several(mut self, labels: Vec<Label>) -> Self {
+        self.several = labels;
+        self
+    }
+
+    /// The provider its lines name.
+    pub fn provider(&self) -> &'static str {
+        self.provider
+    }
+
+    /// Where the run's warnings go.
+    pub fn warnings(&self) -> Warnings {
+        self.warnings
+    }
+
+    fn label(&self, source: Option<usize>) -> Option<&Label> {
+        source.and_then(|i| self.several.get(i))
+    }
+
+    /// An event's line: of several, with its source's name; of `lookout
+    /// etcd`, with the source in its id.
+    pub fn event_line(&self, source: Option<usize>, e: &InstanceEvent) -> String {
+        let host = self.label(source).map(|s| s.name.as_str());
+        match (host, source_in_id(self.provider, e)) {
+            (None, Some((host, e))) => event_line_of(Some(host), self.provider, &e, self.events),
+            _ => event_line_of(host, self.provider, e, self.events),
+        }
+    }
+
+    /// A status line; `connected` with where the engine is.
+    pub fn status_line(&self, source: Option<usize>, s: &Status) -> String {
+        let of = self.label(source);
+        let line = status_line_of(of.map(|s| s.name.as_str()), self.provider, s, self.status);
+        let at = match of {
+            Some(s) => s.at.as_ref(),
+            None => self.one.as_ref(),
+        };
+        match (s, at) {
+            (Status::Connected { .. }, Some(at)) => with_location(line, at, self.status),
+            _ => line,
+        }
+    }
+
+    /// A source's publisher status (`lookout etcd`): [`publisher_line`].
+    pub fn publisher_line(&self, p: &lookout_etcd::PublisherStatus) -> String {
+        publisher_line(p, self.status)
+    }
+}
+
+/// A `connected` status line with where the engine is and where that came
+/// from: `… (unix:///var/run/docker.sock, from default)`, or in JSON the
+/// fields `endpoint` and `from`.
+fn with_location(line: String, at: &Location, f: Format) -> String {
+    if !f.json {
+        return format!("{line} ({}, from {})", at.host, at.from);
+    }
+    match serde_json::from_str::<serde_json::Value>(&line) {
+        Ok(serde_json::Value::Object(mut o)) => {
+            o.insert("endpoint".to_owned(), at.host.as_str().into());
+            o.insert("from".to_owned(), at.from.as_str().into());
+            serde_json::Value::Object(o).to_string()
+        }
+        _ => line,
+    }
 }
 
 #[derive(Serialize)]
@@ -310,6 +420,38 @@ pub fn serving_line(addr: std::net::SocketAddr, tls: bool) -> String {
     .unwrap_or_default()
 }
 
+/// Where lookout's own warnings go: stderr, one line each, whatever
+/// `RUST_LOG` says; JSON with `--json`.
+#[derive(Clone, Copy, Debug)]
+pub struct Warnings {
+    json: bool,
+}
+
+impl Warnings {
+    /// `{"warning":…}` lines with `--json` (`json`), else text.
+    pub fn new(json: bool) -> Self {
+        Self { json }
+    }
+
+    /// A warning: [`warning_line`].
+    pub fn warn(self, warning: &str) {
+        say(&warning_line(warning, self.json));
+    }
+
+    /// A warning of the publisher (`--publish`), also in the log:
+    /// [`publish_warning_line`].
+    pub fn warn_publish(self, what: &str) {
+        tracing::warn!("publish: {what}");
+        say(&publish_warning_line(what, self.json));
+    }
+}
+
+/// Writes a line on stderr; one that cannot be written is no reason to
+/// stop.
+fn say(line: &str) {
+    let _ = write_line(&mut io::stderr().lock(), line);
+}
+
 /// A warning on stderr: `{"warning":…}` with `--json`, else
 /// `lookout: warning: …`.
 pub fn warning_line(warning: &str, json: bool) -> String {
@@ -317,6 +459,16 @@ pub fn warning_line(warning: &str, json: bool) -> String {
         serde_json::json!({ "warning": warning }).to_string()
     } else {
         format!("lookout: warning: {warning}")
+    }
+}
+
+/// A warning of the publisher on stderr: `{"warning":"publish: …"}` with
+/// `--json`, else `lookout: publish: …`.
+pub fn publish_warning_line(what: &str, json: bool) -> String {
+    if json {
+        warning_line(&format!("publish: {what}"), true)
+    } else {
+        format!("lookout: publish: {what}")
     }
 }
 
@@ -463,6 +615,20 @@ mod tests {
             publisher_line(&p, plain).starts_with("lookout: etcd h: disconnected: no publisher"),
             "{}",
             publisher_line(&p, plain)
+        );
+    }
+
+    #[test]
+    fn warnings_as_text_and_json() {
+        assert_eq!(warning_line("w", false), "lookout: warning: w");
+        assert_eq!(warning_line("a \"w\"", true), r#"{"warning":"a \"w\""}"#);
+        assert_eq!(
+            publish_warning_line("cannot write k: e", false),
+            "lookout: publish: cannot write k: e"
+        );
+        assert_eq!(
+            publish_warning_line("cannot write k: e", true),
+            r#"{"warning":"publish: cannot write k: e"}"#
         );
     }
 

@@ -24,7 +24,7 @@ use lookout_etcd::model::{self, Record, RecordEvent, State};
 use lookout_etcd::{Client, Credentials, EtcdError, Tls};
 use serde_json::json;
 
-use crate::output::rfc3339_nanos;
+use crate::output::{Warnings, rfc3339_nanos};
 
 mod target;
 mod task;
@@ -66,6 +66,8 @@ pub struct Publisher {
     tombstone_lease: Option<(i64, Instant)>,
     status_lease: Option<i64>,
     connected: bool,
+    /// Where what fails is said (it is tried again).
+    warnings: Warnings,
 }
 
 /// Whether two records tell the same state (not the same transition).
@@ -74,13 +76,15 @@ fn same_state(a: &Record, b: &Record) -> bool {
 }
 
 impl Publisher {
-    /// A publisher of `source`'s instances to `target`; reads nothing yet.
+    /// A publisher of `source`'s instances to `target`, saying what fails
+    /// through `warnings`; reads nothing yet.
     pub fn new(
         target: &Target,
         source: String,
         provider: &'static str,
         credentials: Option<Credentials>,
         tls: Option<Tls>,
+        warnings: Warnings,
     ) -> Result<Self, lookout_etcd::ConfigError> {
         model::check_source(&source)?;
         let prefix = model::check_prefix(&target.prefix)?.to_owned();
@@ -101,7 +105,13 @@ impl Publisher {
             tombstone_lease: None,
             status_lease: None,
             connected: false,
+            warnings,
         })
+    }
+
+    /// Where its warnings go.
+    pub fn warnings(&self) -> Warnings {
+        self.warnings
     }
 
     /// Reads this source's keys: the baseline the first snapshot is
@@ -184,7 +194,8 @@ impl Publisher {
                 self.connected = false;
                 let key = model::status_key(&self.prefix, &self.source);
                 if let Err(e) = self.client.delete(key.as_bytes()).await {
-                    warn(&format!("cannot delete {key}: {e}"));
+                    self.warnings
+                        .warn_publish(&format!("cannot delete {key}: {e}"));
                 }
             }
             // A lag (and a status this binary does not know of yet) changes
@@ -248,7 +259,8 @@ impl Publisher {
             match self.tombstone_lease().await {
                 Ok(l) => l,
                 Err(e) => {
-                    warn(&format!("cannot grant a tombstone lease: {e}"));
+                    self.warnings
+                        .warn_publish(&format!("cannot grant a tombstone lease: {e}"));
                     return;
                 }
             }
@@ -259,7 +271,8 @@ impl Publisher {
         let value = match serde_json::to_vec(&want) {
             Ok(v) => v,
             Err(e) => {
-                warn(&format!("cannot encode the record of {key}: {e}"));
+                self.warnings
+                    .warn_publish(&format!("cannot encode the record of {key}: {e}"));
                 return;
             }
         };
@@ -283,7 +296,8 @@ impl Publisher {
                 }
                 Err(e) => {
                     // Left wanted: the next tick tries again.
-                    warn(&format!("cannot write {key}: {e}"));
+                    self.warnings
+                        .warn_publish(&format!("cannot write {key}: {e}"));
                     return;
                 }
             }
@@ -347,7 +361,8 @@ impl Publisher {
         let lease = match self.client.lease_grant(STATUS_TTL).await {
             Ok(l) => l.id,
             Err(e) => {
-                warn(&format!("cannot grant the status lease: {e}"));
+                self.warnings
+                    .warn_publish(&format!("cannot grant the status lease: {e}"));
                 return;
             }
         };
@@ -364,7 +379,9 @@ impl Publisher {
             .await
         {
             Ok(_) => self.status_lease = Some(lease),
-            Err(e) => warn(&format!("cannot write {key}: {e}")),
+            Err(e) => self
+                .warnings
+                .warn_publish(&format!("cannot write {key}: {e}")),
         }
     }
 
@@ -411,24 +428,6 @@ enum Written {
     Done(i64),
     /// The key is not as we knew it: its mod revision and record.
     Changed { revision: i64, held: Option<Record> },
-}
-
-/// Whether warnings go to stderr as JSON (`--json`).
-static JSON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Warnings on stderr as `{"warning":…}` lines (`--json`), else text.
-pub fn json_warnings(on: bool) {
-    JSON.store(on, std::sync::atomic::Ordering::Relaxed);
-}
-
-/// A warning of the publisher, on stderr (and in the log).
-pub fn warn(what: &str) {
-    tracing::warn!("publish: {what}");
-    if JSON.load(std::sync::atomic::Ordering::Relaxed) {
-        eprintln!("{}", json!({ "warning": format!("publish: {what}") }));
-    } else {
-        eprintln!("lookout: publish: {what}");
-    }
 }
 
 #[cfg(test)]
@@ -489,8 +488,15 @@ mod tests {
             engines::etcd_endpoints().replace("http://", "")
         ))
         .expect("a target");
-        let publisher =
-            Publisher::new(&target, "s".into(), "docker", None, None).expect("a publisher");
+        let publisher = Publisher::new(
+            &target,
+            "s".into(),
+            "docker",
+            None,
+            None,
+            Warnings::new(false),
+        )
+        .expect("a publisher");
         let key = model::instance_key(&prefix, "s", "web");
         let value = br#"{"provider":"docker","state":"running","event":{"kind":"started","origin":"live","at":"x"}}"#;
         let rt = tokio::runtime::Builder::new_current_thread()

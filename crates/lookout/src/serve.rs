@@ -15,7 +15,8 @@
 //! [`admission`] (the connection slots) and [`busy`] (a request's slot
 //! marked busy) beside them; [`direct`] (`/events` on a plain connection
 //! written without hyper) and [`gate`] (a signal looked at once its waker
-//! fired). This file binds, accepts, bounds each connection and shuts down.
+//! fired). This file says what a server serves ([`Config`], each engine's
+//! [`EngineHub`]), binds, accepts, bounds each connection and shuts down.
 //!
 //! A slow client costs the others nothing: each `/events` response body *is*
 //! its subscription, polled only when its writer (hyper, or [`direct`]'s)
@@ -52,7 +53,7 @@ use std::time::Duration;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
-use lookout_core::Hub;
+use lookout_core::{Dial, Hub, HubConfig, Watch};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -197,6 +198,51 @@ impl Prepared {
     }
 }
 
+/// One engine's hub, as a server serves it: named when the server serves
+/// several, with the queue the hub was shared with (what `/events` keeps
+/// encoded follows it).
+#[derive(Clone, Debug)]
+pub struct EngineHub {
+    /// The engine's name when the server serves several (`None`: the one
+    /// engine).
+    pub host: Option<Arc<str>>,
+    pub hub: Hub,
+    queue: usize,
+}
+
+impl EngineHub {
+    /// `watch`, shared with `config`, served as `host`.
+    pub fn share<D: Dial>(watch: Watch<D>, host: Option<Arc<str>>, config: HubConfig) -> Self {
+        let queue = config.get_queue();
+        Self {
+            host,
+            hub: watch.share_with(config),
+            queue,
+        }
+    }
+
+    /// How many items the hub's queue holds.
+    pub fn queue(&self) -> usize {
+        self.queue
+    }
+}
+
+/// What [`Server::start`] serves, and how.
+#[derive(Debug)]
+pub struct Config<'a> {
+    /// The socket, token, TLS and metrics, set up before the watch.
+    pub prepared: Prepared,
+    /// The one engine's hub (`host: None`), or several engines', each
+    /// named.
+    pub hubs: &'a [EngineHub],
+    /// Of `lookout etcd` (one hub): its sources' publisher statuses.
+    pub publishers: Option<&'a lookout_etcd::Publishers>,
+    /// The provider, as the lines name it.
+    pub provider: &'static str,
+    /// Readiness is watched (`--readiness`).
+    pub readiness: bool,
+}
+
 /// A running server.
 #[derive(Debug)]
 pub struct Server {
@@ -205,17 +251,16 @@ pub struct Server {
 }
 
 impl Server {
-    /// Serves `hubs` on the prepared socket until [`Server::shutdown`]: one
-    /// `(None, hub)`, or several engines, each `(Some(name), hub)`; with
-    /// the publishers' statuses of the one hub of `lookout etcd`.
-    pub fn start(
-        prepared: Prepared,
-        hubs: &[(Option<Arc<str>>, Hub)],
-        publishers: Option<&lookout_etcd::Publishers>,
-        provider: &'static str,
-        readiness: bool,
-        queue: usize,
-    ) -> std::io::Result<Self> {
+    /// Serves `config`'s hubs on its prepared socket until
+    /// [`Server::shutdown`].
+    pub fn start(config: Config<'_>) -> std::io::Result<Self> {
+        let Config {
+            prepared,
+            hubs,
+            publishers,
+            provider,
+            readiness,
+        } = config;
         let listener = TcpListener::from_std(prepared.listener)?;
         let tls = prepared.tls.map(tls::Reloader::new).transpose()?;
         let shutdown = CancellationToken::new();
@@ -223,11 +268,16 @@ impl Server {
         let epoch = frames::Frames::epoch();
         let engines: Vec<state::ServedEngine> = hubs
             .iter()
-            .map(|(host, hub)| state::ServedEngine {
-                host: host.clone(),
-                hub: hub.clone(),
-                store: hub.store(),
-                frames: Arc::new(frames::Frames::new(provider, host.clone(), queue, epoch)),
+            .map(|e| state::ServedEngine {
+                host: e.host.clone(),
+                hub: e.hub.clone(),
+                store: e.hub.store(),
+                frames: Arc::new(frames::Frames::new(
+                    provider,
+                    e.host.clone(),
+                    e.queue(),
+                    epoch,
+                )),
                 publishers: publishers.filter(|_| hubs.len() == 1).cloned(),
             })
             .collect();

@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use lookout_core::WatchConfig;
 
-use crate::auth::Credentials;
-use crate::endpoint::EtcdEndpoint;
+use crate::client::auth::Credentials;
+use crate::client::endpoint::EtcdEndpoint;
+use crate::client::tls::Tls;
 use crate::error::ConfigError;
 use crate::model;
-use crate::tls::Tls;
 
 /// What to watch, and how: [`EtcdConfig::new`] with the endpoints, then
 /// the builder methods.

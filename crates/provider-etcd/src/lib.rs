@@ -173,23 +173,15 @@
 #![deny(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-mod auth;
 mod client;
 mod config;
-mod endpoint;
 mod error;
-mod kv;
-mod lease;
-mod lines;
 mod mapping;
 pub mod model;
 mod publishers;
 mod seen;
 mod session;
 mod settings;
-mod tls;
-mod watch;
-mod wire;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -199,18 +191,16 @@ use tracing::Instrument as _;
 
 // What a user of this crate alone names (lookout-core is a public
 // dependency: these are its types, re-exported).
-pub use auth::Credentials;
-pub use client::Client;
+pub use client::{
+    Client, Credentials, EtcdEndpoint, Header, KeyValue, LeaseGrant, Newest, RangeResponse, Tls,
+    b64, prefix_range_end, unb64,
+};
 pub use config::EtcdConfig;
-pub use endpoint::EtcdEndpoint;
 pub use error::{ConfigError, EtcdError};
-pub use kv::Newest;
 pub use lookout_core::{self, EventKind, InstanceEvent, Item, Labels, Status, Watch, WatchConfig};
 pub use publishers::{
     EtcdItem, PublisherChanges, PublisherState, PublisherStatus, Publishers, WithPublishers,
 };
-pub use tls::Tls;
-pub use wire::{Header, KeyValue, LeaseGrant, RangeResponse, b64, prefix_range_end, unb64};
 
 /// The [`Dial`] of an etcd prefix: see the [crate docs](crate).
 #[derive(Debug)]

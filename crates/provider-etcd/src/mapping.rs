@@ -10,10 +10,10 @@ use std::time::SystemTime;
 
 use lookout_core::{Change, EventKind, InstanceId, Labels, Listed, Observation, Readiness};
 
+use crate::client::wire::{Event, EventType, KeyValue};
 use crate::model::{self, Record, State};
 use crate::publishers::{PublisherState, PublisherStatus};
 use crate::settings::Settings;
-use crate::wire::{Event, EventType, KeyValue};
 
 /// One instance as etcd holds it now.
 #[derive(Clone, Debug)]

@@ -6,8 +6,8 @@ use std::sync::{Mutex, PoisonError};
 
 use tokio::sync::Notify;
 
-use crate::kv::Newest;
-use crate::wire::{Event, EventType};
+use crate::client::kv::Newest;
+use crate::client::wire::{Event, EventType};
 
 /// The newest revision the watch has told everything up to (its events,
 /// its progress notifications, where it started), and how many keys the

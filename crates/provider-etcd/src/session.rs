@@ -10,14 +10,14 @@ use std::sync::{Arc, Mutex, PoisonError};
 use lookout_core::{InstanceId, Observation, Session};
 use tracing::Instrument as _;
 
-use crate::client::Client;
+use crate::client::connection::Client;
+use crate::client::watch::{Line, WatchStream};
+use crate::client::wire::{Event, EventType, WatchCreate, WatchResponse, b64};
 use crate::error::EtcdError;
 use crate::mapping::{Decoded, Entry, Known, apply, decode, publisher, snapshot};
 use crate::publishers::{self, Board, PublisherState, PublisherStatus};
 use crate::seen::Seen;
 use crate::settings::Settings;
-use crate::watch::{Line, WatchStream};
-use crate::wire::{Event, EventType, WatchCreate, WatchResponse, b64};
 
 /// Keys per range page.
 const PAGE: i64 = 1000;

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::wire::prefix_range_end;
+use crate::client::wire::prefix_range_end;
 
 /// What a dial needs to know, shared by its sessions.
 #[derive(Debug)]

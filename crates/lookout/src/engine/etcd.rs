@@ -2,15 +2,13 @@
 //! (of every source, or of those named), each event's source printed as
 //! its host.
 
-use std::io;
-
 use lookout_etcd::{Client, Credentials, EtcdConfig, model, prefix_range_end};
 
 use crate::cli::EtcdArgs;
 use crate::exit::Exit;
-use crate::output::{self, write_line};
+use crate::output::Warnings;
 use crate::publish;
-use crate::watched::Location;
+use crate::sources::Location;
 
 /// The watch's configuration, and where the cluster is (`--endpoints`).
 pub fn config(a: &EtcdArgs) -> Result<(EtcdConfig, Location), Exit> {
@@ -43,10 +41,10 @@ pub fn config(a: &EtcdArgs) -> Result<(EtcdConfig, Location), Exit> {
     Ok((config, at))
 }
 
-/// Says on stderr when the prefix holds no key at all (no instance, no
-/// publisher's status): one request at start; an etcd that cannot be read
-/// says nothing here (the watch reports it).
-pub async fn warn_if_empty(config: EtcdConfig, json: bool) {
+/// Says through `warnings` when the prefix holds no key at all (no
+/// instance, no publisher's status): one request at start; an etcd that
+/// cannot be read says nothing here (the watch reports it).
+pub async fn warn_if_empty(config: EtcdConfig, warnings: Warnings) {
     let Ok(prefix) = model::check_prefix(config.get_prefix()) else {
         return;
     };
@@ -63,14 +61,10 @@ pub async fn warn_if_empty(config: EtcdConfig, json: bool) {
     let range_end = prefix_range_end(key.as_bytes());
     match client.newest_modification(key.as_bytes(), &range_end).await {
         Ok(newest) if newest.keys == 0 => {
-            let warning = format!(
+            warnings.warn(&format!(
                 "no key under the prefix `{key}`: no publisher has written there \
                  (`--publish etcd://HOST:PORT/{prefix}` writes under it); waiting for one"
-            );
-            let _ = write_line(
-                &mut io::stderr().lock(),
-                &output::warning_line(&warning, json),
-            );
+            ));
         }
         Ok(_) => {}
         Err(e) => tracing::debug!("cannot count the keys under `{key}`: {e}"),

@@ -8,7 +8,7 @@ use lookout_k8s::{CheckError, K8sConfig, K8sDial, Kind, KindRef};
 
 use crate::cli::K8sArgs;
 use crate::exit::Exit;
-use crate::watched::{NamedWatch, Sources};
+use crate::sources::{NamedWatch, Sources};
 
 /// How long the check of named kinds may take before the watch starts
 /// anyway (and waits for the cluster as it always does).

@@ -2,16 +2,13 @@
 //! `--context` and `--connection`, each at the endpoint its CLI would use
 //! (resolved once, here).
 
-use std::io;
-
 use lookout_core::{Labels, WatchConfig};
 use lookout_moby::{CompatDial, Objects};
 
-use crate::cli::{Common, EngineArgs};
+use crate::cli::{Common, EngineArgs, Named};
 use crate::exit::Exit;
-use crate::output::write_line;
-use crate::sources::{self, Named};
-use crate::watched::{Location, NamedWatch, Sources};
+use crate::output::Warnings;
+use crate::sources::{Location, NamedWatch, Sources};
 
 /// The watches `a` names: one engine (as its CLI finds it, or named once),
 /// or several.
@@ -19,9 +16,7 @@ pub fn sources<O: Objects>(
     objects: &'static O,
     a: &EngineArgs,
 ) -> Result<Sources<CompatDial<O>>, Exit> {
-    // A docker context and a podman connection name an endpoint alike.
-    let named: Vec<String> = a.contexts.iter().chain(&a.connections).cloned().collect();
-    let named = sources::sources(&a.hosts, &named).map_err(Exit::Usage)?;
+    let named = a.sources().map_err(Exit::Usage)?;
     if named.len() > 1 {
         if a.publish.publish.is_some() {
             return Err(Exit::Usage(
@@ -32,7 +27,7 @@ pub fn sources<O: Objects>(
     }
     let endpoint =
         resolve(objects, named.first()).map_err(|e| Exit::usage("cannot find the engine", &e))?;
-    warn_unverified(None, &endpoint, a.common.json);
+    warn_unverified(None, &endpoint, Warnings::new(a.common.json));
     let at = location(&endpoint);
     let watch = lookout_moby::watch_at(objects, endpoint, compat_config(a))
         .map_err(|e| Exit::usage("invalid configuration", &e))?;
@@ -53,7 +48,7 @@ fn several<O: Objects>(
         let name = source.name();
         let endpoint = resolve(objects, Some(source))
             .map_err(|e| Exit::usage(&format!("cannot find the engine `{name}`"), &e))?;
-        warn_unverified(Some(name), &endpoint, a.common.json);
+        warn_unverified(Some(name), &endpoint, Warnings::new(a.common.json));
         let at = location(&endpoint);
         let watch = lookout_moby::watch_at(objects, endpoint, compat_config(a))
             .map_err(|e| Exit::usage(&format!("invalid configuration of `{name}`"), &e))?;
@@ -87,24 +82,19 @@ fn resolve<O: Objects>(
     lookout_moby::Endpoint::resolve(objects.discovery(), host, context)
 }
 
-/// Says on stderr, whatever `RUST_LOG` says, when the engine's TLS
-/// certificate is not verified (as the docker CLI does not verify it).
-fn warn_unverified(source: Option<&str>, endpoint: &lookout_moby::Endpoint, json: bool) {
+/// Says through `warnings` (on stderr, whatever `RUST_LOG` says) when the
+/// engine's TLS certificate is not verified (as the docker CLI does not
+/// verify it).
+fn warn_unverified(source: Option<&str>, endpoint: &lookout_moby::Endpoint, warnings: Warnings) {
     let Some(why) = endpoint.unverified() else {
         return;
     };
     let of = source.map(|s| format!(" ({s})")).unwrap_or_default();
-    let warning = format!(
+    warnings.warn(&format!(
         "the TLS certificate of {}{of} is not verified ({why}): anyone on the path can \
          pose as the engine",
         endpoint.host
-    );
-    let line = if json {
-        serde_json::json!({ "warning": warning }).to_string()
-    } else {
-        format!("lookout: warning: {warning}")
-    };
-    let _ = write_line(&mut io::stderr().lock(), &line);
+    ));
 }
 
 /// The settings of an engine speaking the Docker API (Docker, Podman, Swarm).

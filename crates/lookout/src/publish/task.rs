@@ -18,8 +18,9 @@ use lookout_core::{InstanceEvent, Status};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
-use super::{Publisher, TICK, warn};
+use super::{Publisher, TICK};
 use crate::exit::Exit;
+use crate::output::Warnings;
 
 /// From this many queued items on, an instance's events are coalesced.
 pub const COALESCE_FROM: usize = 65_536;
@@ -79,6 +80,8 @@ pub struct Running {
     queue: Arc<Mutex<Queue>>,
     wake: Arc<Notify>,
     task: JoinHandle<()>,
+    /// The publisher's.
+    warnings: Warnings,
 }
 
 fn lock(q: &Mutex<Queue>) -> std::sync::MutexGuard<'_, Queue> {
@@ -91,9 +94,15 @@ impl Running {
     pub fn start(publisher: Publisher) -> Self {
         let queue = Arc::new(Mutex::new(Queue::default()));
         let wake = Arc::new(Notify::new());
+        let warnings = publisher.warnings();
         #[allow(clippy::disallowed_methods)]
         let task = tokio::spawn(run(publisher, Arc::clone(&queue), Arc::clone(&wake)));
-        Self { queue, wake, task }
+        Self {
+            queue,
+            wake,
+            task,
+            warnings,
+        }
     }
 
     /// Queues an event (never waits for etcd).
@@ -102,7 +111,7 @@ impl Running {
         q.event(e);
         if q.coalesced > 0 && !q.warned {
             q.warned = true;
-            warn(&format!(
+            self.warnings.warn_publish(&format!(
                 "etcd is behind by {COALESCE_FROM} items: each instance's latest state is \
                  published, not every transition on the way, until it catches up"
             ));
@@ -126,13 +135,14 @@ impl Running {
         match tokio::time::timeout(STOP_GRACE, &mut task).await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => {
-                warn(&format!("the publisher's task failed: {e}"));
+                self.warnings
+                    .warn_publish(&format!("the publisher's task failed: {e}"));
                 Err(Exit::PublisherFailed)
             }
             Err(_) => {
                 task.abort();
                 let left = lock(&self.queue).items.len();
-                warn(&format!(
+                self.warnings.warn_publish(&format!(
                     "etcd did not take what was queued within {STOP_GRACE:?}: {left} items \
                      not published (the status key expires with its lease)"
                 ));

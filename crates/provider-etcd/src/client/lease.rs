@@ -5,10 +5,10 @@ use bytes::{Bytes, BytesMut};
 use http_body_util::Full;
 use serde_json::json;
 
-use crate::auth::USER_EMPTY;
-use crate::client::Client;
+use super::auth::USER_EMPTY;
+use super::connection::Client;
+use super::wire::{GatewayError, LeaseGrant};
 use crate::error::EtcdError;
-use crate::wire::{GatewayError, LeaseGrant};
 
 impl Client {
     /// Grants a lease of `ttl` seconds.

@@ -3,9 +3,9 @@
 
 use serde_json::json;
 
-use crate::client::Client;
+use super::connection::Client;
+use super::wire::{Header, RangeResponse, b64};
 use crate::error::EtcdError;
-use crate::wire::{Header, RangeResponse, b64};
 
 /// An answer of which only the header is read (put, delete, compaction).
 #[derive(serde::Deserialize)]

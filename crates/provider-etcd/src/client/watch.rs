@@ -6,11 +6,11 @@ use bytes::Bytes;
 use http_body_util::Full;
 use serde_json::json;
 
-use crate::auth::{INVALID_TOKEN, UNAUTHENTICATED};
-use crate::client::{Client, Exchange};
+use super::auth::{INVALID_TOKEN, UNAUTHENTICATED};
+use super::connection::{Client, Exchange};
+use super::lines::Lines;
+use super::wire::{WatchCreate, WatchLine, WatchResponse};
 use crate::error::EtcdError;
-use crate::lines::Lines;
-use crate::wire::{WatchCreate, WatchLine, WatchResponse};
 
 /// The largest watch line (one revision's events with their previous
 /// values): beyond it the watch fails ([`EtcdError::TooLarge`]) and the

@@ -114,8 +114,8 @@ mod tests {
         assert_eq!(c.user(), "ops");
         let shown = format!("{c:?}");
         assert!(shown.contains("ops") && !shown.contains("pa ss"), "{shown}");
-        let client = crate::client::Client::new(
-            vec![crate::endpoint::EtcdEndpoint::parse("x:1").expect("parses")],
+        let client = crate::client::connection::Client::new(
+            vec![crate::client::endpoint::EtcdEndpoint::parse("x:1").expect("parses")],
             std::time::Duration::from_secs(1),
         )
         .expect("a client")
