@@ -80,13 +80,22 @@
 //! - **`serde`** (feature `serde` only): [`Labels`] implements `Serialize`
 //!   and `Deserialize`.
 //!
-//! Everything else (`jiff`, `hashbrown`, `foldhash`, `pin-project-lite`,
-//! `thiserror`) is an implementation detail: none of its types is in the API.
+//! Everything else (`jiff`, `hashbrown`, `foldhash`, `memchr`,
+//! `pin-project-lite`, `thiserror`) is an implementation detail: none of its types is in the API.
 //!
 //! # Features
 //!
 //! - **`serde`** (off by default): `serde::Serialize` and
 //!   `serde::Deserialize` for [`Labels`] (as a map of strings).
+//!
+//! # Lines
+//!
+//! [`LineSplitter`] splits a line-delimited body (Docker's `/events`, a
+//! Kubernetes or etcd watch) into lines as its chunks arrive, each at most
+//! a bound: a longer one is reported once ([`SplitLine::TooLong`]) and
+//! skipped to its `\n`, never buffered. Every provider's body goes through
+//! it; what a too-long line costs (the event, the session) is the
+//! provider's.
 //!
 //! # RFC 3339
 //!
@@ -134,6 +143,7 @@ mod events;
 mod hub;
 mod item;
 mod labels;
+mod line_splitter;
 mod liveness;
 mod merge;
 mod model;
@@ -149,6 +159,7 @@ pub use events::Events;
 pub use hub::{Hub, HubConfig, Instance, Run, Start, Store, Subscription, Synced, Until};
 pub use item::{Item, Status};
 pub use labels::{Iter as LabelsIter, Labels};
+pub use line_splitter::{LineSplitter, SplitLine};
 pub use merge::{DuplicateSource, Merge, SourceId, SourceState, Sourced};
 pub use model::{
     Change, EventKind, Health, InstanceEvent, InstanceId, Listed, Observation, Origin, Readiness,

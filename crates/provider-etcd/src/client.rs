@@ -5,8 +5,8 @@
 //!
 //! [`connection`]: the client itself, one request to a member on a
 //! connection of its own, failover and the token; [`kv`], [`lease`] and
-//! [`watch`]: its calls; [`lines`]: the watch's NDJSON lines; [`wire`]: the
-//! gateway's JSON; [`auth`], [`endpoint`], [`tls`]: what it is made with
+//! [`watch`]: its calls (the watch's NDJSON lines split by
+//! `lookout_core::LineSplitter`); [`wire`]: the gateway's JSON; [`auth`], [`endpoint`], [`tls`]: what it is made with
 //! (credentials, members, a CA).
 
 pub(crate) mod auth;
@@ -14,7 +14,6 @@ pub(crate) mod connection;
 pub(crate) mod endpoint;
 pub(crate) mod kv;
 mod lease;
-mod lines;
 pub(crate) mod tls;
 pub(crate) mod watch;
 pub(crate) mod wire;

@@ -1,7 +1,7 @@
 //! A watch request and its events, read as kube reads them but with each
 //! line bounded ([`watch`]): kube's `Api::watch` splits the body with an
 //! unbounded `LinesCodec`, so one endless line would grow memory until the
-//! process dies. Here the body is split by [`Lines`] at the configured
+//! process dies. Here the body is split by [`K8sWatchLines`] at the configured
 //! limit; a longer line is `kube::Error::LinesCodecMaxLineLengthExceeded`
 //! (kube's own error for it), and the feed ends the session on it. Every
 //! other line is decoded exactly as kube decodes it: a `WatchEvent`; else,
@@ -24,7 +24,7 @@ use serde::de::DeserializeOwned;
 use tokio_stream::{Stream, StreamExt};
 
 use crate::fetch::{chunks, send};
-use crate::lines::{LineError, Lines};
+use crate::watch_lines::{K8sWatchLines, LineError};
 
 /// The events of one watch request.
 pub(crate) type Events<K> = Pin<Box<dyn Stream<Item = kube::Result<WatchEvent<K>>> + Send>>;
@@ -55,7 +55,7 @@ where
         .entry(http::header::ACCEPT_ENCODING)
         .or_insert(http::HeaderValue::from_static("identity"));
     let response = send(client, request).await?;
-    let mut lines = Lines::new(chunks(response), max_line);
+    let mut lines = K8sWatchLines::new(chunks(response), max_line);
     Ok(Box::pin(async_stream::stream! {
         while let Some(line) = lines.next().await {
             match line {

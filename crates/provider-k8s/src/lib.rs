@@ -306,12 +306,12 @@ mod fetch;
 mod kind;
 mod kstatus;
 mod limit;
-mod lines;
 mod object;
 mod probe;
 mod resolve;
 mod session;
 mod settings;
+mod watch_lines;
 
 use std::path::PathBuf;
 use std::sync::Arc;

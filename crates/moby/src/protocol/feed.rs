@@ -5,11 +5,11 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use lookout_core::{Change, InstanceId, Listed, Observation};
+use lookout_core::{Change, InstanceId, LineSplitter, Listed, Observation, SplitLine};
 
 use super::cursor::Cursor;
 use super::event::{Attributes, Event};
-use super::framing::{Framed, Lines, MAX_LINE, preview};
+use super::framing::{MAX_LINE, preview};
 use super::inspection::Inspection;
 use super::objects::{Decision, KnownObjects, Objects, Scope};
 use super::replays::Replays;
@@ -86,7 +86,7 @@ pub struct Feed<K> {
     /// The events decoded lately, to drop one the engine sends again.
     replays: Replays,
     known: K,
-    lines: Lines,
+    lines: LineSplitter,
 }
 
 impl<K: KnownObjects> Feed<K> {
@@ -126,7 +126,7 @@ impl<K: KnownObjects> Feed<K> {
             newest,
             replays: Replays::default(),
             known,
-            lines: Lines::default(),
+            lines: LineSplitter::new(MAX_LINE),
         }
     }
 
@@ -136,22 +136,23 @@ impl<K: KnownObjects> Feed<K> {
     }
 
     /// Feeds a piece of the body; pushes a step per complete line.
-    pub fn push(&mut self, chunk: &[u8], out: &mut VecDeque<FeedOutput>) {
-        let mut lines = std::mem::take(&mut self.lines);
-        lines.push(chunk, |framed| self.framed(framed, out));
-        self.lines = lines;
+    pub fn push(&mut self, mut chunk: &[u8], out: &mut VecDeque<FeedOutput>) {
+        while let Some(split) = self.lines.split(&mut chunk) {
+            self.split(&split, out);
+        }
     }
 
     /// The body ended: decodes a last line that had no `\n`.
     pub fn finish(&mut self, out: &mut VecDeque<FeedOutput>) {
-        let mut lines = std::mem::take(&mut self.lines);
-        lines.finish(|framed| self.framed(framed, out));
+        if let Some(last) = self.lines.finish() {
+            out.extend(self.line(&last));
+        }
     }
 
-    fn framed(&mut self, framed: Framed<'_>, out: &mut VecDeque<FeedOutput>) {
-        match framed {
-            Framed::Line(line) => out.extend(self.line(line)),
-            Framed::TooLong(start) => {
+    fn split(&mut self, split: &SplitLine<'_>, out: &mut VecDeque<FeedOutput>) {
+        match split {
+            SplitLine::Line(line) => out.extend(self.line(line)),
+            SplitLine::TooLong(start) => {
                 tracing::warn!(
                     provider = self.provider,
                     limit = MAX_LINE,

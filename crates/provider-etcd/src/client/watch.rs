@@ -1,14 +1,17 @@
 //! The watch of [`Client`]: `POST /v3/watch` with one create request,
 //! then its NDJSON lines as they come ([`WatchStream`], which owns the
-//! connection: dropping it closes the socket).
+//! connection: dropping it closes the socket), split by the core's
+//! [`LineSplitter`] at [`LINE_LIMIT`].
 
-use bytes::Bytes;
+use std::borrow::Cow;
+
+use bytes::{Buf, Bytes};
 use http_body_util::Full;
+use lookout_core::{LineSplitter, SplitLine};
 use serde_json::json;
 
 use super::auth::{INVALID_TOKEN, UNAUTHENTICATED};
 use super::connection::{Client, Exchange};
-use super::lines::Lines;
 use super::wire::{WatchCreate, WatchLine, WatchResponse};
 use crate::error::EtcdError;
 
@@ -46,7 +49,9 @@ impl Client {
                     }
                     let mut stream = WatchStream {
                         exchange: ex,
-                        lines: Lines::new(LINE_LIMIT),
+                        lines: LineSplitter::new(LINE_LIMIT),
+                        rest: Bytes::new(),
+                        peeked: None,
                         endpoint,
                         member: i,
                     };
@@ -88,10 +93,26 @@ pub(crate) enum Line {
     Undecodable(String),
 }
 
+/// What a watch body holds next.
+#[derive(Debug)]
+enum Pulled {
+    /// A line, without its `\n`.
+    Line(Bytes),
+    /// A line over [`LINE_LIMIT`]: the watch fails.
+    TooLong,
+    /// The body ended.
+    End,
+}
+
 /// An open watch: its NDJSON lines. Dropping it closes the connection.
 pub(crate) struct WatchStream {
     exchange: Exchange,
-    lines: Lines,
+    /// The body's lines, each at most [`LINE_LIMIT`].
+    lines: LineSplitter,
+    /// The unread rest of the last chunk.
+    rest: Bytes,
+    /// What [`Self::peek_line`] read, for [`Self::next`] to read again.
+    peeked: Option<Pulled>,
     endpoint: String,
     /// Its index in [`Client::endpoints`].
     member: usize,
@@ -99,26 +120,52 @@ pub(crate) struct WatchStream {
 
 impl WatchStream {
     /// The first line (kept to be read again by [`Self::next`]); empty when
-    /// the stream ended before one.
+    /// the stream ended before one, or it is over the limit.
     async fn peek_line(&mut self) -> Result<Bytes, EtcdError> {
+        let pulled = self.pull().await?;
+        let first = match &pulled {
+            Pulled::Line(line) => line.clone(),
+            Pulled::TooLong | Pulled::End => Bytes::new(),
+        };
+        self.peeked = Some(pulled);
+        Ok(first)
+    }
+
+    /// The next line of the body (the last one may have no `\n`), or what
+    /// ended it.
+    async fn pull(&mut self) -> Result<Pulled, EtcdError> {
+        if let Some(pulled) = self.peeked.take() {
+            return Ok(pulled);
+        }
         loop {
-            if let Some(line) = self.lines.first() {
-                return Ok(Bytes::copy_from_slice(line));
-            }
-            if self.lines.over() {
-                return Ok(Bytes::new());
+            let mut chunk: &[u8] = &self.rest;
+            let split = self.lines.split(&mut chunk);
+            let consumed = self.rest.len() - chunk.len();
+            let pulled = split.map(|split| match split {
+                // The whole line in one chunk: lent from it, no copy.
+                SplitLine::Line(Cow::Borrowed(line)) => Pulled::Line(self.rest.slice_ref(line)),
+                SplitLine::Line(Cow::Owned(line)) => Pulled::Line(Bytes::from(line)),
+                SplitLine::TooLong(_) => Pulled::TooLong,
+            });
+            self.rest.advance(consumed);
+            if let Some(pulled) = pulled {
+                return Ok(pulled);
             }
             if !self.fill().await? {
-                return Ok(Bytes::copy_from_slice(self.lines.rest()));
+                // A last line without its newline.
+                return Ok(self
+                    .lines
+                    .finish()
+                    .map_or(Pulled::End, |last| Pulled::Line(Bytes::from(last))));
             }
         }
     }
 
-    /// Reads the next chunk into the buffer: `false` when the stream ended.
+    /// Reads the next chunk: `false` when the stream ended.
     async fn fill(&mut self) -> Result<bool, EtcdError> {
         match self.exchange.chunk().await {
             Some(Ok(chunk)) => {
-                self.lines.push(&chunk);
+                self.rest = chunk;
                 Ok(true)
             }
             Some(Err(source)) => Err(EtcdError::Http {
@@ -143,38 +190,36 @@ impl WatchStream {
     /// The next line: `None` when the stream ended.
     pub(crate) async fn next(&mut self) -> Result<Option<Line>, EtcdError> {
         loop {
-            if let Some(line) = self.lines.take() {
-                let line = line.trim_ascii();
-                if line.is_empty() {
-                    continue;
-                }
-                return match serde_json::from_slice::<WatchLine>(line) {
-                    Ok(WatchLine { error: Some(e), .. }) => Err(EtcdError::WatchError {
+            let line = match self.pull().await? {
+                Pulled::Line(line) => line,
+                Pulled::TooLong => {
+                    return Err(EtcdError::TooLarge {
                         endpoint: self.endpoint.clone(),
-                        code: e.code,
-                        message: e.message,
-                    }),
-                    Ok(WatchLine {
-                        result: Some(r), ..
-                    }) => Ok(Some(Line::Response(r))),
-                    Ok(_) => Ok(Some(Line::Undecodable("neither result nor error".into()))),
-                    Err(e) => Ok(Some(Line::Undecodable(e.to_string()))),
-                };
-            }
-            if self.lines.over() {
-                return Err(EtcdError::TooLarge {
-                    endpoint: self.endpoint.clone(),
-                    path: "/v3/watch".to_owned(),
-                    limit: LINE_LIMIT,
-                });
-            }
-            if !self.fill().await? {
-                if self.lines.is_blank() {
-                    return Ok(None);
+                        path: "/v3/watch".to_owned(),
+                        limit: LINE_LIMIT,
+                    });
                 }
-                // A last line without its newline.
-                self.lines.finish();
+                Pulled::End => return Ok(None),
+            };
+            let line = line.trim_ascii();
+            if line.is_empty() {
+                continue;
             }
+            return match serde_json::from_slice::<WatchLine>(line) {
+                Ok(WatchLine { error: Some(e), .. }) => Err(EtcdError::WatchError {
+                    endpoint: self.endpoint.clone(),
+                    code: e.code,
+                    message: e.message,
+                }),
+                Ok(WatchLine {
+                    result: Some(r), ..
+                }) => Ok(Some(Line::Response(r))),
+                Ok(_) => Ok(Some(Line::Undecodable("neither result nor error".into()))),
+                Err(e) => Ok(Some(Line::Undecodable(e.to_string()))),
+            };
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,18 +1,19 @@
 //! A watch body split into lines, each at most a given length
-//! ([`Lines`]). kube's own watch reads its body with an unbounded
-//! `LinesCodec`: one line that never ends — a misbehaving apiserver, a proxy,
-//! a man in the middle of a plain-HTTP connection — would grow its buffer
-//! until the process dies. Here a line longer than the limit is reported
-//! once ([`LineError::TooLong`]) and the rest of it, up to its `\n`, is
-//! skipped as it arrives, never buffered: the buffer never holds more than
-//! the limit (its capacity is grown to at most the limit), plus the chunk
-//! being read.
+//! ([`K8sWatchLines`], a stream over the core's [`LineSplitter`]). kube's
+//! own watch reads its body with an unbounded `LinesCodec`: one line that
+//! never ends — a misbehaving apiserver, a proxy, a man in the middle of a
+//! plain-HTTP connection — would grow its buffer until the process dies.
+//! Here a line longer than the limit is reported once
+//! ([`LineError::TooLong`]) and the rest of it, up to its `\n`, is skipped
+//! as it arrives, never buffered: the buffer never holds more than the
+//! limit, plus the chunk being read.
 
-use std::mem;
+use std::borrow::Cow;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
-use bytes::Bytes;
+use bytes::{Buf, Bytes};
+use lookout_core::{LineSplitter, SplitLine};
 use tokio_stream::Stream;
 
 /// Why no line came.
@@ -26,85 +27,45 @@ pub(crate) enum LineError<E> {
     Body(E),
 }
 
-/// The lines of a body (`\n`-terminated, without the `\n`; the last one may
-/// have none), each at most `max` bytes.
-pub(crate) struct Lines<S> {
+/// The lines of a Kubernetes watch body (`\n`-terminated, without the
+/// `\n`; the last one may have none), each at most `max` bytes.
+pub(crate) struct K8sWatchLines<S> {
     body: S,
-    max: usize,
+    lines: LineSplitter,
     /// The unread rest of the last chunk.
     rest: Bytes,
-    /// The start of a line whose end has not come (at most `max` bytes).
-    line: Vec<u8>,
-    /// Inside a line over the limit, already reported: skip to its `\n`.
-    skipping: bool,
     /// The body ended (or failed).
     done: bool,
 }
 
-impl<S> Lines<S> {
+impl<S> K8sWatchLines<S> {
     /// The lines of `body`, each at most `max` bytes.
     pub(crate) fn new(body: S, max: usize) -> Self {
         Self {
             body,
-            max,
+            lines: LineSplitter::new(max),
             rest: Bytes::new(),
-            line: Vec::new(),
-            skipping: false,
             done: false,
         }
     }
 
-    /// Appends `piece` to the line so far: `false` (and nothing kept) when
-    /// the line would exceed the limit.
-    fn keep(&mut self, piece: &[u8]) -> bool {
-        let len = self.line.len() + piece.len();
-        if len > self.max {
-            self.line = Vec::new();
-            return false;
-        }
-        if len > self.line.capacity() {
-            // Grow as a `Vec` does (doubling), but never past the limit.
-            let cap = len.max(self.line.capacity() * 2).min(self.max);
-            self.line.reserve_exact(cap - self.line.len());
-        }
-        self.line.extend_from_slice(piece);
-        true
-    }
-
     /// The next line in what was read, if it holds one.
     fn split(&mut self) -> Option<Result<Bytes, ()>> {
-        while !self.rest.is_empty() {
-            let Some(end) = self.rest.iter().position(|b| *b == b'\n') else {
-                let rest = mem::take(&mut self.rest);
-                if !self.skipping && !self.keep(&rest) {
-                    self.skipping = true;
-                    return Some(Err(()));
-                }
-                return None;
-            };
-            let head = self.rest.split_to(end + 1).slice(..end);
-            if mem::take(&mut self.skipping) {
-                continue;
-            }
-            if self.line.is_empty() {
-                // The whole line in one chunk: no copy.
-                return Some(if head.len() > self.max {
-                    Err(())
-                } else {
-                    Ok(head)
-                });
-            }
-            return Some(if self.keep(&head) {
-                Ok(Bytes::from(mem::take(&mut self.line)))
-            } else {
-                Err(())
-            });
-        }
-        None
+        let mut chunk: &[u8] = &self.rest;
+        let split = self.lines.split(&mut chunk);
+        let consumed = self.rest.len() - chunk.len();
+        let line = split.map(|split| match split {
+            // The whole line in one chunk: lent from it, no copy.
+            SplitLine::Line(Cow::Borrowed(line)) => Ok(self.rest.slice_ref(line)),
+            SplitLine::Line(Cow::Owned(line)) => Ok(Bytes::from(line)),
+            SplitLine::TooLong(_) => Err(()),
+        });
+        self.rest.advance(consumed);
+        line
     }
 }
 
-impl<S, E> Stream for Lines<S>
+impl<S, E> Stream for K8sWatchLines<S>
 where
     S: Stream<Item = Result<Bytes, E>> + Unpin,
 {
@@ -130,8 +91,7 @@ where
                 None => {
                     this.done = true;
                     // A last line without its `\n` (kube's codec gives it too).
-                    let last = mem::take(&mut this.line);
-                    if !mem::take(&mut this.skipping) && !last.is_empty() {
+                    if let Some(last) = this.lines.finish() {
                         return Poll::Ready(Some(Ok(Bytes::from(last))));
                     }
                 }
@@ -155,7 +115,7 @@ mod tests {
                 .map(|p| Ok::<_, ()>(Bytes::copy_from_slice(p)))
                 .collect::<Vec<_>>(),
         );
-        let lines = Lines::new(body, max);
+        let lines = K8sWatchLines::new(body, max);
         let runtime = tokio::runtime::Builder::new_current_thread()
             .build()
             .expect("a runtime");
@@ -199,16 +159,8 @@ mod tests {
     }
 
     #[test]
-    fn the_buffer_never_holds_more_than_the_limit() {
-        let mut lines = Lines::new(tokio_stream::empty::<Result<Bytes, ()>>(), 1000);
-        for _ in 0..333 {
-            assert!(lines.keep(b"abc"));
-            assert!(lines.line.capacity() <= 1000, "{}", lines.line.capacity());
-        }
-        assert!(lines.keep(b"x"), "exactly the limit");
-        assert_eq!(lines.line.capacity(), 1000);
-        assert!(!lines.keep(b"y"), "one byte more");
-        assert_eq!(lines.line.capacity(), 0, "what had come is dropped");
+    fn a_line_without_end_is_reported_once() {
+        // The buffer's own bound: `lookout_core::LineSplitter`'s tests.
         // 20 000 bytes without a newline, limit 1000: reported once.
         assert_eq!(split(1000, &vec![&b"xy"[..]; 10_000]), ["TOO LONG"]);
     }
@@ -219,7 +171,7 @@ mod tests {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .build()
             .expect("a runtime");
-        let got: Vec<_> = runtime.block_on(Lines::new(body, 8).collect::<Vec<_>>());
+        let got: Vec<_> = runtime.block_on(K8sWatchLines::new(body, 8).collect::<Vec<_>>());
         assert!(matches!(&got[..], [Ok(a), Err(LineError::Body(7))] if &a[..] == b"a"));
     }
 }
