@@ -189,6 +189,12 @@ impl Hub {
     pub fn subscriptions(&self) -> usize {
         self.state.lock().subscriptions()
     }
+
+    /// How many items a subscription may be behind before it lags: the
+    /// [`HubConfig::queue`] the hub was shared with (at least 1).
+    pub fn queue(&self) -> usize {
+        self.state.lock().capacity()
+    }
 }
 
 /// The future of [`Hub::run`]: drives the hub forever.

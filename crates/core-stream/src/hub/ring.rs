@@ -130,6 +130,11 @@ impl Ring {
         self.items.get(at)
     }
 
+    /// How many items the ring holds at most (its [`HubConfig::queue`]).
+    pub(super) fn capacity(&self) -> usize {
+        self.capacity
+    }
+
     /// How many items the ring holds.
     pub(super) fn queued(&self) -> usize {
         self.items.len()

@@ -246,3 +246,19 @@ async fn one_event_is_one_drive_not_one_per_subscription() {
     // had given: not one (or two) per subscription.
     assert!(polls <= 4, "{polls} polls of the upstream for one event");
 }
+
+#[test]
+fn the_hub_tells_the_queue_it_was_shared_with() {
+    let churn = || Churn {
+        instances: 1,
+        changes: 0,
+    };
+    let hub = Watch::new(churn(), WatchConfig::default()).share_with(HubConfig::default().queue(7));
+    assert_eq!(hub.queue(), 7);
+    assert_eq!(
+        Watch::new(churn(), WatchConfig::default()).share().queue(),
+        1024
+    );
+    let hub = Watch::new(churn(), WatchConfig::default()).share_with(HubConfig::default().queue(0));
+    assert_eq!(hub.queue(), 1, "at least 1");
+}
