@@ -199,31 +199,23 @@ impl Prepared {
 }
 
 /// One engine's hub, as a server serves it: named when the server serves
-/// several, with the queue the hub was shared with (what `/events` keeps
-/// encoded follows it).
+/// several. What `/events` keeps encoded follows the hub's queue
+/// ([`Hub::queue`]).
 #[derive(Clone, Debug)]
 pub struct EngineHub {
     /// The engine's name when the server serves several (`None`: the one
     /// engine).
     pub host: Option<Arc<str>>,
     pub hub: Hub,
-    queue: usize,
 }
 
 impl EngineHub {
     /// `watch`, shared with `config`, served as `host`.
     pub fn share<D: Dial>(watch: Watch<D>, host: Option<Arc<str>>, config: HubConfig) -> Self {
-        let queue = config.get_queue();
         Self {
             host,
             hub: watch.share_with(config),
-            queue,
         }
-    }
-
-    /// How many items the hub's queue holds.
-    pub fn queue(&self) -> usize {
-        self.queue
     }
 }
 
@@ -275,7 +267,7 @@ impl Server {
                 frames: Arc::new(frames::Frames::new(
                     provider,
                     e.host.clone(),
-                    e.queue(),
+                    e.hub.queue(),
                     epoch,
                 )),
                 publishers: publishers.filter(|_| hubs.len() == 1).cloned(),
