@@ -64,8 +64,8 @@ use crate::{engines, engines_cmd};
 const MINUTE: Duration = Duration::from_secs(60);
 
 /// The cargo-deny that CI installs when `cargo deny` is missing (pinned: its
-/// config format changes between releases; 0.20 needs Rust >= 1.88). Building it
-/// takes ~5 min on an idle 2-core machine (12.7 min measured on a busy one).
+/// config format changes between releases; 0.20 needs Rust >= 1.88), built
+/// without LTO (`process::install_cargo_tool`).
 const DENY_CRATE: &str = "cargo-deny@0.20.2";
 
 /// Set for every cargo that CI runs. CI builds each crate once, so
@@ -470,23 +470,11 @@ fn cargo_test(
     }
 }
 
-/// cargo-deny: installed with `cargo install --locked cargo-deny@VERSION` if `cargo
-/// deny --version` fails, then `cargo deny --locked check bans licenses sources`.
+/// cargo-deny: installed (`process::install_cargo_tool`) if `cargo deny
+/// --version` fails, then `cargo deny --locked check bans licenses sources`.
 fn deny(root: &std::path::Path, timeout: Duration) -> Result<(), String> {
     let deadline = Instant::now() + timeout;
-    let have = Command::new(cargo_bin())
-        .args(["deny", "--version"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !have {
-        eprintln!("==> cargo-deny is missing: cargo install --locked {DENY_CRATE}");
-        let t = Instant::now();
-        cargo(root, &["install", "--locked", DENY_CRATE], &[], timeout)?;
-        eprintln!("==> installed cargo-deny in {:.1?}", t.elapsed());
-    }
+    crate::process::install_cargo_tool(root, "deny", DENY_CRATE, timeout)?;
     let left = deadline
         .saturating_duration_since(Instant::now())
         .max(MINUTE);

@@ -27,7 +27,7 @@ use std::fs;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::engines;
 
@@ -221,28 +221,8 @@ fn libfuzzer_ready(root: &Path) -> Result<(), String> {
             return Err("no nightly toolchain, and rustup could not install one".to_owned());
         }
     }
-    let cargo_fuzz = || {
-        Command::new("cargo")
-            .args(["fuzz", "--version"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    if !cargo_fuzz() {
-        eprintln!("==> fuzz: cargo-fuzz missing: cargo install --locked {CARGO_FUZZ}");
-        let installed = Command::new("cargo")
-            .args(["install", "--locked", CARGO_FUZZ])
-            .current_dir(root)
-            .status()
-            .is_ok_and(|s| s.success());
-        if !installed || !cargo_fuzz() {
-            return Err(format!(
-                "cargo-fuzz is missing and `cargo install {CARGO_FUZZ}` failed"
-            ));
-        }
-    }
-    Ok(())
+    crate::process::install_cargo_tool(root, "fuzz", CARGO_FUZZ, Duration::from_secs(20 * 60))
+        .map_err(|e| format!("cargo-fuzz is missing and could not be installed: {e}"))
 }
 
 /// One target under libFuzzer.

@@ -11,6 +11,57 @@ pub fn cargo_bin() -> OsString {
     std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into())
 }
 
+/// The profile a tool is built with when CI installs it: its own release
+/// profile, but without link-time optimisation and with 16 codegen units.
+/// cargo-deny and cargo-semver-checks ask for fat LTO and one codegen unit,
+/// which made their builds most of a fresh machine's tool installs (8.7 min
+/// for cargo-semver-checks, 4.3 min for cargo-deny on a busy 2-core machine);
+/// the tools run a few seconds per CI run, so their speed does not matter.
+const TOOL_PROFILE: [(&str, &str); 3] = [
+    ("CARGO_PROFILE_RELEASE_LTO", "off"),
+    ("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "16"),
+    ("CARGO_INCREMENTAL", "0"),
+];
+
+/// Whether `cargo SUBCOMMAND --version` runs (the tool is installed).
+pub fn has_cargo_tool(subcommand: &str) -> bool {
+    Command::new(cargo_bin())
+        .args([subcommand, "--version"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// `cargo install --locked CRATE@VERSION` (with [`TOOL_PROFILE`]) unless
+/// `cargo SUBCOMMAND` runs already; says what it installs and how long it took.
+pub fn install_cargo_tool(
+    root: &std::path::Path,
+    subcommand: &str,
+    krate: &str,
+    timeout: Duration,
+) -> Result<(), String> {
+    if has_cargo_tool(subcommand) {
+        return Ok(());
+    }
+    eprintln!("==> cargo {subcommand} is missing: cargo install --locked {krate}");
+    let t = Instant::now();
+    let mut cmd = Command::new(cargo_bin());
+    cmd.args(["install", "--locked", krate])
+        .current_dir(root)
+        .stdin(Stdio::null())
+        .envs(TOOL_PROFILE);
+    let status = run_inherited(&mut cmd, timeout)?;
+    if !status.success() || !has_cargo_tool(subcommand) {
+        return Err(format!(
+            "`cargo install --locked {krate}` exited with {status}"
+        ));
+    }
+    eprintln!("==> installed {krate} in {:.1?}", t.elapsed());
+    Ok(())
+}
+
 /// Run `cmd` with inherited stdout/stderr; kill it and its descendants after `timeout`.
 pub fn run_inherited(cmd: &mut Command, timeout: Duration) -> Result<ExitStatus, String> {
     let what = format!(

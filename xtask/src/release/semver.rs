@@ -6,41 +6,17 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::plan::Entry;
 
 /// The cargo-semver-checks CI installs when it is missing (pinned: its lints
-/// change between releases; 0.51 needs Rust >= 1.93 to build). Building it
-/// took 6.3 min on this 2-core machine.
+/// change between releases; 0.51 needs Rust >= 1.93 to build), built without
+/// LTO (`process::install_cargo_tool`).
 pub const CRATE: &str = "cargo-semver-checks@0.51.0";
 
-fn have() -> bool {
-    Command::new(crate::process::cargo_bin())
-        .args(["semver-checks", "--version"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 pub fn ensure_installed(root: &Path) -> Result<(), String> {
-    if have() {
-        return Ok(());
-    }
-    eprintln!("==> cargo-semver-checks is missing: cargo install --locked {CRATE}");
-    let t = Instant::now();
-    let mut cmd = Command::new(crate::process::cargo_bin());
-    cmd.args(["install", "--locked", CRATE])
-        .current_dir(root)
-        .stdin(Stdio::null());
-    let status = crate::process::run_inherited(&mut cmd, Duration::from_secs(30 * 60))?;
-    if !status.success() {
-        return Err(format!("cargo install {CRATE} exited with {status}"));
-    }
-    eprintln!("==> installed cargo-semver-checks in {:.1?}", t.elapsed());
-    Ok(())
+    crate::process::install_cargo_tool(root, "semver-checks", CRATE, Duration::from_secs(30 * 60))
 }
 
 /// Check every entry marked for it, one cargo-semver-checks run per
