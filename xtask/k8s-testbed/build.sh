@@ -4,26 +4,13 @@
 #   xtask/k8s-testbed/build.sh BIN_DIR
 #
 # Skips the build when BIN_DIR/.stamp equals the hash of go.mod, go.sum, this script,
-# the launcher sources and `go version`. Needs only Go (>= 1.26.0, or any Go that can
+# common.sh, the launcher sources and `go version`. Needs only Go (>= 1.26.0, or any Go that can
 # fetch that toolchain) and the Go module proxy; go.sum is committed, no -mod=mod.
 set -euo pipefail
 
-if [[ $# -ne 1 ]]; then
-  echo "usage: $0 BIN_DIR" >&2
-  exit 2
-fi
-
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-mkdir -p "$1"
-bin=$(cd "$1" && pwd)
-
-GO=${GO:-}
-if [[ -z $GO ]]; then
-  if command -v go >/dev/null 2>&1; then GO=go
-  elif [[ -x /usr/local/go/bin/go ]]; then GO=/usr/local/go/bin/go
-  else echo "build.sh: no go on PATH (set GO=/path/to/go)" >&2; exit 1
-  fi
-fi
+# shellcheck source=common.sh
+. "$here/common.sh"
 
 cd "$here"
 
@@ -40,7 +27,7 @@ minor=${k8s_version#v*.}; minor=${minor%%.*}
 stamp=$(
   {
     "$GO" version
-    cat go.mod go.sum build.sh
+    cat go.mod go.sum build.sh "$here/common.sh"
     find cmd -type f -name '*.go' | LC_ALL=C sort | xargs cat
   } | sha256sum | cut -d' ' -f1
 )

@@ -4,36 +4,23 @@
 #   xtask/k8s-testbed/kstatus/build.sh BIN_DIR
 #
 # A script of its own beside the testbed's build.sh, with a stamp of its own
-# (BIN_DIR/.kstatus.stamp: the hash of `go version`, go.mod, go.sum, this script and
+# (BIN_DIR/.kstatus.stamp: the hash of `go version`, go.mod, go.sum, this script, ../common.sh and
 # the *.go sources but tests), so that neither editing kstatus nor editing this script
 # changes the testbed's stamp, which would rebuild kube-apiserver. Builds strictly from
 # the committed go.mod/go.sum (-mod=readonly); k8s.io/* are at the testbed's versions,
 # so after the testbed's build the module cache and build cache already hold them.
 set -euo pipefail
 
-if [[ $# -ne 1 ]]; then
-  echo "usage: $0 BIN_DIR" >&2
-  exit 2
-fi
-
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-mkdir -p "$1"
-bin=$(cd "$1" && pwd)
-
-GO=${GO:-}
-if [[ -z $GO ]]; then
-  if command -v go >/dev/null 2>&1; then GO=go
-  elif [[ -x /usr/local/go/bin/go ]]; then GO=/usr/local/go/bin/go
-  else echo "kstatus/build.sh: no go on PATH (set GO=/path/to/go)" >&2; exit 1
-  fi
-fi
+# shellcheck source=common.sh
+. "$here/../common.sh"
 
 cd "$here"
 
 stamp=$(
   {
     "$GO" version
-    cat go.mod go.sum build.sh
+    cat go.mod go.sum build.sh "$here/../common.sh"
     find . -type f -name '*.go' ! -name '*_test.go' | LC_ALL=C sort | xargs cat
   } | sha256sum | cut -d' ' -f1
 )

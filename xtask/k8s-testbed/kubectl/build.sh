@@ -4,7 +4,7 @@
 #   xtask/k8s-testbed/kubectl/build.sh BIN_DIR
 #
 # A script and a stamp of its own (BIN_DIR/.kubectl.stamp: the hash of `go version`,
-# go.mod, go.sum, this script and main.go), beside the testbed's and the kstatus
+# go.mod, go.sum, this script, main.go and ../common.sh), beside the testbed's and the kstatus
 # helper's, so that neither changes the testbed's stamp (which would rebuild
 # kube-apiserver). k8s.io/kubectl at v0.37.2, the release of the bed's kube-apiserver
 # (v1.37.2): the tests and the release's downstream step run this kubectl, never one
@@ -13,22 +13,9 @@
 # go.mod/go.sum (-mod=readonly).
 set -euo pipefail
 
-if [[ $# -ne 1 ]]; then
-  echo "usage: $0 BIN_DIR" >&2
-  exit 2
-fi
-
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-mkdir -p "$1"
-bin=$(cd "$1" && pwd)
-
-GO=${GO:-}
-if [[ -z $GO ]]; then
-  if command -v go >/dev/null 2>&1; then GO=go
-  elif [[ -x /usr/local/go/bin/go ]]; then GO=/usr/local/go/bin/go
-  else echo "kubectl/build.sh: no go on PATH (set GO=/path/to/go)" >&2; exit 1
-  fi
-fi
+# shellcheck source=common.sh
+. "$here/../common.sh"
 
 cd "$here"
 
@@ -44,7 +31,7 @@ release="v1.${version#v0.}"
 stamp=$(
   {
     "$GO" version
-    cat go.mod go.sum build.sh main.go
+    cat go.mod go.sum build.sh main.go "$here/../common.sh"
   } | sha256sum | cut -d' ' -f1
 )
 
