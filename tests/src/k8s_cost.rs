@@ -1406,7 +1406,7 @@ where
 /// A kube client from `kubeconfig` that records its requests into `requests`.
 async fn counting_client(kubeconfig: &Path, requests: &Tally) -> kube::Client {
     if rustls::crypto::CryptoProvider::get_default().is_none() {
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        let _ = lookout_transport::crypto_provider().install_default();
     }
     let kc = kube::config::Kubeconfig::read_from(kubeconfig).expect("k8s: kubeconfig");
     let config =

@@ -196,7 +196,7 @@ pub fn fast_watch_config() -> WatchConfig {
 /// When the kubeconfig cannot be used.
 async fn config(kubeconfig: &Path) -> kube::Config {
     if rustls::crypto::CryptoProvider::get_default().is_none() {
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        let _ = lookout_transport::crypto_provider().install_default();
     }
     let kc = kube::config::Kubeconfig::read_from(kubeconfig).expect("k8s: kubeconfig");
     kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())

@@ -250,7 +250,7 @@ fn metric_is(lookout: &Lookout, args: &[&str], name: &str, labels: &[(&str, &str
 /// A TLS handshake of the test's own (rustls, trusting `ca`, as
 /// `localhost`): the certificate the server shows (DER), or why not.
 fn peer_certificate(addr: SocketAddr, ca: &str) -> Result<Vec<u8>, String> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let provider = lookout_transport::shared_crypto_provider();
     let mut roots = rustls::RootCertStore::empty();
     let ca = CertificateDer::from_pem_slice(ca.as_bytes()).map_err(|e| e.to_string())?;
     roots.add(ca).map_err(|e| e.to_string())?;

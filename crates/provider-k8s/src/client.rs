@@ -102,7 +102,7 @@ impl Cache {
         }
         if rustls::crypto::CryptoProvider::get_default().is_none() {
             // Err only when another thread installed one meanwhile: fine either way.
-            let _ = rustls::crypto::ring::default_provider().install_default();
+            let _ = lookout_transport::crypto_provider().install_default();
         }
         tracing::debug!(%cluster, "connecting with a new client");
         let client = kube::client::ClientBuilder::try_from(config)

@@ -30,8 +30,8 @@
 //!
 //! # Features
 //!
-//! - **`tls`** (on by default): TLS with rustls (its `ring` provider):
-//!   [`Socket::tls`], [`client_config_from_files`],
+//! - **`tls`** (on by default): TLS with rustls on *ring*
+//!   ([`crypto_provider`]): [`Socket::tls`], [`client_config_from_files`],
 //!   [`unverified_client_config`], the [`ClientConfig`] re-export and the
 //!   TLS variants of [`TransportError`].
 //!
@@ -57,7 +57,8 @@
 //!   rustls's builder), the TLS socket is tokio-rustls's stream, and the
 //!   TLS errors keep rustls's typed causes.
 //!
-//! `hyper-util` and `thiserror` are implementation details.
+//! `hyper-util`, `thiserror`, `ring` and `rustls-webpki` are implementation
+//! details.
 //!
 //! # Stability
 //!
@@ -79,7 +80,9 @@ pub use error::TransportError;
 pub use exchange::{Exchange, USER_AGENT, send};
 pub use ssh::{SshSaid, SshStream};
 #[cfg(feature = "tls")]
-pub use tls::{client_config_from_files, unverified_client_config};
+pub use tls::{
+    client_config_from_files, crypto_provider, shared_crypto_provider, unverified_client_config,
+};
 /// rustls's client configuration, re-exported: what [`Socket::tls`] takes
 /// and [`client_config_from_files`] builds (rustls is a public dependency
 /// of this crate under the `tls` feature).

@@ -24,11 +24,13 @@ use tokio_rustls::rustls::crypto::{
 };
 use tokio_rustls::rustls::{
     ClientConfig, DigitallySignedStruct, Error as RustlsError, RootCertStore, SignatureScheme,
-    crypto,
 };
 
 use crate::connect::Socket;
 use crate::error::TransportError;
+
+mod provider;
+pub use provider::{crypto_provider, shared_crypto_provider};
 
 /// Takes the server's certificate unverified (no chain, name or expiry
 /// check), as the docker CLI's `InsecureSkipVerify`; the handshake's
@@ -145,7 +147,7 @@ fn build(
     ca: Option<&Path>,
     identity: Option<(&Path, &Path)>,
 ) -> Result<Arc<ClientConfig>, TransportError> {
-    let provider = Arc::new(crypto::ring::default_provider());
+    let provider = shared_crypto_provider();
     let versions = ClientConfig::builder_with_provider(Arc::clone(&provider))
         .with_safe_default_protocol_versions()
         .map_err(TransportError::Config)?;

@@ -36,13 +36,14 @@ mod tests {
     use super::*;
     use crate::http;
     use crate::location::host::Host;
+    use lookout_transport::shared_crypto_provider;
     use rustls_pki_types::pem::PemObject;
     use rustls_pki_types::{CertificateDer, PrivateKeyDer};
     use std::path::{Path, PathBuf};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio_rustls::rustls::RootCertStore;
     use tokio_rustls::rustls::ServerConfig;
     use tokio_rustls::rustls::server::WebPkiClientVerifier;
-    use tokio_rustls::rustls::{RootCertStore, crypto};
 
     /// Test-only certificates laid out as in `DOCKER_CERT_PATH` (`ca.pem`,
     /// `cert.pem`, `key.pem`), plus the server's.
@@ -54,7 +55,7 @@ mod tests {
     /// requires a client certificate from the test CA.
     fn server_showing(cert: &str, key: &str) -> ServerConfig {
         let dir = certs();
-        let provider = Arc::new(crypto::ring::default_provider());
+        let provider = shared_crypto_provider();
         let mut roots = RootCertStore::empty();
         for cert in CertificateDer::pem_file_iter(dir.join("ca.pem")).expect("ca.pem") {
             roots.add(cert.expect("a CA certificate")).expect("the CA");
@@ -132,13 +133,12 @@ mod tests {
             .collect::<Result<Vec<_>, _>>()
             .expect("a certificate");
         let key = PrivateKeyDer::from_pem_file(dir.join("key.pem")).expect("key.pem");
-        let config =
-            ServerConfig::builder_with_provider(Arc::new(crypto::ring::default_provider()))
-                .with_safe_default_protocol_versions()
-                .expect("TLS versions")
-                .with_no_client_auth()
-                .with_single_cert(chain, key)
-                .expect("a key");
+        let config = ServerConfig::builder_with_provider(shared_crypto_provider())
+            .with_safe_default_protocol_versions()
+            .expect("TLS versions")
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .expect("a key");
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await

@@ -80,7 +80,7 @@ impl tokio_rustls::rustls::server::ResolvesServerCert for FixedKey {
 /// the key in `key_file`.
 fn server_signing_with(key_file: &str) -> ServerConfig {
     let dir = certs();
-    let provider = Arc::new(crypto::ring::default_provider());
+    let provider = shared_crypto_provider();
     let chain = CertificateDer::pem_file_iter(dir.join("server-cert.pem"))
         .expect("server-cert.pem")
         .collect::<Result<Vec<_>, _>>()
@@ -123,4 +123,81 @@ fn errors_name_the_file() {
             .contains("reading /nonexistent/lookout-transport-ca.pem"),
         "{err}"
     );
+}
+
+/// The provider end to end, once per key algorithm *ring* signs with: a
+/// server with a fresh self-signed certificate of that algorithm, a client
+/// that trusts exactly that certificate (the verified mode: chain, name and
+/// the handshake's signature checked by the provider's algorithms).
+#[tokio::test(flavor = "current_thread")]
+async fn the_provider_signs_and_verifies_each_key_algorithm() {
+    let algorithms: [(&str, &rcgen::SignatureAlgorithm); 3] = [
+        ("ecdsa-p256", &rcgen::PKCS_ECDSA_P256_SHA256),
+        ("ecdsa-p384", &rcgen::PKCS_ECDSA_P384_SHA384),
+        ("ed25519", &rcgen::PKCS_ED25519),
+    ];
+    for (name, algorithm) in algorithms {
+        let key = rcgen::KeyPair::generate_for(algorithm).expect("a key");
+        let cert = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
+            .expect("parameters")
+            .self_signed(&key)
+            .expect("a certificate");
+        let ca = std::env::temp_dir().join(format!(
+            "lookout-transport-{name}-{}.pem",
+            std::process::id()
+        ));
+        std::fs::write(&ca, cert.pem()).expect("the CA file");
+        let client = client_config_from_files(&ca, None);
+        let _ = std::fs::remove_file(&ca);
+        let client = client.expect("a verified client configuration");
+        let server = ServerConfig::builder_with_provider(shared_crypto_provider())
+            .with_safe_default_protocol_versions()
+            .expect("TLS versions")
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![cert.der().clone()],
+                PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+            )
+            .expect("the provider loads the key");
+        let body = ping_once(server, client)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(body.as_ref(), b"OK", "{name}");
+    }
+}
+
+/// Every TLS signature scheme the provider offers maps to algorithms it
+/// also verifies certificate chains with, and the nine schemes rustls's
+/// *ring* provider offered are all there.
+#[test]
+fn the_provider_offers_ring_s_signature_schemes() {
+    let provider = crypto_provider();
+    let algorithms = provider.signature_verification_algorithms;
+    let schemes = algorithms.supported_schemes();
+    for scheme in [
+        SignatureScheme::ECDSA_NISTP384_SHA384,
+        SignatureScheme::ECDSA_NISTP256_SHA256,
+        SignatureScheme::ED25519,
+        SignatureScheme::RSA_PSS_SHA512,
+        SignatureScheme::RSA_PSS_SHA384,
+        SignatureScheme::RSA_PSS_SHA256,
+        SignatureScheme::RSA_PKCS1_SHA512,
+        SignatureScheme::RSA_PKCS1_SHA384,
+        SignatureScheme::RSA_PKCS1_SHA256,
+    ] {
+        assert!(schemes.contains(&scheme), "{scheme:?} missing");
+    }
+    for (scheme, mapped) in algorithms.mapping {
+        for alg in *mapped {
+            let id = (alg.public_key_alg_id(), alg.signature_alg_id());
+            assert!(
+                algorithms
+                    .all
+                    .iter()
+                    .any(|a| (a.public_key_alg_id(), a.signature_alg_id()) == id),
+                "{scheme:?} maps to an algorithm chains are not verified with"
+            );
+        }
+    }
+    assert!(!provider.cipher_suites.is_empty() && !provider.kx_groups.is_empty());
 }

@@ -164,7 +164,7 @@ fn client_verifier(
 /// Reads `files` into a server configuration (ring; TLS 1.2 and 1.3;
 /// HTTP/1.1 by ALPN): the key must be the certificate's.
 pub fn load(files: &TlsFiles) -> Result<Config, LoadError> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let provider = lookout_transport::shared_crypto_provider();
     let chain = certificates(CERT, &files.cert)?;
     let key = private_key(&files.key)?;
     let pair_error = |source: rustls::Error| match source {
