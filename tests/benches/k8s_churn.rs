@@ -330,7 +330,7 @@ fn main() {
         return;
     }
     if std::env::var_os("LOOKOUT_BENCH_SKIP_COST").is_none() {
-        let kubeconfig = require();
+        let Some(kubeconfig) = require() else { return };
         // LOOKOUT_BENCH_COST=deployments|kinds: only that plan.
         let only = std::env::var("LOOKOUT_BENCH_COST").ok();
         let plans = [
@@ -362,7 +362,7 @@ fn main() {
     let bound = Duration::from_secs(if full { 300 } else { 60 });
     let wall = Instant::now();
     let _lock = engines::lock_engine("k8s", false).expect("the k8s engine lock");
-    let kubeconfig = require();
+    let Some(kubeconfig) = require() else { return };
     let rt = runtime();
     let fx = rt.block_on(Fixture::new(&kubeconfig));
     let names: Vec<String> = (0..n).map(|i| format!("churn-{i}")).collect();

@@ -1475,7 +1475,9 @@ fn status_kib(field: &str) -> u64 {
 
 /// The child: one initial sync in `mode`, then `RSS before peak ms` on stdout.
 pub fn rss_probe(mode: &str, ns: &str) {
-    let kubeconfig = crate::k8s_util::require();
+    let Some(kubeconfig) = crate::k8s_util::require() else {
+        return;
+    };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

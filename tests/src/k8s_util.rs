@@ -36,26 +36,23 @@ const CALL: Duration = Duration::from_secs(20);
 
 // ------------------------------------------------------------------ the gate
 
-/// The testbed's kubeconfig, once the testbed answers. Under `cargo xtask`
-/// (`LOOKOUT_ENGINES=1`) a testbed that is down is brought up; otherwise the
-/// test fails, telling how to start it: no silent skip.
+/// The testbed's kubeconfig, once the testbed answers (a testbed that is
+/// down is brought up); `None` when the run has no engines (the test
+/// returns, saying so: see [`engines::skips`]).
 ///
 /// # Panics
 /// When the testbed is not up and cannot be brought up.
-pub fn require() -> PathBuf {
-    if let Err(e) = engines::k8s_status() {
-        if engines::engines_enabled() {
-            engines::k8s_up().unwrap_or_else(|up| {
-                panic!("k8s: the testbed is down ({e}) and does not come up: {up}")
-            });
-        } else {
-            panic!(
-                "k8s: the kube-apiserver testbed is not up ({e}).\n\
-                 Run `cargo xtask engines up k8s` first (or run the tests under `cargo xtask`)."
-            );
-        }
+#[must_use]
+pub fn require() -> Option<PathBuf> {
+    if engines::skips("k8s") {
+        return None;
     }
-    engines::k8s_kubeconfig().unwrap_or_else(|e| panic!("k8s: {e}"))
+    if let Err(e) = engines::k8s_status() {
+        engines::k8s_up().unwrap_or_else(|up| {
+            panic!("k8s: the testbed is down ({e}) and does not come up: {up}")
+        });
+    }
+    Some(engines::k8s_kubeconfig().unwrap_or_else(|e| panic!("k8s: {e}")))
 }
 
 /// Checks that `kubeconfig` names the apiserver of the testbed that

@@ -365,7 +365,7 @@ async fn drop_all(relay: &Relay, hub: Hub, subs: Vec<Subscription>, store: Store
 #[tokio::test]
 async fn fifty_subscriptions_share_one_connection() {
     let started = Instant::now();
-    require(&DOCKER);
+    let Some(()) = require(&DOCKER) else { return };
     let _lock = engines::lock_engine(DOCKER.name, false).expect("engine lock");
     assert_eq!(tasks(), 0);
     let c = Arc::new(Containers::new(&DOCKER, "hub-fifty"));
@@ -484,7 +484,7 @@ async fn fifty_subscriptions_share_one_connection() {
 async fn stalled_subscriptions_lag_and_resync_on_a_small_queue() {
     const QUEUE: usize = 4;
     let started = Instant::now();
-    require(&DOCKER);
+    let Some(()) = require(&DOCKER) else { return };
     let _lock = engines::lock_engine(DOCKER.name, false).expect("engine lock");
     assert_eq!(tasks(), 0);
     let c = Containers::new(&DOCKER, "hub-lag");
@@ -581,7 +581,7 @@ async fn stalled_subscriptions_lag_and_resync_on_a_small_queue() {
 /// one event, though the present has moved on; on removal.
 #[tokio::test]
 async fn store_until_resolves_on_start_and_on_removal() {
-    require(&DOCKER);
+    let Some(()) = require(&DOCKER) else { return };
     let _lock = engines::lock_engine(DOCKER.name, false).expect("engine lock");
     assert_eq!(tasks(), 0);
     let c = Containers::new(&DOCKER, "hub-until");

@@ -36,14 +36,14 @@ const TRIO: [(Kind, &str, i32); 3] = [
 async fn setup(
     exclusive: bool,
     objects: &[(Kind, &str, i32)],
-) -> (engines::EngineLock, PathBuf, Fixture) {
+) -> Option<(engines::EngineLock, PathBuf, Fixture)> {
     let lock = engines::lock_engine("k8s", exclusive).unwrap_or_else(|e| panic!("{e}"));
-    let kubeconfig = require();
+    let kubeconfig = require()?;
     let fx = Fixture::new(&kubeconfig).await;
     for (kind, name, replicas) in objects {
         fx.create(*kind, name, *replicas, &[]).await;
     }
-    (lock, kubeconfig, fx)
+    Some((lock, kubeconfig, fx))
 }
 
 fn config(kubeconfig: &Path, ns: Option<&str>) -> K8sConfig {
@@ -97,7 +97,9 @@ async fn via_relay_with(kubeconfig: &Path, fx: &Fixture, readiness: bool) -> Via
 
 async fn lifecycle(kind: Kind) {
     let t = Instant::now();
-    let (_lock, kubeconfig, fx) = setup(false, &[]).await;
+    let Some((_lock, kubeconfig, fx)) = setup(false, &[]).await else {
+        return;
+    };
     let mut rec = Recorder::new(config(&kubeconfig, Some(&fx.ns)));
     rec.until("first snapshot", STEP, |r| r.connected() >= 1)
         .await;
@@ -157,7 +159,9 @@ async fn k8s_statefulset_lifecycle() {
 #[tokio::test(flavor = "current_thread")]
 async fn k8s_label_selector_excludes_others() {
     let t = Instant::now();
-    let (_lock, kubeconfig, fx) = setup(false, &[]).await;
+    let Some((_lock, kubeconfig, fx)) = setup(false, &[]).await else {
+        return;
+    };
     let cfg = config(&kubeconfig, None).label_selector(format!("{RUN_LABEL}={},pick=yes", fx.run));
     let mut rec = Recorder::new(cfg);
     rec.until("first snapshot", STEP, |r| r.connected() >= 1)
@@ -233,7 +237,9 @@ impl Drop for Cont {
 #[tokio::test(flavor = "current_thread")]
 async fn k8s_apiserver_restart_reports_missed_transitions_once() {
     let t = Instant::now();
-    let (_lock, kubeconfig, mut fx) = setup(true, &TRIO).await;
+    let Some((_lock, kubeconfig, mut fx)) = setup(true, &TRIO).await else {
+        return;
+    };
     require_controlled(&kubeconfig);
     let [a, b, s] = TRIO.map(|(kind, name, _)| fx.id(kind, name));
     let ViaRelay {
@@ -293,7 +299,9 @@ async fn k8s_apiserver_restart_reports_missed_transitions_once() {
 #[tokio::test(flavor = "current_thread")]
 async fn k8s_redial_resumes_from_the_cursor_without_a_list() {
     let t = Instant::now();
-    let (_lock, kubeconfig, fx) = setup(false, &TRIO).await;
+    let Some((_lock, kubeconfig, fx)) = setup(false, &TRIO).await else {
+        return;
+    };
     let [a, b, s] = TRIO.map(|(kind, name, _)| fx.id(kind, name));
     let new = fx.id(Kind::Deployment, "c");
     let ViaRelay {
@@ -387,7 +395,9 @@ async fn k8s_redial_resumes_from_the_cursor_without_a_list() {
 #[tokio::test(flavor = "current_thread")]
 async fn k8s_redial_after_compaction_relists_once_per_kind() {
     let t = Instant::now();
-    let (_lock, kubeconfig, fx) = setup(true, &TRIO).await;
+    let Some((_lock, kubeconfig, fx)) = setup(true, &TRIO).await else {
+        return;
+    };
     require_controlled(&kubeconfig);
     let [a, b, s] = TRIO.map(|(kind, name, _)| fx.id(kind, name));
     let ViaRelay {
@@ -443,7 +453,9 @@ async fn k8s_redial_after_compaction_relists_once_per_kind() {
 #[tokio::test(flavor = "current_thread")]
 async fn k8s_streaming_list_syncs_without_a_list_request() {
     let t = Instant::now();
-    let (_lock, kubeconfig, fx) = setup(false, &TRIO).await;
+    let Some((_lock, kubeconfig, fx)) = setup(false, &TRIO).await else {
+        return;
+    };
     let [a, _, s] = TRIO.map(|(kind, name, _)| fx.id(kind, name));
     let requests = Requests::default();
     let client = counting_client(&kubeconfig, &requests).await;
@@ -519,7 +531,9 @@ fn past(requests: &Requests, kind: &str, lists: usize, revision: u64) -> bool {
 #[tokio::test(flavor = "current_thread")]
 async fn k8s_compaction_410_relists_without_loss_or_duplicates() {
     let t = Instant::now();
-    let (_lock, kubeconfig, fx) = setup(true, &TRIO).await;
+    let Some((_lock, kubeconfig, fx)) = setup(true, &TRIO).await else {
+        return;
+    };
     require_controlled(&kubeconfig);
     let [a, b, s] = TRIO.map(|(kind, name, _)| fx.id(kind, name));
     let requests = Requests::default();
@@ -583,7 +597,9 @@ async fn k8s_compaction_410_relists_without_loss_or_duplicates() {
 #[tokio::test(flavor = "current_thread")]
 async fn k8s_stopped_apiserver_is_noticed_and_recovered() {
     let t = Instant::now();
-    let (_lock, kubeconfig, fx) = setup(true, &[(Kind::Deployment, "a", 1)]).await;
+    let Some((_lock, kubeconfig, fx)) = setup(true, &[(Kind::Deployment, "a", 1)]).await else {
+        return;
+    };
     require_controlled(&kubeconfig);
     let a = fx.id(Kind::Deployment, "a");
     let cfg = config(&kubeconfig, Some(&fx.ns));
@@ -647,7 +663,11 @@ fn k8s_drop_closes_connections_and_leaves_no_task() {
     };
     // The fixture's client lives on a runtime of its own.
     let fixture_rt = runtime();
-    let (_lock, kubeconfig, fx) = fixture_rt.block_on(setup(true, &[(Kind::Deployment, "a", 1)]));
+    let Some((_lock, kubeconfig, fx)) =
+        fixture_rt.block_on(setup(true, &[(Kind::Deployment, "a", 1)]))
+    else {
+        return;
+    };
     let (_, port) = apiserver(&kubeconfig);
     let before: HashSet<(u16, u16)> = my_connections_to(port).into_iter().collect();
 
@@ -734,7 +754,9 @@ fn workload_status(kind: Kind, replicas: i64, observed: i64, serving: i64) -> se
 /// compared here: it waits for controllers that the testbed does not run.)
 async fn readiness_follows_status(kind: Kind) {
     let t = Instant::now();
-    let (_lock, kubeconfig, fx) = setup(false, &[]).await;
+    let Some((_lock, kubeconfig, fx)) = setup(false, &[]).await else {
+        return;
+    };
     let mut rec = Recorder::new(config(&kubeconfig, Some(&fx.ns)).readiness(true));
     rec.until("first snapshot", STEP, |r| r.connected() >= 1)
         .await;
@@ -822,7 +844,9 @@ async fn k8s_readiness_initial_tells_ready_workloads_ready() {
         (Kind::Deployment, "off", 0),
         (Kind::StatefulSet, "ready", 1),
     ];
-    let (_lock, kubeconfig, fx) = setup(false, &objects).await;
+    let Some((_lock, kubeconfig, fx)) = setup(false, &objects).await else {
+        return;
+    };
     // (kind, name, replicas, serving): a controller's status for each.
     for (kind, name, replicas, serving) in [
         (Kind::Deployment, "ready", 2, 2),
@@ -877,7 +901,9 @@ async fn k8s_readiness_initial_tells_ready_workloads_ready() {
 async fn k8s_readiness_change_while_disconnected_arrives_once() {
     let t = Instant::now();
     let objects = [(Kind::Deployment, "a", 2), (Kind::StatefulSet, "s", 1)];
-    let (_lock, kubeconfig, fx) = setup(false, &objects).await;
+    let Some((_lock, kubeconfig, fx)) = setup(false, &objects).await else {
+        return;
+    };
     let [a, s] = objects.map(|(kind, name, _)| fx.id(kind, name));
     let ga = fx.generation(Kind::Deployment, "a").await;
     let gs = fx.generation(Kind::StatefulSet, "s").await;
@@ -944,7 +970,9 @@ async fn k8s_readiness_change_past_a_compaction_arrives_once_as_resync() {
         (Kind::Deployment, "b", 1),
         (Kind::StatefulSet, "s", 1),
     ];
-    let (_lock, kubeconfig, fx) = setup(true, &objects).await;
+    let Some((_lock, kubeconfig, fx)) = setup(true, &objects).await else {
+        return;
+    };
     require_controlled(&kubeconfig);
     let [a, b, s] = objects.map(|(kind, name, _)| fx.id(kind, name));
     let ga = fx.generation(Kind::Deployment, "a").await;

@@ -26,11 +26,11 @@ use serde_json::json;
 /// The bound of one step (an API call and the event it causes).
 const STEP: Duration = Duration::from_secs(20);
 
-async fn setup() -> (engines::EngineLock, PathBuf, Fixture) {
+async fn setup() -> Option<(engines::EngineLock, PathBuf, Fixture)> {
     let lock = engines::lock_engine("k8s", false).unwrap_or_else(|e| panic!("{e}"));
-    let kubeconfig = require();
+    let kubeconfig = require()?;
     let fx = Fixture::new(&kubeconfig).await;
-    (lock, kubeconfig, fx)
+    Some((lock, kubeconfig, fx))
 }
 
 fn config(kubeconfig: &std::path::Path, ns: &str, kinds: Vec<KindRef>) -> K8sConfig {
@@ -150,7 +150,9 @@ async fn condition_steps(crd: &Crd, ns: &str, s: &mut Stepper<'_>, rec: &mut Rec
 #[tokio::test(flavor = "current_thread")]
 async fn k8s_custom_resource_with_scale_is_ready_exactly_when_kstatus_says_current() {
     let t = Instant::now();
-    let (_lock, kubeconfig, fx) = setup().await;
+    let Some((_lock, kubeconfig, fx)) = setup().await else {
+        return;
+    };
     let crd = Crd::create(&kubeconfig, true).await;
     let ns = fx.ns.clone();
     // Named as `kubectl get` takes it: plural and group.
@@ -258,7 +260,9 @@ async fn k8s_custom_resource_with_scale_is_ready_exactly_when_kstatus_says_curre
 
 #[tokio::test(flavor = "current_thread")]
 async fn k8s_custom_resource_without_scale_runs_while_it_exists() {
-    let (_lock, kubeconfig, fx) = setup().await;
+    let Some((_lock, kubeconfig, fx)) = setup().await else {
+        return;
+    };
     let crd = Crd::create(&kubeconfig, false).await;
     let ns = fx.ns.clone();
     // Named by its kind alone (the group is the test's own: unambiguous).
@@ -298,7 +302,9 @@ async fn k8s_custom_resource_without_scale_runs_while_it_exists() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn k8s_daemonset_lifecycle_and_readiness_beside_kstatus() {
-    let (_lock, kubeconfig, fx) = setup().await;
+    let Some((_lock, kubeconfig, fx)) = setup().await else {
+        return;
+    };
     let ns = fx.ns.clone();
     let ds = DaemonSets::new(&kubeconfig, &ns).await;
     let mut rec = Recorder::new(config(&kubeconfig, &ns, vec![kind("daemonsets")]));
@@ -368,7 +374,9 @@ async fn k8s_daemonset_lifecycle_and_readiness_beside_kstatus() {
 /// it is cut comes once, as the apiserver replays it, with no LIST.
 #[tokio::test(flavor = "current_thread")]
 async fn k8s_custom_kind_resumes_after_a_cut_without_a_list() {
-    let (_lock, kubeconfig, fx) = setup().await;
+    let Some((_lock, kubeconfig, fx)) = setup().await else {
+        return;
+    };
     let ns = fx.ns.clone();
     let crd = Crd::create(&kubeconfig, true).await;
     let ds = DaemonSets::new(&kubeconfig, &ns).await;
@@ -457,7 +465,9 @@ async fn k8s_custom_kind_resumes_after_a_cut_without_a_list() {
 /// are told removed once, as a resync.
 #[tokio::test(flavor = "current_thread")]
 async fn k8s_crd_deleted_and_created_again_while_watched() {
-    let (_lock, kubeconfig, fx) = setup().await;
+    let Some((_lock, kubeconfig, fx)) = setup().await else {
+        return;
+    };
     let ns = fx.ns.clone();
     let crd = Crd::create(&kubeconfig, true).await;
     fx.create(Kind::Deployment, "web", 1, &[]).await;

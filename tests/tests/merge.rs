@@ -152,8 +152,12 @@ fn docker_watch(engine: &Engine, c: &Containers) -> lookout_core::Watch<lookout_
 #[tokio::test]
 async fn two_dockerds_one_stream_and_a_killed_one_holds_up_nothing() {
     let started = Instant::now();
-    scenarios::require(&scenarios::DOCKER);
-    scenarios::require(&DOCKER2);
+    let Some(()) = scenarios::require(&scenarios::DOCKER) else {
+        return;
+    };
+    let Some(()) = scenarios::require(&DOCKER2) else {
+        return;
+    };
     let _one_lock = engines::lock_engine("docker", false).expect("docker lock");
     let _two_lock = engines::lock_engine("docker2", true).expect("docker2 lock");
     let one = Containers::new(&scenarios::DOCKER, "merge");
@@ -282,10 +286,16 @@ async fn lifecycle_while_two_is_down(m: &mut Merged, one: &Containers) -> Vec<Du
 #[tokio::test]
 async fn dockerd_podman_and_k8s_in_one_stream() {
     let started = Instant::now();
-    scenarios::require(&scenarios::DOCKER);
+    let Some(()) = scenarios::require(&scenarios::DOCKER) else {
+        return;
+    };
     let podman = &scenarios::PODMAN;
-    scenarios::require(podman);
-    let kubeconfig = k8s_util::require();
+    let Some(()) = scenarios::require(podman) else {
+        return;
+    };
+    let Some(kubeconfig) = k8s_util::require() else {
+        return;
+    };
     let _locks =
         ["docker", "podman", "k8s"].map(|e| engines::lock_engine(e, false).expect("engine lock"));
     let d = Containers::new(&scenarios::DOCKER, "merge3");

@@ -128,7 +128,9 @@ async fn a_lifecycle_over_ssh_on_podman() {
 #[tokio::test]
 async fn the_docker_cli_over_ssh_sees_what_lookout_sees() {
     let _one = ONE_AT_A_TIME.lock().await;
-    scenarios::require(&DOCKER_SSH);
+    let Some(()) = scenarios::require(&DOCKER_SSH) else {
+        return;
+    };
     let _lock = engines::lock_engine("docker", false).expect("engine lock");
     let _sshd = engines::lock_engine("sshd", false).expect("sshd lock");
     let c = Containers::new(&DOCKER, "ssh-reference");
@@ -166,7 +168,9 @@ async fn the_docker_cli_over_ssh_sees_what_lookout_sees() {
 async fn sshd_killed_mid_stream(engine: &'static Engine) {
     let _one = ONE_AT_A_TIME.lock().await;
     let started = Instant::now();
-    scenarios::require(engine);
+    let Some(()) = scenarios::require(engine) else {
+        return;
+    };
     let _lock = engines::lock_engine(engine.name, false).expect("engine lock");
     let _sshd = engines::lock_engine("sshd", true).expect("sshd lock");
     let c = Containers::new(engine, "ssh-killed");
@@ -222,7 +226,9 @@ async fn sshd_killed_mid_stream_on_podman_loses_nothing() {
 /// left either, and the error says what ssh said.
 #[tokio::test]
 async fn no_ssh_process_is_left_after_a_drop_or_a_failed_dial() {
-    scenarios::require(&DOCKER_SSH);
+    let Some(()) = scenarios::require(&DOCKER_SSH) else {
+        return;
+    };
     let _lock = engines::lock_engine("docker", false).expect("engine lock");
     let _sshd = engines::lock_engine("sshd", false).expect("sshd lock");
     let _one = ONE_AT_A_TIME.lock().await;

@@ -33,18 +33,15 @@ const ITEM: Duration = Duration::from_secs(30);
 /// Takes the engine locks (in the order `cargo xtask engines up swarm`
 /// takes them), then makes sure dockerd answers and is a Swarm manager: a
 /// test of another binary may be restarting dockerd under its exclusive lock.
-fn require(exclusive: bool) -> (EngineLock, EngineLock) {
+/// `None` without engines (the test returns: see `engines::skips`).
+fn require(exclusive: bool) -> Option<(EngineLock, EngineLock)> {
+    if engines::skips("swarm") {
+        return None;
+    }
     let docker = engines::lock_engine("docker", exclusive).expect("docker lock");
     let swarm = engines::lock_engine("swarm", exclusive).expect("swarm lock");
-    let host = engines::docker_host();
-    assert!(
-        engines::engines_enabled() || engines::ping(&host, Duration::from_secs(2)).is_ok(),
-        "swarm: {host} does not answer /_ping and {var} is not set: run \
-         `cargo xtask engines up swarm` first (CI runs it and sets {var}=1)",
-        var = engines::ENV_ENGINES,
-    );
     engines::swarm_up().unwrap_or_else(|e| panic!("swarm: cannot bring the engine up: {e}"));
-    (docker, swarm)
+    Some((docker, swarm))
 }
 
 fn docker(args: &[&str]) -> String {
@@ -316,19 +313,19 @@ fn ready_watcher(host: String, labels: Labels, config: WatchConfig, poll: Durati
 async fn start_ready(
     test: &str,
     relay: &Relay,
-) -> (
+) -> Option<(
     Instant,
     (EngineLock, EngineLock),
     Services,
     Watcher,
     SystemTime,
-) {
+)> {
     let started = Instant::now();
-    let locks = require(false);
+    let locks = require(false)?;
     let s = Services::new(test);
     let mut w = ready_watcher(relay.host(), s.filter(), test_config(), POLL);
     w.connected().await;
-    (started, locks, s, w, SystemTime::now())
+    Some((started, locks, s, w, SystemTime::now()))
 }
 
 /// The last event in `events`, with its readiness as `(desired, ready)`.
@@ -376,14 +373,14 @@ fn done(w: &Watcher, test: &str, started: Instant) {
 async fn start(
     test: &str,
     relay: Option<&Relay>,
-) -> (Instant, (EngineLock, EngineLock), Services, Watcher) {
+) -> Option<(Instant, (EngineLock, EngineLock), Services, Watcher)> {
     let started = Instant::now();
-    let locks = require(false);
+    let locks = require(false)?;
     let s = Services::new(test);
     let host = relay.map_or_else(engines::docker_host, Relay::host);
     let mut w = watcher(host, s.filter());
     w.connected().await;
-    (started, locks, s, w)
+    Some((started, locks, s, w))
 }
 
 /// Create a labelled service with one replica, scale it to 0 and back to 1,
@@ -392,7 +389,9 @@ async fn start(
 /// service worked on meanwhile never shows.
 #[tokio::test]
 async fn lifecycle_is_reported_once_in_order_with_labels() {
-    let (started, _locks, s, mut w) = start("lifecycle", None).await;
+    let Some((started, _locks, s, mut w)) = start("lifecycle", None).await else {
+        return;
+    };
     let a = s.create("a", true, &["--replicas", "1", "--label", "tier=web"]);
     let b = s.create("b", false, &["--replicas", "1"]);
     w.events_until(&a, Started).await;
@@ -440,7 +439,9 @@ async fn lifecycle_is_reported_once_in_order_with_labels() {
 /// service runs while it exists.
 #[tokio::test]
 async fn updates_without_replicas_are_inspected() {
-    let (started, _locks, s, mut w) = start("inspect", None).await;
+    let Some((started, _locks, s, mut w)) = start("inspect", None).await else {
+        return;
+    };
     let a = s.create("a", false, &["--replicas", "1"]);
     let watched = s.watched_label();
     Services::update(&["update", "--detach", "--label-add", &watched, &a]);
@@ -462,7 +463,9 @@ async fn updates_without_replicas_are_inspected() {
 /// in a row.
 #[tokio::test]
 async fn a_scale_storm_ends_in_the_engine_state_without_repeats() {
-    let (started, _locks, s, mut w) = start("storm", None).await;
+    let Some((started, _locks, s, mut w)) = start("storm", None).await else {
+        return;
+    };
     let a = s.create("a", true, &["--replicas", "1"]);
     w.events_until(&a, Started).await;
     let storm = Instant::now();
@@ -505,7 +508,9 @@ async fn a_scale_storm_ends_in_the_engine_state_without_repeats() {
 #[tokio::test]
 async fn a_scale_missed_while_cut_off_is_reported_once_as_resync() {
     let relay = Relay::start(&engines::docker_host());
-    let (started, _locks, s, mut w) = start("cut", Some(&relay)).await;
+    let Some((started, _locks, s, mut w)) = start("cut", Some(&relay)).await else {
+        return;
+    };
     let a = s.create("a", true, &["--replicas", "1"]);
     w.events_until(&a, Started).await;
     relay.cut_and_wait(ITEM).await;
@@ -536,7 +541,7 @@ async fn a_scale_missed_while_cut_off_is_reported_once_as_resync() {
 #[tokio::test]
 async fn a_daemon_restart_then_a_scale_to_zero_is_reported_once() {
     let started = Instant::now();
-    let _locks = require(true);
+    let Some(_locks) = require(true) else { return };
     let s = Services::new("restart");
     let a = s.create("a", true, &["--replicas", "1"]);
     let mut w = watcher(engines::docker_host(), s.filter());
@@ -578,7 +583,9 @@ async fn a_daemon_restart_then_a_scale_to_zero_is_reported_once() {
 #[tokio::test]
 async fn an_undecodable_event_is_skipped_without_replay() {
     let relay = Relay::start(&engines::docker_host());
-    let (started, _locks, s, mut w) = start("poison", Some(&relay)).await;
+    let Some((started, _locks, s, mut w)) = start("poison", Some(&relay)).await else {
+        return;
+    };
     relay.inject(br#"{"Type":"service","Action":"update","Actor":{"ID":"#);
     relay.inject(br#"{"Type":"service","Action":"create","Actor":{"ID":"../../_ping","Attributes":{"name":"x"}},"timeNano":2}"#);
     relay.inject(br#"{"Type":"service","Action":"create","Actor":{"ID":"nosuchservice0000000000000","Attributes":{"name":"ghost"}},"timeNano":3}"#);
@@ -602,7 +609,7 @@ async fn an_undecodable_event_is_skipped_without_replay() {
 /// runtime of its own).
 #[tokio::test]
 async fn dropping_the_stream_closes_its_connections() {
-    let _locks = require(false);
+    let Some(_locks) = require(false) else { return };
     let s = Services::new("drop");
     let relay = Relay::start(&engines::docker_host());
     assert_eq!(tasks(), 0);
@@ -678,7 +685,7 @@ fn account(seen: &[audit::Seen], requests: &[(SystemTime, String)]) -> String {
 async fn a_scale_storm_cut_off_yields_no_stale_live_event() {
     const ROUNDS: usize = 20;
     let started = Instant::now();
-    let _locks = require(false);
+    let Some(_locks) = require(false) else { return };
     let s = Services::new("stormcut");
     let relay = Relay::start(&engines::docker_host());
     let config = SwarmConfig::default()
@@ -774,7 +781,9 @@ async fn a_scale_storm_cut_off_yields_no_stale_live_event() {
 #[tokio::test]
 async fn readiness_follows_the_running_tasks() {
     let relay = Relay::start(&engines::docker_host());
-    let (started, _locks, s, mut w, _) = start_ready("ready", &relay).await;
+    let Some((started, _locks, s, mut w, _)) = start_ready("ready", &relay).await else {
+        return;
+    };
     let hc = s.create_spec("hc", &replicated(2), &SLOW_START, Some(late_check()));
     let created = Instant::now();
     let plain = s.create("plain", true, &["--replicas", "1"]);
@@ -848,7 +857,9 @@ async fn readiness_follows_the_running_tasks() {
 #[tokio::test]
 async fn a_failing_check_makes_a_service_unready_until_its_task_is_replaced() {
     let relay = Relay::start(&engines::docker_host());
-    let (started, _locks, s, mut w, _) = start_ready("check", &relay).await;
+    let Some((started, _locks, s, mut w, _)) = start_ready("check", &relay).await else {
+        return;
+    };
     let hc = s.create_spec("hc", &replicated(1), &SLOW_START, Some(late_check()));
     w.events_until(&hc, Ready).await;
     let filter = format!("label=com.docker.swarm.service.name={hc}");
@@ -883,7 +894,9 @@ async fn a_failing_check_makes_a_service_unready_until_its_task_is_replaced() {
 #[tokio::test]
 async fn a_service_whose_check_never_passes_is_never_ready() {
     let relay = Relay::start(&engines::docker_host());
-    let (started, _locks, s, mut w, _) = start_ready("fail", &relay).await;
+    let Some((started, _locks, s, mut w, _)) = start_ready("fail", &relay).await else {
+        return;
+    };
     let failing = s.create_spec("failing", &replicated(1), &NEVER_OK, Some(late_check()));
     w.events_until(&failing, Started).await;
     let from = SystemTime::now();
@@ -899,7 +912,7 @@ async fn a_service_whose_check_never_passes_is_never_ready() {
 #[tokio::test]
 async fn initial_tells_a_ready_service_ready() {
     let started = Instant::now();
-    let _locks = require(false);
+    let Some(_locks) = require(false) else { return };
     let s = Services::new("initial");
     let plain = s.create("plain", true, &["--replicas", "1"]);
     let failing = s.create_spec("failing", &replicated(1), &NEVER_OK, Some(late_check()));
@@ -925,7 +938,9 @@ async fn initial_tells_a_ready_service_ready() {
 #[tokio::test]
 async fn a_scale_to_zero_seen_by_a_poll_first_is_only_stopped() {
     let relay = Relay::start(&engines::docker_host());
-    let (started, _locks, s, mut w, _) = start_ready("lag", &relay).await;
+    let Some((started, _locks, s, mut w, _)) = start_ready("lag", &relay).await else {
+        return;
+    };
     let plain = s.create("plain", true, &["--replicas", "1"]);
     w.events_until(&plain, Ready).await;
     relay.delay_events(Duration::from_millis(1500));
@@ -958,7 +973,7 @@ async fn a_scale_to_zero_seen_by_a_poll_first_is_only_stopped() {
 async fn without_readiness_nothing_is_polled() {
     let relay = Relay::start(&engines::docker_host());
     let started = Instant::now();
-    let _locks = require(false);
+    let Some(_locks) = require(false) else { return };
     let s = Services::new("off");
     let config = SwarmConfig::default()
         .host(relay.host())
@@ -1009,7 +1024,7 @@ async fn without_readiness_nothing_is_polled() {
 /// does not answer), no request follows, no task is left.
 #[tokio::test]
 async fn dropping_the_stream_stops_the_poll() {
-    let _locks = require(false);
+    let Some(_locks) = require(false) else { return };
     let s = Services::new("pdrop");
     let relay = Relay::start(&engines::docker_host());
     assert_eq!(tasks(), 0);
@@ -1055,7 +1070,9 @@ async fn dropping_the_stream_stops_the_poll() {
 #[tokio::test]
 async fn a_failing_poll_disconnects_and_recovers() {
     let relay = Relay::start(&engines::docker_host());
-    let (started, _locks, s, mut w, _) = start_ready("pfail", &relay).await;
+    let Some((started, _locks, s, mut w, _)) = start_ready("pfail", &relay).await else {
+        return;
+    };
     let plain = s.create_spec("plain", &replicated(1), &SLOW_START, Some(late_check()));
     w.events_until(&plain, Ready).await;
     relay.refuse(true);
@@ -1141,7 +1158,7 @@ fn stalled(
 async fn the_poll_runs_every_interval_and_soon_after_a_change() {
     let relay = Relay::start(&engines::docker_host());
     let started = Instant::now();
-    let _locks = require(false);
+    let Some(_locks) = require(false) else { return };
     let s = Services::new("cost");
     for i in 0..10 {
         s.create_spec(

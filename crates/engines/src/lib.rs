@@ -53,6 +53,7 @@ mod ping;
 mod podman;
 mod podman_rootless;
 mod process;
+mod require;
 mod sshd;
 mod swarm;
 
@@ -93,6 +94,7 @@ pub use podman_rootless::{
     podman_rootless_stop, podman_rootless_uid, podman_rootless_up, podman_rootless_verify,
 };
 pub use process::{Output, run, run_output, tail_file};
+pub use require::{require, skips};
 pub use sshd::{
     SSH_CONFIG_ENTRY, SSH_HOST_ALIAS, SSHD_DIR, SSHD_PORT, sshd_docker_host, sshd_down, sshd_kill9,
     sshd_pid, sshd_podman_host, sshd_start, sshd_up, sshd_verify,

@@ -291,15 +291,16 @@ fn cluster_role(name: &str, verbs: &[&str]) -> String {
     )
 }
 
-/// The testbed, its shared lock and a runtime for the fixture.
-fn bed() -> (PathBuf, engines::EngineLock, tokio::runtime::Runtime) {
-    let admin = k8s_util::require();
+/// The testbed, its shared lock and a runtime for the fixture; `None`
+/// without engines.
+fn bed() -> Option<(PathBuf, engines::EngineLock, tokio::runtime::Runtime)> {
+    let admin = k8s_util::require()?;
     let lock = engines::lock_engine("k8s", false).unwrap_or_else(|e| panic!("{e}"));
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("runtime");
-    (admin, lock, rt)
+    Some((admin, lock, rt))
 }
 
 /// Reads `lookout`'s events until `id`'s are `kinds`, in order (other
@@ -368,7 +369,9 @@ fn cluster_wide_manifests_and_the_service_accounts_token() {
     if kubectl_or_skip("cluster_wide_manifests_and_the_service_accounts_token").is_none() {
         return;
     }
-    let (admin, _lock, rt) = bed();
+    let Some((admin, _lock, rt)) = bed() else {
+        return;
+    };
     let fixture = rt.block_on(Fixture::new(&admin));
     let applied = Applied::apply(&admin, "", &k8s_util::unique("lookout-deploy"));
     let name = applied.name();
@@ -459,7 +462,9 @@ fn namespaced_manifests_watch_their_namespace_only() {
     if kubectl_or_skip("namespaced_manifests_watch_their_namespace_only").is_none() {
         return;
     }
-    let (admin, _lock, rt) = bed();
+    let Some((admin, _lock, rt)) = bed() else {
+        return;
+    };
     let fixture = rt.block_on(Fixture::new(&admin));
     warn_restricted(&admin, &fixture.ns);
     let applied = Applied::apply(&admin, "namespaced", &fixture.ns);
@@ -505,7 +510,9 @@ fn a_missing_verb_is_one_line_and_granting_it_recovers() {
     if kubectl_or_skip("a_missing_verb_is_one_line_and_granting_it_recovers").is_none() {
         return;
     }
-    let (admin, _lock, rt) = bed();
+    let Some((admin, _lock, rt)) = bed() else {
+        return;
+    };
     let fixture = rt.block_on(Fixture::new(&admin));
     let applied = Applied::apply(&admin, "", &k8s_util::unique("lookout-deploy"));
     let role = applied.name();
@@ -615,7 +622,9 @@ fn in_cluster_configuration_is_found_as_kube_does() {
     if kubectl_or_skip(test).is_none() || unshare_or_skip(test).is_none() {
         return;
     }
-    let (admin, _lock, rt) = bed();
+    let Some((admin, _lock, rt)) = bed() else {
+        return;
+    };
     let fixture = rt.block_on(Fixture::new(&admin));
     let applied = Applied::apply(&admin, "", &k8s_util::unique("lookout-deploy"));
     let files = TempDir::new("deploy-k8s", "incluster");
@@ -739,7 +748,9 @@ fn the_probes_answer_as_the_deployment_expects() {
     assert_eq!(probe_path("readinessProbe:").as_deref(), Some("/healthz"));
     assert_eq!(probe_path("livenessProbe:").as_deref(), Some("/"));
 
-    let (admin, _lock, rt) = bed();
+    let Some((admin, _lock, rt)) = bed() else {
+        return;
+    };
     let applied = Applied::apply(&admin, "", &k8s_util::unique("lookout-deploy"));
     applied.apply_yaml(&cluster_role(&applied.name(), &["list"]));
     applied.await_can_i("watch", "no");

@@ -18,16 +18,10 @@ use lookout_e2e::engines;
 use lookout_etcd::model::{Record, RecordEvent, State, instance_key};
 use serde_json::Value;
 
-/// The etcd cluster, up, and its lock (shared: these tests break nothing).
-fn require_etcd() -> engines::EngineLock {
-    let lock = engines::lock_engine("etcd", false).unwrap_or_else(|e| panic!("{e}"));
-    if let Err(e) = engines::etcd_up() {
-        panic!(
-            "etcd is not usable ({e}).\nRun `cargo xtask engines up etcd` first \
-             (or run the tests under `cargo xtask ci`)."
-        );
-    }
-    lock
+/// The etcd cluster, up, and its lock (shared: these tests break nothing);
+/// `None` without engines.
+fn require_etcd() -> Option<engines::EngineLock> {
+    engines::require("etcd", false, engines::etcd_up)
 }
 
 /// A client of the cluster, and a runtime to drive it.
@@ -106,7 +100,7 @@ fn lookout(prefix: &str, extra: &[&str]) -> Process {
 
 #[test]
 fn records_become_lines_with_the_publishers_origin_and_the_source_as_host() {
-    let _lock = require_etcd();
+    let Some(_lock) = require_etcd() else { return };
     let prefix = unique("etcd", "lines");
     let _cleanup = Cleanup(prefix.clone());
     put(&prefix, "h1", "web", State::Running, "live", Some(true));
@@ -151,7 +145,7 @@ fn records_become_lines_with_the_publishers_origin_and_the_source_as_host() {
 
 #[test]
 fn source_filters_and_a_restarted_lookout_lists_the_present() {
-    let _lock = require_etcd();
+    let Some(_lock) = require_etcd() else { return };
     let prefix = unique("etcd", "source");
     let _cleanup = Cleanup(prefix.clone());
     put(&prefix, "h1", "a", State::Running, "live", None);
@@ -191,7 +185,7 @@ fn source_filters_and_a_restarted_lookout_lists_the_present() {
 /// watch goes on (a record written then is told).
 #[test]
 fn a_leading_slash_names_the_same_keys_and_an_empty_prefix_is_said() {
-    let _lock = require_etcd();
+    let Some(_lock) = require_etcd() else { return };
     let prefix = unique("etcd", "slash");
     let _cleanup = Cleanup(prefix.clone());
     put(&prefix, "h1", "web", State::Running, "live", None);
@@ -259,8 +253,10 @@ fn comparable(v: &Value) -> Value {
 
 #[test]
 fn published_docker_events_read_back_from_etcd_are_the_same() {
-    let _docker = common::require_docker(false);
-    let _lock = require_etcd();
+    let Some(_docker) = common::require_docker(false) else {
+        return;
+    };
+    let Some(_lock) = require_etcd() else { return };
     let prefix = unique("etcd", "publish");
     let _cleanup = Cleanup(prefix.clone());
     let label = format!("lookout.etcd={prefix}");
@@ -339,7 +335,9 @@ fn published_docker_events_read_back_from_etcd_are_the_same() {
 /// first: 45 s at least. And at SIGTERM it exits within its grace.
 #[test]
 fn a_publisher_whose_etcd_does_not_answer_prints_every_transition_as_it_comes() {
-    let _docker = common::require_docker(false);
+    let Some(_docker) = common::require_docker(false) else {
+        return;
+    };
     let hole = std::net::TcpListener::bind("127.0.0.1:0").expect("a listener");
     let target = format!("etcd://{}", hole.local_addr().expect("its address"));
     let prefix = unique("etcd", "hole");
@@ -434,8 +432,10 @@ fn no_event_line(p: &Process) -> Option<String> {
 /// publisher of that source runs again, after the `resync` of what changed.
 #[test]
 fn a_publisher_killed_9_is_disconnected_at_the_consumer_then_connected_again() {
-    let _docker = common::require_docker(false);
-    let _lock = require_etcd();
+    let Some(_docker) = common::require_docker(false) else {
+        return;
+    };
+    let Some(_lock) = require_etcd() else { return };
     let prefix = unique("etcd", "dead");
     let _cleanup = Cleanup(prefix.clone());
     let label = format!("lookout.etcd={prefix}");
@@ -620,8 +620,10 @@ fn check_chain(
 /// and etcd then says what `docker ps -a` says.
 #[test]
 fn a_publisher_killed_9_mid_churn_writes_no_transition_twice_and_the_difference_once() {
-    let _docker = common::require_docker(false);
-    let _lock = require_etcd();
+    let Some(_docker) = common::require_docker(false) else {
+        return;
+    };
+    let Some(_lock) = require_etcd() else { return };
     let prefix = unique("etcd", "churn");
     let _cleanup = Cleanup(prefix.clone());
     let label = format!("lookout.etcd={prefix}");
@@ -830,7 +832,7 @@ fn put_status(prefix: &str, source: &str, ttl: i64) -> i64 {
 #[test]
 fn serve_healthz_names_a_source_whose_publisher_lease_expired() {
     const TTL: i64 = 5;
-    let _lock = require_etcd();
+    let Some(_lock) = require_etcd() else { return };
     let prefix = unique("etcd", "serve");
     let _cleanup = Cleanup(prefix.clone());
     put(&prefix, "pub", "web", State::Running, "live", None);

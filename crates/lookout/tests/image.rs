@@ -51,12 +51,7 @@ fn unique(what: &str) -> String {
 /// Whether the tests run: `LOOKOUT_ENGINES=1` (else they say they skip),
 /// then the image in dockerd, or a failure saying how to build it.
 fn image_ready() -> bool {
-    if !engines::engines_enabled() {
-        eprintln!(
-            "image tests skipped: {}=1 is not set (run `cargo xtask engines up docker podman` \
-             and `cargo xtask image`, then export `cargo xtask engines env`)",
-            engines::ENV_ENGINES
-        );
+    if engines::skips("docker podman") {
         return false;
     }
     assert!(
@@ -289,7 +284,9 @@ fn in_dockerd_it_serves_a_containers_life_and_turns_healthy() {
     if !image_ready() {
         return;
     }
-    let _docker = common::require_docker(false);
+    let Some(_docker) = common::require_docker(false) else {
+        return;
+    };
     let socket = Socket::of(&engines::docker_host());
     let name = unique("serve");
     let mut args = socket.dir_mount();
@@ -458,12 +455,11 @@ fn watching_dockerd_from_podman(
 }
 
 /// Holds the docker lock exclusively (the test restarts dockerd) and
-/// Podman's shared.
-fn require_both() -> (engines::EngineLock, engines::EngineLock) {
-    let docker = common::require_docker(true);
-    let podman = engines::lock_engine("podman", false).unwrap_or_else(|e| panic!("{e}"));
-    engines::podman_up().unwrap_or_else(|e| panic!("podman: {e}"));
-    (docker, podman)
+/// Podman's shared; `None` without engines.
+fn require_both() -> Option<(engines::EngineLock, engines::EngineLock)> {
+    let docker = common::require_docker(true)?;
+    let podman = engines::require("podman", false, engines::podman_up)?;
+    Some((docker, podman))
 }
 
 /// The socket's directory mounted: dockerd's restart recreates its socket
@@ -473,7 +469,7 @@ fn a_mounted_socket_directory_follows_a_restarted_dockerd() {
     if !image_ready() {
         return;
     }
-    let _locks = require_both();
+    let Some(_locks) = require_both() else { return };
     let name = unique("dir");
     let label = format!("lookout.image={name}");
     let socket = Socket::of(&engines::docker_host());
@@ -517,7 +513,7 @@ fn a_mounted_socket_file_goes_stale_and_lookout_says_so() {
     if !image_ready() {
         return;
     }
-    let _locks = require_both();
+    let Some(_locks) = require_both() else { return };
     let name = unique("file");
     let label = format!("lookout.image={name}");
     let socket = Socket::of(&engines::docker_host());

@@ -346,7 +346,9 @@ impl Drop for Stream {
 #[test]
 #[allow(clippy::too_many_lines)]
 fn https_with_curl_token_and_bad_setup() {
-    let _lock = common::require_docker(false);
+    let Some(_lock) = common::require_docker(false) else {
+        return;
+    };
     let files = Files::new("basics");
     let ca = Ca::new("lookout test CA");
     files.install(&ca.server(1, None));
@@ -480,7 +482,9 @@ fn https_with_curl_token_and_bad_setup() {
 /// failure; an `https://` URL without `--cacert` or `--insecure` exits 2.
 #[test]
 fn probe_over_https() {
-    let _lock = common::require_docker(false);
+    let Some(_lock) = common::require_docker(false) else {
+        return;
+    };
     let files = Files::new("probe");
     let ca = Ca::new("lookout test CA");
     files.install(&ca.server(1, None));
@@ -547,7 +551,9 @@ fn probe_over_https() {
 /// in the handshake and counted by reason.
 #[test]
 fn client_certificates() {
-    let _lock = common::require_docker(false);
+    let Some(_lock) = common::require_docker(false) else {
+        return;
+    };
     let files = Files::new("mtls");
     let ca = Ca::new("lookout test CA");
     let other = Ca::new("another CA");
@@ -634,7 +640,9 @@ fn client_certificates() {
 /// the new certificate (its notAfter in `/metrics`). How soon is printed.
 #[test]
 fn rotation_keeps_open_streams() {
-    let _lock = common::require_docker(false);
+    let Some(_lock) = common::require_docker(false) else {
+        return;
+    };
     let files = Files::new("rotation");
     let ca = Ca::new("lookout test CA");
     let (old, new) = (ca.server(1, None), ca.server(2, Some((2040, 1, 1))));
@@ -683,7 +691,9 @@ fn rotation_keeps_open_streams() {
 /// lookout).
 #[test]
 fn broken_pair_on_reload_keeps_the_old_and_sighup() {
-    let _lock = common::require_docker(false);
+    let Some(_lock) = common::require_docker(false) else {
+        return;
+    };
     let files = Files::new("broken");
     let ca = Ca::new("lookout test CA");
     let (old, new) = (ca.server(1, None), ca.server(2, None));
@@ -753,7 +763,9 @@ fn broken_pair_on_reload_keeps_the_old_and_sighup() {
 /// are served at once (the handshake is not in the accept loop).
 #[test]
 fn stalled_handshake_times_out() {
-    let _lock = common::require_docker(false);
+    let Some(_lock) = common::require_docker(false) else {
+        return;
+    };
     let files = Files::new("stall");
     let ca = Ca::new("lookout test CA");
     files.install(&ca.server(1, None));
@@ -820,7 +832,9 @@ const STATUS: &str = "document.getElementById('status')?.dataset.state ?? null";
 #[test]
 fn page_in_chromium_over_https() {
     use lookout_e2e::browser::Browser;
-    let _lock = common::require_docker(false);
+    let Some(_lock) = common::require_docker(false) else {
+        return;
+    };
     let files = Files::new("chromium");
     let ca = Ca::new("lookout test CA");
     let server = ca.server(1, None);

@@ -70,7 +70,9 @@ async fn disconnect(relay: &Relay, watch: &mut (impl tokio_stream::Stream<Item =
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_cut_connection_resumes_and_replays_what_it_missed_before_connected() {
-    let _lock = require_etcd(false);
+    let Some(_lock) = require_etcd(false) else {
+        return;
+    };
     let prefix = unique_prefix("resume");
     let _cleanup = common::Cleanup(prefix.clone());
     let client = cluster();
@@ -139,7 +141,9 @@ async fn a_cut_connection_resumes_and_replays_what_it_missed_before_connected() 
 async fn a_compaction_past_the_cursor_relists_and_tells_only_the_difference() {
     // Exclusive: a compaction is of the whole cluster (another test's resume
     // would relist).
-    let _lock = require_etcd(true);
+    let Some(_lock) = require_etcd(true) else {
+        return;
+    };
     let prefix = unique_prefix("compact");
     let _cleanup = common::Cleanup(prefix.clone());
     let client = cluster();
@@ -173,7 +177,9 @@ async fn a_compaction_past_the_cursor_relists_and_tells_only_the_difference() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn publisher_resync_records_stay_resync_and_sources_filter() {
-    let _lock = require_etcd(false);
+    let Some(_lock) = require_etcd(false) else {
+        return;
+    };
     let prefix = unique_prefix("origin");
     let _cleanup = common::Cleanup(prefix.clone());
     let client = cluster();
@@ -300,7 +306,9 @@ impl Drop for RestartKilled {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_of_the_leader_during_a_burst_loses_and_repeats_nothing() {
-    let _lock = require_etcd(true);
+    let Some(_lock) = require_etcd(true) else {
+        return;
+    };
     let prefix = unique_prefix("leader");
     let _cleanup = common::Cleanup(prefix.clone());
     // The consumer watches on the leader first: its kill cuts the watch.
@@ -419,7 +427,9 @@ fn after_behind(items: &[Item]) -> Vec<String> {
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_watch_connection_that_dies_silently_is_noticed_and_resumed() {
-    let _lock = require_etcd(false);
+    let Some(_lock) = require_etcd(false) else {
+        return;
+    };
     let prefix = unique_prefix("frozen-conn");
     let _cleanup = common::Cleanup(prefix.clone());
     let client = cluster();
@@ -453,7 +463,9 @@ impl Drop for Continue {
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_frozen_member_is_noticed_and_left_for_the_next() {
-    let _lock = require_etcd(true);
+    let Some(_lock) = require_etcd(true) else {
+        return;
+    };
     let prefix = unique_prefix("frozen-member");
     let _cleanup = common::Cleanup(prefix.clone());
     // Freeze a follower: the cluster keeps its leader and takes writes.
@@ -509,7 +521,9 @@ async fn a_frozen_member_is_noticed_and_left_for_the_next() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn an_idle_watch_passes_its_probes() {
-    let _lock = require_etcd(false);
+    let Some(_lock) = require_etcd(false) else {
+        return;
+    };
     let prefix = unique_prefix("idle");
     let _cleanup = common::Cleanup(prefix.clone());
     let client = cluster();
@@ -550,7 +564,9 @@ fn last_watch_start(relay: &Relay) -> Option<i64> {
 
 #[tokio::test(flavor = "current_thread")]
 async fn progress_notifications_move_the_cursor() {
-    let _lock = require_etcd(false);
+    let Some(_lock) = require_etcd(false) else {
+        return;
+    };
     let prefix = unique_prefix("progress");
     let _cleanup = common::Cleanup(prefix.clone());
     let client = cluster();
@@ -644,7 +660,9 @@ async fn exists(client: &lookout_etcd::Client, key: &str) -> bool {
 #[tokio::test(flavor = "current_thread")]
 async fn a_dead_publishers_source_is_disconnected_without_inventing_transitions() {
     const TTL: i64 = 5;
-    let _lock = require_etcd(false);
+    let Some(_lock) = require_etcd(false) else {
+        return;
+    };
     let prefix = unique_prefix("publisher");
     let _cleanup = common::Cleanup(prefix.clone());
     let client = cluster();
@@ -736,7 +754,9 @@ async fn a_dead_publishers_source_is_disconnected_without_inventing_transitions(
 #[tokio::test(flavor = "current_thread")]
 async fn a_watch_that_dies_silently_while_only_deletions_happen_is_noticed() {
     const TTL: i64 = 5;
-    let _lock = require_etcd(false);
+    let Some(_lock) = require_etcd(false) else {
+        return;
+    };
     let prefix = unique_prefix("frozen-deletions");
     let _cleanup = common::Cleanup(prefix.clone());
     let client = cluster();

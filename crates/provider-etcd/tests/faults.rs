@@ -223,7 +223,9 @@ impl Drop for UpAgain {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn all_three_members_cold_restarted_lose_and_repeat_nothing() {
-    let _lock = require_etcd(true);
+    let Some(_lock) = require_etcd(true) else {
+        return;
+    };
     let prefix = unique_prefix("cold");
     // Dropped after `UpAgain` (declared before it): the keys are deleted
     // from a cluster that is up.

@@ -143,9 +143,14 @@ struct Scene {
 /// the containers of `test`, the engine's event log, a watch of them at
 /// `host` (the engine's, or a relay's) that has connected, and `a` started
 /// and told ready.
-async fn scene(engine: &'static Engine, test: &str, exclusive: bool, host: String) -> Scene {
+async fn scene(
+    engine: &'static Engine,
+    test: &str,
+    exclusive: bool,
+    host: String,
+) -> Option<Scene> {
     let started = Instant::now();
-    require(engine);
+    require(engine)?;
     let lock = engines::lock_engine(engine.name, exclusive).expect("engine lock");
     let c = Containers::new(engine, test);
     let log = engine_log(engine, &c);
@@ -154,14 +159,14 @@ async fn scene(engine: &'static Engine, test: &str, exclusive: bool, host: Strin
     let a = create_checked(engine, &c, "a");
     start_healthy(engine, &c, &log, &a).await;
     w.events_until(&a, Ready).await;
-    Scene {
+    Some(Scene {
         started,
         w,
         a,
         log,
         c,
         _lock: lock,
-    }
+    })
 }
 
 async fn start_healthy(engine: &Engine, c: &Containers, log: &EventLog, name: &str) {
@@ -225,14 +230,17 @@ fn live(kinds: &[EventKind]) -> Vec<(EventKind, Origin)> {
 /// detail in each event; one without: `created, started, ready, stopped,
 /// removed`.
 pub async fn lifecycle(engine: &'static Engine) {
-    let Scene {
+    let Some(Scene {
         started,
         _lock,
         c,
         log,
         mut w,
         a,
-    } = scene(engine, "rlife", false, (engine.host)()).await;
+    }) = scene(engine, "rlife", false, (engine.host)()).await
+    else {
+        return;
+    };
     let started_at = super::audit::nanos(SystemTime::now());
     flip(engine, &c, &log, &a, false).await;
     w.events_until(&a, Unready).await;
@@ -306,14 +314,17 @@ const FLIPS: usize = 10;
 /// unhealthy): the repeats never show; then it flips `FLIPS` times, each
 /// told.
 pub async fn health_log(engine: &'static Engine) {
-    let Scene {
+    let Some(Scene {
         started,
         _lock,
         c,
         log,
         mut w,
         a,
-    } = scene(engine, "rlog", false, (engine.host)()).await;
+    }) = scene(engine, "rlog", false, (engine.host)()).await
+    else {
+        return;
+    };
     if let Some(run) = engine.run_check {
         for ok in [true, false] {
             if !ok {
@@ -409,14 +420,17 @@ pub async fn health_log(engine: &'static Engine) {
 /// and says `healthy` at the next good probe; Podman's status stays as it
 /// was); without a check, at once.
 pub async fn pause(engine: &'static Engine) {
-    let Scene {
+    let Some(Scene {
         started,
         _lock,
         c,
         log: _log,
         mut w,
         a,
-    } = scene(engine, "rpause", false, (engine.host)()).await;
+    }) = scene(engine, "rpause", false, (engine.host)()).await
+    else {
+        return;
+    };
     let b = c.create("b", true);
     c.cli(&["start", &b]);
     w.events_until(&b, Ready).await;
@@ -492,14 +506,17 @@ fn phased(w: &Watcher, id: &str) -> Vec<(usize, bool, EventKind, Origin)> {
 ///    after: `ready`, live.
 pub async fn cut(engine: &'static Engine) {
     let relay = Relay::start(&(engine.host)());
-    let Scene {
+    let Some(Scene {
         started,
         _lock,
         c,
         log,
         mut w,
         a,
-    } = scene(engine, "rcut", false, relay.host()).await;
+    }) = scene(engine, "rcut", false, relay.host()).await
+    else {
+        return;
+    };
     for ok in [false, true] {
         relay.cut_and_wait(ITEM).await;
         flip(engine, &c, &log, &a, ok).await;
@@ -549,14 +566,17 @@ pub async fn cut(engine: &'static Engine) {
 /// did, now healthy); Podman's log still holds them, so they are replayed
 /// (`stopped, started, ready`, live).
 pub async fn daemon_restart(engine: &'static Engine) {
-    let Scene {
+    let Some(Scene {
         started,
         _lock,
         c,
         log,
         mut w,
         a,
-    } = scene(engine, "rrestart", true, (engine.host)()).await;
+    }) = scene(engine, "rrestart", true, (engine.host)()).await
+    else {
+        return;
+    };
     flip(engine, &c, &log, &a, false).await;
     w.events_until(&a, Unready).await;
     let down = SystemTime::now();
@@ -595,7 +615,7 @@ pub async fn daemon_restart(engine: &'static Engine) {
 /// they become ready live.
 pub async fn initial(engine: &'static Engine) {
     let started = Instant::now();
-    require(engine);
+    let Some(()) = require(engine) else { return };
     let _lock = engines::lock_engine(engine.name, false).expect("engine lock");
     let c = Containers::new(engine, "rinit");
     let log = engine_log(engine, &c);

@@ -225,21 +225,18 @@ pub fn test_config() -> WatchConfig {
 /// The bound of every single expected item.
 pub const ITEM: Duration = Duration::from_secs(30);
 
-/// Makes sure the engine answers, or fails saying how to bring it up.
+/// Brings the engine up (or checks it is), or fails saying why; `None`
+/// when the run has no engines (the test returns: see [`engines::skips`]).
 ///
 /// # Panics
-/// When the engine does not answer and `LOOKOUT_ENGINES` is not set, or when
-/// bringing it up fails.
-pub fn require(engine: &Engine) {
-    let host = (engine.host)();
-    assert!(
-        engines::engines_enabled() || engines::ping(&host, Duration::from_secs(2)).is_ok(),
-        "{name}: {host} does not answer /_ping and {var} is not set: run \
-         `cargo xtask engines up {name}` first (CI runs it and sets {var}=1)",
-        name = engine.name,
-        var = engines::ENV_ENGINES,
-    );
+/// When bringing it up fails.
+#[must_use]
+pub fn require(engine: &Engine) -> Option<()> {
+    if engines::skips(engine.name) {
+        return None;
+    }
     (engine.up)().unwrap_or_else(|e| panic!("{}: cannot bring the engine up: {e}", engine.name));
+    Some(())
 }
 
 /// The containers of one test: each carries `lookout.cleanup=<tag>`, and the
@@ -559,7 +556,7 @@ pub async fn lifecycle(engine: &'static Engine) {
 /// needs longer dial and probe timeouts: each request is one ssh).
 pub async fn lifecycle_with(engine: &'static Engine, config: WatchConfig) {
     let started = Instant::now();
-    require(engine);
+    let Some(()) = require(engine) else { return };
     let _lock = engines::lock_engine(engine.name, false).expect("engine lock");
     let c = Containers::new(engine, "lifecycle");
     let mut w = Watcher::new(engine, (engine.host)(), c.filter(), config);
@@ -606,7 +603,7 @@ pub async fn lifecycle_with(engine: &'static Engine, config: WatchConfig) {
 /// replays what it still has) — and live events flow after.
 pub async fn daemon_restart(engine: &'static Engine) {
     let started = Instant::now();
-    require(engine);
+    let Some(()) = require(engine) else { return };
     let _lock = engines::lock_engine(engine.name, true).expect("engine lock");
     let c = Containers::new(engine, "restart");
     let a = c.create("a", true);
@@ -644,7 +641,7 @@ pub async fn daemon_restart(engine: &'static Engine) {
 /// more, and the new subscription starts where the history ended.
 pub async fn blip(engine: &'static Engine) {
     let started = Instant::now();
-    require(engine);
+    let Some(()) = require(engine) else { return };
     let _lock = engines::lock_engine(engine.name, false).expect("engine lock");
     let relay = Relay::start(&(engine.host)());
     let w = blip_through(engine, &relay, "blip").await;
@@ -705,7 +702,7 @@ async fn blip_through(engine: &'static Engine, relay: &Relay, test: &str) -> Wat
 /// and the proxy does refuse an unversioned request.
 pub async fn versioned_proxy(engine: &'static Engine) {
     let started = Instant::now();
-    require(engine);
+    let Some(()) = require(engine) else { return };
     let _lock = engines::lock_engine(engine.name, false).expect("engine lock");
     let relay = Relay::start(&(engine.host)());
     relay.versioned_only(true);
@@ -764,7 +761,7 @@ pub async fn raw_get(socket: &std::path::Path, path: &str) -> String {
 /// `probe_after + probe_timeout`; once continued, events flow again.
 pub async fn stall(engine: &'static Engine) {
     let started = Instant::now();
-    require(engine);
+    let Some(()) = require(engine) else { return };
     let _lock = engines::lock_engine(engine.name, true).expect("engine lock");
     let c = Containers::new(engine, "stall");
     let config = test_config();
@@ -810,7 +807,7 @@ pub async fn stall(engine: &'static Engine) {
 /// task on the runtime (the relay runs on a runtime of its own).
 pub async fn drop_closes(engine: &'static Engine) {
     const CLOSED: Duration = Duration::from_millis(100);
-    require(engine);
+    let Some(()) = require(engine) else { return };
     let _lock = engines::lock_engine(engine.name, false).expect("engine lock");
     let relay = Relay::start(&(engine.host)());
     assert_eq!(tasks(), 0);
@@ -865,7 +862,7 @@ pub async fn drop_closes(engine: &'static Engine) {
 /// session goes on (no redial, so no replay) and live events keep flowing.
 pub async fn poison(engine: &'static Engine) {
     let started = Instant::now();
-    require(engine);
+    let Some(()) = require(engine) else { return };
     let _lock = engines::lock_engine(engine.name, false).expect("engine lock");
     let c = Containers::new(engine, "poison");
     let relay = Relay::start(&(engine.host)());
@@ -910,7 +907,7 @@ pub async fn poison(engine: &'static Engine) {
 pub async fn stop_at_redial(engine: &'static Engine) {
     const ATTEMPTS: usize = 8;
     let started = Instant::now();
-    require(engine);
+    let Some(()) = require(engine) else { return };
     let _lock = engines::lock_engine(engine.name, false).expect("engine lock");
     let c = Containers::new(engine, "stopredial");
     let label = format!("lookout.test={}", c.tag());
@@ -1000,7 +997,7 @@ const OPS_WHILE_CUT: usize = 5;
 #[allow(clippy::too_many_lines)]
 async fn churn_with(engine: &'static Engine, restart: bool) {
     let started = Instant::now();
-    require(engine);
+    let Some(()) = require(engine) else { return };
     let _lock = engines::lock_engine(engine.name, restart).expect("engine lock");
     let scenario = if restart { "churn_restart" } else { "churn" };
     let c = Containers::new(engine, if restart { "churnr" } else { "churn" });

@@ -16,17 +16,11 @@ use serde_json::Value;
 /// Bound of every wait for a line.
 pub const WAIT: Duration = Duration::from_secs(30);
 
-/// The docker engine, up, and its lock (exclusive for a test that stops it).
-/// The lock first: a test that stops dockerd holds it exclusively.
-pub fn require_docker(exclusive: bool) -> engines::EngineLock {
-    let lock = engines::lock_engine("docker", exclusive).unwrap_or_else(|e| panic!("{e}"));
-    if let Err(e) = engines::docker_up() {
-        panic!(
-            "docker is not usable ({e}).\nRun `cargo xtask engines up docker` first \
-             (or run the tests under `cargo xtask ci`)."
-        );
-    }
-    lock
+/// The docker engine, up, and its lock (exclusive for a test that stops
+/// it); `None` when the run has no engines (the test returns: see
+/// [`engines::skips`]).
+pub fn require_docker(exclusive: bool) -> Option<engines::EngineLock> {
+    engines::require("docker", exclusive, engines::docker_up)
 }
 
 /// A name no other test (or run) uses: `lookout-{file}-{what}-{pid}-{n}`.
@@ -237,18 +231,15 @@ pub fn usage_error(args: &[&str]) -> String {
     stderr
 }
 
-/// Makes sure both dockerds answer (CI brings them up).
-pub fn require_two_dockerds() -> (engines::EngineLock, engines::EngineLock) {
-    (require_docker(false), require_docker2(false))
+/// Makes sure both dockerds answer (CI brings them up); `None` without
+/// engines.
+pub fn require_two_dockerds() -> Option<(engines::EngineLock, engines::EngineLock)> {
+    Some((require_docker(false)?, require_docker2(false)?))
 }
 
-/// Takes the second dockerd's lock, then makes sure it answers: in this
-/// order, as `require_docker`, so that a test that kills it (holding the lock
-/// exclusively) is never caught halfway by another's check.
-pub fn require_docker2(exclusive: bool) -> engines::EngineLock {
-    let lock = engines::lock_engine("docker2", exclusive).expect("docker2 lock");
-    engines::docker2_up().unwrap_or_else(|e| panic!("docker2: {e}"));
-    lock
+/// The second dockerd, up, and its lock, as [`require_docker`].
+pub fn require_docker2(exclusive: bool) -> Option<engines::EngineLock> {
+    engines::require("docker2", exclusive, engines::docker2_up)
 }
 
 /// A container of the test on `cli`'s engine, removed on drop.

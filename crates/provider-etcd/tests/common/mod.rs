@@ -19,16 +19,10 @@ use tokio_stream::{Stream, StreamExt};
 /// Bound of every wait for an item.
 pub const WAIT: Duration = Duration::from_secs(30);
 
-/// The etcd cluster, up, and its lock (exclusive for a test that breaks it).
-pub fn require_etcd(exclusive: bool) -> engines::EngineLock {
-    let lock = engines::lock_engine("etcd", exclusive).unwrap_or_else(|e| panic!("{e}"));
-    if let Err(e) = engines::etcd_up() {
-        panic!(
-            "etcd is not usable ({e}).\nRun `cargo xtask engines up etcd` first \
-             (or run the tests under `cargo xtask ci`)."
-        );
-    }
-    lock
+/// The etcd cluster, up, and its lock (exclusive for a test that breaks
+/// it); `None` without engines (the test returns: see `engines::skips`).
+pub fn require_etcd(exclusive: bool) -> Option<engines::EngineLock> {
+    engines::require("etcd", exclusive, engines::etcd_up)
 }
 
 /// A prefix no other test (or run) uses.
