@@ -46,9 +46,11 @@ const FAMILIES: &[Family] = &[
     },
     Family {
         package: "downstream-k8s",
+        // lookout-transport is allowed: lookout-k8s takes its rustls
+        // provider from it (the third-party crates under it, hyper and
+        // tokio-rustls, are kube's own too).
         forbidden: &[
             "lookout-moby",
-            "lookout-transport",
             "lookout-docker",
             "lookout-etcd",
             "axum",
