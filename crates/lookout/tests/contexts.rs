@@ -360,8 +360,9 @@ fn a_current_context_changed_while_watching_does_not_move_the_watch() {
 /// the store's only), and is refused, as the CLI is.
 #[test]
 fn a_tls_context_reaches_dockerd_tlsverify_with_the_stores_material() {
-    let _lock = engines::lock_engine("docker-tls", false).expect("lock");
-    engines::docker_tls_up().unwrap_or_else(|e| panic!("{e}"));
+    let Some(_lock) = engines::require("docker-tls", false, engines::docker_tls_up) else {
+        return;
+    };
     let dir = ConfigDir::new("tls");
     let certs = engines::docker_tls_certs();
     let pem = |f: &str| certs.join(f).display().to_string();
@@ -468,8 +469,9 @@ fn warned_once(case: &str, logs: &[String], why: &str) -> String {
 /// CLI: its `ca.pem` did not issue the server's certificate.
 #[test]
 fn skip_tls_verify_and_docker_tls_reach_dockerd_tlsverify_unverified() {
-    let _lock = engines::lock_engine("docker-tls", false).expect("lock");
-    engines::docker_tls_up().unwrap_or_else(|e| panic!("{e}"));
+    let Some(_lock) = engines::require("docker-tls", false, engines::docker_tls_up) else {
+        return;
+    };
     let dir = ConfigDir::new("skip");
     let certs = engines::docker_tls_certs();
     // The client's certificate and key, and a "CA" that is none of the server's.

@@ -212,8 +212,9 @@ fn event_of(p: &Process, instance: &str) -> Value {
 /// (a) and (b): lookout as the user, with `xdg` or without, reaches the
 /// user's own service and streams the user's own containers.
 fn streams_the_users_containers(xdg: bool) {
-    let _podman = engines::lock_engine("podman", false).expect("engine lock");
-    engines::podman_up().unwrap_or_else(|e| panic!("podman: {e}"));
+    let Some(_podman) = engines::require("podman", false, engines::podman_up) else {
+        return;
+    };
     let Some(_lock) = require_rootless(false) else {
         return;
     };
