@@ -32,6 +32,13 @@
 //! [`Ready`](EventKind::Ready) or not (`Unready`): see [`EventKind`] and
 //! [`Readiness`] for the exact rules, per provider.
 //!
+//! Each event says why where the engine does ([`InstanceEvent::reason`]):
+//! every [`Stopped`](EventKind::Stopped) its [`Outcome`] (completed, failed,
+//! or stopped on request) and the exit code, signal, OOM kill and restart
+//! the engine reports; [`Stopping`](EventKind::Stopping) tells a requested
+//! stop before the instance is gone, and [`Failing`](EventKind::Failing) a
+//! running instance the engine reports failing, in the engine's words.
+//!
 //! [`Watch::share`] shares one watch (one engine connection) among any number
 //! of [`Subscription`]s and [`Store`]s, still without a task: see [`Hub`].
 //! [`Merge`] makes one stream of many watches (several engines, of any
@@ -162,7 +169,7 @@ pub use labels::{Iter as LabelsIter, Labels};
 pub use line_splitter::{LineSplitter, SplitLine};
 pub use merge::{DuplicateSource, Merge, SourceId, SourceState, Sourced};
 pub use model::{
-    Change, EventKind, Health, InstanceEvent, InstanceId, Listed, Observation, Origin, Readiness,
-    ResourceStatus,
+    Change, EventKind, Health, InstanceEvent, InstanceId, Listed, MAX_MESSAGE, Observation, Origin,
+    Outcome, Readiness, Reason, ResourceStatus, Signal,
 };
 pub use watch::Watch;

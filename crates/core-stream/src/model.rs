@@ -9,6 +9,9 @@ use std::time::SystemTime;
 pub(crate) use crate::labels::Labels;
 
 mod construct;
+mod reason;
+
+pub use reason::{MAX_MESSAGE, Outcome, Reason, Signal};
 
 /// The provider-defined, stable key of an instance.
 ///
@@ -71,12 +74,24 @@ impl Borrow<str> for InstanceId {
 /// existence stopped, `Started`/`Stopped` move it between the two, `Removed` ends
 /// it. With readiness watched (each provider's `readiness` setting), a running
 /// instance is also ready or not: `Ready`/`Unready` move it between the two,
-/// only while it runs; `Stopped` and `Removed` end readiness without an
-/// `Unready` before them, and a start begins unready (so a started instance
-/// that can serve at once is followed by `Ready`). Per instance:
-/// `Created → (Started → (Ready ⇄ Unready)* → Stopped)* → Removed`, and the
-/// stream never yields the same kind twice in a row. Without readiness,
-/// `Ready` and `Unready` never occur.
+/// only while it runs; `Stopping`, `Stopped` and `Removed` end readiness
+/// without an `Unready` before them, and a start begins unready (so a started
+/// instance that can serve at once is followed by `Ready`). Per instance:
+/// `Created → (Started → (Ready ⇄ Unready)* → [Stopping] → Stopped)* → Removed`,
+/// where
+/// - `Stopping` (the engine was asked to stop it, and it still runs) is
+///   followed by `Stopped` or `Removed`, or by `Started` when the engine
+///   abandons the stop (a workload scaled up again before it stopped);
+///   nothing else is told of the instance in between;
+/// - `Failing` (the engine says the running instance fails, in its own
+///   words: [`Reason::message`]) may come at any point while it runs and
+///   is not stopping, and comes again only when the message changes; it
+///   moves no readiness (an `Unready` tells that);
+///
+/// and the stream never yields the same kind twice in a row but for a
+/// `Failing` with a new message. Every `Stopped` carries its
+/// [`Reason`] with its [`Outcome`] (see [`InstanceEvent::reason`]).
+/// Without readiness, `Ready`, `Unready` and `Failing` never occur.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum EventKind {
@@ -92,11 +107,18 @@ pub enum EventKind {
     Ready,
     /// The running instance can no longer serve (see [`Readiness::is_ready`]).
     Unready,
+    /// The engine was asked to stop the running instance, which has not
+    /// stopped yet (a `docker stop`'s signal, a workload being deleted).
+    Stopping,
+    /// The engine says the running instance fails: the event's
+    /// [`reason`](InstanceEvent::reason) has the engine's message (a failing
+    /// health check's output, a task's error, a condition's message).
+    Failing,
 }
 
 impl EventKind {
     /// The lowercase name: `created`, `started`, `stopped`, `removed`,
-    /// `ready`, `unready`.
+    /// `ready`, `unready`, `stopping`, `failing`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Created => "created",
@@ -105,7 +127,26 @@ impl EventKind {
             Self::Removed => "removed",
             Self::Ready => "ready",
             Self::Unready => "unready",
+            Self::Stopping => "stopping",
+            Self::Failing => "failing",
         }
+    }
+
+    /// Every kind, in declaration order.
+    pub const ALL: [Self; 8] = [
+        Self::Created,
+        Self::Started,
+        Self::Stopped,
+        Self::Removed,
+        Self::Ready,
+        Self::Unready,
+        Self::Stopping,
+        Self::Failing,
+    ];
+
+    /// The kind named by [`as_str`](Self::as_str).
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == name)
     }
 }
 
@@ -351,6 +392,13 @@ pub struct InstanceEvent {
     /// event (the state [`Ready`](EventKind::Ready) and
     /// [`Unready`](EventKind::Unready) follow from); `None` without.
     pub readiness: Option<Readiness>,
+    /// Why: on a [`Stopped`](EventKind::Stopped), always, with its
+    /// [`Outcome`] and what else the engine said (exit code, signal, OOM,
+    /// restart); on a [`Failing`](EventKind::Failing), the engine's message;
+    /// on a [`Stopping`](EventKind::Stopping) or a
+    /// [`Created`](EventKind::Created) of an instance that is not running,
+    /// what the engine said of it, when it did; otherwise `None`.
+    pub reason: Option<Arc<Reason>>,
 }
 
 /// One instance as a snapshot (list) reports it.
@@ -371,6 +419,11 @@ pub struct Listed {
     pub labels: Labels,
     /// With readiness watched, its readiness; `None` without.
     pub readiness: Option<Readiness>,
+    /// What the engine says of it: for one that is not running, why it
+    /// stopped (its [`Outcome`], exit code…); for a running one, with
+    /// readiness watched, why it fails ([`Reason::message`]; `None`: it
+    /// does not).
+    pub reason: Option<Arc<Reason>>,
 }
 
 /// One live change as the engine's change feed reports it.
@@ -402,6 +455,11 @@ pub struct Change<C> {
     /// instance is ready. A [`Ready`](EventKind::Ready) or
     /// [`Unready`](EventKind::Unready) change without it says just that.
     pub readiness: Option<Readiness>,
+    /// Why, when the engine says it: on a [`Stopped`](EventKind::Stopped),
+    /// the stop's reason; on a [`Failing`](EventKind::Failing) — or a
+    /// [`Ready`](EventKind::Ready), [`Unready`](EventKind::Unready) or a
+    /// repeated start that tells the instance fails — the engine's message.
+    pub reason: Option<Arc<Reason>>,
 }
 
 /// What a session yields: snapshots and live changes.
@@ -453,5 +511,8 @@ pub enum Observation<C> {
         uid: Option<Arc<str>>,
         /// Its readiness now.
         readiness: Readiness,
+        /// Why it fails now, in the engine's words ([`Reason::message`];
+        /// `None`: it does not); see [`Observation::failing`].
+        reason: Option<Arc<Reason>>,
     },
 }

@@ -11,13 +11,13 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use crate::model::{
-    Change, EventKind, InstanceEvent, InstanceId, Labels, Listed, Origin, Readiness,
+    Change, EventKind, InstanceEvent, InstanceId, Labels, Listed, Origin, Readiness, Reason,
 };
 use key::{Key, Uid};
 pub(crate) use rules::Transitions;
 use rules::{
-    Found, Known, Seen, UNLISTED, and_ready, different_incarnation, readiness_anew, readiness_kind,
-    ready_in, relisted,
+    Found, Known, Seen, UNLISTED, and_ready, different_incarnation, failing, readiness_anew,
+    readiness_kind, ready_in, relisted, started_failing, stop_reason,
 };
 
 /// Last known state of each instance (O(instances)) plus the snapshot being built.
@@ -64,7 +64,8 @@ impl Tracker {
     }
 
     /// Every known instance, as the events that bring it about
-    /// (`Created`, then `Started` if it runs, then `Ready` if it is), stamped `at`.
+    /// (`Created`, with why it stopped if it does not run, then `Started` if
+    /// it runs, `Ready` if it is, `Stopping` or `Failing` if it is), stamped `at`.
     pub(crate) fn tell(&self, at: SystemTime, out: &mut impl Transitions) {
         for k in self.slots.iter().flatten() {
             let mut event = InstanceEvent {
@@ -75,6 +76,7 @@ impl Tracker {
                 labels: Arc::clone(&k.labels),
                 uid: k.uid.text(),
                 readiness: k.readiness,
+                reason: (!k.running).then(|| k.reason.clone()).flatten(),
             };
             if k.running {
                 out.push(event.clone());
@@ -83,6 +85,16 @@ impl Tracker {
             if k.ready {
                 out.push(event.clone());
                 event.kind = EventKind::Ready;
+            }
+            let after = if k.stopping {
+                Some(EventKind::Stopping)
+            } else {
+                (k.running && k.reason.is_some()).then_some(EventKind::Failing)
+            };
+            if let Some(kind) = after {
+                out.push(event.clone());
+                event.kind = kind;
+                event.reason.clone_from(&k.reason);
             }
             out.push(event);
         }
@@ -157,13 +169,19 @@ impl Tracker {
             at,
             cursor: _,
             readiness,
+            reason,
         } = change;
         let slot = self.index.get(id.as_str().as_bytes()).copied();
         if matches!(
             kind,
-            EventKind::Removed | EventKind::Ready | EventKind::Unready
+            EventKind::Removed
+                | EventKind::Ready
+                | EventKind::Unready
+                | EventKind::Stopping
+                | EventKind::Failing
         ) {
-            // Nothing known to remove, or to be ready, without a slot.
+            // Nothing known to remove, to be ready, to stop or to fail
+            // without a slot.
             if let Some(slot) = slot {
                 let change = Change {
                     id,
@@ -173,6 +191,7 @@ impl Tracker {
                     at,
                     cursor: None,
                     readiness,
+                    reason,
                 };
                 self.removed_or_readiness(slot, change, out);
             }
@@ -189,6 +208,7 @@ impl Tracker {
                 at,
                 cursor: None,
                 readiness,
+                reason,
             };
             self.arrived(slot, change, uid, out);
             return;
@@ -201,14 +221,23 @@ impl Tracker {
             k.uid = uid;
         }
         let want_running = kind == EventKind::Started;
-        // `Created` of a known instance is a replay: nothing changes.
-        if kind != EventKind::Created && k.running != want_running {
+        // `Created` of a known instance is a replay: nothing changes. A
+        // start of a stopping instance: the engine abandoned the stop.
+        if kind != EventKind::Created && (k.running != want_running || (want_running && k.stopping))
+        {
             k.running = want_running;
             // A start begins unready; a stop ends readiness.
             k.ready = false;
             if readiness.is_some() || want_running {
                 k.readiness = readiness;
             }
+            let (told, failure) = if want_running {
+                (None, reason)
+            } else {
+                (stop_reason(k.stopping, reason), None)
+            };
+            k.stopping = false;
+            k.reason.clone_from(&told);
             let event = InstanceEvent {
                 id,
                 kind,
@@ -217,22 +246,27 @@ impl Tracker {
                 labels: Arc::clone(&k.labels),
                 uid: uid_text.or_else(|| k.uid.text()),
                 readiness: k.readiness,
+                reason: told,
             };
-            if ready_in(k.running, k.readiness) {
+            if let Some(failure) = failure {
+                started_failing(k, event, failure, out);
+            } else if ready_in(k.running, k.readiness) {
                 k.ready = true;
                 and_ready(event, out);
             } else {
                 out.push(event);
             }
-        } else if readiness.is_some() && kind != EventKind::Created {
-            // A repeated start (or stop) that tells readiness anew. Not a
-            // replayed create: what it tells is the readiness at the
-            // creation, which a running instance has left behind.
-            readiness_anew(k, id, uid_text, at, readiness, out);
+        } else if (readiness.is_some() || reason.is_some()) && kind != EventKind::Created {
+            // A repeated start (or stop) that tells readiness, or a
+            // failure, anew. Not a replayed create: what it tells is the
+            // readiness at the creation, which a running instance has left
+            // behind.
+            readiness_anew(k, id, uid_text, at, readiness, reason, out);
         }
     }
 
-    /// A live removal, or a live readiness change, of a known instance.
+    /// A live removal, a live readiness change, a stop request or a
+    /// failure of a known instance.
     #[inline(never)]
     fn removed_or_readiness(&mut self, slot: u32, change: Change<()>, out: &mut impl Transitions) {
         let Change {
@@ -243,28 +277,66 @@ impl Tracker {
             at,
             cursor: _,
             readiness,
+            reason,
         } = change;
         if different_incarnation(&self.known(slot).uid, &Uid::new(uid_text.clone())) {
             // An older incarnation's: the current one stays as it is.
             return;
         }
-        let event = |kind, k: &Known, labels| InstanceEvent {
-            id,
+        let event = |kind, k: &Known, labels, reason| InstanceEvent {
+            id: id.clone(),
             kind,
             at,
             origin: Origin::Live,
             labels,
-            uid: uid_text.or_else(|| k.uid.text()),
+            uid: uid_text.clone().or_else(|| k.uid.text()),
             readiness: k.readiness,
+            reason,
         };
-        if kind == EventKind::Removed {
-            let gone = self.remove(slot);
-            out.push(event(EventKind::Removed, &gone, Arc::clone(&gone.labels)));
-        } else {
-            let k = self.known_mut(slot);
-            if let Some(ready) = k.readiness_change(readiness, kind == EventKind::Ready) {
-                let labels = Arc::clone(&k.labels);
-                out.push(event(readiness_kind(ready), k, labels));
+        match kind {
+            EventKind::Removed => {
+                let gone = self.remove(slot);
+                out.push(event(
+                    EventKind::Removed,
+                    &gone,
+                    Arc::clone(&gone.labels),
+                    None,
+                ));
+            }
+            EventKind::Stopping => {
+                let k = self.known_mut(slot);
+                if readiness.is_some() {
+                    k.readiness = readiness;
+                }
+                if k.running && !k.stopping {
+                    k.stopping = true;
+                    k.ready = false;
+                    k.reason.clone_from(&reason);
+                    let labels = Arc::clone(&k.labels);
+                    out.push(event(EventKind::Stopping, k, labels, reason));
+                }
+            }
+            EventKind::Failing => {
+                let k = self.known_mut(slot);
+                if reason.as_ref().is_some_and(|r| r.message.is_some()) {
+                    let uid = uid_text.clone().or_else(|| k.uid.text());
+                    if let Some(e) = failing(k, &id, uid, at, Origin::Live, reason) {
+                        out.push(e);
+                    }
+                }
+            }
+            _ => {
+                let k = self.known_mut(slot);
+                if let Some(ready) = k.readiness_change(readiness, kind == EventKind::Ready) {
+                    let labels = Arc::clone(&k.labels);
+                    out.push(event(readiness_kind(ready), k, labels, None));
+                }
+                // A readiness change tells the failure as it is now: none
+                // when it says nothing of one.
+                let uid = uid_text.clone().or_else(|| k.uid.text());
+                if let Some(e) = failing(k, &id, uid, at, Origin::Live, reason) {
+                    out.push(e);
+                }
             }
         }
     }
@@ -287,13 +359,14 @@ impl Tracker {
             at,
             cursor: _,
             readiness,
+            reason,
         } = change;
         let labels = match (labels, slot) {
             (Some(l), _) => l,
             (None, Some(slot)) => Arc::clone(&self.known(slot).labels),
             (None, None) => Arc::clone(&self.no_labels),
         };
-        let mut emit = |kind, labels: &Arc<Labels>, uid: Option<Arc<str>>, readiness| {
+        let mut emit = |kind, labels: &Arc<Labels>, uid: Option<Arc<str>>, readiness, reason| {
             out.push(InstanceEvent {
                 id: id.clone(),
                 kind,
@@ -302,6 +375,7 @@ impl Tracker {
                 labels: Arc::clone(labels),
                 uid,
                 readiness,
+                reason,
             });
         };
         if let Some(slot) = slot {
@@ -311,19 +385,36 @@ impl Tracker {
                 &old.labels,
                 old.uid.text(),
                 old.readiness,
+                None,
             );
         }
         let want_running = kind == EventKind::Started;
         let ready = ready_in(want_running, readiness);
-        emit(EventKind::Created, &labels, uid_text.clone(), readiness);
+        // A stop of an instance not known tells why it is not running.
+        let stopped_reason = (kind == EventKind::Stopped)
+            .then_some(reason.clone())
+            .flatten();
+        emit(
+            EventKind::Created,
+            &labels,
+            uid_text.clone(),
+            readiness,
+            stopped_reason.clone(),
+        );
         if want_running {
-            emit(EventKind::Started, &labels, uid_text.clone(), readiness);
+            emit(
+                EventKind::Started,
+                &labels,
+                uid_text.clone(),
+                readiness,
+                None,
+            );
             if ready {
-                emit(EventKind::Ready, &labels, uid_text, readiness);
+                emit(EventKind::Ready, &labels, uid_text.clone(), readiness, None);
             }
         }
         let epoch = self.epoch;
-        if let Some(slot) = slot {
+        let slot = if let Some(slot) = slot {
             // Another incarnation under the same id: it takes the slot.
             let k = self.known_mut(slot);
             k.uid = uid;
@@ -332,6 +423,9 @@ impl Tracker {
             k.running = want_running;
             k.ready = ready;
             k.readiness = readiness;
+            k.stopping = false;
+            k.reason = stopped_reason;
+            slot
         } else {
             self.insert(Known {
                 key: Key::new(&id),
@@ -342,7 +436,15 @@ impl Tracker {
                 running: want_running,
                 ready,
                 readiness,
-            });
+                stopping: false,
+                reason: stopped_reason,
+            })
+        };
+        if want_running {
+            let k = self.known_mut(slot);
+            if let Some(e) = failing(k, &id, uid_text, at, Origin::Live, reason) {
+                out.push(e);
+            }
         }
     }
 
@@ -353,6 +455,7 @@ impl Tracker {
         id: InstanceId,
         uid: Option<Arc<str>>,
         readiness: Readiness,
+        reason: Option<Arc<Reason>>,
         out: &mut impl Transitions,
     ) {
         let Some(slot) = self.index.get(id.as_str().as_bytes()).copied() else {
@@ -363,16 +466,22 @@ impl Tracker {
         if different_incarnation(&k.uid, &uid) {
             return;
         }
+        let at = SystemTime::now();
         if let Some(ready) = k.readiness_change(Some(readiness), false) {
             out.push(InstanceEvent {
-                id,
+                id: id.clone(),
                 kind: readiness_kind(ready),
-                at: SystemTime::now(),
+                at,
                 origin: Origin::Resync,
                 labels: Arc::clone(&k.labels),
                 uid: k.uid.text(),
                 readiness: k.readiness,
+                reason: None,
             });
+        }
+        let uid = k.uid.text();
+        if let Some(e) = failing(k, &id, uid, at, Origin::Resync, reason) {
+            out.push(e);
         }
     }
 
@@ -427,6 +536,7 @@ impl Tracker {
                 uid: Uid::new(l.uid.take()),
                 labels: std::mem::take(&mut l.labels),
                 readiness: l.readiness,
+                reason: l.reason.take(),
             };
             relisted(k, &l.id, seen, &self.no_labels, found);
             order.push(slot);
@@ -456,6 +566,7 @@ impl Tracker {
                 uid,
                 labels,
                 readiness,
+                reason,
             } = l;
             let uid = Uid::new(uid);
             let slot = if let Some(&slot) = self.index.get(id.as_str().as_bytes()) {
@@ -468,6 +579,7 @@ impl Tracker {
                     uid,
                     labels,
                     readiness,
+                    reason,
                 };
                 relisted(k, &id, seen, &no_labels, found);
                 slot
@@ -478,23 +590,32 @@ impl Tracker {
                     Arc::new(labels)
                 };
                 let ready = ready_in(running, readiness);
+                let failure = running && reason.as_ref().is_some_and(|r| r.message.is_some());
+                let reason = (!running || failure).then_some(reason).flatten();
                 if report {
                     let text = uid.text();
-                    let mut push = |kind| {
+                    let mut push = |kind, reason| {
                         found.push((
                             id.clone(),
                             kind,
                             Arc::clone(&labels),
                             text.clone(),
                             readiness,
+                            reason,
                         ));
                     };
-                    push(EventKind::Created);
+                    push(
+                        EventKind::Created,
+                        (!running).then(|| reason.clone()).flatten(),
+                    );
                     if running {
-                        push(EventKind::Started);
+                        push(EventKind::Started, None);
                     }
                     if ready {
-                        push(EventKind::Ready);
+                        push(EventKind::Ready, None);
+                    }
+                    if failure {
+                        push(EventKind::Failing, reason.clone());
                     }
                 }
                 self.insert(Known {
@@ -506,6 +627,8 @@ impl Tracker {
                     running,
                     ready,
                     readiness,
+                    stopping: false,
+                    reason,
                 })
             };
             order[pos as usize] = slot;
@@ -540,6 +663,7 @@ impl Tracker {
                     gone.labels,
                     gone.uid.text(),
                     gone.readiness,
+                    None,
                 ));
             }
         }
@@ -550,7 +674,7 @@ impl Tracker {
             // Stable sort: per instance the pushed order (Removed, Created, Started)
             // holds; a vanished instance was pushed last but is alone under its id.
             found.sort_by(|a, b| a.0.cmp(&b.0));
-            for (id, kind, labels, uid, readiness) in found {
+            for (id, kind, labels, uid, readiness, reason) in found {
                 out.push(InstanceEvent {
                     id,
                     kind,
@@ -559,6 +683,7 @@ impl Tracker {
                     labels,
                     uid,
                     readiness,
+                    reason,
                 });
             }
         }

@@ -49,10 +49,13 @@ use crate::tracker::{Tracker, Transitions};
 ///   snapshot (give or take a change racing the session's own requests);
 /// - a live change passes only when it changes the known state, so a relist
 ///   racing live events never yields a duplicate: for one instance, two
-///   consecutive events always differ, and they follow
-///   `Created → (Started ⇄ Stopped)* → Removed`, or with readiness watched
-///   `Created → (Started → (Ready ⇄ Unready)* → Stopped)* → Removed`
-///   ([`EventKind`](crate::EventKind)): a repeated readiness is swallowed as
+///   consecutive events always differ (but for a `Failing` with a new
+///   message), and they follow
+///   `Created → (Started → [Stopping] → Stopped)* → Removed`, or with readiness watched
+///   `Created → (Started → (Ready ⇄ Unready)* → [Stopping] → Stopped)* → Removed`
+///   with `Failing` while it runs ([`EventKind`](crate::EventKind)); every
+///   `Stopped` says its outcome, and a stop after `Stopping` is never
+///   `failed` ([`Reason`](crate::Reason)); a repeated readiness is swallowed as
 ///   a repeated transition is, a readiness change missed while disconnected
 ///   is told once (the replay, or the snapshot's `resync`), and an instance
 ///   that the snapshot finds running and ready is told `Started`, then `Ready`;
@@ -510,8 +513,14 @@ impl<C: Clone + fmt::Debug> Core<C> {
                     self.cursor = Some(c);
                 }
             }
-            Observation::Polled { id, uid, readiness } => {
-                self.tracker.polled(id, uid, readiness, &mut self.out);
+            Observation::Polled {
+                id,
+                uid,
+                readiness,
+                reason,
+            } => {
+                self.tracker
+                    .polled(id, uid, readiness, reason, &mut self.out);
             }
         }
         Applied::Nothing

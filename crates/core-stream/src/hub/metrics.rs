@@ -1,13 +1,16 @@
 //! The hub's metrics, through the [`metrics`] facade: free when the program
 //! installs no recorder. Only the ring (`ring.rs`) records them.
 
-use crate::model::{EventKind, Origin};
+use crate::model::{EventKind, InstanceEvent, Origin, Outcome};
 
 /// The series of one hub. Registered when the hub is made (install the
 /// recorder before).
 pub(super) struct Metrics {
     /// `lookout_events_total{kind,origin}`, by kind and origin.
-    events: [[metrics::Counter; 3]; 6],
+    events: [[metrics::Counter; 3]; 8],
+    /// `lookout_stops_total{outcome}`: every `stopped`, by its outcome
+    /// (`unknown` when it has none).
+    stops: [metrics::Counter; 4],
     pub(super) connected: metrics::Gauge,
     pub(super) reconnects: metrics::Counter,
     pub(super) instances: metrics::Gauge,
@@ -17,13 +20,12 @@ pub(super) struct Metrics {
     pub(super) resyncs: metrics::Counter,
 }
 
-const KINDS: [EventKind; 6] = [
-    EventKind::Created,
-    EventKind::Started,
-    EventKind::Stopped,
-    EventKind::Removed,
-    EventKind::Ready,
-    EventKind::Unready,
+const KINDS: [EventKind; 8] = EventKind::ALL;
+const OUTCOMES: [Option<Outcome>; 4] = [
+    Some(Outcome::Completed),
+    Some(Outcome::Failed),
+    Some(Outcome::Stopped),
+    None,
 ];
 const ORIGINS: [Origin; 3] = [Origin::Initial, Origin::Live, Origin::Resync];
 
@@ -54,6 +56,10 @@ impl Metrics {
                     )
                 })
             }),
+            stops: OUTCOMES.map(|outcome| {
+                let name = outcome.map_or("unknown", Outcome::as_str);
+                metrics::counter!("lookout_stops_total", labels(&[("outcome", name)]))
+            }),
             connected: metrics::gauge!("lookout_connected", labels(&[])),
             reconnects: metrics::counter!("lookout_reconnects_total", labels(&[])),
             instances: metrics::gauge!("lookout_instances", labels(&[])),
@@ -63,9 +69,14 @@ impl Metrics {
         }
     }
 
-    pub(super) fn event(&self, kind: EventKind, origin: Origin) {
-        let k = KINDS.iter().position(|&k| k == kind).unwrap_or(0);
-        let o = ORIGINS.iter().position(|&o| o == origin).unwrap_or(0);
+    pub(super) fn event(&self, e: &InstanceEvent) {
+        let k = KINDS.iter().position(|&k| k == e.kind).unwrap_or(0);
+        let o = ORIGINS.iter().position(|&o| o == e.origin).unwrap_or(0);
         self.events[k][o].increment(1);
+        if e.kind == EventKind::Stopped {
+            let outcome = e.reason.as_ref().and_then(|r| r.outcome);
+            let i = OUTCOMES.iter().position(|&o| o == outcome).unwrap_or(3);
+            self.stops[i].increment(1);
+        }
     }
 }

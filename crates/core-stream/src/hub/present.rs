@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use crate::item::Item;
-use crate::model::{EventKind, InstanceEvent, InstanceId, Labels, Origin, Readiness};
+use crate::model::{EventKind, InstanceEvent, InstanceId, Labels, Origin, Readiness, Reason};
 use crate::tracker::Transitions;
 
 /// One instance as the [`Store`](crate::Store) knows it.
@@ -34,6 +34,14 @@ pub struct Instance {
     /// When it entered this state: the `at` of its last event (the engine's
     /// time for a live event, lookout's for a snapshot's).
     pub since: SystemTime,
+    /// Told [`Stopping`](EventKind::Stopping): it runs, and the engine was
+    /// asked to stop it.
+    pub stopping: bool,
+    /// Why, as last told: for one that is not running, why it stopped (its
+    /// outcome…); for a running one, why it fails (the last
+    /// [`Failing`](EventKind::Failing)'s message, until it is ready again)
+    /// or why it is stopping; `None` when the engine said nothing.
+    pub reason: Option<Arc<Reason>>,
 }
 
 impl Instance {
@@ -43,12 +51,21 @@ impl Instance {
         let ready = e.kind == EventKind::Ready;
         Self {
             id: e.id.clone(),
-            running: ready || matches!(e.kind, EventKind::Started | EventKind::Unready),
+            running: ready
+                || matches!(
+                    e.kind,
+                    EventKind::Started
+                        | EventKind::Unready
+                        | EventKind::Stopping
+                        | EventKind::Failing
+                ),
             ready,
             readiness: e.readiness,
             labels: Arc::clone(&e.labels),
             uid: e.uid.clone(),
             since: e.at,
+            stopping: e.kind == EventKind::Stopping,
+            reason: e.reason.clone(),
         }
     }
 
@@ -58,10 +75,25 @@ impl Instance {
             EventKind::Ready | EventKind::Unready => {
                 self.running = true;
                 self.ready = e.kind == EventKind::Ready;
+                if self.ready {
+                    self.reason = None;
+                }
+            }
+            EventKind::Failing => {
+                self.running = true;
+                self.reason.clone_from(&e.reason);
+            }
+            EventKind::Stopping => {
+                self.running = true;
+                self.ready = false;
+                self.stopping = true;
+                self.reason.clone_from(&e.reason);
             }
             kind => {
                 self.running = kind == EventKind::Started;
                 self.ready = false;
+                self.stopping = false;
+                self.reason.clone_from(&e.reason);
             }
         }
         self.readiness = e.readiness;
@@ -117,8 +149,10 @@ impl Present {
                 was
             }
         };
-        let is_ready = e.kind == EventKind::Ready;
-        // Only a `Ready` makes an instance ready.
+        let is_ready = match e.kind {
+            EventKind::Removed => false,
+            _ => self.map.get(e.id.as_str()).is_some_and(|i| i.ready),
+        };
         self.ready = self.ready + usize::from(is_ready) - usize::from(was_ready);
     }
 
@@ -162,29 +196,32 @@ impl Present {
                     let mut push = |kind| out.push_back(event(kind, entry, resync, at));
                     match seen.filter(|_| other.is_none()) {
                         None => {
-                            push(EventKind::Created);
-                            if entry.running {
-                                push(EventKind::Started);
-                            }
-                            if entry.ready {
-                                push(EventKind::Ready);
+                            for kind in kinds_of(entry) {
+                                push(kind);
                             }
                         }
                         Some(s) if s.running != entry.running => {
                             if entry.running {
-                                push(EventKind::Started);
-                                if entry.ready {
-                                    push(EventKind::Ready);
+                                for kind in kinds_of(entry).skip(1) {
+                                    push(kind);
                                 }
                             } else {
                                 push(EventKind::Stopped);
                             }
                         }
-                        Some(s) if s.ready != entry.ready => push(if entry.ready {
-                            EventKind::Ready
-                        } else {
-                            EventKind::Unready
-                        }),
+                        Some(s) if entry.stopping && !s.stopping => push(EventKind::Stopping),
+                        Some(s) if !entry.stopping => {
+                            if s.ready != entry.ready {
+                                push(if entry.ready {
+                                    EventKind::Ready
+                                } else {
+                                    EventKind::Unready
+                                });
+                            }
+                            if entry.running && entry.reason.is_some() && entry.reason != s.reason {
+                                push(EventKind::Failing);
+                            }
+                        }
                         Some(_) => {}
                     }
                 }
@@ -203,7 +240,32 @@ impl Transitions for Present {
     }
 }
 
+/// The events that bring instance `i` about, in order: `Created` (with
+/// why it stopped, if it does not run), then `Started` if it runs, `Ready`
+/// if it is, and `Stopping` or `Failing` if it is.
+fn kinds_of(i: &Instance) -> impl Iterator<Item = EventKind> {
+    let last = if i.stopping {
+        Some(EventKind::Stopping)
+    } else {
+        (i.running && i.reason.is_some()).then_some(EventKind::Failing)
+    };
+    [
+        Some(EventKind::Created),
+        i.running.then_some(EventKind::Started),
+        i.ready.then_some(EventKind::Ready),
+        last,
+    ]
+    .into_iter()
+    .flatten()
+}
+
+/// Event `kind` of instance `e`: with its reason where the kind tells one.
 fn event(kind: EventKind, e: &Instance, origin: Origin, at: SystemTime) -> Item {
+    let reason = match kind {
+        EventKind::Created => (!e.running).then(|| e.reason.clone()).flatten(),
+        EventKind::Stopped | EventKind::Stopping | EventKind::Failing => e.reason.clone(),
+        _ => None,
+    };
     Item::Event(InstanceEvent {
         id: e.id.clone(),
         kind,
@@ -212,6 +274,7 @@ fn event(kind: EventKind, e: &Instance, origin: Origin, at: SystemTime) -> Item 
         labels: Arc::clone(&e.labels),
         uid: e.uid.clone(),
         readiness: e.readiness,
+        reason,
     })
 }
 
@@ -224,8 +287,8 @@ pub(crate) struct Telling {
     instances: Arc<[Instance]>,
     /// The next instance to tell.
     next: usize,
-    /// How many of its events are told (`Created`, `Started`, `Ready`).
-    told: u8,
+    /// How many of its events are told (see [`kinds_of`]).
+    told: usize,
     origin: Origin,
     at: SystemTime,
 }
@@ -248,13 +311,10 @@ impl Telling {
             let Some(i) = self.instances.get(self.next) else {
                 return true;
             };
-            let (kind, last) = match self.told {
-                0 => (EventKind::Created, !i.running),
-                1 => (EventKind::Started, !i.ready),
-                _ => (EventKind::Ready, true),
-            };
+            let mut kinds = kinds_of(i).skip(self.told);
+            let kind = kinds.next().unwrap_or(EventKind::Created);
             out.push_back(event(kind, i, self.origin, self.at));
-            if last {
+            if kinds.next().is_none() {
                 self.told = 0;
                 self.next += 1;
             } else {

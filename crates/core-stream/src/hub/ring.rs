@@ -218,7 +218,7 @@ impl Ring {
             Item::Event(e) => {
                 self.present.apply(e);
                 self.present_sorted = None;
-                self.metrics.event(e.kind, e.origin);
+                self.metrics.event(e);
                 self.events_in_drive = true;
             }
             Item::Status(s) => {

@@ -32,6 +32,7 @@ impl Dial for Churn {
                     uid: None,
                     labels: crate::Labels::new(),
                     readiness: None,
+                    reason: None,
                 })
             }))
             .chain(std::iter::once(Observation::ResyncDone));
@@ -51,6 +52,7 @@ impl Dial for Churn {
                 at: SystemTime::UNIX_EPOCH + Duration::from_nanos(n),
                 cursor: Some(n),
                 readiness: None,
+                reason: None,
             })
         });
         let session =
@@ -207,6 +209,7 @@ async fn one_event_is_one_drive_not_one_per_subscription() {
         uid: None,
         labels: crate::Labels::new(),
         readiness: None,
+        reason: None,
     }));
     fed.push(Observation::ResyncDone);
     let hub = Watch::new(fed.clone(), WatchConfig::default().resync_every(None)).share();
@@ -232,6 +235,7 @@ async fn one_event_is_one_drive_not_one_per_subscription() {
         at: SystemTime::UNIX_EPOCH,
         cursor: Some(1),
         readiness: None,
+        reason: None,
     }));
     for s in &mut subs {
         let item = std::pin::Pin::new(&mut *s).poll_next(&mut cx);

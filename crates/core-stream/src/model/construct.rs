@@ -8,6 +8,7 @@ use std::time::SystemTime;
 
 use super::{
     Change, EventKind, InstanceEvent, InstanceId, Labels, Listed, Observation, Origin, Readiness,
+    Reason,
 };
 
 /// The setters every record of an instance has: its incarnation and its
@@ -27,6 +28,14 @@ macro_rules! uid_and_readiness {
             #[must_use]
             pub fn readiness(mut self, readiness: Option<Readiness>) -> Self {
                 self.readiness = readiness;
+                self
+            }
+
+            /// Sets [`reason`](Self#structfield.reason) (`None`: the engine
+            /// said nothing of why).
+            #[must_use]
+            pub fn reason(mut self, reason: Option<Arc<Reason>>) -> Self {
+                self.reason = reason;
                 self
             }
         }
@@ -49,6 +58,7 @@ impl InstanceEvent {
             labels: Arc::new(Labels::new()),
             uid: None,
             readiness: None,
+            reason: None,
         }
     }
 
@@ -70,6 +80,7 @@ impl Listed {
             uid: None,
             labels: Labels::new(),
             readiness: None,
+            reason: None,
         }
     }
 
@@ -93,6 +104,7 @@ impl<C> Change<C> {
             at,
             cursor: None,
             readiness: None,
+            reason: None,
         }
     }
 
@@ -115,6 +127,22 @@ impl<C> Observation<C> {
     /// [`Observation::Polled`]: the readiness of instance `id` (incarnation
     /// `uid`, when known) as the session polled it.
     pub fn polled(id: InstanceId, uid: Option<Arc<str>>, readiness: Readiness) -> Self {
-        Self::Polled { id, uid, readiness }
+        Self::Polled {
+            id,
+            uid,
+            readiness,
+            reason: None,
+        }
+    }
+
+    /// For [`Observation::Polled`]: why the instance fails now, in the
+    /// engine's words (`None`: it does not); other observations are
+    /// returned as they are.
+    #[must_use]
+    pub fn failing(mut self, failure: Option<Arc<Reason>>) -> Self {
+        if let Self::Polled { reason, .. } = &mut self {
+            *reason = failure;
+        }
+        self
     }
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use super::key::{Key, Uid};
-use crate::model::{EventKind, InstanceEvent, InstanceId, Labels, Origin, Readiness};
+use crate::model::{EventKind, InstanceEvent, InstanceId, Labels, Origin, Readiness, Reason};
 
 /// Where the tracker puts the transitions it finds, in order (the stream's
 /// queue of items, in [`Watch`](crate::Watch)).
@@ -41,6 +41,12 @@ pub(super) struct Known {
     pub(super) ready: bool,
     /// The provider's readiness detail, as last observed (readiness watched).
     pub(super) readiness: Option<Readiness>,
+    /// Told `Stopping` since its start (only while running).
+    pub(super) stopping: bool,
+    /// Why, as last told: while running, the failure told by the last
+    /// `Failing` (`None`: none since the start, or it passed); while
+    /// stopped, why it stopped.
+    pub(super) reason: Option<Arc<Reason>>,
 }
 
 /// `Known::pos` of an instance no snapshot listed since a live change brought it in.
@@ -60,7 +66,8 @@ impl Known {
         if readiness.is_some() {
             self.readiness = readiness;
         }
-        if !self.running {
+        if !self.running || self.stopping {
+            // Stopping ended readiness: nothing more is told until it stops.
             return None;
         }
         let ready = readiness.map_or(ready_without, |r| r.is_ready());
@@ -99,6 +106,28 @@ pub(super) fn and_ready(event: InstanceEvent, out: &mut impl Transitions) {
     out.push(ready);
 }
 
+/// A live start that tells the instance fails already: `event` (and
+/// `Ready` when it can serve), then `Failing`.
+#[cold]
+#[inline(never)]
+pub(super) fn started_failing(
+    k: &mut Known,
+    event: InstanceEvent,
+    failure: Arc<Reason>,
+    out: &mut impl Transitions,
+) {
+    let (id, uid, at) = (event.id.clone(), event.uid.clone(), event.at);
+    if ready_in(k.running, k.readiness) {
+        k.ready = true;
+        and_ready(event, out);
+    } else {
+        out.push(event);
+    }
+    if let Some(e) = failing(k, &id, uid, at, Origin::Live, Some(failure)) {
+        out.push(e);
+    }
+}
+
 /// A live change that is no transition of a known instance (a repeated
 /// start or stop) but tells its readiness: pushed when that changes
 /// whether it is ready.
@@ -109,19 +138,74 @@ pub(super) fn readiness_anew(
     uid: Option<Arc<str>>,
     at: SystemTime,
     readiness: Option<Readiness>,
+    reason: Option<Arc<Reason>>,
     out: &mut impl Transitions,
 ) {
+    let uid = uid.or_else(|| k.uid.text());
     if let Some(ready) = k.readiness_change(readiness, false) {
         out.push(InstanceEvent {
-            id,
+            id: id.clone(),
             kind: readiness_kind(ready),
             at,
             origin: Origin::Live,
             labels: Arc::clone(&k.labels),
-            uid: uid.or_else(|| k.uid.text()),
+            uid: uid.clone(),
             readiness: k.readiness,
+            reason: None,
         });
     }
+    if let Some(event) = failing(k, &id, uid, at, Origin::Live, reason) {
+        out.push(event);
+    }
+}
+
+/// Takes in what a change, a poll or a snapshot tells of a running
+/// instance's failure (`reason`: its message; `None`: it does not fail);
+/// returns the `Failing` to tell when the message is new. Nothing while it
+/// is stopping, or not running.
+pub(super) fn failing(
+    k: &mut Known,
+    id: &InstanceId,
+    uid: Option<Arc<str>>,
+    at: SystemTime,
+    origin: Origin,
+    reason: Option<Arc<Reason>>,
+) -> Option<InstanceEvent> {
+    if !k.running || k.stopping {
+        return None;
+    }
+    let Some(reason) = reason.filter(|r| r.message.is_some()) else {
+        k.reason = None;
+        return None;
+    };
+    if k.reason
+        .as_ref()
+        .is_some_and(|known| known.message == reason.message && known.failed == reason.failed)
+    {
+        return None;
+    }
+    k.reason = Some(Arc::clone(&reason));
+    Some(InstanceEvent {
+        id: id.clone(),
+        kind: EventKind::Failing,
+        at,
+        origin,
+        labels: Arc::clone(&k.labels),
+        uid,
+        readiness: k.readiness,
+        reason: Some(reason),
+    })
+}
+
+/// The reason a stop of `k` is told with: a stop after `Stopping` was
+/// requested (never `failed`), and says so even when the engine said
+/// nothing more.
+pub(super) fn stop_reason(stopping: bool, reason: Option<Arc<Reason>>) -> Option<Arc<Reason>> {
+    if !stopping {
+        return reason;
+    }
+    let reason = reason.map_or_else(Reason::default, Arc::unwrap_or_clone);
+    Some(Arc::new(reason.requested()))
 }
 
 #[inline]
@@ -130,13 +214,14 @@ pub(super) fn different_incarnation(known: &Uid, seen: &Uid) -> bool {
 }
 
 /// The transitions a resync found, in the order found, each with the uid of
-/// the incarnation it concerns and the readiness after it.
+/// the incarnation it concerns, the readiness after it and why.
 pub(super) type Found = Vec<(
     InstanceId,
     EventKind,
     Arc<Labels>,
     Option<Arc<str>>,
     Option<Readiness>,
+    Option<Arc<Reason>>,
 )>;
 
 /// A listed instance's observed state.
@@ -145,6 +230,7 @@ pub(super) struct Seen {
     pub(super) uid: Uid,
     pub(super) labels: Labels,
     pub(super) readiness: Option<Readiness>,
+    pub(super) reason: Option<Arc<Reason>>,
 }
 
 /// Applies a listed instance that was known to what is known of it.
@@ -160,6 +246,7 @@ pub(super) fn relisted(
         uid,
         labels,
         readiness,
+        reason,
     } = seen;
     if *k.labels != labels {
         k.labels = if labels.is_empty() {
@@ -168,41 +255,78 @@ pub(super) fn relisted(
             Arc::new(labels)
         };
     }
-    let push = |found: &mut Found, kind, uid, readiness| {
-        found.push((id.clone(), kind, Arc::clone(&k.labels), uid, readiness));
+    let labels = Arc::clone(&k.labels);
+    let push = |found: &mut Found, kind, uid, readiness, reason| {
+        found.push((
+            id.clone(),
+            kind,
+            Arc::clone(&labels),
+            uid,
+            readiness,
+            reason,
+        ));
     };
     if different_incarnation(&k.uid, &uid) {
         let (old, new) = (k.uid.text(), uid.text());
-        push(found, EventKind::Removed, old, k.readiness);
-        push(found, EventKind::Created, new.clone(), readiness);
+        push(found, EventKind::Removed, old, k.readiness, None);
+        let stopped_reason = (!running).then(|| reason.clone()).flatten();
+        push(
+            found,
+            EventKind::Created,
+            new.clone(),
+            readiness,
+            stopped_reason,
+        );
+        k.stopping = false;
+        k.reason = None;
         if running {
-            push(found, EventKind::Started, new.clone(), readiness);
+            push(found, EventKind::Started, new.clone(), readiness, None);
             if ready_in(running, readiness) {
-                push(found, EventKind::Ready, new, readiness);
+                push(found, EventKind::Ready, new.clone(), readiness, None);
             }
         }
         k.readiness = readiness;
+        k.running = running;
+        if running {
+            if let Some(e) = failing(k, id, new, SystemTime::UNIX_EPOCH, Origin::Resync, reason) {
+                push(found, e.kind, e.uid, e.readiness, e.reason);
+            }
+        } else {
+            k.reason = reason;
+        }
     } else {
         let readiness = readiness.or(k.readiness);
         let ready = ready_in(running, readiness);
         let text = || if uid.is_some() { &uid } else { &k.uid }.text();
         if k.running != running {
-            let kind = if running {
-                EventKind::Started
+            if running {
+                push(found, EventKind::Started, text(), readiness, None);
+                if ready {
+                    push(found, EventKind::Ready, text(), readiness, None);
+                }
+                k.reason = None;
             } else {
-                EventKind::Stopped
-            };
-            push(found, kind, text(), readiness);
-            if ready {
-                push(found, EventKind::Ready, text(), readiness);
+                let told = stop_reason(k.stopping, reason.clone());
+                push(found, EventKind::Stopped, text(), readiness, told.clone());
+                k.reason = told;
             }
-        } else if k.ready != ready {
-            push(found, readiness_kind(ready), text(), readiness);
+            k.stopping = false;
+        } else if k.ready != ready && !k.stopping {
+            push(found, readiness_kind(ready), text(), readiness, None);
+        } else if !running {
+            // Still stopped: what the engine says of it now.
+            k.reason.clone_from(&reason);
         }
         k.readiness = readiness;
+        k.running = running;
+        if running {
+            let text = text();
+            if let Some(e) = failing(k, id, text, SystemTime::UNIX_EPOCH, Origin::Resync, reason) {
+                push(found, e.kind, e.uid, e.readiness, e.reason);
+            }
+        }
     }
-    k.running = running;
-    k.ready = ready_in(running, k.readiness);
+    k.ready = !k.stopping && ready_in(running, k.readiness);
     if uid.is_some() {
         k.uid = uid;
     }

@@ -69,6 +69,7 @@ mod reference {
                 at,
                 cursor: _,
                 readiness: _,
+                reason: _,
             } = change;
             let mut emit = |id: &InstanceId, kind, labels: &Arc<Labels>, uid: Option<Arc<str>>| {
                 out.push_back(InstanceEvent {
@@ -79,6 +80,7 @@ mod reference {
                     labels: Arc::clone(labels),
                     uid,
                     readiness: None,
+                    reason: None,
                 });
             };
             let known = self.known.get_mut(&id);
@@ -254,6 +256,7 @@ mod reference {
                             labels,
                             uid,
                             readiness: None,
+                            reason: None,
                         }),
                 );
             }
@@ -269,6 +272,7 @@ fn listed(id: &str, running: bool) -> Listed {
         uid: None,
         labels: Labels::new(),
         readiness: None,
+        reason: None,
     }
 }
 
@@ -281,6 +285,7 @@ fn change(id: &str, kind: EventKind, uid: Option<&str>) -> Change<u64> {
         at: SystemTime::UNIX_EPOCH,
         cursor: None,
         readiness: None,
+        reason: None,
     }
 }
 
@@ -555,7 +560,7 @@ mod same_as_reference {
                         r.begin_resync();
                     }
                     Op::Listed { id: i, running, uid: u, labels: l } => {
-                        let listed = Listed { id: id(i), running, uid: uid(u), labels: labels(l), readiness: None };
+                        let listed = Listed { id: id(i), running, uid: uid(u), labels: labels(l), readiness: None, reason: None };
                         t.listed(listed.clone());
                         r.listed(listed);
                     }
@@ -571,6 +576,7 @@ mod same_as_reference {
                             at: SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(u64::from(i)),
                             cursor: None,
                             readiness: None,
+                            reason: None,
                         };
                         t.change(change.clone(), &mut out);
                         r.change(change, &mut want);
