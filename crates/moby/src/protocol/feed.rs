@@ -357,6 +357,22 @@ impl<K: KnownObjects> Feed<K> {
                         .readiness(readiness),
                 ))
             }
+            Decision::Explained {
+                kind,
+                labels,
+                readiness,
+                reason,
+            } => {
+                let at = event.at();
+                FeedOutput::Obs(Observation::Change(
+                    Change::new(InstanceId::from(event.name), kind, at)
+                        .uid(Some(event.uid))
+                        .labels(Some(labels))
+                        .cursor(cursor)
+                        .readiness(readiness)
+                        .reason(Some(reason)),
+                ))
+            }
             Decision::Inspect(path) => FeedOutput::Inspect { event, path },
             Decision::Undecodable(reason) => {
                 tracing::warn!(

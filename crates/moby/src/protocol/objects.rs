@@ -6,7 +6,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
-use lookout_core::{EventKind, Labels, Listed, Readiness};
+use lookout_core::{EventKind, Labels, Listed, Readiness, Reason};
 use serde_json::Value;
 
 use super::cursor::Cursor;
@@ -235,6 +235,20 @@ pub enum Decision {
         /// With readiness watched, the object's readiness after the event,
         /// when the event tells it.
         readiness: Option<Readiness>,
+    },
+    /// A transition, as [`Report`](Self::Report), with why it happened in
+    /// the engine's words: a stop's outcome, exit code, signal, OOM and
+    /// restart; a failure's message.
+    Explained {
+        /// The transition.
+        kind: EventKind,
+        /// The object's labels (see [`Report`](Self::Report)).
+        labels: Arc<Labels>,
+        /// With readiness watched, the object's readiness after the event,
+        /// when the event tells it.
+        readiness: Option<Readiness>,
+        /// Why.
+        reason: Arc<Reason>,
     },
     /// Read the object first (`GET` this path, on a connection of its own),
     /// then decide with [`KnownObjects::inspected`].
