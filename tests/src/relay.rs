@@ -25,6 +25,7 @@ pub mod audit;
 pub mod raw_events;
 pub mod readiness;
 pub mod scenarios;
+pub mod why;
 
 /// What the relay has seen so far.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

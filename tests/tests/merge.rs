@@ -46,6 +46,7 @@ static DOCKER2: Engine = Engine {
     watch: lookout_docker::watch,
     run_check: None,
     keeps_history: false,
+    logs_stop: true,
 };
 
 /// A merge under test, with everything it yielded: (source name, item).

@@ -135,7 +135,7 @@ async fn events_podman_sends_again_after_rotating_its_log_are_told_once() {
     }
     for name in &names {
         assert_eq!(
-            w.events_of(name),
+            PODMAN.told(w.events_of(name)),
             [
                 (EventKind::Created, Origin::Live),
                 (EventKind::Started, Origin::Live),

@@ -25,6 +25,7 @@ static DOCKER_SSH: Engine = Engine {
     watch: lookout_docker::watch,
     run_check: None,
     keeps_history: false,
+    logs_stop: true,
 };
 
 /// The Podman API service, reached as `ssh://lookout-sshd/run/podman/podman.sock`.
@@ -38,6 +39,7 @@ static PODMAN_SSH: Engine = Engine {
     watch: lookout_podman::watch,
     run_check: None,
     keeps_history: true,
+    logs_stop: false,
 };
 
 fn docker_over_ssh_up() -> Result<(), String> {

@@ -467,9 +467,11 @@ impl Tracker {
             return;
         }
         let at = SystemTime::now();
-        if let Some(ready) = k.readiness_change(Some(readiness), false) {
+        let ready = k.readiness_change(Some(readiness), false);
+        let failure = failing(k, &id, k.uid.text(), at, Origin::Resync, reason);
+        if let Some(ready) = ready {
             out.push(InstanceEvent {
-                id: id.clone(),
+                id,
                 kind: readiness_kind(ready),
                 at,
                 origin: Origin::Resync,
@@ -479,8 +481,7 @@ impl Tracker {
                 reason: None,
             });
         }
-        let uid = k.uid.text();
-        if let Some(e) = failing(k, &id, uid, at, Origin::Resync, reason) {
+        if let Some(e) = failure {
             out.push(e);
         }
     }

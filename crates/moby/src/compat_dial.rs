@@ -252,6 +252,7 @@ mod tests {
             unhealthy_when_paused: true,
             lists_none: true,
         },
+        stops_logged: true,
     };
 
     use crate::location::discovery::Discovery;
@@ -274,7 +275,7 @@ mod tests {
                 .expect("json");
         assert_eq!(
             filters,
-            json!({"type": ["container"], "event": ["start", "die"], "label": ["lookout.test=a b&c=d"]})
+            json!({"type": ["container"], "event": ["start", "die", "oom"], "label": ["lookout.test=a b&c=d"]})
         );
         assert!(!dial.events_path().contains("since"));
         assert_eq!(
@@ -299,11 +300,11 @@ mod tests {
         };
         assert_eq!(
             filters(false),
-            json!({"type": ["container"], "event": ["start", "die"]})
+            json!({"type": ["container"], "event": ["start", "die", "oom"]})
         );
         assert_eq!(
             filters(true),
-            json!({"type": ["container"], "event": ["start", "die", "health_status", "pause", "unpause"]})
+            json!({"type": ["container"], "event": ["start", "die", "oom", "health_status", "pause", "unpause"]})
         );
     }
 

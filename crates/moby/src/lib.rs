@@ -175,6 +175,7 @@ mod inspect;
 mod location;
 pub mod protocol;
 mod readiness;
+mod reasons;
 mod session;
 #[cfg(test)]
 mod testing;

@@ -21,6 +21,7 @@ use crate::protocol::history;
 use crate::protocol::objects::{Objects, ReadinessFrom, Scope};
 use crate::protocol::requests::{MAX_LIST, since};
 use crate::readiness;
+use crate::reasons;
 
 /// What a dial opens its session with, taken from its
 /// [`CompatDial`](crate::CompatDial) on each dial.
@@ -109,6 +110,11 @@ pub(crate) async fn open<O: Objects>(
     {
         readiness::health(objects, lists_none, &api, &scope, &mut listed)
             .instrument(tracing::debug_span!("conn", provider, %host, request = "health"))
+            .await?;
+    }
+    if matches!(objects.readiness_from(), ReadinessFrom::Health { .. }) {
+        reasons::inspect_listed(&api, &mut listed)
+            .instrument(tracing::debug_span!("conn", provider, %host, request = "reasons"))
             .await?;
     }
     if let Some(past) = &past {

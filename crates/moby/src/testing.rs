@@ -41,6 +41,7 @@ pub(crate) static TABLE: Mapping = Mapping {
         unhealthy_when_paused: true,
         lists_none: true,
     },
+    stops_logged: true,
 };
 
 /// A container event line as dockerd writes it (one label: `app=web`).

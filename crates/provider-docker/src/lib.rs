@@ -119,6 +119,9 @@ pub static MAPPING: moby::Mapping =
             ("start", EventKind::Started),
             ("die", EventKind::Stopped),
             ("destroy", EventKind::Removed),
+            // `docker stop` and `docker kill`, before the `die`: a signal
+            // that stops (`docker kill -s HUP` does not) is a stop request.
+            ("kill", EventKind::Stopping),
         ])
         .ignored(&[
             "attach",
@@ -131,8 +134,6 @@ pub static MAPPING: moby::Mapping =
             "exec_start",
             "export",
             "health_status",
-            "kill",
-            "oom",
             "pause",
             "rename",
             "resize",

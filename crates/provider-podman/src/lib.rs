@@ -137,6 +137,12 @@ pub static MAPPING: moby::Mapping = moby::Mapping::new(
     ("died", EventKind::Stopped),
     ("remove", EventKind::Removed),
     ("destroy", EventKind::Removed),
+    // Podman's `kill` names no signal: a stop request. Podman 4.3 logs
+    // nothing for `podman stop` (no `stop`, no `kill`: checked beside
+    // `podman events`), see `stops_logged` below; a later one that logs a
+    // `stop` first has it told.
+    ("kill", EventKind::Stopping),
+    ("stop", EventKind::Stopping),
 ])
 .ignored(&[
     "attach",
@@ -150,14 +156,12 @@ pub static MAPPING: moby::Mapping = moby::Mapping::new(
     "health_status",
     "import",
     "init",
-    "kill",
     "mount",
     "pause",
     "prune",
     "rename",
     "restart",
     "restore",
-    "stop",
     "sync",
     "unmount",
     "unpause",
@@ -173,7 +177,8 @@ pub static MAPPING: moby::Mapping = moby::Mapping::new(
 ])
 // Podman's answers: each health event inspected, a pause keeps the status,
 // `health=none` matches nothing.
-.health(moby::HealthTable::new());
+.health(moby::HealthTable::new())
+.stops_logged(false);
 
 /// What to watch: [`moby::Config`]. Without a host, as podman finds its
 /// service ([`moby::Endpoint`]): a pinned connection

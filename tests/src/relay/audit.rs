@@ -130,6 +130,8 @@ pub struct Record {
     /// `Actor.Attributes.health_status`, which Podman's `health_status`
     /// events carry (Docker's say it in `Action`).
     pub health: Option<String>,
+    /// `Actor.Attributes.signal` of a Docker `kill` (Podman's names none).
+    pub signal: Option<String>,
 }
 
 impl Record {
@@ -147,13 +149,56 @@ impl Record {
                 .and_then(|a| a.get("health_status"))
                 .and_then(serde_json::Value::as_str)
                 .map(str::to_owned),
+            signal: actor
+                .get("Attributes")
+                .and_then(|a| a.get("signal"))
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned),
         })
     }
 
-    /// What it means to lookout, if anything.
+    /// What it means to lookout, if anything, alone: a stop request
+    /// (`kill`, Podman's `stop`) means `stopping` only to a running
+    /// container not asked already, which [`told_kinds`] follows.
     pub fn kind(&self) -> Option<EventKind> {
         mapped(&self.action)
     }
+
+    /// Whether it asks a container to stop: a `kill` with a signal that
+    /// stops (or none named, Podman's), or Podman's `stop` (Docker's comes
+    /// after the `die`, to a container no longer running).
+    fn asks_to_stop(&self) -> bool {
+        matches!(self.action.as_str(), "kill" | "stop")
+            && self.signal.as_deref().is_none_or(|s| {
+                lookout_core::Signal::from_name(s).is_none_or(lookout_core::Signal::stops)
+            })
+    }
+}
+
+/// What lookout tells of each record, in order: [`Record::kind`], and for a
+/// stop request `stopping` when its container runs and was not asked
+/// already since its start.
+pub fn told_kinds(records: &[Record]) -> Vec<Option<EventKind>> {
+    // Per container name: (running, asked to stop).
+    let mut state: BTreeMap<&str, (bool, bool)> = BTreeMap::new();
+    records
+        .iter()
+        .map(|r| {
+            let (running, stopping) = state.entry(r.name.as_str()).or_default();
+            if r.asks_to_stop() {
+                let told = *running && !*stopping;
+                *stopping |= told;
+                return told.then_some(EventKind::Stopping);
+            }
+            let kind = r.kind();
+            match kind {
+                Some(EventKind::Started) => (*running, *stopping) = (true, false),
+                Some(_) => (*running, *stopping) = (false, false),
+                None => {}
+            }
+            kind
+        })
+        .collect()
 }
 
 /// `docker events --filter type=container --filter label=… --format
@@ -598,6 +643,8 @@ fn events_of(
 #[allow(clippy::too_many_lines)]
 pub fn audit(inp: &Inputs<'_>) -> Vec<String> {
     let seen = inp.seen;
+    let told = told_kinds(inp.records);
+    let records: Vec<(&Record, Option<EventKind>)> = inp.records.iter().zip(told).collect();
     let origin = seen.first().map_or(0, |s| nanos(s.at));
     let mut v = Vec::new();
     let episodes = episodes(seen, inp.requests);
@@ -664,9 +711,9 @@ pub fn audit(inp: &Inputs<'_>) -> Vec<String> {
             // found the container exited, the `die` record says +5819 ms).
             let raced = r.iter().all(|&i| {
                 seen[i].event().is_some_and(|e| {
-                    inp.records.iter().any(|rec| {
+                    records.iter().any(|&(rec, kind)| {
                         rec.name == *name
-                            && rec.kind() == Some(e.kind)
+                            && kind == Some(e.kind)
                             && rec.nanos >= t_floor
                             && rec.nanos <= connected_at + dur(CUT_MARGIN)
                     })
@@ -687,7 +734,7 @@ pub fn audit(inp: &Inputs<'_>) -> Vec<String> {
         .iter()
         .filter_map(Seen::event)
         .map(|e| e.id.as_str())
-        .chain(inp.records.iter().map(|r| r.name.as_str()))
+        .chain(records.iter().map(|(r, _)| r.name.as_str()))
         .collect();
     for name in &names {
         for kind in [EventKind::Created, EventKind::Removed] {
@@ -696,10 +743,9 @@ pub fn audit(inp: &Inputs<'_>) -> Vec<String> {
                 .filter_map(Seen::event)
                 .filter(|e| e.id.as_str() == *name && e.kind == kind)
                 .count();
-            let recorded = inp
-                .records
+            let recorded = records
                 .iter()
-                .filter(|r| r.name == *name && r.kind() == Some(kind))
+                .filter(|(r, k)| r.name == *name && *k == Some(kind))
                 .count();
             if printed > recorded {
                 v.push(format!(
@@ -730,12 +776,11 @@ pub fn audit(inp: &Inputs<'_>) -> Vec<String> {
             .flatten()
             .min()
             .map_or(i128::MAX, |t| t - dur(CUT_MARGIN));
-        for r in inp
-            .records
+        for &(r, kind) in records
             .iter()
-            .filter(|r| r.nanos >= from && r.nanos <= to)
+            .filter(|(r, _)| r.nanos >= from && r.nanos <= to)
         {
-            let Some(kind) = r.kind() else { continue };
+            let Some(kind) = kind else { continue };
             let found = seen.iter().filter_map(Seen::event).any(|e| {
                 e.id.as_str() == r.name
                     && e.kind == kind
@@ -777,11 +822,10 @@ pub fn audit(inp: &Inputs<'_>) -> Vec<String> {
             .filter(|(_, e)| e.id.as_str() == *name && nanos(e.at) < cutoff)
             .map(|(_, e)| (e.kind, e.origin, nanos(e.at)))
             .collect();
-        let recorded: Vec<(EventKind, Origin, i128)> = inp
-            .records
+        let recorded: Vec<(EventKind, Origin, i128)> = records
             .iter()
-            .filter(|r| r.name == *name && r.nanos < cutoff)
-            .filter_map(|r| r.kind().map(|k| (k, Origin::Live, r.nanos)))
+            .filter(|(r, _)| r.name == *name && r.nanos < cutoff)
+            .filter_map(|(r, k)| k.map(|k| (k, Origin::Live, r.nanos)))
             .collect();
         if printed != recorded {
             let show = |l: &[(EventKind, Origin, i128)]| {

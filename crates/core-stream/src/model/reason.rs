@@ -289,10 +289,10 @@ impl Reason {
 
 /// `message`, cut to at most [`MAX_MESSAGE`] bytes at a character boundary.
 fn cap(message: &str) -> Arc<str> {
+    const ELLIPSIS: &str = "…";
     if message.len() <= MAX_MESSAGE {
         return Arc::from(message);
     }
-    const ELLIPSIS: &str = "…";
     let mut end = MAX_MESSAGE - ELLIPSIS.len();
     while !message.is_char_boundary(end) {
         end -= 1;
@@ -320,14 +320,14 @@ mod tests {
         assert_eq!(Signal::from_exit_code(255), None);
         assert_eq!(Signal::from_exit_code(-1), None);
         for n in 1..=64 {
-            let s = Signal::new(n).unwrap();
+            let s = Signal::new(n).expect("1 to 64");
             assert_eq!(Signal::from_name(&s.name()), Some(s), "{s}");
         }
         assert_eq!(Signal::from_name("kill"), Some(Signal::KILL));
         assert_eq!(Signal::from_name("15"), Some(Signal::TERM));
         assert_eq!(Signal::from_name("SIGNOPE"), None);
         assert!(Signal::TERM.stops() && Signal::KILL.stops());
-        assert!(!Signal::from_name("SIGHUP").unwrap().stops());
+        assert!(!Signal::from_name("SIGHUP").expect("a name").stops());
     }
 
     #[test]
@@ -351,7 +351,7 @@ mod tests {
         assert_eq!(Reason::failing("  \n").message, None);
         assert_eq!(Reason::failing(" no \n").message.as_deref(), Some("no"));
         let long = "é".repeat(MAX_MESSAGE);
-        let m = Reason::failing(&long).message.unwrap();
+        let m = Reason::failing(&long).message.expect("a message");
         assert!(m.len() <= MAX_MESSAGE, "{}", m.len());
         assert!(m.ends_with('…') && m.starts_with("éé"));
         let exact = "a".repeat(MAX_MESSAGE);

@@ -142,19 +142,21 @@ pub(super) fn readiness_anew(
     out: &mut impl Transitions,
 ) {
     let uid = uid.or_else(|| k.uid.text());
-    if let Some(ready) = k.readiness_change(readiness, false) {
+    let ready = k.readiness_change(readiness, false);
+    let failure = failing(k, &id, uid.clone(), at, Origin::Live, reason);
+    if let Some(ready) = ready {
         out.push(InstanceEvent {
-            id: id.clone(),
+            id,
             kind: readiness_kind(ready),
             at,
             origin: Origin::Live,
             labels: Arc::clone(&k.labels),
-            uid: uid.clone(),
+            uid,
             readiness: k.readiness,
             reason: None,
         });
     }
-    if let Some(event) = failing(k, &id, uid, at, Origin::Live, reason) {
+    if let Some(event) = failure {
         out.push(event);
     }
 }

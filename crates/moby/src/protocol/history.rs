@@ -103,8 +103,13 @@ pub(crate) fn correct(listed: &mut Vec<Listed>, last: &HashMap<Arc<str>, EventKi
                 tracing::debug!(id = %l.id, "listed, but its removal is in the history: the list lags");
                 return false;
             }
-            // A readiness change is of a running container.
-            EventKind::Started | EventKind::Ready | EventKind::Unready => true,
+            // A readiness change, a stop request and a failure are of a
+            // running container.
+            EventKind::Started
+            | EventKind::Ready
+            | EventKind::Unready
+            | EventKind::Stopping
+            | EventKind::Failing => true,
             _ => false,
         };
         if l.running != running {

@@ -54,6 +54,11 @@ pub struct Mapping {
     pub(crate) discovery: Discovery,
     /// How the engine tells a container's health, for readiness.
     pub(crate) health: HealthTable,
+    /// The engine logs a stop request (`kill`, `stop`) before the `die`
+    /// it causes (Docker). Podman 4.3 logs none for `podman stop`: a `die`
+    /// by `SIGTERM` or `SIGKILL` without an OOM kill is then taken as
+    /// requested, as a snapshot takes it.
+    pub(crate) stops_logged: bool,
 }
 
 /// How an engine tells a container's health (see
@@ -156,7 +161,20 @@ impl Mapping {
             history,
             discovery,
             health: HealthTable::new(),
+            stops_logged: true,
         }
+    }
+
+    /// Whether the engine logs every stop request (`kill`, `stop`) before
+    /// the `die` it causes (the default; Docker). Without (Podman 4.3 logs
+    /// nothing for `podman stop`), a `die` by `SIGTERM` or `SIGKILL` that
+    /// no OOM kill explains is taken as a requested stop: its outcome is
+    /// `stopped`, and the engine's restart policy is not taken to restart
+    /// it (only what the engine shows: restarting, or running again).
+    #[must_use]
+    pub const fn stops_logged(mut self, yes: bool) -> Self {
+        self.stops_logged = yes;
+        self
     }
 
     /// Container actions and what they mean. Every other action is ignored

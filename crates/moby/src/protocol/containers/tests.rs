@@ -21,6 +21,7 @@ static TABLE: Mapping = Mapping {
         unhealthy_when_paused: true,
         lists_none: true,
     },
+    stops_logged: true,
 };
 
 #[test]
@@ -101,8 +102,19 @@ fn told(d: &Decision) -> (EventKind, Option<Readiness>) {
     match d {
         Decision::Report {
             kind, readiness, ..
+        }
+        | Decision::Explained {
+            kind, readiness, ..
         } => (*kind, *readiness),
         other => panic!("not a report: {other:?}"),
+    }
+}
+
+/// An explained report's reason.
+fn why(d: &Decision) -> &Reason {
+    match d {
+        Decision::Explained { reason, .. } => reason,
+        other => panic!("not explained: {other:?}"),
     }
 }
 
@@ -147,10 +159,34 @@ fn docker_tells_the_status_in_the_action() {
         unreachable!()
     };
     assert_eq!(**labels, Labels::from([("app".into(), "web".into())]));
+    // Unhealthy: the failing check's output is read (and the status with it).
+    let unhealthy = ev("health_status: unhealthy", "a1", T);
     assert_eq!(
-        told(&k.event(&ev("health_status: unhealthy", "a1", 2))),
+        k.event(&unhealthy),
+        Decision::Inspect("/containers/a1/json".into())
+    );
+    let mut object = inspected(Some("unhealthy"), false, "2026-12-02T08:06:07.99Z");
+    object["State"]["Health"]["Log"][1]["Output"] =
+        json!("  wget: server returned error: HTTP/1.1 503\n");
+    let decided = k.inspected(&unhealthy.clone().inspected_times(1), Some(&object));
+    assert_eq!(
+        told(&decided),
         (EventKind::Unready, c(Health::Unhealthy, false))
     );
+    assert_eq!(
+        why(&decided).message.as_deref(),
+        Some("wget: server returned error: HTTP/1.1 503")
+    );
+    // A check that printed nothing: unready, with nothing to say.
+    object["State"]["Health"]["Log"][1]["Output"] = json!("");
+    let decided = k.inspected(&unhealthy.clone().inspected_times(1), Some(&object));
+    assert!(matches!(
+        decided,
+        Decision::Report {
+            kind: EventKind::Unready,
+            ..
+        }
+    ));
     assert_eq!(
         told(&k.event(&ev("health_status:  healthy ", "a1", 3))),
         (EventKind::Ready, c(Health::Healthy, false))
@@ -203,8 +239,17 @@ fn docker_pause_and_unpause() {
     );
     // A stop ends the pause; a start is `starting` with a check.
     k.event(&ev("pause", "a1", 6));
+    // With readiness, a stop nobody asked for is read: will it restart?
+    let die = ev("die", "a1", 7);
     assert_eq!(
-        told(&k.event(&ev("die", "a1", 7))),
+        k.event(&die),
+        Decision::Inspect("/containers/a1/json".into())
+    );
+    let exited =
+        json!({"Id": "a1", "State": {"Status": "exited", "Running": false, "ExitCode": 0}});
+    let decided = k.inspected(&die.clone().inspected_times(1), Some(&exited));
+    assert_eq!(
+        told(&decided),
         (EventKind::Stopped, c(Health::Unhealthy, false))
     );
     assert_eq!(
@@ -408,7 +453,10 @@ fn an_unpause_first_seen_in_a_replay_takes_the_real_health() {
 #[test]
 fn readiness_off_changes_nothing() {
     for table in [DOCKER, &PODMAN] {
-        assert_eq!(table.actions(false), ["create", "start", "die", "destroy"]);
+        assert_eq!(
+            table.actions(false),
+            ["create", "start", "die", "destroy", "oom"]
+        );
         assert_eq!(
             table.actions(true),
             [
@@ -416,6 +464,7 @@ fn readiness_off_changes_nothing() {
                 "start",
                 "die",
                 "destroy",
+                "oom",
                 "health_status",
                 "pause",
                 "unpause"
@@ -500,4 +549,207 @@ fn rfc3339_times() {
     ] {
         assert_eq!(rfc3339_nanos(bad), None, "{bad:?}");
     }
+}
+
+/// An event with attributes (`exitCode`, `signal`…) besides the name.
+fn ev_with(action: &str, uid: &str, nanos: i64, extra: &[(&str, &str)]) -> Event {
+    let mut attributes = serde_json::Map::new();
+    attributes.insert("name".into(), json!("web"));
+    for (k, v) in extra {
+        attributes.insert((*k).into(), json!(v));
+    }
+    Event::new(
+        action,
+        uid,
+        "web",
+        attributes,
+        Cursor::from_unix_nanos(nanos),
+    )
+}
+
+/// Docker's and Podman's stop actions, as their tables map them.
+static STOPS: Mapping = Mapping {
+    actions: &[
+        ("create", EventKind::Created),
+        ("start", EventKind::Started),
+        ("die", EventKind::Stopped),
+        ("destroy", EventKind::Removed),
+        ("kill", EventKind::Stopping),
+        ("stop", EventKind::Stopping),
+    ],
+    ..testing::TABLE
+};
+
+#[test]
+fn a_die_says_its_exit_code_signal_and_oom() {
+    use lookout_core::{Outcome, Signal};
+    let scope = Scope::new(Labels::new(), false);
+    let mut k = STOPS.known(&scope, &[listed("a1", Health::None, false)]);
+    let d = k.event(&ev_with("die", "a1", 1, &[("exitCode", "3")]));
+    assert_eq!(told(&d).0, EventKind::Stopped);
+    let r = why(&d);
+    assert_eq!(
+        (r.outcome, r.exit_code, r.signal, r.oom),
+        (Some(Outcome::Failed), Some(3), None, false)
+    );
+    k.event(&ev("start", "a1", 2));
+    let d = k.event(&ev_with("die", "a1", 3, &[("exitCode", "0")]));
+    assert_eq!(why(&d).outcome, Some(Outcome::Completed));
+    // The OOM killer: `oom`, then a `die` with 137.
+    k.event(&ev("start", "a1", 4));
+    assert_eq!(k.event(&ev("oom", "a1", 5)), Decision::Skip);
+    let d = k.event(&ev_with("die", "a1", 6, &[("exitCode", "137")]));
+    let r = why(&d);
+    assert_eq!(
+        (r.outcome, r.signal, r.oom),
+        (Some(Outcome::Failed), Some(Signal::KILL), true)
+    );
+    // A start forgets it: the next kill by signal is no OOM.
+    k.event(&ev("start", "a1", 7));
+    let d = k.event(&ev_with("die", "a1", 8, &[("exitCode", "139")]));
+    let r = why(&d);
+    assert_eq!(
+        (r.signal.map(Signal::name).as_deref(), r.oom),
+        (Some("SIGSEGV"), false)
+    );
+    // Podman's compat `died` carries `containerExitCode` too.
+    k.event(&ev("start", "a1", 9));
+    let d = k.event(&ev_with("die", "a1", 10, &[("containerExitCode", "7")]));
+    assert_eq!(why(&d).exit_code, Some(7));
+}
+
+#[test]
+fn a_stop_request_is_stopping_and_its_die_is_not_inspected() {
+    let scope = Scope::new(Labels::new(), true);
+    scope.checks.set(&Arc::from("a1"), false);
+    let mut k = STOPS.known(&scope, &[listed("a1", Health::None, false)]);
+    // `docker kill -s HUP` stops nothing.
+    assert_eq!(
+        k.event(&ev_with("kill", "a1", 1, &[("signal", "1")])),
+        Decision::Skip
+    );
+    // `docker stop`: SIGTERM, then (after its timeout) SIGKILL, then `die`.
+    let d = k.event(&ev_with("kill", "a1", 2, &[("signal", "15")]));
+    assert_eq!(told(&d), (EventKind::Stopping, None));
+    let d = k.event(&ev_with("kill", "a1", 3, &[("signal", "9")]));
+    assert_eq!(told(&d).0, EventKind::Stopping);
+    // Asked to stop: the engine restarts nothing, no inspection needed.
+    let d = k.event(&ev_with("die", "a1", 4, &[("exitCode", "137")]));
+    assert_eq!(told(&d).0, EventKind::Stopped);
+    // Podman's `kill` and `stop` name no signal.
+    k.event(&ev("start", "a1", 5));
+    assert_eq!(told(&k.event(&ev("stop", "a1", 6))).0, EventKind::Stopping);
+    k.event(&ev_with("die", "a1", 7, &[("exitCode", "0")]));
+    // A start forgets the request: the next `die` is read.
+    k.event(&ev("start", "a1", 8));
+    let die = ev_with("die", "a1", 9, &[("exitCode", "1")]);
+    assert_eq!(
+        k.event(&die),
+        Decision::Inspect("/containers/a1/json".into())
+    );
+}
+
+#[test]
+fn an_inspected_die_says_whether_the_engine_restarts_it() {
+    use lookout_core::Outcome;
+    let scope = Scope::new(Labels::new(), true);
+    scope.checks.set(&Arc::from("a1"), false);
+    let mut k = STOPS.known(&scope, &[listed("a1", Health::None, false)]);
+    let die = ev_with("die", "a1", T, &[("exitCode", "1")]);
+    let inspected = |state: Value| json!({"Id": "a1", "State": state});
+    // Its restart manager decided before the event: `restarting`.
+    let d = k.inspected(
+        &die,
+        Some(&inspected(
+            json!({"Status": "restarting", "Restarting": true, "Running": false}),
+        )),
+    );
+    assert_eq!(
+        (why(&d).outcome, why(&d).restarting),
+        (Some(Outcome::Failed), true)
+    );
+    // Already running again, since the event.
+    let d = k.inspected(
+        &die,
+        Some(&inspected(
+            json!({"Running": true, "StartedAt": "2026-12-02T08:06:08.1Z"}),
+        )),
+    );
+    assert!(why(&d).restarting);
+    // Running since before the event: that is not a restart of this stop.
+    let d = k.inspected(
+        &die,
+        Some(&inspected(
+            json!({"Running": true, "StartedAt": "2026-12-02T08:06:07Z"}),
+        )),
+    );
+    assert!(!why(&d).restarting);
+    // Exit 0, will not restart: completed; OOMKilled read as well.
+    let ok = ev_with("die", "a1", T, &[("exitCode", "0")]);
+    let d = k.inspected(&ok, Some(&inspected(json!({"Status": "exited"}))));
+    assert_eq!(why(&d).outcome, Some(Outcome::Completed));
+    let oom = ev_with("die", "a1", T, &[("exitCode", "137")]);
+    let d = k.inspected(&oom, Some(&inspected(json!({"OOMKilled": true}))));
+    assert!(why(&d).oom);
+    // Podman restarts after the event: its policy and count say it.
+    let policy = |name: &str, max: u64, count: u64| {
+        json!({"Id": "a1", "State": {"Status": "exited"}, "RestartCount": count,
+               "HostConfig": {"RestartPolicy": {"Name": name, "MaximumRetryCount": max}}})
+    };
+    for (object, event, restarting) in [
+        (policy("on-failure", 2, 0), &die, true),
+        (policy("on-failure", 2, 1), &die, true),
+        (policy("on-failure", 2, 2), &die, false),
+        (policy("on-failure", 0, 9), &die, true),
+        (policy("on-failure", 2, 0), &ok, false),
+        (policy("always", 0, 5), &ok, true),
+        (policy("unless-stopped", 0, 0), &die, true),
+        (policy("no", 0, 0), &die, false),
+    ] {
+        let d = k.inspected(event, Some(&object));
+        assert_eq!(why(&d).restarting, restarting, "{object}");
+    }
+    // A success the engine starts again is no completion.
+    let d = k.inspected(&ok, Some(&policy("always", 0, 0)));
+    assert_eq!(why(&d).outcome, Some(Outcome::Failed));
+    // Gone before it could be read: the event's own words.
+    let d = k.inspected(&die, None);
+    assert_eq!(why(&d).exit_code, Some(1));
+}
+
+#[test]
+fn the_list_says_why_a_container_does_not_run() {
+    use lookout_core::{Outcome, Signal};
+    let body = br#"[
+      {"Id":"a1","Names":["/ok"],"State":"exited","Status":"Exited (0) 2 seconds ago"},
+      {"Id":"b2","Names":["/crashed"],"State":"exited","Status":"Exited (3) 2 seconds ago"},
+      {"Id":"c3","Names":["/killed"],"State":"exited","Status":"Exited (137) 2 seconds ago"},
+      {"Id":"d4","Names":["/termed"],"State":"exited","Status":"Exited (143) 1 hour ago"},
+      {"Id":"e5","Names":["/again"],"State":"restarting","Status":"Restarting (1) Less than a second ago"},
+      {"Id":"f6","Names":["/new"],"State":"created","Status":"Created"},
+      {"Id":"g7","Names":["/up"],"State":"running","Status":"Up 3 minutes (healthy)"},
+      {"Id":"h8","Names":["/odd"],"State":"exited","Status":"Exited sometime"}
+    ]"#;
+    let listed = parse_list(body, &TABLE, false).expect("valid list");
+    let reasons: Vec<_> = listed
+        .iter()
+        .map(|l| {
+            l.reason
+                .as_ref()
+                .map(|r| (r.outcome, r.exit_code, r.signal, r.restarting))
+        })
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            Some((Some(Outcome::Completed), Some(0), None, false)),
+            Some((Some(Outcome::Failed), Some(3), None, false)),
+            Some((Some(Outcome::Stopped), Some(137), Some(Signal::KILL), false)),
+            Some((Some(Outcome::Stopped), Some(143), Some(Signal::TERM), false)),
+            Some((Some(Outcome::Failed), Some(1), None, true)),
+            None,
+            None,
+            None,
+        ]
+    );
 }

@@ -572,7 +572,20 @@ fn docker_health_and_pause_lines_with_readiness_and_without() {
     let scope = Scope::new(Labels::new(), true);
     scope.checks.set(&Arc::from("c1"), true);
     let mut on = Feed::new(&TABLE, &scope, None, &[running("c1", starting)]);
-    let told: Vec<_> = feed_lines(&mut on, &lines)
+    // The stop nobody asked for is read (will the engine restart it?):
+    // fed without it, then decided with its inspection.
+    let mut seen = feed_lines(&mut on, &lines[..4]);
+    let mut out = VecDeque::new();
+    on.push(format!("{}\n", lines[4]).as_bytes(), &mut out);
+    let Some(FeedOutput::Inspect { event, .. }) = out.pop_front() else {
+        panic!("a stop nobody asked for is inspected")
+    };
+    let exited = serde_json::json!({"State": {"Status": "exited", "ExitCode": 0}});
+    match on.inspected(event, &Inspection::Found(exited)) {
+        FeedOutput::Obs(o) => seen.push(o),
+        FeedOutput::Inspect { path, .. } => panic!("read once: {path}"),
+    }
+    let told: Vec<_> = seen
         .iter()
         .map(|o| {
             let (id, kind, r) = readiness_of(o);
