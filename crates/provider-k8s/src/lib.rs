@@ -312,6 +312,7 @@ mod resolve;
 mod session;
 mod settings;
 mod watch_lines;
+mod why;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -617,3 +618,6 @@ mod tests;
 // tests must still build from the package.
 #[cfg(test)]
 mod bounds_tests;
+
+#[cfg(test)]
+mod why_tests;
