@@ -11,7 +11,9 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use lookout_core::EventKind::{Created, Ready, Removed, Started, Stopped, Unready};
+use lookout_core::EventKind::{
+    Created, Failing, Ready, Removed, Started, Stopped, Stopping, Unready,
+};
 use lookout_core::Origin::{Live, Resync};
 use lookout_core::{EventKind, Readiness, ResourceStatus};
 use lookout_e2e::engines;
@@ -220,18 +222,29 @@ async fn k8s_custom_resource_with_scale_is_ready_exactly_when_kstatus_says_curre
             Created, Started, Ready,   // no status: Current
             Unready, // Reconciling
             Ready,   // Ready=True
-            Unready, // Unknown (Stalled, all three: no change)
+            Unready, // Unknown
+            Failing, // Stalled=True: kstatus Failed (all three: the same words)
             Ready,   // Ready=True again
             Unready, // generation 2 not observed
             Ready,   // observed
             Stopped, // scaled to 0
-            Started, Ready,   // scaled to 2, observed
-            Unready, // Terminating
+            Started, Ready,    // scaled to 2, observed
+            Unready,  // Terminating
+            Stopping, // being deleted (a finalizer holds it)
             Removed,
         ],
         "{rec:?}"
     );
     assert!(rec.of(&subject).iter().all(|(_, o)| *o == Live), "{rec:?}");
+    // Failing in the Stalled condition's words, given up on (kstatus: Failed).
+    let failing = rec
+        .events
+        .iter()
+        .find(|e| e.id.as_str() == subject && e.kind == Failing)
+        .and_then(|e| e.reason.clone())
+        .expect("a failing with its reason");
+    assert_eq!(failing.message.as_deref(), Some("Stalled True"));
+    assert!(failing.failed, "{failing:?}");
     // The detail each event carries is kstatus's word.
     let details: Vec<ResourceStatus> = rec
         .events
