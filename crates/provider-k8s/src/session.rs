@@ -262,53 +262,7 @@ impl Merge {
                 state.watching = state.relist.is_none();
                 self.maybe_sync();
             }
-            FeedEvent::Applied(l, version) => {
-                self.cursor.set(kind, version);
-                let replay = state.replaying;
-                let store = state.store.get_or_insert_with(HashMap::new);
-                let (id, entry, labels) = entry(l);
-                let was_deleting = store.get(&id).is_some_and(|e| e.deleting);
-                // Every ADDED and MODIFIED is told, whatever changed: a
-                // status-only MODIFIED (readiness watched) is a `Started` of
-                // a known running object, which the core swallows as a
-                // start but applies the readiness (`Ready`/`Unready` when
-                // it changes whether the object can serve) and the failure
-                // of (`Failing` when its message is new; none: it passed).
-                // A running object being deleted is `Stopping`, on every
-                // MODIFIED until it goes (a `Started` then would tell the
-                // stop abandoned); a stop carries why (`Reason::stop`).
-                let (kind, reason) = match (entry.running, entry.deleting) {
-                    (false, _) => (EventKind::Stopped, entry.reason.clone()),
-                    (true, true) => (EventKind::Stopping, None),
-                    (true, false) => (EventKind::Started, entry.reason.clone()),
-                };
-                let at = SystemTime::now();
-                // The interned set (the same as the store's): the core
-                // keeps its own `Arc` when they are unchanged.
-                let labels = Some(Arc::new(labels));
-                // As its deletion begins, first the readiness it has then
-                // (kstatus's `Terminating`: `Unready`), as before there was
-                // a `Stopping`; then the stop request.
-                let before = (kind == EventKind::Stopping && !was_deleting).then(|| {
-                    Change::new(id.clone(), EventKind::Started, at)
-                        .uid(entry.uid.clone())
-                        .labels(labels.clone())
-                        .cursor(Some(self.cursor.clone()))
-                        .readiness(entry.readiness)
-                        .reason(entry.reason.clone())
-                });
-                let change = Change::new(id.clone(), kind, at)
-                    .uid(entry.uid.clone())
-                    .labels(labels)
-                    .cursor(Some(self.cursor.clone()))
-                    .readiness(entry.readiness)
-                    .reason(reason);
-                store.insert(id, entry);
-                if let Some(before) = before {
-                    self.tell(before, replay);
-                }
-                self.tell(change, replay);
-            }
+            FeedEvent::Applied(seen, version) => self.applied(kind, seen, version),
             FeedEvent::Deleted(id, uid, version) => {
                 self.cursor.set(kind, version);
                 let replay = state.replaying;
@@ -335,6 +289,56 @@ impl Merge {
                 self.out.push_back(Observation::Progress(None));
             }
         }
+    }
+
+    /// An object added or modified (see the comments within).
+    fn applied(&mut self, kind: usize, seen: Seen, version: Arc<str>) {
+        let state = self.kinds.entry(kind).or_default();
+        self.cursor.set(kind, version);
+        let replay = state.replaying;
+        let store = state.store.get_or_insert_with(HashMap::new);
+        let (id, entry, labels) = entry(seen);
+        let was_deleting = store.get(&id).is_some_and(|e| e.deleting);
+        // Every ADDED and MODIFIED is told, whatever changed: a
+        // status-only MODIFIED (readiness watched) is a `Started` of
+        // a known running object, which the core swallows as a
+        // start but applies the readiness (`Ready`/`Unready` when
+        // it changes whether the object can serve) and the failure
+        // of (`Failing` when its message is new; none: it passed).
+        // A running object being deleted is `Stopping`, on every
+        // MODIFIED until it goes (a `Started` then would tell the
+        // stop abandoned); a stop carries why (`Reason::stop`).
+        let (kind, reason) = match (entry.running, entry.deleting) {
+            (false, _) => (EventKind::Stopped, entry.reason.clone()),
+            (true, true) => (EventKind::Stopping, None),
+            (true, false) => (EventKind::Started, entry.reason.clone()),
+        };
+        let at = SystemTime::now();
+        // The interned set (the same as the store's): the core
+        // keeps its own `Arc` when they are unchanged.
+        let labels = Some(Arc::new(labels));
+        // As its deletion begins, first the readiness it has then
+        // (kstatus's `Terminating`: `Unready`), as before there was
+        // a `Stopping`; then the stop request.
+        let before = (kind == EventKind::Stopping && !was_deleting).then(|| {
+            Change::new(id.clone(), EventKind::Started, at)
+                .uid(entry.uid.clone())
+                .labels(labels.clone())
+                .cursor(Some(self.cursor.clone()))
+                .readiness(entry.readiness)
+                .reason(entry.reason.clone())
+        });
+        let change = Change::new(id.clone(), kind, at)
+            .uid(entry.uid.clone())
+            .labels(labels)
+            .cursor(Some(self.cursor.clone()))
+            .readiness(entry.readiness)
+            .reason(reason);
+        store.insert(id, entry);
+        if let Some(before) = before {
+            self.tell(before, replay);
+        }
+        self.tell(change, replay);
     }
 
     /// Queues a live change: once synced, or before that when it is the
