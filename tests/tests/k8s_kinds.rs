@@ -141,12 +141,26 @@ async fn condition_steps(crd: &Crd, ns: &str, s: &mut Stepper<'_>, rec: &mut Rec
     )
     .await;
     s.check(rec, "Stalled=True").await;
+    failing_in_stalled_words(rec, &s.subject, "Stalled True");
     crd.status(ns, "pg", json!({ "conditions": [cond("Ready", "True"), cond("Stalled", "True"), cond("Reconciling", "True")] }))
         .await;
     s.check(rec, "Ready, Stalled, Reconciling all True").await;
     crd.status(ns, "pg", json!({ "conditions": [cond("Ready", "True")] }))
         .await;
     s.check(rec, "Ready=True again").await;
+}
+
+/// `id`'s `failing`: in its `Stalled` condition's words (`message`),
+/// given up on (kstatus: `Failed`).
+fn failing_in_stalled_words(rec: &Recorder, id: &str, message: &str) {
+    let failing = rec
+        .events
+        .iter()
+        .find(|e| e.id.as_str() == id && e.kind == Failing)
+        .and_then(|e| e.reason.clone())
+        .unwrap_or_else(|| panic!("a failing of {id} with its reason: {rec:?}"));
+    assert_eq!(failing.message.as_deref(), Some(message));
+    assert!(failing.failed, "{failing:?}");
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -222,29 +236,18 @@ async fn k8s_custom_resource_with_scale_is_ready_exactly_when_kstatus_says_curre
             Created, Started, Ready,   // no status: Current
             Unready, // Reconciling
             Ready,   // Ready=True
-            Unready, // Unknown
-            Failing, // Stalled=True: kstatus Failed (all three: the same words)
+            Unready, Failing, // Unknown; Stalled=True: Failed (all three: the same words)
             Ready,   // Ready=True again
             Unready, // generation 2 not observed
             Ready,   // observed
             Stopped, // scaled to 0
-            Started, Ready,    // scaled to 2, observed
-            Unready,  // Terminating
-            Stopping, // being deleted (a finalizer holds it)
+            Started, Ready, // scaled to 2, observed
+            Unready, Stopping, // Terminating: being deleted (a finalizer holds it)
             Removed,
         ],
         "{rec:?}"
     );
     assert!(rec.of(&subject).iter().all(|(_, o)| *o == Live), "{rec:?}");
-    // Failing in the Stalled condition's words, given up on (kstatus: Failed).
-    let failing = rec
-        .events
-        .iter()
-        .find(|e| e.id.as_str() == subject && e.kind == Failing)
-        .and_then(|e| e.reason.clone())
-        .expect("a failing with its reason");
-    assert_eq!(failing.message.as_deref(), Some("Stalled True"));
-    assert!(failing.failed, "{failing:?}");
     // The detail each event carries is kstatus's word.
     let details: Vec<ResourceStatus> = rec
         .events
