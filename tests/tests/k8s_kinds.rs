@@ -11,7 +11,9 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use lookout_core::EventKind::{Created, Ready, Removed, Started, Stopped, Unready};
+use lookout_core::EventKind::{
+    Created, Failing, Ready, Removed, Started, Stopped, Stopping, Unready,
+};
 use lookout_core::Origin::{Live, Resync};
 use lookout_core::{EventKind, Readiness, ResourceStatus};
 use lookout_e2e::engines;
@@ -139,12 +141,26 @@ async fn condition_steps(crd: &Crd, ns: &str, s: &mut Stepper<'_>, rec: &mut Rec
     )
     .await;
     s.check(rec, "Stalled=True").await;
+    failing_in_stalled_words(rec, &s.subject, "Stalled True");
     crd.status(ns, "pg", json!({ "conditions": [cond("Ready", "True"), cond("Stalled", "True"), cond("Reconciling", "True")] }))
         .await;
     s.check(rec, "Ready, Stalled, Reconciling all True").await;
     crd.status(ns, "pg", json!({ "conditions": [cond("Ready", "True")] }))
         .await;
     s.check(rec, "Ready=True again").await;
+}
+
+/// `id`'s `failing`: in its `Stalled` condition's words (`message`),
+/// given up on (kstatus: `Failed`).
+fn failing_in_stalled_words(rec: &Recorder, id: &str, message: &str) {
+    let failing = rec
+        .events
+        .iter()
+        .find(|e| e.id.as_str() == id && e.kind == Failing)
+        .and_then(|e| e.reason.clone())
+        .unwrap_or_else(|| panic!("a failing of {id} with its reason: {rec:?}"));
+    assert_eq!(failing.message.as_deref(), Some(message));
+    assert!(failing.failed, "{failing:?}");
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -220,13 +236,13 @@ async fn k8s_custom_resource_with_scale_is_ready_exactly_when_kstatus_says_curre
             Created, Started, Ready,   // no status: Current
             Unready, // Reconciling
             Ready,   // Ready=True
-            Unready, // Unknown (Stalled, all three: no change)
+            Unready, Failing, // Unknown; Stalled=True: Failed (all three: the same words)
             Ready,   // Ready=True again
             Unready, // generation 2 not observed
             Ready,   // observed
             Stopped, // scaled to 0
-            Started, Ready,   // scaled to 2, observed
-            Unready, // Terminating
+            Started, Ready, // scaled to 2, observed
+            Unready, Stopping, // Terminating: being deleted (a finalizer holds it)
             Removed,
         ],
         "{rec:?}"

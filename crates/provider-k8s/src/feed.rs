@@ -17,7 +17,7 @@ use kube::Client;
 use kube::api::{Api, ListParams, WatchEvent, WatchParams};
 use kube::core::{DynamicObject, ObjectList};
 use kube::runtime::watcher;
-use lookout_core::{InstanceId, Listed};
+use lookout_core::InstanceId;
 use tokio_stream::{Stream, StreamExt};
 
 use crate::config::InitialList;
@@ -25,7 +25,7 @@ use crate::error::DialError;
 use crate::events::watch;
 use crate::fetch::{Answer, list};
 use crate::kind::KindRef;
-use crate::object::{Object, Workload, identify};
+use crate::object::{Object, Seen, Workload, identify};
 use crate::resolve::{Resolution, Rule, Served, resolve};
 use crate::settings::Settings;
 
@@ -41,14 +41,14 @@ pub(crate) enum FeedEvent {
     /// A list begins (the first one, or a relist after `410 Gone`).
     ListBegin,
     /// One object of the list.
-    Listed(Listed),
+    Listed(Seen),
     /// The list is complete at this `resourceVersion`.
     ListDone(Arc<str>),
     /// A watch request was accepted (from the version the feed started with
     /// or reached): until the next `ListBegin`, every change is told.
     Watching,
     /// An object was added or modified.
-    Applied(Listed, Arc<str>),
+    Applied(Seen, Arc<str>),
     /// An object was deleted.
     Deleted(InstanceId, Option<Arc<str>>, Arc<str>),
     /// The apiserver's bookmark: the feed is at this version.
@@ -377,7 +377,7 @@ fn paged_list<'a, K: Object>(
             retried = false;
             let (items, meta) = (list.items, list.metadata);
             for obj in items {
-                match obj.listed(served, readiness) {
+                match obj.seen(served, readiness) {
                     Some(l) => yield Ok(Some(FeedEvent::Listed(l))),
                     None => yield Ok(Some(FeedEvent::Skipped)),
                 }
@@ -425,7 +425,7 @@ fn step<K: Object>(
                 *version = None;
                 return Next::Rewatch(Some(FeedEvent::Expired));
             };
-            Next::Go(Some(match obj.listed(served, readiness) {
+            Next::Go(Some(match obj.seen(served, readiness) {
                 Some(l) if *listing => FeedEvent::Listed(l),
                 Some(l) => {
                     *version = Some(Arc::clone(&v));

@@ -60,13 +60,39 @@
 //! | `metadata.generation`, `status.observedGeneration`, `status.availableReplicas` / `status.readyReplicas` / `status.numberAvailable`; any other kind's `status.conditions` and `metadata.deletionTimestamp` | with [`K8sConfig::readiness`], each instance's [`Readiness`] (see [Readiness](#readiness)) |
 //! | a kind the apiserver does not serve (its CRD deleted, or not yet created) | no instance: its instances are `Removed` once; looked for again every 10 s (at most the watch timeout) and watched when it is back |
 //! | a kind's list (paged `LIST`s, or a streaming list: [`InitialList`]) | one snapshot (`ResyncBegin`, `Listed`…, `ResyncDone`) holding **every** watched kind |
-//! | `ADDED` / `MODIFIED` | a change: `Started` when running, `Stopped` when not, with the object's readiness when it is watched (the core adds `Created` for an unknown object, `Ready`/`Unready` when the readiness of a running one flips, and swallows what changes nothing, such as a label-only edit) |
+//! | `ADDED` / `MODIFIED` | a change: `Started` when running, `Stopped` when not, `Stopping` when running and being deleted, with the object's readiness when it is watched and why (see [Why](#why)) (the core adds `Created` for an unknown object, `Ready`/`Unready` when the readiness of a running one flips, and swallows what changes nothing, such as a label-only edit) |
 //! | `DELETED` | `Removed` |
 //! | `BOOKMARK` | progress: the kind's resume point moves on, nothing is told |
 //! | each kind's newest `resourceVersion` seen | the cursor ([`K8sCursor`]) a redial resumes from |
 //!
 //! Live events carry the local time at which the watch event arrived: a
 //! Deployment has no timestamp of its last scaling.
+//!
+//! # Why
+//!
+//! Every event says why when the apiserver does ([`Reason`]): what
+//! Kubernetes says, and what lookout tells of it.
+//!
+//! | the apiserver says | lookout tells |
+//! |---|---|
+//! | the object wants no replica: `spec.replicas` 0 (a scale of 0), a `DaemonSet`'s `status.desiredNumberScheduled` 0 | `Stopped` (or `Created` of an object that never ran), reason [`Reason::stop`]`(`[`Outcome::Stopped`]`)`: scaling to 0 is a request. Told **at once**, when `spec` says 0: the workload no longer asks for pods (its pods are ended by their controller meanwhile; `status.replicas` still counts them, but a `Stopping` until it reaches 0 would hang where no controller runs) |
+//! | `metadata.deletionTimestamp` set on a running object (its finalizers, or a foreground deletion, hold it) | `Stopping` (readiness ends), then `Removed` when the apiserver deletes it (`DELETED`), or `Stopped` (outcome `stopped`) when it is scaled to 0 meanwhile. First, as its deletion begins, its readiness then: a kind read by kstatus is `Terminating`, so `Unready` before the `Stopping`. A snapshot that finds an object being deleted is followed by its `Stopping` (live): a snapshot has no word for it |
+//! | with readiness, a `Deployment`'s `Progressing` condition with reason `ProgressDeadlineExceeded` (the controller writes it `False`; `kubectl rollout status` and kstatus read the reason alone) | `Failing`, [`Reason::message`] the condition's `message`, [`failed`](Reason::failed): the controller gave up on the rollout (kstatus: `Failed`) |
+//! | with readiness, `ReplicaFailure=True` on a `Deployment`, `StatefulSet` or `DaemonSet` | `Failing` in the condition's `message` (not `failed`: the controller keeps trying); a progress deadline past tells first |
+//! | with readiness, any other kind that kstatus calls `Failed` (its first `Stalled=True` before any `Reconciling=True`) | `Failing` in that `Stalled` condition's `message`, `failed` |
+//! | the failure's words change; the condition goes | `Failing` again; nothing (the next `Failing` is told anew) |
+//!
+//! A condition without a `message` speaks by its `reason` (else its type);
+//! a message is cut to [`MAX_MESSAGE`](lookout_core::MAX_MESSAGE) bytes.
+//! The core tells `Failing` when the words are new: the same failure
+//! found again by a relist, a resumed watch or a status write that
+//! changes nothing else is not told twice; one a relist finds first is
+//! told once, [`Origin::Resync`](lookout_core::Origin::Resync). `Failing`
+//! moves no readiness (a `Deployment` past its deadline whose old replicas
+//! serve stays ready). Without readiness, status conditions are not
+//! read for it and nothing is `Failing`; `Stopped` and `Stopping` are told
+//! either way. A `Job`'s completion is not watched (no built-in kind
+//! completes).
 //!
 //! # Readiness
 //!
@@ -136,8 +162,8 @@
 //! replay, or as a relist's net effect
 //! ([`Origin::Resync`](lookout_core::Origin::Resync)). Scaling to 0 is
 //! `Stopped`, which ends readiness without an `Unready`. Without
-//! readiness, every event's `readiness` is `None` and no `Ready`/`Unready`
-//! is told: the stream is what it was before readiness existed.
+//! readiness, every event's `readiness` is `None` and no `Ready`,
+//! `Unready` or `Failing` is told.
 //!
 //! # Guarantees
 //!
@@ -228,12 +254,14 @@
 //!   event that does not decode, an object without a name or namespace, an
 //!   unreadable `spec.replicas` is logged and skipped. Of a built-in
 //!   workload only the fields lookout uses are read (name, namespace, uid,
-//!   `resourceVersion`, labels, `spec.replicas`,
-//!   `status.desiredNumberScheduled`, and the integers of
-//!   [readiness](#readiness): `metadata.generation`,
+//!   `resourceVersion`, labels, whether `metadata.deletionTimestamp` is
+//!   set, `spec.replicas`, `status.desiredNumberScheduled`, and the
+//!   integers of [readiness](#readiness): `metadata.generation`,
 //!   `status.observedGeneration`, `status.availableReplicas`,
-//!   `status.readyReplicas`, `status.numberAvailable`, read whether or not
-//!   readiness is on, and then ignored); the rest of an object is skipped
+//!   `status.readyReplicas`, `status.numberAvailable`, with the failures
+//!   `status.conditions` states ([Why](#why)), read whether or not
+//!   readiness is on, and then ignored; conditions that are no list of
+//!   objects state nothing); the rest of an object is skipped
 //!   by the parser. An object of any other kind is read whole, as kube's
 //!   `DynamicObject` (no generated types needed). (A
 //!   list response that is no JSON list of such objects — one whose `spec`
@@ -312,6 +340,7 @@ mod resolve;
 mod session;
 mod settings;
 mod watch_lines;
+mod why;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -331,8 +360,8 @@ pub use cursor::K8sCursor;
 pub use error::{CheckError, ConfigError, DialError};
 pub use kind::{Kind, KindRef};
 pub use lookout_core::{
-    self, EventKind, InstanceEvent, Item, Labels, Readiness, ResourceStatus, Status, Watch,
-    WatchConfig,
+    self, EventKind, InstanceEvent, Item, Labels, Outcome, Readiness, Reason, ResourceStatus,
+    Status, Watch, WatchConfig,
 };
 
 /// Where each dial gets its client.
@@ -617,3 +646,6 @@ mod tests;
 // tests must still build from the package.
 #[cfg(test)]
 mod bounds_tests;
+
+#[cfg(test)]
+mod why_tests;

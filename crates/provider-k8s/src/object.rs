@@ -1,14 +1,16 @@
 //! A built-in workload as lookout reads it off the wire: only the fields it
-//! uses (name, namespace, uid, resourceVersion, labels, `spec.replicas`,
+//! uses (name, namespace, uid, resourceVersion, labels, whether
+//! `metadata.deletionTimestamp` is set, `spec.replicas`,
 //! `status.desiredNumberScheduled`, and for readiness `metadata.generation`,
 //! `status.observedGeneration`, `status.availableReplicas`,
-//! `status.readyReplicas`, `status.numberAvailable`). The rest of each
-//! object — its pod template, `managedFields`, the status' conditions — is
-//! skipped by the parser, not built into a tree: a page of 500 Deployments
-//! costs a fraction of what a `DynamicObject` (or the typed `Deployment`)
-//! costs. The readiness fields are integers read in passing; a value that
-//! is no integer (or a `status` that is no object) does not fail the
-//! object, so what parses without readiness parses with it.
+//! `status.readyReplicas`, `status.numberAvailable` and the failures
+//! `status.conditions` state, `why.rs`). The rest of each object — its pod
+//! template, `managedFields` — is skipped by the parser, not built into a
+//! tree: a page of 500 Deployments costs a fraction of what a
+//! `DynamicObject` (or the typed `Deployment`) costs. The readiness fields
+//! are read in passing; a value that is no integer (or a `status` that is
+//! no object, conditions that are no list) does not fail the object, so
+//! what parses without readiness parses with it.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -23,6 +25,7 @@ use serde::{Deserialize, Deserializer};
 
 use crate::kind::Kind;
 use crate::resolve::{Rule, Served};
+use crate::why::{self, Failures};
 
 /// A `Deployment`, `StatefulSet` or `DaemonSet`, as far as lookout reads it.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -49,6 +52,9 @@ pub(crate) struct Metadata {
     pub(crate) labels: Labels,
     /// `metadata.generation`.
     pub(crate) generation: Int,
+    /// `metadata.deletionTimestamp` is set: the object is being deleted
+    /// (finalizers, or a foreground deletion, hold it).
+    pub(crate) deleting: bool,
 }
 
 /// The part of a workload's spec lookout reads.
@@ -60,7 +66,7 @@ pub(crate) struct Spec {
 }
 
 /// The part of a workload's status readiness is decided from.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Status {
     /// `status.observedGeneration`.
     pub(crate) observed_generation: Int,
@@ -72,6 +78,8 @@ pub(crate) struct Status {
     pub(crate) desired_number_scheduled: Int,
     /// `status.numberAvailable` (what a `DaemonSet`'s readiness counts).
     pub(crate) number_available: Int,
+    /// What `status.conditions` says fails (none when it is no list).
+    pub(crate) failures: Failures,
 }
 
 /// An integer field of the object, read without failing it.
@@ -157,6 +165,7 @@ enum StatusKey {
     ReadyReplicas,
     DesiredNumberScheduled,
     NumberAvailable,
+    Conditions,
     #[serde(other)]
     Other,
 }
@@ -176,6 +185,10 @@ const UNREADABLE: Status = Status {
     ready_replicas: Int::Unreadable,
     desired_number_scheduled: Int::Unreadable,
     number_available: Int::Unreadable,
+    failures: Failures {
+        deadline: None,
+        replicas: None,
+    },
 };
 
 impl<'de> Visitor<'de> for StatusVisitor {
@@ -196,6 +209,12 @@ impl<'de> Visitor<'de> for StatusVisitor {
                     status.desired_number_scheduled = map.next_value()?;
                 }
                 StatusKey::NumberAvailable => status.number_available = map.next_value()?,
+                // A few small objects: read as a tree (any JSON parses),
+                // only what fails kept.
+                StatusKey::Conditions => {
+                    let conditions: serde_json::Value = map.next_value()?;
+                    status.failures = why::workload_failures(&conditions);
+                }
                 StatusKey::Other => {
                     map.next_value::<IgnoredAny>()?;
                 }
@@ -257,6 +276,8 @@ struct Meta {
     labels: Option<Labels>,
     #[serde(default)]
     generation: Int,
+    #[serde(default)]
+    deletion_timestamp: Option<IgnoredAny>,
 }
 
 fn light_meta<'de, D: Deserializer<'de>>(d: D) -> Result<Metadata, D::Error> {
@@ -273,6 +294,7 @@ fn light_meta<'de, D: Deserializer<'de>>(d: D) -> Result<Metadata, D::Error> {
         },
         labels: m.labels.unwrap_or_default(),
         generation: m.generation,
+        deleting: m.deletion_timestamp.is_some(),
     })
 }
 
@@ -321,12 +343,37 @@ pub(crate) trait Object:
     + Sync
     + 'static
 {
-    /// The object as the core sees it, with its readiness when
-    /// `with_readiness`; `None` (logged) when it cannot be read.
+    /// The object as the core sees it, with its readiness (and, running,
+    /// its failure) when `with_readiness`, and why when it does not run;
+    /// `None` (logged) when it cannot be read.
     fn listed(self, served: &Served, with_readiness: bool) -> Option<Listed>;
+
+    /// Whether `metadata.deletionTimestamp` is set: the apiserver was asked
+    /// to delete it, and finalizers (or a foreground deletion) hold it.
+    fn deleting(&self) -> bool;
+
+    /// [`listed`](Self::listed), and whether it is being deleted.
+    fn seen(self, served: &Served, with_readiness: bool) -> Option<Seen> {
+        let deleting = self.deleting();
+        self.listed(served, with_readiness)
+            .map(|listed| Seen { listed, deleting })
+    }
+}
+
+/// An object as a feed hands it to the session: as the core sees it, and
+/// whether it is being deleted (which the session tells as `Stopping`
+/// while it runs).
+#[derive(Debug)]
+pub(crate) struct Seen {
+    pub(crate) listed: Listed,
+    pub(crate) deleting: bool,
 }
 
 impl Object for Workload {
+    fn deleting(&self) -> bool {
+        self.metadata.deleting
+    }
+
     fn listed(self, served: &Served, with_readiness: bool) -> Option<Listed> {
         let Rule::Builtin(kind) = served.rule else {
             tracing::warn!(kind = %served.prefix, "a built-in reader for a kind that is not: skipped");
@@ -390,11 +437,23 @@ pub(crate) fn listed(
             &obj.status,
         )
     });
+    let running = replicas > 0;
+    // Running: what its conditions say fails (readiness watched only; a
+    // progress deadline is a Deployment's). Not running: it wants no
+    // replica, a requested stop.
+    let reason = if running {
+        with_readiness
+            .then(|| obj.status.failures.of(kind == Kind::Deployment))
+            .flatten()
+    } else {
+        Some(why::stopped())
+    };
     Some(
-        Listed::new(id, replicas > 0)
+        Listed::new(id, running)
             .uid(uid)
             .labels(std::mem::take(&mut obj.metadata.labels))
-            .readiness(readiness),
+            .readiness(readiness)
+            .reason(reason),
     )
 }
 

@@ -11,24 +11,28 @@ use std::task::{Context, Poll, ready};
 use std::time::SystemTime;
 
 use lookout_core::{
-    BoxError, Change, EventKind, InstanceId, Labels, Listed, Observation, Readiness,
+    BoxError, Change, EventKind, InstanceId, Labels, Listed, Observation, Readiness, Reason,
 };
 use tokio_stream::{Stream, StreamMap};
 
 use crate::cursor::K8sCursor;
 use crate::feed::{Feed, FeedEvent, feed};
+use crate::object::Seen;
 use crate::probe::ProbeLease;
 use crate::settings::Settings;
 
 /// One object as the session keeps it: what a snapshot lists (the id and
 /// uid and the labels shared with the core's, the readiness when it is
-/// watched).
+/// watched, why it does not run or, running, fails), and whether it is
+/// being deleted.
 #[derive(Clone, Debug)]
 pub(crate) struct Entry {
     running: bool,
     uid: Option<Arc<str>>,
     labels: Labels,
     readiness: Option<Readiness>,
+    reason: Option<Arc<Reason>>,
+    deleting: bool,
 }
 
 /// The current objects of each kind, by the kind's slot (its place in the
@@ -258,31 +262,7 @@ impl Merge {
                 state.watching = state.relist.is_none();
                 self.maybe_sync();
             }
-            FeedEvent::Applied(l, version) => {
-                self.cursor.set(kind, version);
-                let replay = state.replaying;
-                let store = state.store.get_or_insert_with(HashMap::new);
-                let (id, entry, labels) = entry(l);
-                // Every ADDED and MODIFIED is told, whatever changed: a
-                // status-only MODIFIED (readiness watched) is a `Started` of
-                // a known running object, which the core swallows as a
-                // start but applies the readiness of (`Ready`/`Unready`
-                // when it changes whether the object can serve).
-                let kind = if entry.running {
-                    EventKind::Started
-                } else {
-                    EventKind::Stopped
-                };
-                let change = Change::new(id.clone(), kind, SystemTime::now())
-                    .uid(entry.uid.clone())
-                    // The interned set (the same as the store's): the core
-                    // keeps its own `Arc` when they are unchanged.
-                    .labels(Some(Arc::new(labels)))
-                    .cursor(Some(self.cursor.clone()))
-                    .readiness(entry.readiness);
-                store.insert(id, entry);
-                self.tell(change, replay);
-            }
+            FeedEvent::Applied(seen, version) => self.applied(kind, seen, version),
             FeedEvent::Deleted(id, uid, version) => {
                 self.cursor.set(kind, version);
                 let replay = state.replaying;
@@ -311,6 +291,56 @@ impl Merge {
         }
     }
 
+    /// An object added or modified (see the comments within).
+    fn applied(&mut self, kind: usize, seen: Seen, version: Arc<str>) {
+        let state = self.kinds.entry(kind).or_default();
+        self.cursor.set(kind, version);
+        let replay = state.replaying;
+        let store = state.store.get_or_insert_with(HashMap::new);
+        let (id, entry, labels) = entry(seen);
+        let was_deleting = store.get(&id).is_some_and(|e| e.deleting);
+        // Every ADDED and MODIFIED is told, whatever changed: a
+        // status-only MODIFIED (readiness watched) is a `Started` of
+        // a known running object, which the core swallows as a
+        // start but applies the readiness (`Ready`/`Unready` when
+        // it changes whether the object can serve) and the failure
+        // of (`Failing` when its message is new; none: it passed).
+        // A running object being deleted is `Stopping`, on every
+        // MODIFIED until it goes (a `Started` then would tell the
+        // stop abandoned); a stop carries why (`Reason::stop`).
+        let (kind, reason) = match (entry.running, entry.deleting) {
+            (false, _) => (EventKind::Stopped, entry.reason.clone()),
+            (true, true) => (EventKind::Stopping, None),
+            (true, false) => (EventKind::Started, entry.reason.clone()),
+        };
+        let at = SystemTime::now();
+        // The interned set (the same as the store's): the core
+        // keeps its own `Arc` when they are unchanged.
+        let labels = Some(Arc::new(labels));
+        // As its deletion begins, first the readiness it has then
+        // (kstatus's `Terminating`: `Unready`), as before there was
+        // a `Stopping`; then the stop request.
+        let before = (kind == EventKind::Stopping && !was_deleting).then(|| {
+            Change::new(id.clone(), EventKind::Started, at)
+                .uid(entry.uid.clone())
+                .labels(labels.clone())
+                .cursor(Some(self.cursor.clone()))
+                .readiness(entry.readiness)
+                .reason(entry.reason.clone())
+        });
+        let change = Change::new(id.clone(), kind, at)
+            .uid(entry.uid.clone())
+            .labels(labels)
+            .cursor(Some(self.cursor.clone()))
+            .readiness(entry.readiness)
+            .reason(reason);
+        store.insert(id, entry);
+        if let Some(before) = before {
+            self.tell(before, replay);
+        }
+        self.tell(change, replay);
+    }
+
     /// Queues a live change: once synced, or before that when it is the
     /// exact replay of a resumed watch (`replay`); otherwise the coming
     /// snapshot holds it.
@@ -336,11 +366,13 @@ impl Merge {
                         Listed::new(id.clone(), e.running)
                             .uid(e.uid.clone())
                             .labels(e.labels.clone())
-                            .readiness(e.readiness),
+                            .readiness(e.readiness)
+                            .reason(e.reason.clone()),
                     ));
                 }
             }
             self.out.push_back(Observation::ResyncDone);
+            self.stopping_listed();
         } else if !self.synced {
             // `Resumed` waits until the feeds have nothing more ready
             // (`poll_synced`): what the apiserver sent with the watches'
@@ -355,6 +387,24 @@ impl Merge {
         self.out
             .push_back(Observation::Progress(Some(self.cursor.clone())));
         self.tell_early();
+    }
+
+    /// After a snapshot: a `Stopping` of each running object it holds that
+    /// is being deleted (a snapshot has no word for it). The core tells it
+    /// when it did not know the object stopping yet, else swallows it.
+    fn stopping_listed(&mut self) {
+        let at = SystemTime::now();
+        for state in self.kinds.values() {
+            for (id, e) in state.store.iter().flatten() {
+                if e.running && e.deleting {
+                    let change = Change::new(id.clone(), EventKind::Stopping, at)
+                        .uid(e.uid.clone())
+                        .cursor(Some(self.cursor.clone()))
+                        .readiness(e.readiness);
+                    self.out.push_back(Observation::Change(change));
+                }
+            }
+        }
     }
 
     /// The changes that came before the first snapshot, now after it.
@@ -377,12 +427,18 @@ impl Merge {
 }
 
 /// A listed object as the store keeps it, and its labels.
-fn entry(l: Listed) -> (InstanceId, Entry, Labels) {
+fn entry(seen: Seen) -> (InstanceId, Entry, Labels) {
+    let Seen {
+        listed: l,
+        deleting,
+    } = seen;
     let entry = Entry {
         running: l.running,
         uid: l.uid,
         labels: l.labels.clone(),
         readiness: l.readiness,
+        reason: l.reason,
+        deleting,
     };
     (l.id, entry, l.labels)
 }
