@@ -124,9 +124,9 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
-use lookout_core::{InstanceId, Listed, Readiness};
+use lookout_core::{InstanceId, Listed, Outcome, Readiness, Reason};
 use lookout_moby::{
     Decision, Discovery, Event, History, KnownObjects, Objects, ReadinessFrom, Scope, labels_of,
     matches,
@@ -218,7 +218,8 @@ impl Objects for Services {
                     Listed::new(InstanceId::from(s.name), s.running)
                         .uid(Some(Arc::from(s.uid)))
                         .labels(s.labels)
-                        .readiness(readiness.then(|| service_status(entry)).flatten()),
+                        .readiness(readiness.then(|| service_status(entry)).flatten())
+                        .reason((!s.running).then(scaled_to_zero)),
                 )
             })
             .collect())
@@ -254,12 +255,9 @@ impl KnownObjects for KnownServices {
         match event.action() {
             "create" => inspect(uid),
             "update" => match (self.services.get(uid), desired_replicas(event)) {
-                (Some(labels), Some(replicas)) => Decision::Report {
-                    kind: if replicas > 0 {
-                        EventKind::Started
-                    } else {
-                        EventKind::Stopped
-                    },
+                (Some(labels), Some(0)) => stopped(Arc::clone(labels)),
+                (Some(labels), Some(_)) => Decision::Report {
+                    kind: EventKind::Started,
                     labels: Arc::clone(labels),
                     readiness: None,
                 },
@@ -313,7 +311,7 @@ impl KnownObjects for KnownServices {
             let kind = match (service.running, event.action()) {
                 (true, _) => EventKind::Started,
                 (false, "create") => EventKind::Created,
-                (false, _) => EventKind::Stopped,
+                (false, _) => return stopped(labels),
             };
             Decision::Report {
                 kind,
@@ -330,6 +328,25 @@ impl KnownObjects for KnownServices {
         } else {
             Decision::Skip
         }
+    }
+}
+
+/// Why a service does not run: its desired replicas are 0, which only a
+/// request sets (`docker service scale …=0`, `--replicas 0`).
+fn scaled_to_zero() -> Arc<Reason> {
+    static REASON: LazyLock<Arc<Reason>> =
+        LazyLock::new(|| Arc::new(Reason::stop(Outcome::Stopped)));
+    Arc::clone(&REASON)
+}
+
+/// A service that no longer runs: [`Stopped`](EventKind::Stopped), scaled
+/// to 0.
+fn stopped(labels: Arc<Labels>) -> Decision {
+    Decision::Explained {
+        kind: EventKind::Stopped,
+        labels,
+        readiness: None,
+        reason: scaled_to_zero(),
     }
 }
 
