@@ -133,6 +133,8 @@ use lookout_moby::{
 };
 use serde_json::Value;
 
+mod tasks;
+
 pub use lookout_core::{self, EventKind, InstanceEvent, Item, Labels, Status, Watch, WatchConfig};
 pub use lookout_moby::{self, ApiVersion, CompatError, ConfigError, Cursor};
 
@@ -223,6 +225,13 @@ impl Objects for Services {
                 )
             })
             .collect())
+    }
+
+    fn polled_failures(
+        &self,
+        uids: &[&str],
+    ) -> Option<(String, fn(&[u8]) -> Result<Vec<(String, Reason)>, String>)> {
+        Some((tasks::path(uids), tasks::failures))
     }
 
     fn history(&self) -> History {

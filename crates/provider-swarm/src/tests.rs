@@ -273,3 +273,12 @@ fn a_stop_is_a_scale_to_zero() {
         "a running service: no failure known"
     );
 }
+
+/// The poll asks the tasks of the services it found not ready; the table
+/// decodes them.
+#[test]
+fn failures_are_read_from_the_tasks() {
+    let (path, decode) = SERVICES.polled_failures(&["a1"]).expect("a list");
+    assert!(path.starts_with("/tasks?filters="), "{path}");
+    assert_eq!(decode(b"[]"), Ok(Vec::new()));
+}
