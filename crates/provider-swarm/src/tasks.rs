@@ -34,13 +34,14 @@ pub(crate) fn failures(body: &[u8]) -> Result<Vec<(String, Reason)>, String> {
     };
     let mut services: HashMap<&str, Vec<Task<'_>>> = HashMap::new();
     for entry in &entries {
-        match Task::decode(entry) {
-            Some(task) => services.entry(task.service).or_default().push(task),
-            None => tracing::warn!(
+        if let Some(task) = Task::decode(entry) {
+            services.entry(task.service).or_default().push(task);
+        } else {
+            tracing::warn!(
                 provider = "swarm",
                 entry = %entry.to_string().chars().take(200).collect::<String>(),
                 "skipping a listed task without an ID, a ServiceID, a CreatedAt or a state"
-            ),
+            );
         }
     }
     let mut failing: Vec<(String, Reason)> = services

@@ -78,6 +78,48 @@ fn errors_column(name: &str) -> Vec<String> {
     .collect()
 }
 
+/// Waits (bounded) until `watch` connected: its snapshot is in.
+async fn connected(watch: &mut (impl tokio_stream::Stream<Item = Item> + Unpin)) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let item = tokio::time::timeout_at(deadline, watch.next())
+            .await
+            .expect("connected in time")
+            .expect("a watch never ends");
+        if matches!(item, Item::Status(lookout_core::Status::Connected { .. })) {
+            return;
+        }
+    }
+}
+
+/// Creates `name`, watched (`lookout.test=<tag>`), whose task exits 7,
+/// restarted once after 1 s.
+fn exits_7(name: &str, tag: &str) -> Service {
+    let image = engines::test_image();
+    let label = format!("lookout.test={tag}");
+    docker(&[
+        "service",
+        "create",
+        "--detach",
+        "--no-resolve-image",
+        "--name",
+        name,
+        "--label",
+        &label,
+        "--restart-condition",
+        "on-failure",
+        "--restart-max-attempts",
+        "1",
+        "--restart-delay",
+        "1s",
+        &image,
+        "sh",
+        "-c",
+        "exit 7",
+    ]);
+    Service(name.to_owned())
+}
+
 #[tokio::test]
 async fn a_failing_service_is_told_with_its_task_error_then_stopped() {
     let Some(_locks) = require() else { return };
@@ -93,41 +135,8 @@ async fn a_failing_service_is_told_with_its_task_error_then_stopped() {
         .readiness(true)
         .readiness_poll(Duration::from_millis(300));
     let mut watch = lookout_swarm::watch(config).expect("a valid host");
-    // Connected (an empty snapshot) before the service exists.
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        let item = tokio::time::timeout_at(deadline, watch.next())
-            .await
-            .expect("connected in time")
-            .expect("a watch never ends");
-        if matches!(item, Item::Status(lookout_core::Status::Connected { .. })) {
-            break;
-        }
-    }
-
-    let image = engines::test_image();
-    let label = format!("lookout.test={tag}");
-    docker(&[
-        "service",
-        "create",
-        "--detach",
-        "--no-resolve-image",
-        "--name",
-        &name,
-        "--label",
-        &label,
-        "--restart-condition",
-        "on-failure",
-        "--restart-max-attempts",
-        "1",
-        "--restart-delay",
-        "1s",
-        &image,
-        "sh",
-        "-c",
-        "exit 7",
-    ]);
-    let service = Service(name.clone());
+    connected(&mut watch).await;
+    let service = exits_7(&name, &tag);
 
     let mut seen = Vec::new();
     let mut failing = Vec::new();
