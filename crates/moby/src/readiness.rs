@@ -1,6 +1,7 @@
 //! Readiness where the events alone do not tell it: a snapshot's container
 //! health, from the engine's `health` list filter (one list per status), and
-//! the polled list of an engine without readiness events (Swarm).
+//! the polled list of an engine without readiness events (Swarm), with why
+//! the objects it finds not ready fail (Swarm's tasks).
 
 use std::collections::HashMap;
 use std::future::poll_fn;
