@@ -96,9 +96,9 @@
 //!   told is told again by the poll after each snapshot (a redial, the
 //!   periodic resync);
 //! - a service whose tasks run for a moment before they fail may be found
-//!   running all its tasks by a poll that lands then: `ready` (or nothing,
-//!   if it was not), its failure over, and told again by the next poll that
-//!   finds it failing;
+//!   running all its tasks by a poll that lands then: `ready`, its failure
+//!   over; the next poll that finds it failing tells `unready`, then the
+//!   failure again;
 //! - a poll whose task list names a service removed since the service list
 //!   (`404`) tells nothing; the next poll reads both again.
 //!
