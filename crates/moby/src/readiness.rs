@@ -1,6 +1,7 @@
 //! Readiness where the events alone do not tell it: a snapshot's container
 //! health, from the engine's `health` list filter (one list per status), and
-//! the polled list of an engine without readiness events (Swarm).
+//! the polled list of an engine without readiness events (Swarm), with why
+//! the objects it finds not ready fail (Swarm's tasks).
 
 use std::collections::HashMap;
 use std::future::poll_fn;
@@ -10,7 +11,7 @@ use std::task::Poll as TaskPoll;
 use std::time::Duration;
 
 use bytes::Bytes;
-use lookout_core::{Health, Listed, Observation, Readiness};
+use lookout_core::{Health, Listed, Observation, Readiness, Reason};
 use tokio::time::{Instant, Sleep, sleep_until};
 
 use crate::api::Api;
@@ -166,38 +167,115 @@ impl<O: Objects> Poll<O> {
         .await
     }
 
-    /// Polls now: each listed object's readiness. `Err` when the engine
-    /// cannot be read (the session ends, and the core redials).
+    /// Polls now: each listed object's readiness, and why it fails when
+    /// the objects tell it ([`Objects::polled_failures`]). `Err` when the
+    /// engine cannot be read (the session ends, and the core redials).
     pub(crate) async fn run(&mut self, api: &Api) -> Result<Vec<Observation<Cursor>>, CompatError> {
         let started = Instant::now();
-        let body = tokio::time::timeout(INSPECT_TIMEOUT, get(api, &self.path))
-            .await
-            .unwrap_or_else(|_| {
-                Err(CompatError::Timeout {
-                    path: http::strip_query(&self.path).to_owned(),
-                    after: INSPECT_TIMEOUT,
-                })
-            })?;
+        let body = timed(get(api, &self.path), &self.path).await?;
         self.timer.as_mut().reset(started + self.every);
-        let listed = self
-            .objects
-            .parse_list(&body, true)
-            .map_err(|reason| CompatError::List {
-                path: http::strip_query(&self.path).to_owned(),
-                reason,
-            })?;
+        let mut listed =
+            self.objects
+                .parse_list(&body, true)
+                .map_err(|reason| CompatError::List {
+                    path: http::strip_query(&self.path).to_owned(),
+                    reason,
+                })?;
         // An object listed as not running tells nothing: its stop is the
         // feed's to tell (a poll answered between a scale to 0 and its event
         // would otherwise tell `Unready` before the `Stopped`).
+        listed.retain(|l| l.running);
+        if !failures(self.objects, api, &mut listed).await? {
+            return Ok(Vec::new());
+        }
         Ok(listed
             .into_iter()
-            .filter(|l| l.running)
             .filter_map(|l| {
                 let readiness = l.readiness?;
-                Some(Observation::polled(l.id, l.uid, readiness))
+                Some(Observation::polled(l.id, l.uid, readiness).failing(l.reason))
             })
             .collect())
     }
+}
+
+/// `request`, within [`INSPECT_TIMEOUT`].
+async fn timed(
+    request: impl Future<Output = Result<Bytes, CompatError>>,
+    path: &str,
+) -> Result<Bytes, CompatError> {
+    tokio::time::timeout(INSPECT_TIMEOUT, request)
+        .await
+        .unwrap_or_else(|_| {
+            Err(CompatError::Timeout {
+                path: http::strip_query(path).to_owned(),
+                after: INSPECT_TIMEOUT,
+            })
+        })
+}
+
+/// Sets the [`reason`](Listed::reason) of each running `listed` object that
+/// is not ready to why it fails, from the one list the objects name
+/// ([`Objects::polled_failures`]), read only when some object is running
+/// and not ready (a ready one does not fail: its reason is left as it
+/// was). `Ok(false)` when that list named an object removed since it was
+/// listed (the engine answers `404` to the whole list): the caller tells
+/// nothing of this poll, and the next one reads them again.
+pub(crate) async fn failures<O: Objects>(
+    objects: &'static O,
+    api: &Api,
+    listed: &mut [Listed],
+) -> Result<bool, CompatError> {
+    let fails = |l: &Listed| l.running && l.readiness.is_some_and(|r| !r.is_ready());
+    let unready: Vec<Arc<str>> = listed
+        .iter()
+        .filter(|l| fails(l))
+        .filter_map(|l| l.uid.clone())
+        .collect();
+    if unready.is_empty() {
+        return Ok(true);
+    }
+    let uids: Vec<&str> = unready.iter().map(|uid| &**uid).collect();
+    let Some((path, decode)) = objects.polled_failures(&uids) else {
+        return Ok(true);
+    };
+    let body = match timed(get(api, &path), &path).await {
+        Ok(body) => body,
+        Err(CompatError::Status {
+            status: 404,
+            message,
+            ..
+        }) => {
+            tracing::debug!(
+                provider = objects.provider(),
+                %message,
+                "an object was removed since the poll listed it: this poll tells nothing"
+            );
+            return Ok(false);
+        }
+        Err(e) => return Err(e),
+    };
+    let failing: HashMap<String, Arc<Reason>> = decode(&body)
+        .map_err(|reason| CompatError::List {
+            path: http::strip_query(&path).to_owned(),
+            reason,
+        })?
+        .into_iter()
+        .map(|(uid, reason)| (uid, Arc::new(reason)))
+        .collect();
+    let mut told = 0usize;
+    for l in listed.iter_mut() {
+        if let (true, Some(uid)) = (fails(l), l.uid.as_deref()) {
+            l.reason = failing.get(uid).cloned();
+            told += usize::from(l.reason.is_some());
+        }
+    }
+    tracing::debug!(
+        provider = objects.provider(),
+        unready = uids.len(),
+        failing = told,
+        "failures listed"
+    );
+    Ok(true)
 }
 
 #[cfg(test)]
@@ -205,6 +283,7 @@ mod tests {
     use super::*;
     use crate::testing;
     use lookout_core::Labels;
+    use std::sync::Mutex;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -402,6 +481,205 @@ mod tests {
                 );
                 assert_eq!(e.inspections.load(Ordering::SeqCst), 0);
                 assert_eq!(scope.checks.get("p1"), Some(false));
+            }),
+        )
+        .await;
+    }
+
+    /// A polled table: `/things` lists objects `{"id", "running",
+    /// "desired", "ready"}`; `/why?ids=a,b` tells why some fail
+    /// (`{"uid": "message"}`).
+    #[derive(Debug)]
+    struct Things;
+
+    struct Nothing;
+
+    impl crate::KnownObjects for Nothing {
+        fn event(&mut self, _: &crate::Event) -> crate::Decision {
+            crate::Decision::Skip
+        }
+    }
+
+    impl Objects for Things {
+        type Known = Nothing;
+        fn provider(&self) -> &'static str {
+            "things"
+        }
+        fn discovery(&self) -> &crate::Discovery {
+            &testing::TABLE.discovery
+        }
+        fn event_type(&self) -> &'static str {
+            "thing"
+        }
+        fn actions(&self, _: bool) -> Vec<&'static str> {
+            Vec::new()
+        }
+        fn labels_in_events(&self) -> bool {
+            true
+        }
+        fn list_path(&self, _: bool) -> &'static str {
+            "/things"
+        }
+        fn parse_list(&self, body: &[u8], _: bool) -> Result<Vec<Listed>, String> {
+            let list: Vec<serde_json::Value> =
+                serde_json::from_slice(body).map_err(|e| e.to_string())?;
+            Ok(list
+                .iter()
+                .map(|t| {
+                    let n = |k: &str| u32::try_from(t[k].as_u64().unwrap_or(0)).unwrap_or(0);
+                    let id = t["id"].as_str().unwrap_or("");
+                    Listed::new(id.into(), t["running"] == true)
+                        .uid(Some(id.into()))
+                        .readiness(Some(Readiness::replicas(n("desired"), n("ready"), true)))
+                })
+                .collect())
+        }
+        fn readiness_from(&self) -> crate::ReadinessFrom {
+            crate::ReadinessFrom::Polled
+        }
+        fn polled_failures(
+            &self,
+            uids: &[&str],
+        ) -> Option<(String, fn(&[u8]) -> Result<Vec<(String, Reason)>, String>)> {
+            fn decode(body: &[u8]) -> Result<Vec<(String, Reason)>, String> {
+                let why: HashMap<String, String> =
+                    serde_json::from_slice(body).map_err(|e| e.to_string())?;
+                Ok(why
+                    .into_iter()
+                    .map(|(uid, message)| (uid, Reason::failing(&message)))
+                    .collect())
+            }
+            Some((format!("/why?ids={}", uids.join(",")), decode))
+        }
+        fn history(&self) -> crate::History {
+            crate::History::Unreliable
+        }
+        fn known(&'static self, _: &Scope, _: &[Listed]) -> Nothing {
+            Nothing
+        }
+    }
+
+    static THINGS: Things = Things;
+
+    /// An engine answering each request with `answer(target)` (status,
+    /// body); the targets it was asked, in order.
+    fn answering(
+        name: &str,
+        answer: fn(&str) -> (u16, String),
+    ) -> (Engine, Arc<Mutex<Vec<String>>>, impl Future<Output = ()>) {
+        let socket = std::env::temp_dir().join(format!(
+            "lookout-moby-poll-{}-{name}.sock",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_file(&socket);
+        let listener = tokio::net::UnixListener::bind(&socket).expect("bind");
+        let asked = Arc::new(Mutex::new(Vec::new()));
+        let log = Arc::clone(&asked);
+        let server = async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match conn.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let head = String::from_utf8_lossy(&head).into_owned();
+                let target = decode(head.split_whitespace().nth(1).unwrap_or("/"));
+                let (status, body) = answer(&target);
+                log.lock().expect("the log").push(target);
+                let response = format!(
+                    "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = conn.write_all(response.as_bytes()).await;
+            }
+        };
+        let engine = Engine {
+            socket,
+            inspections: Arc::new(AtomicUsize::new(0)),
+        };
+        (engine, asked, server)
+    }
+
+    const THREE: &str = r#"[{"id":"a","running":true,"desired":1,"ready":1},
+        {"id":"b","running":true,"desired":2,"ready":1},
+        {"id":"c","running":false,"desired":0,"ready":0}]"#;
+
+    fn reasons(polled: &[Observation<Cursor>]) -> Vec<(&str, Option<&str>)> {
+        polled
+            .iter()
+            .map(|o| match o {
+                Observation::Polled { id, reason, .. } => (
+                    id.as_str(),
+                    reason.as_ref().and_then(|r| r.message.as_deref()),
+                ),
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    }
+
+    /// The poll asks why of the running objects that are not ready only,
+    /// and hands each its failure (none: not failing).
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_poll_tells_why_the_unready_objects_fail() {
+        let (e, asked, server) = answering("why", |target| match target {
+            "/things" => (200, THREE.to_owned()),
+            "/why?ids=b" => (200, r#"{"b":"task: non-zero exit (7)"}"#.to_owned()),
+            _ => (404, r#"{"message":"no"}"#.to_owned()),
+        });
+        with_server(
+            Box::pin(server),
+            Box::pin(async {
+                let api = Api::new(
+                    crate::Host::Unix(e.socket.clone()),
+                    crate::location::host::TlsEnv::default(),
+                );
+                let mut poll = Poll::new(&THINGS, "/things".to_owned(), Duration::from_secs(60));
+                let polled = poll.run(&api).await.expect("a poll");
+                assert_eq!(
+                    reasons(&polled),
+                    [("a", None), ("b", Some("task: non-zero exit (7)"))]
+                );
+                assert_eq!(*asked.lock().expect("the log"), ["/things", "/why?ids=b"]);
+            }),
+        )
+        .await;
+    }
+
+    /// Everything ready: no second request. An object removed before the
+    /// second list (`404`): that poll tells nothing.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_ready_poll_asks_nothing_more_and_a_race_tells_nothing() {
+        let (e, asked, server) = answering("ready", |target| match target {
+            "/things" => (
+                200,
+                r#"[{"id":"a","running":true,"desired":1,"ready":1}]"#.to_owned(),
+            ),
+            _ => (404, r#"{"message":"service b not found"}"#.to_owned()),
+        });
+        let (gone, _, gone_server) = answering("gone", |target| match target {
+            "/things" => (200, THREE.to_owned()),
+            _ => (404, r#"{"message":"service b not found"}"#.to_owned()),
+        });
+        with_server(
+            Box::pin(async {
+                tokio::join!(server, gone_server);
+            }),
+            Box::pin(async {
+                let api = |e: &Engine| {
+                    Api::new(
+                        crate::Host::Unix(e.socket.clone()),
+                        crate::location::host::TlsEnv::default(),
+                    )
+                };
+                let mut poll = Poll::new(&THINGS, "/things".to_owned(), Duration::from_secs(60));
+                let polled = poll.run(&api(&e)).await.expect("a poll");
+                assert_eq!(reasons(&polled), [("a", None)]);
+                assert_eq!(*asked.lock().expect("the log"), ["/things"]);
+                let polled = poll.run(&api(&gone)).await.expect("a poll");
+                assert_eq!(polled, []);
             }),
         )
         .await;

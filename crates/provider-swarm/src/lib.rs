@@ -5,7 +5,8 @@
 //! and connection statuses — that never ends and never gives up. An instance
 //! is a service. The connection, the `/events` decoding, the cursor and the
 //! probe are [`lookout_moby`]'s; this crate says what a service
-//! event means ([`SERVICES`]).
+//! event means ([`SERVICES`]), and why a service stopped or fails (see
+//! [Why](#why-stops-and-failures)).
 //!
 //! ```no_run
 //! use lookout_swarm::{SwarmConfig, watch};
@@ -49,13 +50,66 @@
 //! | service event (`type=service`) | event |
 //! |---|---|
 //! | `create` | [`Created`](lookout_core::EventKind::Created), then [`Started`](lookout_core::EventKind::Started) unless it has 0 replicas |
-//! | `update` with `replicas.new` = 0 | [`Stopped`](lookout_core::EventKind::Stopped) |
+//! | `update` with `replicas.new` = 0 | [`Stopped`](lookout_core::EventKind::Stopped), outcome `stopped` |
 //! | `update` with `replicas.new` > 0 | [`Started`](lookout_core::EventKind::Started) |
 //! | `update` without `replicas.*` (an image, env or label change, a mode change, `--force`) | the service is inspected: its desired state and labels now |
 //! | `remove` | [`Removed`](lookout_core::EventKind::Removed) |
 //!
 //! Each passes only when it changes the known state: scaling 1 → 2 reports
 //! nothing, 0 → 2 `Started`, 2 → 0 `Stopped`.
+//!
+//! # Why: stops and failures
+//!
+//! What Swarm says, and what lookout tells of it (an event's
+//! [`Reason`]):
+//!
+//! | Swarm | lookout |
+//! |---|---|
+//! | a replicated service scaled to 0 (`docker service scale s=0`, `--replicas 0`): an `update` event, an inspection or a list that says 0 replicas | [`Stopped`](lookout_core::EventKind::Stopped) with the outcome `stopped` ([`Outcome::Stopped`]): only a request sets the replicas |
+//! | its tasks still shutting down after the scale | nothing more: the `stopped` was told at the scale (see below) |
+//! | with readiness watched, a task that failed or was rejected (its `Status.State`), while the service runs fewer tasks than desired | [`Failing`](lookout_core::EventKind::Failing), `message`: the task's `Status.Err`, as `docker service ps --no-trunc` shows it in its `ERROR` column (the CLI quotes it: `"task: non-zero exit (7)"`); `exit_code`: a failed task's container's exit code |
+//! | a later task failing with other words | `failing` again, with them |
+//! | no task of the service meant to run any more (`--restart-max-attempts` spent: every task is desired `shutdown`) | `failing` again, with `failed: true`: Swarm gave up |
+//! | every desired task runs again | nothing: the failure is over, and a later one is told anew |
+//!
+//! A service fails when a slot of it (a replica; a node, for a global
+//! service) has a newest task that failed or was rejected, or a restart
+//! that has not run yet after such a task of the same spec: a failure of a
+//! spec the service has left behind (the task before an update) is not
+//! told. When several slots fail, the most recent failure is told. A
+//! service that runs all its desired tasks does not fail, whatever its
+//! history.
+//!
+//! How lookout learns it: Swarm sends no task events, and the service list
+//! counts the running tasks without saying why the others do not run. So
+//! the readiness poll ([`SwarmConfig::readiness`](lookout_moby::Config::readiness),
+//! every [`readiness_poll`](lookout_moby::Config::readiness_poll) and
+//! within a second after a change) also reads the tasks of the services it
+//! finds running but not ready: one `GET /tasks?filters={"service":[…]}`
+//! per poll, none while every watched service runs its tasks, its answer
+//! capped like the service list. Hence:
+//! - without readiness, no `failing` is told;
+//! - a failure is told by the first poll that sees it, as
+//!   [`Resync`](lookout_core::Origin::Resync) at the local time, even when
+//!   the service was never ready;
+//! - the snapshot of a (re)connection reads no tasks: a failure already
+//!   told is told again by the poll after each snapshot (a redial, the
+//!   periodic resync);
+//! - a service whose tasks run for a moment before they fail may be found
+//!   running all its tasks by a poll that lands then: `ready`, its failure
+//!   over; the next poll that finds it failing tells `unready`, then the
+//!   failure again;
+//! - a poll whose task list names a service removed since the service list
+//!   (`404`) tells nothing; the next poll reads both again.
+//!
+//! **No `stopping`.** A scale to 0 is told `stopped` as Swarm accepts it
+//! (the desired state), while its tasks may still run their stop grace
+//! period (`--stop-grace-period`, 10 s by default). Telling
+//! [`Stopping`](lookout_core::EventKind::Stopping) first and `stopped` once
+//! the tasks are gone would need what Swarm does not send — an event when
+//! the last task ends — so a request per scale, or the readiness poll
+//! (which exists only with readiness watched, and lists a stopped service
+//! as it lists any other). lookout keeps the desired state, and says so.
 //!
 //! # What dockerd sends, and what follows
 //!
@@ -124,14 +178,16 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
-use lookout_core::{InstanceId, Listed, Readiness};
+use lookout_core::{InstanceId, Listed, Outcome, Readiness, Reason};
 use lookout_moby::{
     Decision, Discovery, Event, History, KnownObjects, Objects, ReadinessFrom, Scope, labels_of,
     matches,
 };
 use serde_json::Value;
+
+mod tasks;
 
 pub use lookout_core::{self, EventKind, InstanceEvent, Item, Labels, Status, Watch, WatchConfig};
 pub use lookout_moby::{self, ApiVersion, CompatError, ConfigError, Cursor};
@@ -218,10 +274,18 @@ impl Objects for Services {
                     Listed::new(InstanceId::from(s.name), s.running)
                         .uid(Some(Arc::from(s.uid)))
                         .labels(s.labels)
-                        .readiness(readiness.then(|| service_status(entry)).flatten()),
+                        .readiness(readiness.then(|| service_status(entry)).flatten())
+                        .reason((!s.running).then(scaled_to_zero)),
                 )
             })
             .collect())
+    }
+
+    fn polled_failures(
+        &self,
+        uids: &[&str],
+    ) -> Option<(String, fn(&[u8]) -> Result<Vec<(String, Reason)>, String>)> {
+        Some((tasks::path(uids), tasks::failures))
     }
 
     fn history(&self) -> History {
@@ -254,12 +318,9 @@ impl KnownObjects for KnownServices {
         match event.action() {
             "create" => inspect(uid),
             "update" => match (self.services.get(uid), desired_replicas(event)) {
-                (Some(labels), Some(replicas)) => Decision::Report {
-                    kind: if replicas > 0 {
-                        EventKind::Started
-                    } else {
-                        EventKind::Stopped
-                    },
+                (Some(labels), Some(0)) => stopped(Arc::clone(labels)),
+                (Some(labels), Some(_)) => Decision::Report {
+                    kind: EventKind::Started,
                     labels: Arc::clone(labels),
                     readiness: None,
                 },
@@ -313,7 +374,7 @@ impl KnownObjects for KnownServices {
             let kind = match (service.running, event.action()) {
                 (true, _) => EventKind::Started,
                 (false, "create") => EventKind::Created,
-                (false, _) => EventKind::Stopped,
+                (false, _) => return stopped(labels),
             };
             Decision::Report {
                 kind,
@@ -330,6 +391,25 @@ impl KnownObjects for KnownServices {
         } else {
             Decision::Skip
         }
+    }
+}
+
+/// Why a service does not run: its desired replicas are 0, which only a
+/// request sets (`docker service scale …=0`, `--replicas 0`).
+fn scaled_to_zero() -> Arc<Reason> {
+    static REASON: LazyLock<Arc<Reason>> =
+        LazyLock::new(|| Arc::new(Reason::stop(Outcome::Stopped)));
+    Arc::clone(&REASON)
+}
+
+/// A service that no longer runs: [`Stopped`](EventKind::Stopped), scaled
+/// to 0.
+fn stopped(labels: Arc<Labels>) -> Decision {
+    Decision::Explained {
+        kind: EventKind::Stopped,
+        labels,
+        readiness: None,
+        reason: scaled_to_zero(),
     }
 }
 

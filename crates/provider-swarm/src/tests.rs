@@ -28,6 +28,14 @@ fn app(value: &str) -> Labels {
 }
 
 fn report(kind: EventKind, labels: Labels) -> Decision {
+    if kind == Stopped {
+        return Decision::Explained {
+            kind,
+            labels: Arc::new(labels),
+            readiness: None,
+            reason: Arc::new(Reason::stop(Outcome::Stopped)),
+        };
+    }
     Decision::Report {
         kind,
         labels: Arc::new(labels),
@@ -69,6 +77,7 @@ fn parses_the_service_list() {
         Listed::new(InstanceId::from(name), running)
             .uid(Some(uid.into()))
             .labels(labels)
+            .reason((!running).then(|| Arc::new(Reason::stop(Outcome::Stopped))))
     });
     assert_eq!(
         SERVICES.parse_list(body.as_bytes(), false),
@@ -229,4 +238,47 @@ fn what_cannot_be_inspected_is_skipped() {
         k.event(&event("rollback", "a1", &json!({}))),
         Decision::Skip
     );
+}
+
+/// Every stop of a service says it was requested: a scale to 0 (an event,
+/// an inspection, a snapshot).
+#[test]
+fn a_stop_is_a_scale_to_zero() {
+    let scaled = Some(Arc::new(Reason::stop(Outcome::Stopped)));
+    let mut k = known(&[listed("a1", true, app("web"))]);
+    let down = event(
+        "update",
+        "a1",
+        &json!({"replicas.old": "1", "replicas.new": "0"}),
+    );
+    let Decision::Explained { kind, reason, .. } = k.event(&down) else {
+        panic!("a scale to 0 is explained");
+    };
+    assert_eq!((kind, Some(reason)), (Stopped, scaled.clone()));
+    let update = event("update", "a1", &json!({}));
+    let idle = service("a1", "svc-a1", &json!({"app": "web"}), &replicated(0));
+    assert!(matches!(
+        k.inspected(&update, Some(&idle)),
+        Decision::Explained { kind: Stopped, reason, .. } if Some(&reason) == scaled.as_ref()
+    ));
+    let body = json!([
+        service("a1", "web", &json!({}), &replicated(0)),
+        service("b2", "up", &json!({}), &replicated(1)),
+    ])
+    .to_string();
+    let listed = SERVICES.parse_list(body.as_bytes(), true).expect("a list");
+    assert_eq!(listed[0].reason, scaled);
+    assert_eq!(
+        listed[1].reason, None,
+        "a running service: no failure known"
+    );
+}
+
+/// The poll asks the tasks of the services it found not ready; the table
+/// decodes them.
+#[test]
+fn failures_are_read_from_the_tasks() {
+    let (path, decode) = SERVICES.polled_failures(&["a1"]).expect("a list");
+    assert!(path.starts_with("/tasks?filters="), "{path}");
+    assert_eq!(decode(b"[]"), Ok(Vec::new()));
 }

@@ -61,6 +61,22 @@ pub trait Objects: fmt::Debug + Send + Sync + 'static {
     /// Where readiness comes from, when it is watched.
     fn readiness_from(&self) -> ReadinessFrom;
 
+    /// With readiness polled ([`ReadinessFrom::Polled`]): why the objects a
+    /// poll found running but not ready fail, in the engine's words, from a
+    /// list of their own (Swarm's `/tasks`: the objects' list tells no
+    /// error). Given their uids, the path of that list (read like the
+    /// objects' list) and how to decode it: each failing object's uid and
+    /// why; an object it does not name does not fail. `None` (the default):
+    /// a poll tells no failure.
+    #[allow(clippy::type_complexity)]
+    fn polled_failures(
+        &self,
+        uids: &[&str],
+    ) -> Option<(String, fn(&[u8]) -> Result<Vec<(String, Reason)>, String>)> {
+        let _ = uids;
+        None
+    }
+
     /// How the engine replays, to a redial, the events of these objects that
     /// its last session did not see: see [`History`].
     fn history(&self) -> History;
