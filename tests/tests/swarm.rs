@@ -24,7 +24,7 @@ use lookout_e2e::relay::{self, Relay};
 use lookout_swarm::{SwarmConfig, SwarmDial};
 use serde_json::{Value, json};
 
-use EventKind::{Created, Ready, Removed, Started, Stopped, Unready};
+use EventKind::{Created, Failing, Ready, Removed, Started, Stopped, Unready};
 use Origin::{Initial, Live, Resync};
 
 /// The bound of every single expected item.
@@ -871,6 +871,9 @@ async fn a_failing_check_makes_a_service_unready_until_its_task_is_replaced() {
     w.events_until(&hc, Ready).await;
     let replaced = docker(&["ps", "-q", "--filter", &filter]);
     assert_ne!(replaced, container, "the task was replaced");
+    // Swarm says why it killed the task: `failing`, in the task's error
+    // (`docker service ps --no-trunc`: "task: non-zero exit (137):
+    // dockerexec: unhealthy container").
     w.assert_events(
         &hc,
         &[
@@ -878,9 +881,20 @@ async fn a_failing_check_makes_a_service_unready_until_its_task_is_replaced() {
             (Started, Live),
             (Ready, Resync),
             (Unready, Resync),
+            (Failing, Resync),
             (Ready, Resync),
         ],
     );
+    let failing = w
+        .seen
+        .iter()
+        .find_map(|i| match i {
+            Item::Event(e) if e.id.as_str() == hc && e.kind == Failing => e.reason.clone(),
+            _ => None,
+        })
+        .expect("the failing event's reason");
+    let message = failing.message.as_deref().unwrap_or_default();
+    assert!(message.contains("unhealthy container"), "{failing:?}");
     done(&w, "check", started);
 }
 

@@ -117,6 +117,14 @@ pub(crate) async fn open<O: Objects>(
             .instrument(tracing::debug_span!("conn", provider, %host, request = "reasons"))
             .await?;
     }
+    if scope.readiness && objects.readiness_from() == ReadinessFrom::Polled {
+        // Why a running object fails, as the polls tell it (Swarm's
+        // tasks), so that a snapshot does not forget it. A list that
+        // names an object gone meanwhile says nothing: the polls tell.
+        readiness::failures(objects, &api, &mut listed)
+            .instrument(tracing::debug_span!("conn", provider, %host, request = "failures"))
+            .await?;
+    }
     if let Some(past) = &past {
         history::correct(&mut listed, &past.last);
     }
