@@ -272,34 +272,7 @@ pub(crate) fn apply(
                 at,
                 resync: false,
             } => {
-                let at = at.unwrap_or_else(SystemTime::now);
-                let change = |kind, reason| {
-                    Change::new(id.clone(), kind, at)
-                        .uid(entry.uid.clone())
-                        .labels(Some(Arc::clone(&entry.labels)))
-                        .readiness(entry.readiness)
-                        .reason(reason)
-                };
-                if entry.running && entry.stopping {
-                    // A stop under way of an instance not known to run: its
-                    // start first, so that the core has a stop to tell.
-                    if !map.get(&id).is_some_and(|e| e.running) {
-                        out.push(Observation::Change(change(EventKind::Started, None)));
-                    }
-                    out.push(Observation::Change(change(
-                        EventKind::Stopping,
-                        entry.reason.clone(),
-                    )));
-                } else {
-                    // A start tells the failure (`None`: it does not fail);
-                    // a stop why it stopped.
-                    let kind = if entry.running {
-                        EventKind::Started
-                    } else {
-                        EventKind::Stopped
-                    };
-                    out.push(Observation::Change(change(kind, entry.reason.clone())));
-                }
+                live_changes(map, &id, &entry, at.unwrap_or_else(SystemTime::now), out);
                 last_change_rev = Some(rev);
                 map.insert(id, entry);
             }
@@ -336,6 +309,44 @@ pub(crate) fn apply(
         out.push(Observation::Progress(last));
     }
     told_snapshot
+}
+
+/// The changes of a live record of an instance that exists (`map`: what was
+/// known before it).
+fn live_changes(
+    map: &BTreeMap<InstanceId, Entry>,
+    id: &InstanceId,
+    entry: &Entry,
+    at: SystemTime,
+    out: &mut Vec<Observation<i64>>,
+) {
+    let change = |kind, reason| {
+        Change::new(id.clone(), kind, at)
+            .uid(entry.uid.clone())
+            .labels(Some(Arc::clone(&entry.labels)))
+            .readiness(entry.readiness)
+            .reason(reason)
+    };
+    if entry.running && entry.stopping {
+        // A stop under way of an instance not known to run: its start
+        // first, so that the core has a stop to tell.
+        if !map.get(id).is_some_and(|e| e.running) {
+            out.push(Observation::Change(change(EventKind::Started, None)));
+        }
+        out.push(Observation::Change(change(
+            EventKind::Stopping,
+            entry.reason.clone(),
+        )));
+    } else {
+        // A start tells the failure (`None`: it does not fail); a stop why
+        // it stopped.
+        let kind = if entry.running {
+            EventKind::Started
+        } else {
+            EventKind::Stopped
+        };
+        out.push(Observation::Change(change(kind, entry.reason.clone())));
+    }
 }
 
 /// A source's publisher status, with how many of its instances `map` holds.
