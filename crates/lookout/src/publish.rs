@@ -15,6 +15,12 @@
 //! went meanwhile). A removal is a tombstone on a 24 h lease; `PREFIX/s/SOURCE`
 //! says the engine is connected, on a 10 s lease kept alive, and is deleted
 //! while it is not.
+//!
+//! A record says why (issue #47) as `/instances` keeps it: a stop's reason,
+//! a stop under way (`event.kind: stopping`, running, not ready), or the
+//! running instance's failure, kept by an `unready` and ended by a start or
+//! `ready`; a new reason is a new state to write, an `unready` that changes
+//! nothing is not.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime};
@@ -329,7 +335,7 @@ impl Publisher {
                     // Not what we last knew: take it as known, write again.
                     if let Some(slot) = self.slots.get_mut(id) {
                         slot.revision = revision;
-                        slot.held = held;
+                        slot.held = held.map(|h| *h);
                     }
                 }
                 Err(e) => {
@@ -379,7 +385,9 @@ impl Publisher {
         }
         Ok(Written::Changed {
             revision: current_revision,
-            held: current.and_then(|v| Record::from_json(&v).ok()),
+            held: current
+                .and_then(|v| Record::from_json(&v).ok())
+                .map(Box::new),
         })
     }
 
@@ -465,7 +473,11 @@ enum Written {
     /// Written (or found written by us): the key's mod revision.
     Done(i64),
     /// The key is not as we knew it: its mod revision and record.
-    Changed { revision: i64, held: Option<Record> },
+    /// (Boxed: a record is some 300 bytes.)
+    Changed {
+        revision: i64,
+        held: Option<Box<Record>>,
+    },
 }
 
 #[cfg(test)]
@@ -606,6 +618,7 @@ mod tests {
     /// OOM kill, restart and message; a failing; a stopping, then its
     /// requested stop). Against the real cluster.
     #[test]
+    #[allow(clippy::too_many_lines)] // one run of events, published then read back
     fn reasons_published_read_back_equal() {
         use lookout_core::Item;
         use lookout_e2e::engines;
@@ -650,7 +663,7 @@ mod tests {
         let stop = Reason::stop(Outcome::Stopped).signal(Some(Signal::TERM));
         let mut stopped = Reason::exited(143, false);
         stopped.outcome = Some(Outcome::Stopped);
-        let published = [
+        let sent = [
             event("job", EventKind::Created, 1, None, None),
             event("job", EventKind::Started, 2, Some(true), None),
             event("job", EventKind::Ready, 2, Some(true), None),
@@ -679,12 +692,12 @@ mod tests {
             connected.await.expect("the reader connects");
             publisher.baseline().await.expect("a baseline");
             publisher.status(&Status::Connected { instances: 0 }).await;
-            for e in &published {
+            for e in &sent {
                 publisher.event(e).await;
             }
             let mut read = Vec::new();
             let all = tokio::time::timeout(Duration::from_secs(30), async {
-                while read.len() < published.len() {
+                while read.len() < sent.len() {
                     match watch.next().await {
                         Some(Item::Event(e)) => read.push(e),
                         Some(_) => {}
@@ -719,7 +732,7 @@ mod tests {
         };
         assert_eq!(
             read.iter().map(brief).collect::<Vec<_>>(),
-            published.iter().map(brief).collect::<Vec<_>>()
+            sent.iter().map(brief).collect::<Vec<_>>()
         );
         assert!(read.iter().all(|e| e.id.as_str().starts_with("s/")));
     }

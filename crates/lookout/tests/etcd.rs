@@ -992,6 +992,7 @@ fn why(v: &Value) -> Value {
 /// record's stop under way were told as a plain start, or if an old record
 /// did not decode.
 #[test]
+#[allow(clippy::too_many_lines)] // one lookout, asked every way in turn
 fn reasons_are_told_on_stdout_events_instances_and_metrics() {
     let Some(_lock) = require_etcd() else { return };
     let prefix = unique("etcd", "why");
@@ -1117,15 +1118,15 @@ fn reasons_are_told_on_stdout_events_instances_and_metrics() {
     );
     let exit1 = serde_json::json!({"outcome":"failed","exit_code":1,"restarting":true});
     assert_eq!(why(&stopped), exit1);
-    let framed = loop {
+    let served = loop {
         let left = deadline.saturating_duration_since(Instant::now());
         let v = frames.recv_timeout(left).expect("the stop in /events");
         if v["instance"] == "h/web" && v["kind"] == "stopped" {
             break v;
         }
     };
-    assert_eq!(why(&framed), exit1);
-    assert!(framed["id"].is_string(), "a resume position: {framed}");
+    assert_eq!(why(&served), exit1);
+    assert!(served["id"].is_string(), "a resume position: {served}");
     let (code, metrics) = http_get(&addr, "/metrics");
     assert_eq!(code, 200);
     let stops = |outcome: &str| {
