@@ -4,7 +4,7 @@
 
 use std::io::{self, IsTerminal, Write};
 
-use lookout_core::{EventKind, InstanceEvent, Labels, Readiness, Status};
+use lookout_core::{EventKind, InstanceEvent, Labels, Readiness, Reason, Status};
 use serde::Serialize;
 
 use crate::sources::{Label, Location};
@@ -135,6 +135,97 @@ struct JsonEvent<'a> {
     labels: &'a Labels,
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     readiness: Option<ReadinessJson>,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    reason: Option<ReasonJson<'a>>,
+}
+
+/// Why (issue #47), as JSON fields of an event or an instance, each only
+/// when the engine said it: `outcome` (`completed`, `failed`, `stopped`),
+/// `exit_code`, `signal` (`SIGKILL`), `oom`, `restarting` and `failed`
+/// (only when true), `message` (the engine's words, at most 1 KiB).
+#[derive(Serialize, Clone, Debug, PartialEq, Eq)]
+pub struct ReasonJson<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    outcome: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    exit_code: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    signal: Option<String>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    oom: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    restarting: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    failed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<&'a str>,
+}
+
+impl<'a> ReasonJson<'a> {
+    pub fn new(r: Option<&'a Reason>) -> Option<Self> {
+        let r = r?;
+        Some(Self {
+            outcome: r.outcome.map(lookout_core::Outcome::as_str),
+            exit_code: r.exit_code,
+            signal: r.signal.map(lookout_core::Signal::name),
+            oom: r.oom,
+            restarting: r.restarting,
+            failed: r.failed,
+            message: r.message.as_deref(),
+        })
+    }
+}
+
+/// The widest reason column of a text line, in characters (a longer
+/// message is cut, with `…`).
+pub const REASON_WIDTH: usize = 72;
+
+/// A reason as the short column of a text line: the outcome, the signal
+/// (else the exit code, but for a completion's 0), `oom`, `restarting`,
+/// `failed` (an engine that gave up, unless the outcome says it), then the
+/// engine's message after `: `, on one line, at most [`REASON_WIDTH`]
+/// characters: `failed exit 3`, `failed SIGKILL oom`, `completed`,
+/// `failed exit 1 restarting`, `Readiness probe failed: …`.
+pub fn reason_text(r: &Reason) -> String {
+    use lookout_core::Outcome;
+    let mut parts: Vec<String> = Vec::new();
+    if let Some(o) = r.outcome {
+        parts.push(o.as_str().to_owned());
+    }
+    match (r.signal, r.exit_code) {
+        (Some(s), _) => parts.push(s.name()),
+        (None, Some(0)) if r.outcome == Some(Outcome::Completed) => {}
+        (None, Some(code)) => parts.push(format!("exit {code}")),
+        (None, None) => {}
+    }
+    for (on, word) in [
+        (r.oom, "oom"),
+        (r.restarting, "restarting"),
+        (r.failed && r.outcome != Some(Outcome::Failed), "failed"),
+    ] {
+        if on {
+            parts.push(word.to_owned());
+        }
+    }
+    let mut text = parts.join(" ");
+    if let Some(m) = r.message.as_deref() {
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        // One line: every run of whitespace (newlines too) one space, no
+        // control character.
+        let one_line = m
+            .split(|c: char| c.is_whitespace() || c.is_control())
+            .filter(|w| !w.is_empty())
+            .collect::<Vec<_>>()
+            .join(" ");
+        text.push_str(&one_line);
+    }
+    if text.chars().count() > REASON_WIDTH {
+        let cut: String = text.chars().take(REASON_WIDTH - 1).collect();
+        text = format!("{}…", cut.trim_end());
+    }
+    text
 }
 
 /// The provider's readiness detail, as JSON fields of an event or an
@@ -243,6 +334,7 @@ pub fn event_line_of(host: Option<&str>, provider: &str, e: &InstanceEvent, f: F
             at: rfc3339_nanos(e.at),
             labels: &e.labels,
             readiness: ReadinessJson::new(e.readiness),
+            reason: ReasonJson::new(e.reason.as_deref()),
         };
         return serde_json::to_string(&j).unwrap_or_default();
     }
@@ -252,15 +344,19 @@ pub fn event_line_of(host: Option<&str>, provider: &str, e: &InstanceEvent, f: F
         .map(|(k, v)| format!("{k}={v}"))
         .collect::<Vec<_>>()
         .join(",");
-    let kind = format!("{:<7}", e.kind.as_str());
+    // `stopping`, the longest kind, sets the column's width.
+    let kind = format!("{:<8}", e.kind.as_str());
     let kind = if f.color {
         let code = match e.kind {
             EventKind::Created => "34",
             EventKind::Started => "32",
-            EventKind::Stopped => "33",
+            // A stop and the stop under way: yellow.
+            EventKind::Stopped | EventKind::Stopping => "33",
             EventKind::Removed => "31",
             EventKind::Ready => "36",
             EventKind::Unready => "35",
+            // Worse than unready: the engine says it fails.
+            EventKind::Failing => "1;35",
             _ => "0",
         };
         format!("\x1b[{code}m{kind}\x1b[0m")
@@ -271,8 +367,24 @@ pub fn event_line_of(host: Option<&str>, provider: &str, e: &InstanceEvent, f: F
         Some(host) => format!("{host}/{}", e.id.as_str()),
         None => e.id.as_str().to_owned(),
     };
+    // Why, between the instance and its labels, when the event says it.
+    let reason = match e.reason.as_deref().map(reason_text) {
+        Some(text) if text.is_empty() => String::new(),
+        Some(text) => {
+            let failed = e
+                .reason
+                .as_deref()
+                .is_some_and(|r| r.failed || r.outcome == Some(lookout_core::Outcome::Failed));
+            if f.color && failed {
+                format!("\x1b[31m{text}\x1b[0m  ")
+            } else {
+                format!("{text}  ")
+            }
+        }
+        None => String::new(),
+    };
     format!(
-        "{}  {provider:<6}  {kind}  {:<7}  {instance:<32}  {labels}",
+        "{}  {provider:<6}  {kind}  {:<7}  {instance:<32}  {reason}{labels}",
         rfc3339_nanos(e.at),
         e.origin.as_str(),
     )
@@ -572,7 +684,7 @@ mod tests {
             color: false,
         };
         let line = event_line("docker", &event(), plain);
-        assert!(line.starts_with("2026-11-30T03:42:18.979493067Z  docker  stopped  live     web"));
+        assert!(line.starts_with("2026-11-30T03:42:18.979493067Z  docker  stopped   live     web"));
         assert!(line.ends_with("app=web"));
         assert!(!line.contains('\x1b'));
         let coloured = event_line(
@@ -584,6 +696,162 @@ mod tests {
             },
         );
         assert!(coloured.contains("\x1b[33mstopped"));
+    }
+
+    fn why(kind: EventKind, reason: Reason) -> InstanceEvent {
+        let mut e = event().reason(Some(Arc::new(reason)));
+        e.kind = kind;
+        e
+    }
+
+    const PLAIN: Format = Format {
+        json: false,
+        color: false,
+    };
+    const JSON: Format = Format {
+        json: true,
+        color: false,
+    };
+
+    #[test]
+    fn reasons_as_a_short_column() {
+        use lookout_core::{Outcome, Signal};
+        let cases = [
+            (Reason::exited(3, false), "failed exit 3"),
+            (Reason::exited(137, false).oom(true), "failed SIGKILL oom"),
+            (Reason::exited(0, false), "completed"),
+            (Reason::stop(Outcome::Stopped), "stopped"),
+            (
+                Reason::exited(143, false).outcome(Some(Outcome::Stopped)),
+                "stopped SIGTERM",
+            ),
+            (Reason::exited(1, true), "failed exit 1 restarting"),
+            (Reason::exited(0, true), "failed exit 0 restarting"),
+            (
+                Reason::stop(Outcome::Stopped).signal(Some(Signal::KILL)),
+                "stopped SIGKILL",
+            ),
+            (
+                Reason::failing("probe said\n  no\tway"),
+                "probe said no way",
+            ),
+            (
+                Reason::failing("ProgressDeadlineExceeded").failed(true),
+                "failed: ProgressDeadlineExceeded",
+            ),
+            (Reason::default(), ""),
+        ];
+        for (reason, text) in cases {
+            assert_eq!(reason_text(&reason), text, "{reason:?}");
+        }
+        let long = reason_text(&Reason::failing(&"é".repeat(1000)));
+        assert_eq!(long.chars().count(), REASON_WIDTH);
+        assert!(long.ends_with('…'));
+    }
+
+    #[test]
+    fn text_lines_say_why_between_the_instance_and_its_labels() {
+        let line = event_line(
+            "docker",
+            &why(EventKind::Stopped, Reason::exited(3, false)),
+            PLAIN,
+        );
+        assert!(
+            line.ends_with(" web                               failed exit 3  app=web"),
+            "{line}"
+        );
+        let line = event_line(
+            "docker",
+            &why(
+                EventKind::Failing,
+                Reason::failing("health check:\nrefused"),
+            ),
+            PLAIN,
+        );
+        assert!(
+            line.contains("  failing   live     web  ")
+                && line.ends_with("health check: refused  app=web"),
+            "{line}"
+        );
+        let line = event_line(
+            "docker",
+            &why(EventKind::Stopping, Reason::default()),
+            PLAIN,
+        );
+        assert!(
+            line.contains("  stopping  live     web                               app=web"),
+            "{line}"
+        );
+        let colour = Format {
+            json: false,
+            color: true,
+        };
+        let line = event_line(
+            "docker",
+            &why(EventKind::Failing, Reason::failing("x")),
+            colour,
+        );
+        assert!(line.contains("\x1b[1;35mfailing "), "{line:?}");
+        let line = event_line(
+            "docker",
+            &why(EventKind::Stopping, Reason::default()),
+            colour,
+        );
+        assert!(line.contains("\x1b[33mstopping"), "{line:?}");
+        let line = event_line(
+            "docker",
+            &why(EventKind::Stopped, Reason::exited(3, false)),
+            colour,
+        );
+        assert!(
+            line.contains("\x1b[31mfailed exit 3\x1b[0m  app=web"),
+            "{line:?}"
+        );
+        let line = event_line(
+            "docker",
+            &why(EventKind::Stopped, Reason::exited(0, false)),
+            colour,
+        );
+        assert!(line.contains("  completed  app=web"), "{line:?}");
+    }
+
+    #[test]
+    fn json_events_carry_the_reason_flat_each_field_only_when_said() {
+        use lookout_core::{Outcome, Signal};
+        let e = why(
+            EventKind::Stopped,
+            Reason::exited(137, true)
+                .oom(true)
+                .message(Some("OOMKilled")),
+        );
+        assert_eq!(
+            event_line("docker", &e, JSON),
+            r#"{"provider":"docker","instance":"web","kind":"stopped","origin":"live","at":"2026-11-30T03:42:18.979493067Z","labels":{"app":"web"},"outcome":"failed","exit_code":137,"signal":"SIGKILL","oom":true,"restarting":true,"message":"OOMKilled"}"#
+        );
+        let e = why(EventKind::Stopped, Reason::stop(Outcome::Completed));
+        assert!(
+            event_line("docker", &e, JSON)
+                .ends_with(r#""labels":{"app":"web"},"outcome":"completed"}"#)
+        );
+        let e = why(
+            EventKind::Failing,
+            Reason::failing("Back-off restarting failed container").failed(true),
+        )
+        .readiness(Some(lookout_core::Readiness::replicas(2, 0, true)));
+        assert_eq!(
+            event_line("k8s", &e, JSON),
+            r#"{"provider":"k8s","instance":"web","kind":"failing","origin":"live","at":"2026-11-30T03:42:18.979493067Z","labels":{"app":"web"},"desired":2,"ready_replicas":0,"observed":true,"failed":true,"message":"Back-off restarting failed container"}"#
+        );
+        let e = why(
+            EventKind::Stopping,
+            Reason::default().signal(Some(Signal::TERM)),
+        );
+        assert!(
+            event_line("docker", &e, JSON).contains(r#""kind":"stopping","#)
+                && event_line("docker", &e, JSON).ends_with(r#""signal":"SIGTERM"}"#)
+        );
+        // No reason: not a key more than before.
+        assert!(!event_line("docker", &event(), JSON).contains("outcome"));
     }
 
     #[test]

@@ -15,12 +15,18 @@
 //! went meanwhile). A removal is a tombstone on a 24 h lease; `PREFIX/s/SOURCE`
 //! says the engine is connected, on a 10 s lease kept alive, and is deleted
 //! while it is not.
+//!
+//! A record says why (issue #47) as `/instances` keeps it: a stop's reason,
+//! a stop under way (`event.kind: stopping`, running, not ready), or the
+//! running instance's failure, kept by an `unready` and ended by a start or
+//! `ready`; a new reason is a new state to write, an `unready` that changes
+//! nothing is not.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime};
 
 use lookout_core::{EventKind, InstanceEvent, Origin, Status};
-use lookout_etcd::model::{self, Record, RecordEvent, State};
+use lookout_etcd::model::{self, Record, RecordEvent, RecordReason, State};
 use lookout_etcd::{Client, Credentials, EtcdError, Tls};
 use serde_json::json;
 
@@ -70,9 +76,30 @@ pub struct Publisher {
     warnings: Warnings,
 }
 
-/// Whether two records tell the same state (not the same transition).
+/// Whether two records tell the same state (not the same transition): a
+/// stop under way, or another reason, is another state.
 fn same_state(a: &Record, b: &Record) -> bool {
-    a.state == b.state && a.ready == b.ready && a.uid == b.uid && a.labels == b.labels
+    a.state == b.state
+        && a.ready == b.ready
+        && a.uid == b.uid
+        && a.labels == b.labels
+        && a.is_stopping() == b.is_stopping()
+        && a.reason == b.reason
+}
+
+/// The reason a record of `e` holds, as `/instances` keeps it (the hub's
+/// `Instance::reason`): the event's own, but that a running instance's
+/// failure is kept by an `unready` (`before`: the record it follows) and
+/// ended by a start or `ready`.
+fn record_reason(e: &InstanceEvent, before: Option<&Record>) -> RecordReason {
+    match e.kind {
+        EventKind::Unready => before
+            .filter(|b| b.state == State::Running && !b.is_stopping())
+            .map(|b| b.reason.clone())
+            .unwrap_or_default(),
+        EventKind::Started | EventKind::Ready => RecordReason::default(),
+        _ => RecordReason::of(e.reason.as_deref()),
+    }
 }
 
 impl Publisher {
@@ -142,18 +169,26 @@ impl Publisher {
         }
     }
 
-    fn record(&self, e: &InstanceEvent, origin: &str) -> Record {
+    fn record(&self, e: &InstanceEvent, origin: &str, before: Option<&Record>) -> Record {
         let state = match e.kind {
             EventKind::Removed => State::Removed,
-            EventKind::Started | EventKind::Ready | EventKind::Unready => State::Running,
+            EventKind::Started
+            | EventKind::Ready
+            | EventKind::Unready
+            | EventKind::Stopping
+            | EventKind::Failing => State::Running,
             _ => State::Stopped,
         };
         let event = RecordEvent::new(e.kind.as_str(), origin, rfc3339_nanos(e.at));
         let mut record = Record::new(self.provider, state, event);
+        // A stop under way ended readiness, whatever the detail says.
         record.ready = e
             .readiness
             .filter(|_| state == State::Running)
-            .map(|r| r.is_ready());
+            .map(|r| r.is_ready() && e.kind != EventKind::Stopping);
+        if state != State::Removed {
+            record.reason = record_reason(e, before);
+        }
         record.uid = e.uid.as_deref().map(str::to_owned);
         record.labels = lookout_core::Labels::clone(&e.labels);
         record.writer.clone_from(&self.writer);
@@ -168,7 +203,15 @@ impl Publisher {
             // What else a snapshot or relist may tell.
             _ => "resync",
         };
-        let record = self.record(e, origin);
+        let id = e.id.as_str();
+        let before = match &self.first {
+            Some(first) => first.get(id),
+            None => self
+                .slots
+                .get(id)
+                .and_then(|s| s.want.as_ref().or(s.held.as_ref())),
+        };
+        let record = self.record(e, origin, before);
         if let Some(first) = &mut self.first {
             first.insert(e.id.as_str().to_owned(), record);
             return;
@@ -227,6 +270,7 @@ impl Publisher {
             let mut tomb = held.clone();
             tomb.state = State::Removed;
             tomb.ready = None;
+            tomb.reason = RecordReason::default();
             tomb.event = RecordEvent::new("removed", "resync", at.clone());
             tomb.writer.clone_from(&self.writer);
             slot.want = Some(tomb);
@@ -291,7 +335,7 @@ impl Publisher {
                     // Not what we last knew: take it as known, write again.
                     if let Some(slot) = self.slots.get_mut(id) {
                         slot.revision = revision;
-                        slot.held = held;
+                        slot.held = held.map(|h| *h);
                     }
                 }
                 Err(e) => {
@@ -341,7 +385,9 @@ impl Publisher {
         }
         Ok(Written::Changed {
             revision: current_revision,
-            held: current.and_then(|v| Record::from_json(&v).ok()),
+            held: current
+                .and_then(|v| Record::from_json(&v).ok())
+                .map(Box::new),
         })
     }
 
@@ -427,7 +473,11 @@ enum Written {
     /// Written (or found written by us): the key's mod revision.
     Done(i64),
     /// The key is not as we knew it: its mod revision and record.
-    Changed { revision: i64, held: Option<Record> },
+    /// (Boxed: a record is some 300 bytes.)
+    Changed {
+        revision: i64,
+        held: Option<Box<Record>>,
+    },
 }
 
 #[cfg(test)]
@@ -474,6 +524,217 @@ mod tests {
             tls(&t.endpoints, Some(ca), None, "--etcd-cacert")
                 .is_err_and(|e| e.contains("/nonexistent/ca.pem"))
         );
+    }
+
+    use lookout_core::{Labels, Outcome, Readiness, Reason, Signal};
+    use std::sync::Arc;
+    use std::time::UNIX_EPOCH;
+
+    fn offline() -> Publisher {
+        let target = parse_target("etcd://127.0.0.1:1/p").expect("a target");
+        Publisher::new(&target, "s".into(), "k8s", None, None, Warnings::new(false))
+            .expect("a publisher")
+    }
+
+    fn ev(kind: EventKind, secs: u64, reason: Option<Reason>) -> InstanceEvent {
+        InstanceEvent::new(
+            "web".into(),
+            kind,
+            UNIX_EPOCH + Duration::from_secs(1_796_000_000 + secs),
+            Origin::Live,
+        )
+        .labels(Arc::new(Labels::from([("app".into(), "web".into())])))
+        .uid(Some("u1".into()))
+        .readiness(Some(Readiness::replicas(
+            1,
+            u32::from(kind == EventKind::Ready),
+            true,
+        )))
+        .reason(reason.map(Arc::new))
+    }
+
+    /// The records of a run of events, each following the one before.
+    fn records(p: &Publisher, events: &[InstanceEvent]) -> Vec<Record> {
+        let mut out: Vec<Record> = Vec::new();
+        for e in events {
+            let r = p.record(e, "live", out.last());
+            out.push(r);
+        }
+        out
+    }
+
+    #[test]
+    fn records_say_why_as_the_store_keeps_it() {
+        let p = offline();
+        let failing = Reason::failing("Back-off pulling image \"nope\"").failed(true);
+        let stop = Reason::stop(Outcome::Stopped).signal(Some(Signal::TERM));
+        let rs = records(
+            &p,
+            &[
+                ev(EventKind::Started, 0, None),
+                ev(EventKind::Failing, 1, Some(failing.clone())),
+                ev(EventKind::Unready, 2, None),
+                ev(EventKind::Ready, 3, None),
+                ev(EventKind::Stopping, 4, Some(stop.clone())),
+                ev(EventKind::Stopped, 5, Some(stop.clone())),
+            ],
+        );
+        let why: Vec<_> = rs
+            .iter()
+            .map(|r| (r.state, r.ready, r.is_stopping(), r.reason.reason()))
+            .collect();
+        let failing = Some(Arc::new(failing));
+        let stop = Some(Arc::new(stop));
+        assert_eq!(
+            why,
+            [
+                (State::Running, Some(false), false, None),
+                (State::Running, Some(false), false, failing.clone()),
+                // An unready keeps the failure, as `/instances` does.
+                (State::Running, Some(false), false, failing),
+                (State::Running, Some(true), false, None),
+                // A stop under way: running, not ready.
+                (State::Running, Some(false), true, stop.clone()),
+                (State::Stopped, None, false, stop),
+            ]
+        );
+        // Each is another state than the one before, and is written; but
+        // an unready after the failing (unready already) changes nothing.
+        for (i, pair) in rs.windows(2).enumerate() {
+            assert_eq!(same_state(&pair[0], &pair[1]), i == 1, "{pair:?}");
+        }
+        // Only a new message makes a failing record another state.
+        let mut again = rs[1].clone();
+        again.event.at = "later".into();
+        assert!(same_state(&rs[1], &again));
+        again.reason.message = Some("another".into());
+        assert!(!same_state(&rs[1], &again));
+        let gone = p.record(&ev(EventKind::Removed, 6, None), "live", rs.last());
+        assert!(gone.state == State::Removed && gone.reason.is_empty());
+    }
+
+    /// Published by the publisher, read back by the etcd provider: the same
+    /// events with the same reasons (a stopped with its exit code, signal,
+    /// OOM kill, restart and message; a failing; a stopping, then its
+    /// requested stop). Against the real cluster.
+    #[test]
+    #[allow(clippy::too_many_lines)] // one run of events, published then read back
+    fn reasons_published_read_back_equal() {
+        use lookout_core::Item;
+        use lookout_e2e::engines;
+        use tokio_stream::StreamExt;
+        let Some(_lock) = engines::require("etcd", false, engines::etcd_up) else {
+            return;
+        };
+        let prefix = format!("lookout-test/publish-why-{}", std::process::id());
+        let endpoints = engines::etcd_endpoints();
+        let target = parse_target(&format!(
+            "etcd://{}/{prefix}",
+            endpoints.replace("http://", "")
+        ))
+        .expect("a target");
+        let mut publisher = Publisher::new(
+            &target,
+            "s".into(),
+            "docker",
+            None,
+            None,
+            Warnings::new(false),
+        )
+        .expect("a publisher");
+        let config = lookout_etcd::EtcdConfig::new(&endpoints)
+            .expect("endpoints")
+            .prefix(prefix.clone())
+            .readiness(true);
+        let mut watch = lookout_etcd::watch(config).expect("a watch");
+        let at = |secs: u64| UNIX_EPOCH + Duration::from_secs(1_796_000_000 + secs);
+        let event = |id: &str, kind, secs, ready: Option<bool>, reason: Option<Reason>| {
+            InstanceEvent::new(id.into(), kind, at(secs), Origin::Live)
+                .labels(Arc::new(Labels::from([("app".into(), id.into())])))
+                .uid(Some(format!("uid-{id}").into()))
+                .readiness(ready.map(Readiness::told))
+                .reason(reason.map(Arc::new))
+        };
+        let oom = Reason::exited(137, true)
+            .oom(true)
+            .message(Some("OOMKilled: 512 MiB"));
+        let failing = Reason::failing("health check: connection refused\n(3 in a row)");
+        let gave_up = Reason::failing("ProgressDeadlineExceeded").failed(true);
+        let stop = Reason::stop(Outcome::Stopped).signal(Some(Signal::TERM));
+        let mut stopped = Reason::exited(143, false);
+        stopped.outcome = Some(Outcome::Stopped);
+        let sent = [
+            event("job", EventKind::Created, 1, None, None),
+            event("job", EventKind::Started, 2, Some(true), None),
+            event("job", EventKind::Ready, 2, Some(true), None),
+            event("job", EventKind::Stopped, 3, Some(true), Some(oom)),
+            event("web", EventKind::Created, 4, None, None),
+            event("web", EventKind::Started, 5, Some(false), None),
+            event("web", EventKind::Failing, 6, Some(false), Some(failing)),
+            event("web", EventKind::Failing, 7, Some(false), Some(gave_up)),
+            event("web", EventKind::Ready, 8, Some(true), None),
+            event("web", EventKind::Stopping, 9, Some(false), Some(stop)),
+            event("web", EventKind::Stopped, 10, Some(false), Some(stopped)),
+        ];
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let read = rt.block_on(async {
+            // The reader first: it lists the empty prefix, then watches.
+            let connected = tokio::time::timeout(Duration::from_secs(30), async {
+                while let Some(item) = watch.next().await {
+                    if matches!(item, Item::Status(Status::Connected { .. })) {
+                        return;
+                    }
+                }
+            });
+            connected.await.expect("the reader connects");
+            publisher.baseline().await.expect("a baseline");
+            publisher.status(&Status::Connected { instances: 0 }).await;
+            for e in &sent {
+                publisher.event(e).await;
+            }
+            let mut read = Vec::new();
+            let all = tokio::time::timeout(Duration::from_secs(30), async {
+                while read.len() < sent.len() {
+                    match watch.next().await {
+                        Some(Item::Event(e)) => read.push(e),
+                        Some(_) => {}
+                        None => break,
+                    }
+                }
+            });
+            let done = all.await;
+            publisher.stop().await;
+            let key = format!("{prefix}/").into_bytes();
+            let end = lookout_etcd::prefix_range_end(&key);
+            publisher
+                .client
+                .delete_range(&key, &end)
+                .await
+                .expect("clean up");
+            done.unwrap_or_else(|_| panic!("read back in 30 s: {read:#?}"));
+            read
+        });
+        let brief = |e: &InstanceEvent| {
+            (
+                e.id.as_str()
+                    .rsplit('/')
+                    .next()
+                    .unwrap_or_default()
+                    .to_owned(),
+                e.kind,
+                e.at,
+                e.uid.clone(),
+                e.reason.clone(),
+            )
+        };
+        assert_eq!(
+            read.iter().map(brief).collect::<Vec<_>>(),
+            sent.iter().map(brief).collect::<Vec<_>>()
+        );
+        assert!(read.iter().all(|e| e.id.as_str().starts_with("s/")));
     }
 
     /// Against the real cluster (`cargo xtask engines up etcd`).

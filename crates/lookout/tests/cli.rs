@@ -82,7 +82,16 @@ fn docker_json_lines_field_by_field() {
     for kind in ["created", "started", "stopped", "removed"] {
         let e = lookout.event();
         let obj = e.as_object().expect("an object");
-        let keys: Vec<&str> = obj.keys().map(String::as_str).collect();
+        // Why (issue #47): only a stop says it, with the fields the engine
+        // gave; a `docker stop` is a requested stop.
+        let keys: Vec<&str> = obj
+            .keys()
+            .map(String::as_str)
+            .filter(|k| kind != "stopped" || !REASON_KEYS.contains(k))
+            .collect();
+        if kind == "stopped" && obj.contains_key("outcome") {
+            assert_eq!(e["outcome"], "stopped", "{e}");
+        }
         let mut sorted = keys.clone();
         sorted.sort_unstable();
         assert_eq!(
@@ -105,6 +114,111 @@ fn docker_json_lines_field_by_field() {
     lookout.signal("TERM");
     let status = lookout.exit_within(Duration::from_secs(5));
     assert_eq!(status.code(), Some(0), "SIGTERM exits 0");
+}
+
+/// The fields of an event's reason (issue #47).
+const REASON_KEYS: [&str; 7] = [
+    "outcome",
+    "exit_code",
+    "signal",
+    "oom",
+    "restarting",
+    "failed",
+    "message",
+];
+
+/// Issue #47 against dockerd: a container whose process exits 3 by itself
+/// is `stopped` with `"outcome":"failed","exit_code":3` (the code `docker
+/// inspect` says), its text line with `failed exit 3`; one stopped with
+/// `docker stop` is `"outcome":"stopped"`, whatever its exit code.
+///
+/// Needs lookout-docker's reasons (issue #47's provider side): before them,
+/// a stop says no outcome and this test fails.
+#[test]
+#[ignore = "needs lookout-docker's reasons (issue #47): un-ignore once they are merged"]
+fn docker_stops_say_why() {
+    let Some(_lock) = require_docker() else {
+        return;
+    };
+    let name = unique("why");
+    let label = format!("lookout.cli={name}");
+    let (exits, stops) = (format!("{name}-exit3"), format!("{name}-stop"));
+    let _containers = Containers(vec![exits.clone(), stops.clone()]);
+    let mut json = Lookout::spawn(&["docker", "--json", "--label", &label]);
+    let text = Lookout::spawn(&["docker", "--label", &label]);
+    json.connected();
+    let deadline = Instant::now() + WAIT;
+    while !text
+        .err
+        .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+        .expect("the text run's status line")
+        .contains("connected, 0 instances known")
+    {}
+    let image = engines::test_image();
+    engines::docker(&[
+        "create",
+        "--name",
+        &exits,
+        "--label",
+        &label,
+        "--network",
+        "none",
+        &image,
+        "sh",
+        "-c",
+        "exit 3",
+    ])
+    .unwrap_or_else(|e| panic!("{e}"));
+    engines::docker(&["start", "-a", &exits]).ok(); // waits for it; exit 3 is its error
+    let code = engines::docker(&["inspect", "-f", "{{.State.ExitCode}}", &exits])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(code.trim(), "3", "docker inspect");
+    let stopped = (0..3)
+        .map(|_| json.event())
+        .find(|e| e["kind"] == "stopped")
+        .expect("created, started, stopped");
+    assert_eq!(
+        (
+            &stopped["instance"],
+            &stopped["outcome"],
+            &stopped["exit_code"]
+        ),
+        (&exits.as_str().into(), &"failed".into(), &3.into()),
+        "{stopped}"
+    );
+    for absent in ["signal", "oom", "restarting"] {
+        assert!(stopped.get(absent).is_none(), "{absent}: {stopped}");
+    }
+    let deadline = Instant::now() + WAIT;
+    let line = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = text
+            .out
+            .as_ref()
+            .expect("stdout")
+            .recv_timeout(left)
+            .expect("the text line of the stop");
+        if line.contains("  stopped ") {
+            break line;
+        }
+    };
+    assert!(
+        line.contains(exits.as_str()) && line.contains("  failed exit 3  "),
+        "{line}"
+    );
+
+    create(&stops, &label);
+    engines::docker(&["start", &stops]).expect("start");
+    engines::docker(&["stop", "-t", "1", &stops]).expect("stop");
+    let stopped = (0..6)
+        .map(|_| json.event())
+        .find(|e| e["kind"] == "stopped")
+        .expect("a stop");
+    assert_eq!(
+        (&stopped["instance"], &stopped["outcome"]),
+        (&stops.as_str().into(), &"stopped".into()),
+        "a requested stop: {stopped}"
+    );
 }
 
 #[test]

@@ -919,3 +919,226 @@ fn serve_healthz_names_a_source_whose_publisher_lease_expired() {
     assert_eq!(named.len(), 1, "{orphan}");
     assert_eq!(named[0]["status"], "disconnected", "{orphan}");
 }
+
+/// Puts a record with a reason (`why`: its JSON fields, each `"key":value`
+/// after a comma) of `event_kind`, as a publisher of issue #47 writes it.
+fn put_why(prefix: &str, source: &str, instance: &str, state: State, event_kind: &str, why: &str) {
+    let mut record = Record::new(
+        "docker",
+        state,
+        RecordEvent::new(event_kind, "live", "2026-12-03T10:00:00.25Z"),
+    );
+    record.ready = (state == State::Running).then_some(false);
+    record.uid = Some(format!("uid-{instance}"));
+    record.labels = lookout_core::Labels::from([("app".to_owned(), instance.to_owned())]);
+    record.writer = "lookout-cli tests".into();
+    let json = serde_json::to_string(&record).expect("encodes");
+    let value = format!("{}{why}}}", json.strip_suffix('}').expect("an object"));
+    Record::from_json(value.as_bytes()).expect("a record this version reads");
+    let key = instance_key(prefix, source, instance);
+    let (client, rt) = client();
+    rt.block_on(client.put(key.as_bytes(), value.as_bytes(), 0))
+        .unwrap_or_else(|e| panic!("put {key}: {e}"));
+}
+
+/// The NDJSON lines of `GET path` (`/events…`) as they come (read on a
+/// thread; chunk sizes skipped).
+fn ndjson(addr: &str, path: &str) -> std::sync::mpsc::Receiver<Value> {
+    use std::io::{BufRead, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap_or_else(|e| panic!("{addr}: {e}"));
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n").expect("a request");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(s).lines() {
+            let Ok(line) = line else { return };
+            if let Ok(v) = serde_json::from_str::<Value>(&line)
+                && v.is_object()
+                && tx.send(v).is_err()
+            {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// The reason's fields of a JSON event or instance, and nothing else of it.
+fn why(v: &Value) -> Value {
+    let keys = [
+        "outcome",
+        "exit_code",
+        "signal",
+        "oom",
+        "restarting",
+        "failed",
+        "message",
+        "stopping",
+    ];
+    Value::Object(
+        keys.iter()
+            .filter_map(|k| Some(((*k).to_owned(), v.get(*k)?.clone())))
+            .collect(),
+    )
+}
+
+/// Issue #47 through `lookout etcd --serve`: records with reasons (a stop
+/// by the OOM killer, a failing workload, a stop under way) are told with
+/// them on stdout (`--json`), on `/events`, and kept on `/instances`
+/// (`stopping: true`); a live stop comes with its outcome and is counted in
+/// `lookout_stops_total{outcome}`. A record of an older publisher, without
+/// these fields, reads as before.
+///
+/// It fails if a field were dropped on any of the ways, if a running
+/// record's stop under way were told as a plain start, or if an old record
+/// did not decode.
+#[test]
+#[allow(clippy::too_many_lines)] // one lookout, asked every way in turn
+fn reasons_are_told_on_stdout_events_instances_and_metrics() {
+    let Some(_lock) = require_etcd() else { return };
+    let prefix = unique("etcd", "why");
+    let _cleanup = Cleanup(prefix.clone());
+    put_why(
+        &prefix,
+        "h",
+        "job",
+        State::Stopped,
+        "stopped",
+        r#","outcome":"failed","exit_code":137,"signal":"SIGKILL","oom":true,"message":"OOMKilled""#,
+    );
+    put_why(
+        &prefix,
+        "h",
+        "web",
+        State::Running,
+        "failing",
+        r#","failed":true,"message":"Back-off restarting failed container""#,
+    );
+    put_why(
+        &prefix,
+        "h",
+        "api",
+        State::Running,
+        "stopping",
+        r#","outcome":"stopped","signal":"SIGTERM""#,
+    );
+    // An older publisher's record: no reason at all.
+    put(&prefix, "h", "old", State::Stopped, "live", None);
+    let mut p = lookout(
+        &prefix,
+        &["--initial", "--readiness", "--serve", "127.0.0.1:0"],
+    );
+    let serving = p.stderr("serving", |v| v["status"] == "serving");
+    let addr = serving["addr"].as_str().expect("an address").to_owned();
+    p.connected();
+    // api: created, started, stopping; job: created; old: created; web:
+    // created, started, failing.
+    let events: Vec<Value> = (0..8).map(|_| p.event()).collect();
+    let find = |instance: &str, kind: &str| -> Value {
+        events
+            .iter()
+            .find(|e| e["instance"] == instance && e["kind"] == kind)
+            .unwrap_or_else(|| panic!("no {instance} {kind} in {events:#?}"))
+            .clone()
+    };
+    let oom = serde_json::json!({"outcome":"failed","exit_code":137,"signal":"SIGKILL","oom":true,"message":"OOMKilled"});
+    let failing =
+        serde_json::json!({"failed":true,"message":"Back-off restarting failed container"});
+    let term = serde_json::json!({"outcome":"stopped","signal":"SIGTERM"});
+    assert_eq!(
+        why(&find("job", "created")),
+        oom,
+        "a stopped instance says why"
+    );
+    assert_eq!(why(&find("web", "failing")), failing);
+    assert_eq!(why(&find("web", "started")), serde_json::json!({}));
+    assert_eq!(why(&find("api", "stopping")), term);
+    assert_eq!(
+        why(&find("old", "created")),
+        serde_json::json!({}),
+        "an old record"
+    );
+
+    // /instances keeps the last reason, and says a stop under way.
+    let (code, body) = http_get(&addr, "/instances");
+    assert_eq!(code, 200, "{body}");
+    let list: Vec<Value> = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
+    let of = |id: &str| {
+        list.iter()
+            .find(|i| i["instance"] == id)
+            .unwrap_or_else(|| panic!("no {id} in {body}"))
+            .clone()
+    };
+    assert_eq!(
+        (of("h/job")["state"].clone(), why(&of("h/job"))),
+        ("stopped".into(), oom.clone())
+    );
+    assert_eq!(
+        (of("h/web")["ready"].clone(), why(&of("h/web"))),
+        (false.into(), failing.clone())
+    );
+    let mut stopping = term.clone();
+    stopping["stopping"] = true.into();
+    assert_eq!(
+        (of("h/api")["state"].clone(), why(&of("h/api"))),
+        ("running".into(), stopping)
+    );
+    assert_eq!(why(&of("h/old")), serde_json::json!({}));
+    // The order of the keys: the reason after the readiness, before the labels.
+    let raw = body.find(r#""instance":"h/job""#).expect("job");
+    let job = &body[raw..];
+    let (o, l) = (job.find(r#""outcome""#), job.find(r#""labels""#));
+    assert!(o < l && o.is_some(), "{job}");
+
+    // /events: the same fields in the frames.
+    let frames = ndjson(&addr, "/events?initial=true");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let web = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let v = frames.recv_timeout(left).expect("the failing in /events");
+        // Served, an id is `SOURCE/INSTANCE`.
+        if v["instance"] == "h/web" && v["kind"] == "failing" {
+            break v;
+        }
+    };
+    assert_eq!(why(&web), failing, "{web}");
+
+    // A live stop: its outcome on stdout, on /events, and in the metrics.
+    put_why(
+        &prefix,
+        "h",
+        "web",
+        State::Stopped,
+        "stopped",
+        r#","outcome":"failed","exit_code":1,"restarting":true"#,
+    );
+    let stopped = p.event();
+    assert_eq!(
+        (stopped["instance"].clone(), stopped["kind"].clone()),
+        ("web".into(), "stopped".into())
+    );
+    let exit1 = serde_json::json!({"outcome":"failed","exit_code":1,"restarting":true});
+    assert_eq!(why(&stopped), exit1);
+    let served = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let v = frames.recv_timeout(left).expect("the stop in /events");
+        if v["instance"] == "h/web" && v["kind"] == "stopped" {
+            break v;
+        }
+    };
+    assert_eq!(why(&served), exit1);
+    assert!(served["id"].is_string(), "a resume position: {served}");
+    let (code, metrics) = http_get(&addr, "/metrics");
+    assert_eq!(code, 200);
+    let stops = |outcome: &str| {
+        let series = format!("lookout_stops_total{{outcome=\"{outcome}\"}} ");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&series).map(str::to_owned))
+            .unwrap_or_else(|| panic!("no {series} in\n{metrics}"))
+    };
+    assert_eq!(stops("failed"), "1");
+    for outcome in ["completed", "stopped", "unknown"] {
+        assert_eq!(stops(outcome), "0", "{outcome}");
+    }
+    assert!(metrics.contains("# HELP lookout_stops_total"), "{metrics}");
+}

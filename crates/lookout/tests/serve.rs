@@ -1059,6 +1059,7 @@ fn metrics_parse_and_move() {
             "lookout_instances",
             "lookout_subscribers",
             "lookout_subscriber_resyncs_total",
+            "lookout_stops_total",
         ] {
             assert!(
                 before.samples.iter().any(|s| s.metric == metric),
@@ -1071,6 +1072,14 @@ fn metrics_parse_and_move() {
         assert_eq!(sample(&before, "lookout_connected", &[]), Some(1.0));
         assert_eq!(sample(&before, "lookout_instances", &[]), Some(0.0));
         assert_eq!(sample(&before, "lookout_subscribers", &[]), Some(1.0), "stdout");
+        // Every outcome's series, from the start (issue #47).
+        for outcome in ["completed", "failed", "stopped", "unknown"] {
+            assert_eq!(
+                sample(&before, "lookout_stops_total", &[("outcome", outcome)]),
+                Some(0.0),
+                "{outcome}"
+            );
+        }
 
         let stream = open(addr, "/events", &[]).await;
         create(&c, &[&label]);

@@ -50,6 +50,8 @@
 //! | `state: removed` (a tombstone), or the key deleted | `Removed` |
 //! | `uid`, `labels` | [`Listed::uid`](lookout_core::Listed::uid) (a new uid under the same id is `Removed` then `Created`), the labels |
 //! | `ready` | with [`EtcdConfig::readiness`], [`Readiness::Told`](lookout_core::Readiness::Told) (`Ready`/`Unready` while running) |
+//! | why ([`RecordReason`](model::RecordReason): `outcome`, `exit_code`, `signal`, `oom`, `restarting`, `failed`, `message`) | the [`Reason`](lookout_core::Reason) of a `stopped` record's `Stopped` (or, listed, of its instance); of a running record, with [`EtcdConfig::readiness`], its failure (`Failing` when the message is new; none: it does not fail) |
+//! | `state: running` with `event.kind: stopping` | `Stopping` with the record's reason (after a `Started` when the instance was not known to run; a snapshot, which cannot say a stop under way, is followed by each one's `Stopping`, at the record's time) |
 //! | `event.at` | the event's time (live events; local time when it is no RFC 3339) |
 //! | `event.origin: resync` | reported with [`Origin::Resync`](lookout_core::Origin::Resync): a run of such records is told as a snapshot of every instance, which the core diffs (its `at` is then the local time) |
 //! | a key `PREFIX/s/SOURCE` there, or not (deleted: its lease expired) | with [`watch_with_publishers`], that source's [`PublisherStatus`]: [`Connected`](PublisherState::Connected), or [`Disconnected`](PublisherState::Disconnected) with its instances kept as they were |

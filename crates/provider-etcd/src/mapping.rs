@@ -8,7 +8,7 @@ use std::ops::Bound;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
-use lookout_core::{Change, EventKind, InstanceId, Labels, Listed, Observation, Readiness};
+use lookout_core::{Change, EventKind, InstanceId, Labels, Listed, Observation, Readiness, Reason};
 
 use crate::client::wire::{Event, EventType, KeyValue};
 use crate::model::{self, Record, State};
@@ -22,6 +22,27 @@ pub(crate) struct Entry {
     pub(crate) uid: Option<Arc<str>>,
     pub(crate) labels: Arc<Labels>,
     pub(crate) readiness: Option<Readiness>,
+    /// A running instance whose stop is under way (`event.kind: stopping`).
+    pub(crate) stopping: bool,
+    /// Why, as the record tells it: why it stopped; why it is stopping; or,
+    /// with readiness watched, why the running instance fails (a reason
+    /// without a message is none).
+    pub(crate) reason: Option<Arc<Reason>>,
+    /// The record's time (`event.at`), when RFC 3339: a stopping
+    /// instance's `Stopping` after a snapshot is stamped with it.
+    pub(crate) at: Option<SystemTime>,
+}
+
+impl Entry {
+    /// What a snapshot lists of it: while running, its failure only (a
+    /// stop under way is told after the snapshot: [`snapshot`]).
+    fn listed_reason(&self) -> Option<Arc<Reason>> {
+        if self.running && self.stopping {
+            None
+        } else {
+            self.reason.clone()
+        }
+    }
 }
 
 /// The instances under the prefix at the newest revision read: what a
@@ -117,6 +138,12 @@ pub(crate) fn decode(
     };
     let at = record.at();
     let resync = record.is_resync();
+    let stopping = record.is_stopping();
+    let reason = record.reason.reason().filter(|r| {
+        // A running instance's reason is its failure, told with readiness
+        // watched only (as `Failing` is), or why it is stopping.
+        record.state != State::Running || stopping || (settings.readiness && r.message.is_some())
+    });
     let uid = record.uid.map(Arc::from);
     match record.state {
         State::Removed => Decoded::Gone {
@@ -135,6 +162,9 @@ pub(crate) fn decode(
                 } else {
                     None
                 },
+                stopping,
+                reason,
+                at,
             };
             Decoded::Present {
                 id,
@@ -146,7 +176,10 @@ pub(crate) fn decode(
     }
 }
 
-/// The snapshot of `map` into `out`: `ResyncBegin`, each instance, `ResyncDone`.
+/// The snapshot of `map` into `out`: `ResyncBegin`, each instance (why it
+/// stopped, or why it fails), `ResyncDone`; then a `Stopping` change of
+/// each instance whose stop is under way, which a listed instance cannot
+/// say (the core tells it once: a stop already told is no news).
 pub(crate) fn snapshot(map: &BTreeMap<InstanceId, Entry>, out: &mut Vec<Observation<i64>>) {
     out.reserve(map.len() + 2);
     out.push(Observation::ResyncBegin);
@@ -155,10 +188,27 @@ pub(crate) fn snapshot(map: &BTreeMap<InstanceId, Entry>, out: &mut Vec<Observat
             Listed::new(id.clone(), e.running)
                 .uid(e.uid.clone())
                 .labels(Labels::clone(&e.labels))
-                .readiness(e.readiness),
+                .readiness(e.readiness)
+                .reason(e.listed_reason()),
         )
     }));
     out.push(Observation::ResyncDone);
+    for (id, e) in map.iter().filter(|(_, e)| e.running && e.stopping) {
+        out.push(Observation::Change(stopping(id.clone(), e)));
+    }
+}
+
+/// The `Stopping` change of a running instance whose stop is under way.
+fn stopping(id: InstanceId, e: &Entry) -> Change<i64> {
+    Change::new(
+        id,
+        EventKind::Stopping,
+        e.at.unwrap_or_else(SystemTime::now),
+    )
+    .uid(e.uid.clone())
+    .labels(Some(Arc::clone(&e.labels)))
+    .readiness(e.readiness)
+    .reason(e.reason.clone())
 }
 
 /// Maps one watch response's events to observations, updating `map`.
@@ -222,20 +272,7 @@ pub(crate) fn apply(
                 at,
                 resync: false,
             } => {
-                out.push(Observation::Change(
-                    Change::new(
-                        id.clone(),
-                        if entry.running {
-                            EventKind::Started
-                        } else {
-                            EventKind::Stopped
-                        },
-                        at.unwrap_or_else(SystemTime::now),
-                    )
-                    .uid(entry.uid.clone())
-                    .labels(Some(Arc::clone(&entry.labels)))
-                    .readiness(entry.readiness),
-                ));
+                live_changes(map, &id, &entry, at.unwrap_or_else(SystemTime::now), out);
                 last_change_rev = Some(rev);
                 map.insert(id, entry);
             }
@@ -272,6 +309,44 @@ pub(crate) fn apply(
         out.push(Observation::Progress(last));
     }
     told_snapshot
+}
+
+/// The changes of a live record of an instance that exists (`map`: what was
+/// known before it).
+fn live_changes(
+    map: &BTreeMap<InstanceId, Entry>,
+    id: &InstanceId,
+    entry: &Entry,
+    at: SystemTime,
+    out: &mut Vec<Observation<i64>>,
+) {
+    let change = |kind, reason| {
+        Change::new(id.clone(), kind, at)
+            .uid(entry.uid.clone())
+            .labels(Some(Arc::clone(&entry.labels)))
+            .readiness(entry.readiness)
+            .reason(reason)
+    };
+    if entry.running && entry.stopping {
+        // A stop under way of an instance not known to run: its start
+        // first, so that the core has a stop to tell.
+        if !map.get(id).is_some_and(|e| e.running) {
+            out.push(Observation::Change(change(EventKind::Started, None)));
+        }
+        out.push(Observation::Change(change(
+            EventKind::Stopping,
+            entry.reason.clone(),
+        )));
+    } else {
+        // A start tells the failure (`None`: it does not fail); a stop why
+        // it stopped.
+        let kind = if entry.running {
+            EventKind::Started
+        } else {
+            EventKind::Stopped
+        };
+        out.push(Observation::Change(change(kind, entry.reason.clone())));
+    }
 }
 
 /// A source's publisher status, with how many of its instances `map` holds.
@@ -471,6 +546,117 @@ pub(crate) mod tests {
                 "6 h connected 2 Some(\"w 42\") 8"
             ],
             "the other source is not wanted"
+        );
+    }
+
+    /// A put of a record with a reason: `kind` its event, `why` its fields.
+    fn put_why(key: &str, rev: i64, state: &str, kind: &str, why: &str) -> Event {
+        let mut e = put(key, rev, state, "live");
+        let value = format!(
+            r#"{{"provider":"docker","state":"{state}","ready":false,"uid":"u","labels":{{}},"event":{{"kind":"{kind}","origin":"live","at":"2026-12-03T10:00:00Z"}}{why}}}"#
+        );
+        e.kv.value = value.into_bytes();
+        e
+    }
+
+    fn said(out: &[Observation<i64>]) -> Vec<String> {
+        out.iter()
+            .filter_map(|o| match o {
+                Observation::Change(c) => Some(format!("{} {:?} {:?}", c.id, c.kind, c.reason)),
+                Observation::Listed(l) => {
+                    Some(format!("listed {} {} {:?}", l.id, l.running, l.reason))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn reasons_are_told_stops_under_way_after_a_start_or_a_snapshot() {
+        use lookout_core::{Outcome, Signal};
+        let s = settings(&[], true);
+        let mut map = BTreeMap::new();
+        let mut out = Vec::new();
+        let events = [
+            put_why(
+                "p/i/h/a",
+                5,
+                "stopped",
+                "stopped",
+                r#","outcome":"failed","exit_code":137,"signal":"SIGKILL","oom":true"#,
+            ),
+            // A stop under way of an instance not known to run: a start first.
+            put_why(
+                "p/i/h/b",
+                6,
+                "running",
+                "stopping",
+                r#","outcome":"stopped","signal":"SIGTERM""#,
+            ),
+            put_why(
+                "p/i/h/c",
+                7,
+                "running",
+                "failing",
+                r#","failed":true,"message":"gave up""#,
+            ),
+            put_why("p/i/h/c", 8, "running", "stopping", ""),
+        ];
+        assert!(!apply(&s, &mut map, &events, &mut out, &mut Vec::new()));
+        let oom = Reason::exited(137, false).oom(true);
+        let term = Reason::stop(Outcome::Stopped).signal(Some(Signal::TERM));
+        let gave_up = Reason::failing("gave up").failed(true);
+        assert_eq!(
+            said(&out),
+            [
+                format!("h/a Stopped {:?}", Some(Arc::new(oom.clone()))),
+                "h/b Started None".to_owned(),
+                format!("h/b Stopping {:?}", Some(Arc::new(term.clone()))),
+                format!("h/c Started {:?}", Some(Arc::new(gave_up))),
+                "h/c Stopping None".to_owned(),
+            ]
+        );
+        // A snapshot lists why each stopped or fails, then tells the stops
+        // under way.
+        out.clear();
+        snapshot(&map, &mut out);
+        assert_eq!(
+            said(&out),
+            [
+                format!("listed h/a false {:?}", Some(Arc::new(oom))),
+                "listed h/b true None".to_owned(),
+                "listed h/c true None".to_owned(),
+                format!("h/b Stopping {:?}", Some(Arc::new(term))),
+                "h/c Stopping None".to_owned(),
+            ]
+        );
+        // Without readiness a failure is not told; a stop's reason is.
+        let s = settings(&[], false);
+        let mut map = BTreeMap::new();
+        out.clear();
+        let events = [
+            put_why(
+                "p/i/h/c",
+                7,
+                "running",
+                "failing",
+                r#","failed":true,"message":"gave up""#,
+            ),
+            put_why(
+                "p/i/h/a",
+                8,
+                "stopped",
+                "stopped",
+                r#","outcome":"completed","exit_code":0"#,
+            ),
+        ];
+        apply(&s, &mut map, &events, &mut out, &mut Vec::new());
+        assert_eq!(
+            said(&out),
+            [
+                "h/c Started None".to_owned(),
+                format!("h/a Stopped {:?}", Some(Arc::new(Reason::exited(0, false)))),
+            ]
         );
     }
 

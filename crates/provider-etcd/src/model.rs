@@ -21,8 +21,27 @@
 //!  "event":{"kind":"started","origin":"live","at":"2026-12-03T10:02:37.123456789Z"},
 //!  "writer":"lookout/0.1.0 host-a 4242"}
 //! ```
+//!
+//! Why (issue #47; [`RecordReason`]): the fields of the event's reason, flat
+//! in the record, each only when said — `outcome`, `exit_code`, `signal`,
+//! `oom`, `restarting`, `failed`, `message` — as the `--json` lines name
+//! them. A stopped record says why it stopped; a running one why it fails
+//! (its last `failing` message, kept until it is ready again) or, with
+//! `event.kind: stopping`, why it is stopping:
+//!
+//! ```json
+//! {"provider":"docker","state":"stopped","uid":"4f1c…","labels":{"app":"web"},
+//!  "event":{"kind":"stopped","origin":"live","at":"2026-12-03T10:02:39.5Z"},
+//!  "writer":"lookout/0.1.0 host-a 4242","outcome":"failed","exit_code":137,
+//!  "signal":"SIGKILL","oom":true}
+//! ```
+//!
+//! A record written before these fields existed has none of them, and
+//! reads as one whose engine said nothing of why.
 
-use lookout_core::Labels;
+use std::sync::Arc;
+
+use lookout_core::{Labels, Outcome, Reason, Signal};
 use serde::{Deserialize, Serialize};
 use std::time::SystemTime;
 
@@ -53,7 +72,8 @@ pub enum State {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct RecordEvent {
-    /// `created`, `started`, `stopped`, `removed`, `ready`, `unready`.
+    /// `created`, `started`, `stopped`, `removed`, `ready`, `unready`,
+    /// `stopping`, `failing`.
     pub kind: String,
     /// `live` or `resync` (`initial` is read as `resync`): a transition the
     /// publisher found by a resync stays `resync` for its readers.
@@ -87,6 +107,88 @@ pub struct Record {
     /// Who wrote it (free-form: program, host, pid).
     #[serde(default)]
     pub writer: String,
+    /// Why, flat in the record (absent: the engine said nothing, or an
+    /// older publisher wrote it).
+    #[serde(flatten)]
+    pub reason: RecordReason,
+}
+
+/// The fields of a [`Reason`] as a record holds them, each only when said
+/// (`#[non_exhaustive]`: a field may be added). Names are strings, so a
+/// record of a newer publisher with an outcome or signal this reader does
+/// not know still decodes (the name is then skipped).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct RecordReason {
+    /// `completed`, `failed`, `stopped`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
+    /// The process's exit code.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// The signal that ended it, by name (`SIGKILL`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
+    /// The OOM killer ended it.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub oom: bool,
+    /// The engine starts it again.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub restarting: bool,
+    /// The engine gave up on it.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub failed: bool,
+    /// The engine's words (at most [`lookout_core::MAX_MESSAGE`] bytes,
+    /// as [`Reason::message`] keeps them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+impl RecordReason {
+    /// The fields of `reason` (`None`: none).
+    pub fn of(reason: Option<&Reason>) -> Self {
+        let Some(r) = reason else {
+            return Self::default();
+        };
+        Self {
+            outcome: r.outcome.map(|o| o.as_str().to_owned()),
+            exit_code: r.exit_code,
+            signal: r.signal.map(Signal::name),
+            oom: r.oom,
+            restarting: r.restarting,
+            failed: r.failed,
+            message: r.message.as_deref().map(str::to_owned),
+        }
+    }
+
+    /// Whether it says nothing.
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// The reason it tells (`None` when it says nothing): an outcome or a
+    /// signal this version does not know is left out, a message longer
+    /// than [`lookout_core::MAX_MESSAGE`] is cut.
+    pub fn reason(&self) -> Option<Arc<Reason>> {
+        if self.is_empty() {
+            return None;
+        }
+        // Field by field (not `exit_code`'s setter, which would add the
+        // signal a code tells): what the publisher wrote, no more.
+        let mut reason = Reason::default().message(self.message.as_deref());
+        reason.outcome = self.outcome.as_deref().and_then(Outcome::from_name);
+        reason.exit_code = self.exit_code;
+        reason.signal = self.signal.as_deref().and_then(Signal::from_name);
+        reason.oom = self.oom;
+        reason.restarting = self.restarting;
+        reason.failed = self.failed;
+        Some(Arc::new(reason))
+    }
 }
 
 impl RecordEvent {
@@ -113,6 +215,7 @@ impl Record {
             labels: Labels::new(),
             event,
             writer: String::new(),
+            reason: RecordReason::default(),
         }
     }
 
@@ -125,6 +228,12 @@ impl Record {
     /// or `initial`: to its readers, both are what a resync found).
     pub fn is_resync(&self) -> bool {
         matches!(self.event.origin.as_str(), "resync" | "initial")
+    }
+
+    /// Whether the transition that wrote it is a stop under way (`event.kind:
+    /// stopping`) of an instance that still runs.
+    pub fn is_stopping(&self) -> bool {
+        self.state == State::Running && self.event.kind == "stopping"
     }
 
     /// When the transition happened, when `event.at` is RFC 3339.
@@ -257,6 +366,83 @@ mod tests {
         let r = Record::from_json(min).expect("decodes");
         assert_eq!((r.state, r.at(), r.uid), (State::Removed, None, None));
         assert!(Record::from_json(br#"{"provider":"k8s","state":"paused","event":{"kind":"x","origin":"live","at":"x"}}"#).is_err());
+    }
+
+    #[test]
+    fn reasons_round_trip_flat_and_old_records_decode() {
+        let full = Reason::exited(137, true)
+            .oom(true)
+            .failed(true)
+            .message(Some("OOMKilled: the container used 512 MiB"));
+        let mut r = Record::new(
+            "docker",
+            State::Stopped,
+            RecordEvent::new("stopped", "live", "2026-12-03T10:02:39.5Z"),
+        );
+        r.reason = RecordReason::of(Some(&full));
+        let json = serde_json::to_string(&r).expect("encodes");
+        assert!(
+            json.ends_with(r#""writer":"","outcome":"failed","exit_code":137,"signal":"SIGKILL","oom":true,"restarting":true,"failed":true,"message":"OOMKilled: the container used 512 MiB"}"#),
+            "{json}"
+        );
+        let back = Record::from_json(json.as_bytes()).expect("decodes");
+        assert_eq!(back, r);
+        assert_eq!(back.reason.reason().as_deref(), Some(&full));
+        // Exactly what was said: an exit code without its signal stays so.
+        let mut bare = Reason::stop(Outcome::Stopped);
+        bare.exit_code = Some(143);
+        assert_eq!(
+            RecordReason::of(Some(&bare)).reason().as_deref(),
+            Some(&bare)
+        );
+        // Nothing said: no field, no reason.
+        let min = Record::new(
+            "docker",
+            State::Running,
+            RecordEvent::new("started", "live", "x"),
+        );
+        let json = serde_json::to_string(&min).expect("encodes");
+        assert!(!json.contains("outcome") && !json.contains("oom"), "{json}");
+        assert_eq!(
+            Record::from_json(json.as_bytes())
+                .expect("decodes")
+                .reason
+                .reason(),
+            None
+        );
+        // An older publisher's record: no such field, decodes as before.
+        let old = br#"{"provider":"docker","state":"stopped","uid":"u","labels":{},"event":{"kind":"stopped","origin":"live","at":"2026-12-03T10:00:00Z"},"writer":"lookout/0.1.0 h pid 1"}"#;
+        let r = Record::from_json(old).expect("an old record decodes");
+        assert!(r.reason.is_empty() && r.reason.reason().is_none());
+        // A newer publisher's names this reader does not know are skipped.
+        let newer = br#"{"provider":"docker","state":"stopped","event":{"kind":"stopped","origin":"live","at":"x"},"outcome":"evicted","signal":"SIGWHAT","exit_code":2,"future":1}"#;
+        let r = Record::from_json(newer)
+            .expect("decodes")
+            .reason
+            .reason()
+            .expect("a reason");
+        assert_eq!((r.outcome, r.signal, r.exit_code), (None, None, Some(2)));
+        // A message over the cap (hand-written) is cut to it.
+        let long = format!(
+            r#"{{"provider":"k8s","state":"running","event":{{"kind":"failing","origin":"live","at":"x"}},"message":"{}"}}"#,
+            "x".repeat(10_000)
+        );
+        let r = Record::from_json(long.as_bytes())
+            .expect("decodes")
+            .reason
+            .reason()
+            .expect("a reason");
+        assert!(
+            r.message
+                .as_deref()
+                .is_some_and(|m| m.len() <= lookout_core::MAX_MESSAGE)
+        );
+        let stopping = Record::new(
+            "docker",
+            State::Running,
+            RecordEvent::new("stopping", "live", "x"),
+        );
+        assert!(stopping.is_stopping());
     }
 
     #[test]

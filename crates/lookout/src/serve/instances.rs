@@ -13,7 +13,7 @@ use super::query::{BadQuery, Query, bad_request};
 use super::response::{error, json};
 use super::state::{ServedEngine, State};
 use crate::duration::parse_duration;
-use crate::output::{ReadinessJson, rfc3339_nanos};
+use crate::output::{ReadinessJson, ReasonJson, rfc3339_nanos};
 
 /// The longest `?timeout=` of `/instances/{id}?wait=…`.
 const MAX_WAIT: Duration = Duration::from_secs(3600);
@@ -34,6 +34,12 @@ struct JsonInstance<'a> {
     ready: Option<bool>,
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     readiness: Option<ReadinessJson>,
+    /// Told `stopping` (only when true).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    stopping: bool,
+    /// The last reason: why it stopped, or why it fails or is stopping.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    reason: Option<ReasonJson<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     labels: Option<&'a Labels>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -49,6 +55,8 @@ impl<'a> JsonInstance<'a> {
             state: if i.running { "running" } else { "stopped" },
             ready: s.readiness.then_some(i.ready),
             readiness: ReadinessJson::new(i.readiness).filter(|_| s.readiness),
+            stopping: i.stopping,
+            reason: ReasonJson::new(i.reason.as_deref()),
             labels: Some(&i.labels),
             since: Some(rfc3339_nanos(i.since)),
         }
@@ -63,6 +71,8 @@ impl<'a> JsonInstance<'a> {
             state: "gone",
             ready: None,
             readiness: None,
+            stopping: false,
+            reason: None,
             labels: None,
             since: None,
         }

@@ -1,5 +1,6 @@
 //! `/metrics`: the hub's metrics (emitted through the `metrics` facade) in
-//! the Prometheus text format, plus `lookout_last_event_age_seconds`,
+//! the Prometheus text format (`lookout_stops_total{outcome}` among them:
+//! every `stopped` by its outcome), plus `lookout_last_event_age_seconds`,
 //! computed at scrape time. A server of several engines has a hub each,
 //! whose metrics carry `host="NAME"`. `lookout etcd` adds
 //! `lookout_publisher_connected{host="SOURCE"}` (1 or 0, read at scrape
@@ -135,6 +136,11 @@ fn describe() {
     describe_counter!(
         "lookout_events_total",
         "Instance events the engine connection yielded, by kind and origin"
+    );
+    describe_counter!(
+        "lookout_stops_total",
+        "Stopped events, by outcome: completed, failed, stopped (a requested stop), \
+         unknown (the engine said nothing)"
     );
     describe_gauge!("lookout_instances", "Instances known now");
     describe_gauge!(
