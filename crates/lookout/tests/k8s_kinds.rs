@@ -117,6 +117,12 @@ fn a_custom_resource_is_told_with_kstatus_word_and_its_crd_deletion_said() {
     ));
     let e = next_of(&lookout, &id);
     assert_eq!(e["kind"], "unready", "{e}");
+    // Why: kstatus's Failed, in the Stalled condition's words (its reason,
+    // as it has no message), and the engine gave up.
+    let failing = next_of(&lookout, &id);
+    assert_eq!(failing["kind"], "failing", "{failing}");
+    assert_eq!(failing["message"], "Quota", "{failing}");
+    assert_eq!(failing["failed"], true, "{failing}");
     // `/metrics` counts the kind's instances, and ready ones.
     let kind = crd.prefix();
     let (code, metrics) = common::http_get(&addr, "/metrics");
