@@ -16,8 +16,8 @@ use crate::model::{
 use key::{Key, Uid};
 pub(crate) use rules::Transitions;
 use rules::{
-    Found, Known, Seen, UNLISTED, and_ready, different_incarnation, failing, readiness_anew,
-    readiness_kind, ready_in, relisted, started_failing, stop_reason,
+    Found, Known, Seen, Transition, UNLISTED, and_ready, different_incarnation,
+    explained_transition, failing, readiness_anew, readiness_kind, ready_in, relisted,
 };
 
 /// Last known state of each instance (O(instances)) plus the snapshot being built.
@@ -225,19 +225,27 @@ impl Tracker {
         // start of a stopping instance: the engine abandoned the stop.
         if kind != EventKind::Created && (k.running != want_running || (want_running && k.stopping))
         {
+            if reason.is_some() || k.reason.is_some() || k.stopping {
+                // Why it stops, or why it stopped before this start: out
+                // of line (what a busy feed without reasons says costs
+                // what it cost before).
+                let change = Transition {
+                    id,
+                    kind,
+                    uid: uid_text,
+                    at,
+                    readiness,
+                    reason,
+                };
+                explained_transition(k, change, out);
+                return;
+            }
             k.running = want_running;
             // A start begins unready; a stop ends readiness.
             k.ready = false;
             if readiness.is_some() || want_running {
                 k.readiness = readiness;
             }
-            let (told, failure) = if want_running {
-                (None, reason)
-            } else {
-                (stop_reason(k.stopping, reason), None)
-            };
-            k.stopping = false;
-            k.reason.clone_from(&told);
             let event = InstanceEvent {
                 id,
                 kind,
@@ -246,11 +254,9 @@ impl Tracker {
                 labels: Arc::clone(&k.labels),
                 uid: uid_text.or_else(|| k.uid.text()),
                 readiness: k.readiness,
-                reason: told,
+                reason: None,
             };
-            if let Some(failure) = failure {
-                started_failing(k, event, failure, out);
-            } else if ready_in(k.running, k.readiness) {
+            if ready_in(k.running, k.readiness) {
                 k.ready = true;
                 and_ready(event, out);
             } else {

@@ -106,11 +106,69 @@ pub(super) fn and_ready(event: InstanceEvent, out: &mut impl Transitions) {
     out.push(ready);
 }
 
-/// A live start that tells the instance fails already: `event` (and
-/// `Ready` when it can serve), then `Failing`.
+/// A live start or stop of a known instance, as the tracker's fast path
+/// found it.
+pub(super) struct Transition {
+    pub(super) id: InstanceId,
+    pub(super) kind: EventKind,
+    pub(super) uid: Option<Arc<str>>,
+    pub(super) at: SystemTime,
+    pub(super) readiness: Option<Readiness>,
+    pub(super) reason: Option<Arc<Reason>>,
+}
+
+/// A live start or stop of `k` that says why (or follows a `Stopping`, or
+/// a reason told before): the stop's reason (a requested stop is never
+/// failed), a start's failure (`Failing` after it), and `k`'s reason
+/// brought up to date.
 #[cold]
 #[inline(never)]
-pub(super) fn started_failing(
+pub(super) fn explained_transition(k: &mut Known, t: Transition, out: &mut impl Transitions) {
+    let Transition {
+        id,
+        kind,
+        uid,
+        at,
+        readiness,
+        reason,
+    } = t;
+    let want_running = kind == EventKind::Started;
+    k.running = want_running;
+    // A start begins unready; a stop ends readiness.
+    k.ready = false;
+    if readiness.is_some() || want_running {
+        k.readiness = readiness;
+    }
+    let (told, failure) = if want_running {
+        (None, reason)
+    } else {
+        (stop_reason(k.stopping, reason), None)
+    };
+    k.stopping = false;
+    k.reason.clone_from(&told);
+    let event = InstanceEvent {
+        id,
+        kind,
+        at,
+        origin: Origin::Live,
+        labels: Arc::clone(&k.labels),
+        uid: uid.or_else(|| k.uid.text()),
+        readiness: k.readiness,
+        reason: told,
+    };
+    if let Some(failure) = failure {
+        started_failing(k, event, failure, out);
+    } else if ready_in(k.running, k.readiness) {
+        k.ready = true;
+        and_ready(event, out);
+    } else {
+        out.push(event);
+    }
+}
+
+/// A live start that tells the instance fails already: `event` (and
+/// `Ready` when it can serve), then `Failing`.
+fn started_failing(
     k: &mut Known,
     event: InstanceEvent,
     failure: Arc<Reason>,
