@@ -193,3 +193,4 @@ pub use protocol::event::Event;
 pub use protocol::labels::{labels_of, matches};
 pub use protocol::mapping::{HealthTable, Mapping};
 pub use protocol::objects::{Decision, History, KnownObjects, Objects, ReadinessFrom, Scope};
+pub use protocol::requests::filtered_path;

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 /// its history included (`docker service ps` lists the same).
 pub(crate) fn path(services: &[&str]) -> String {
     let filters = json!({ "service": services }).to_string();
-    format!("/tasks?filters={}", encode(&filters))
+    lookout_moby::filtered_path("/tasks", &filters)
 }
 
 /// Decodes a `/tasks` list: each failing service's ID and why, in the order
@@ -173,21 +173,6 @@ fn not_run_yet(state: &str) -> bool {
 /// complete): a restart waiting for its delay is desired `ready`.
 fn meant_to_run(desired: &str) -> bool {
     not_run_yet(desired) || matches!(desired, "running" | "complete")
-}
-
-/// Percent-encodes a query value (everything but RFC 3986's unreserved
-/// characters).
-fn encode(s: &str) -> String {
-    use std::fmt::Write;
-    let mut out = String::with_capacity(s.len() * 2);
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(char::from(b));
-        } else {
-            let _ = write!(out, "%{b:02X}");
-        }
-    }
-    out
 }
 
 #[cfg(test)]

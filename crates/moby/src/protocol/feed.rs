@@ -5,7 +5,10 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use lookout_core::{Change, InstanceId, LineSplitter, Listed, Observation, SplitLine};
+use lookout_core::{
+    Change, EventKind, InstanceId, Labels, LineSplitter, Listed, Observation, Readiness, Reason,
+    SplitLine,
+};
 
 use super::cursor::Cursor;
 use super::event::{Attributes, Event};
@@ -347,32 +350,13 @@ impl<K: KnownObjects> Feed<K> {
                 kind,
                 labels,
                 readiness,
-            } => {
-                let at = event.at();
-                FeedOutput::Obs(Observation::Change(
-                    Change::new(InstanceId::from(event.name), kind, at)
-                        .uid(Some(event.uid))
-                        .labels(Some(labels))
-                        .cursor(cursor)
-                        .readiness(readiness),
-                ))
-            }
+            } => change(event, kind, labels, readiness, None),
             Decision::Explained {
                 kind,
                 labels,
                 readiness,
                 reason,
-            } => {
-                let at = event.at();
-                FeedOutput::Obs(Observation::Change(
-                    Change::new(InstanceId::from(event.name), kind, at)
-                        .uid(Some(event.uid))
-                        .labels(Some(labels))
-                        .cursor(cursor)
-                        .readiness(readiness)
-                        .reason(Some(reason)),
-                ))
-            }
+            } => change(event, kind, labels, readiness, Some(reason)),
             Decision::Inspect(path) => FeedOutput::Inspect { event, path },
             Decision::Undecodable(reason) => {
                 tracing::warn!(
@@ -404,6 +388,25 @@ pub fn reinspect_after(inspections: u8) -> std::time::Duration {
 /// (that function's body is rewritten on another branch: this goes once
 /// both are merged).
 pub(crate) type Step = FeedOutput;
+
+/// The change a reported event makes.
+fn change(
+    event: Event,
+    kind: EventKind,
+    labels: Arc<Labels>,
+    readiness: Option<Readiness>,
+    reason: Option<Arc<Reason>>,
+) -> FeedOutput {
+    let at = event.at();
+    FeedOutput::Obs(Observation::Change(
+        Change::new(InstanceId::from(event.name), kind, at)
+            .uid(Some(event.uid))
+            .labels(Some(labels))
+            .cursor(event.cursor)
+            .readiness(readiness)
+            .reason(reason),
+    ))
+}
 
 #[cfg(test)]
 mod tests;

@@ -54,6 +54,14 @@ pub(crate) fn list_path(path: &str, labels: &Labels, health: Option<&str>) -> St
     path
 }
 
+/// `path?filters=FILTERS`, the filters (the engine's JSON) encoded as a
+/// query value: how a table asks the engine for a filtered list (Swarm's
+/// `/tasks` of some services).
+#[must_use]
+pub fn filtered_path(path: &str, filters: &str) -> String {
+    format!("{path}?filters={}", encode(filters))
+}
+
 /// Percent-encodes a query value (everything but RFC 3986's unreserved characters).
 fn encode(s: &str) -> String {
     use std::fmt::Write;
