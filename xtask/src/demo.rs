@@ -148,8 +148,11 @@ pub fn run() -> Result<(), String> {
     engines::docker(&["start", &name])?;
     expect(&out_rx, &name, "started", &["live"])?;
 
-    say(&format!("docker stop {name}"));
+    say(&format!(
+        "docker stop {name}: its SIGTERM is a stop request (stopping), its end a requested stop"
+    ));
     engines::docker(&["stop", "-t", "1", &name])?;
+    expect(&out_rx, &name, "stopping", &["live"])?;
     expect(&out_rx, &name, "stopped", &["live"])?;
 
     say(&format!("docker start {name}"));
@@ -162,7 +165,9 @@ pub fn run() -> Result<(), String> {
         "starting dockerd again: it stops the container while starting up, before any client can connect",
     );
     engines::docker_start()?;
-    say("lookout reconnects, lists and diffs: the missed stop is reported once");
+    say(
+        "lookout reconnects, lists and diffs: the missed stop is reported once, with its exit code",
+    );
     expect(&out_rx, &name, "stopped", &["resync", "live"])?;
     connected(&err_rx)?;
 

@@ -26,8 +26,9 @@
 //! - **leaks nothing**: no task is spawned and no channel is used, so dropping
 //!   the stream — in any state — closes everything it opened, synchronously.
 //!
-//! Per instance the events follow `Created → (Started ⇄ Stopped)* → Removed`,
-//! and two consecutive events of one instance always differ. With readiness
+//! Per instance the events follow `Created → (Started → [Stopping] → Stopped)* → Removed`,
+//! and two consecutive events of one instance always differ (but for a
+//! [`Failing`](EventKind::Failing) with new words). With readiness
 //! watched (each provider's `readiness` setting), a running instance is also
 //! [`Ready`](EventKind::Ready) or not (`Unready`): see [`EventKind`] and
 //! [`Readiness`] for the exact rules, per provider.

@@ -1067,6 +1067,13 @@ fn reasons_are_told_on_stdout_events_instances_and_metrics() {
     // /instances keeps the last reason, and says a stop under way.
     let (code, body) = http_get(&addr, "/instances");
     assert_eq!(code, 200, "{body}");
+    // One `ready` per instance: a publisher's told readiness is not
+    // repeated beside the store's (a JSON reader takes the last of two).
+    assert_eq!(
+        body.matches("\"ready\":").count(),
+        body.matches("\"instance\":").count(),
+        "{body}"
+    );
     let list: Vec<Value> = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
     let of = |id: &str| {
         list.iter()

@@ -539,14 +539,18 @@ async fn fanout() {
         );
         delays.push(*delay);
     }
-    assert_eq!(reference.len(), 2 * FAT + 4, "{reference:?}");
+    // `docker stop` asks first: `stopping`, then `stopped`.
+    assert_eq!(reference.len(), 2 * FAT + 5, "{reference:?}");
     assert!(reference.iter().all(|k| k.2 == "live"), "{reference:?}");
     let lifecycle: Vec<&str> = reference
         .iter()
         .filter(|k| k.0 == x)
         .map(|k| k.1.as_str())
         .collect();
-    assert_eq!(lifecycle, ["created", "started", "stopped", "removed"]);
+    assert_eq!(
+        lifecycle,
+        ["created", "started", "stopping", "stopped", "removed"]
+    );
     for f in &fat {
         let kinds: Vec<&str> = reference
             .iter()
@@ -734,7 +738,7 @@ fn sse_and_ndjson_through_real_parsers() {
         docker(&["start", &b]);
         docker(&["stop", "-t", "0", &a]);
         docker(&["rm", "-f", &a, &b]);
-        for kind in ["stopped", "removed"] {
+        for kind in ["stopping", "stopped", "removed"] {
             let (event, data, _) = next_sse().await;
             assert_eq!(event, "instance", "{data}");
             assert_eq!(
@@ -1493,7 +1497,7 @@ fn sse_resume_with_last_event_id() {
         assert_eq!(status, 200, "{body}");
         let mut sse = sse_stream(addr, "/events", &[("Last-Event-ID", &id)]).await;
         let mut ids = vec![id.clone()];
-        for kind in ["started", "stopped", "removed"] {
+        for kind in ["started", "stopping", "stopped", "removed"] {
             let (got, id) = next_instance(&mut sse).await;
             assert_eq!(got, row(&a, kind, "live"));
             ids.push(id);
@@ -1563,8 +1567,10 @@ fn sse_resume_with_last_event_id() {
             let (got, _) = next_instance(&mut sse).await;
             assert_eq!(got, row(&c, "started", "live"), "{last}: then live");
             docker(&["stop", "-t", "0", &c]);
-            let (got, _) = next_instance(&mut sse).await;
-            assert_eq!(got, row(&c, "stopped", "live"), "{last}");
+            for kind in ["stopping", "stopped"] {
+                let (got, _) = next_instance(&mut sse).await;
+                assert_eq!(got, row(&c, kind, "live"), "{last}");
+            }
         }
     });
 }
@@ -1807,7 +1813,7 @@ fn chromium_event_source_resumes_exactly() {
     docker(&["stop", "-t", "0", &x]);
     let got = page
         .wait_for("window.got", WAIT, |v| {
-            v.as_array().is_some_and(|a| a.len() >= 3)
+            v.as_array().is_some_and(|a| a.len() >= 4)
         })
         .unwrap_or_else(|e| panic!("{e}"));
     let opens = page.eval("window.opens").unwrap_or_else(|e| panic!("{e}"));
@@ -1815,7 +1821,7 @@ fn chromium_event_source_resumes_exactly() {
     docker(&["rm", &x]);
     let got = page
         .wait_for("window.got", WAIT, |v| {
-            v.as_array().is_some_and(|a| a.len() >= 4)
+            v.as_array().is_some_and(|a| a.len() >= 5)
         })
         .unwrap_or_else(|e| panic!("{e}"));
     let rows: Vec<Vec<String>> = got
@@ -1839,13 +1845,14 @@ fn chromium_event_source_resumes_exactly() {
         [
             (x.as_str(), "created", "live"),
             (x.as_str(), "started", "live"),
+            (x.as_str(), "stopping", "live"),
             (x.as_str(), "stopped", "live"),
             (x.as_str(), "removed", "live"),
         ],
         "exactly the missed events, in order, once: {got}"
     );
     let ids: std::collections::BTreeSet<&String> = rows.iter().map(|r| &r[3]).collect();
-    assert_eq!(ids.len(), 4, "an id each: {got}");
+    assert_eq!(ids.len(), 5, "an id each: {got}");
     drop(browser);
     drop(cut);
     drop(lookout);

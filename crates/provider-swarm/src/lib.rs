@@ -92,9 +92,10 @@
 //! - a failure is told by the first poll that sees it, as
 //!   [`Resync`](lookout_core::Origin::Resync) at the local time, even when
 //!   the service was never ready;
-//! - the snapshot of a (re)connection reads no tasks: a failure already
-//!   told is told again by the poll after each snapshot (a redial, the
-//!   periodic resync);
+//! - the snapshot of a (re)connection reads the same task list (when a
+//!   service it lists runs but is not ready): a failure already told is
+//!   not told again, one found first by the snapshot is told once, as
+//!   `resync`;
 //! - a service whose tasks run for a moment before they fail may be found
 //!   running all its tasks by a poll that lands then: `ready`, its failure
 //!   over; the next poll that finds it failing tells `unready`, then the

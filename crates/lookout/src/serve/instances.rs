@@ -54,7 +54,11 @@ impl<'a> JsonInstance<'a> {
             instance: i.id.as_str(),
             state: if i.running { "running" } else { "stopped" },
             ready: s.readiness.then_some(i.ready),
-            readiness: ReadinessJson::new(i.readiness).filter(|_| s.readiness),
+            // A publisher's told `ready` (etcd) is no detail beside the
+            // store's own `ready`: the two under one key, a JSON reader
+            // would take the last (a stopped instance's kept `true`).
+            readiness: ReadinessJson::new(i.readiness)
+                .filter(|r| s.readiness && !matches!(r, ReadinessJson::Told { .. })),
             stopping: i.stopping,
             reason: ReasonJson::new(i.reason.as_deref()),
             labels: Some(&i.labels),
