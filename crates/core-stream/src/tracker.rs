@@ -217,7 +217,9 @@ impl Tracker {
         if let Some(labels) = labels.filter(|l| !Arc::ptr_eq(l, &k.labels) && **l != *k.labels) {
             k.labels = labels;
         }
-        if !k.uid.is_some() {
+        // Learnt now (an engine that said none before); nothing to write
+        // when neither knows it.
+        if !k.uid.is_some() && uid.is_some() {
             k.uid = uid;
         }
         let want_running = kind == EventKind::Started;
@@ -289,25 +291,20 @@ impl Tracker {
             // An older incarnation's: the current one stays as it is.
             return;
         }
-        let event = |kind, k: &Known, labels, reason| InstanceEvent {
-            id: id.clone(),
+        let event = |id, kind, k: &Known, uid: Option<Arc<str>>, reason| InstanceEvent {
+            id,
             kind,
             at,
             origin: Origin::Live,
-            labels,
-            uid: uid_text.clone().or_else(|| k.uid.text()),
+            labels: Arc::clone(&k.labels),
+            uid: uid.or_else(|| k.uid.text()),
             readiness: k.readiness,
             reason,
         };
         match kind {
             EventKind::Removed => {
                 let gone = self.remove(slot);
-                out.push(event(
-                    EventKind::Removed,
-                    &gone,
-                    Arc::clone(&gone.labels),
-                    None,
-                ));
+                out.push(event(id, EventKind::Removed, &gone, uid_text, None));
             }
             EventKind::Stopping => {
                 let k = self.known_mut(slot);
@@ -318,14 +315,13 @@ impl Tracker {
                     k.stopping = true;
                     k.ready = false;
                     k.reason.clone_from(&reason);
-                    let labels = Arc::clone(&k.labels);
-                    out.push(event(EventKind::Stopping, k, labels, reason));
+                    out.push(event(id, EventKind::Stopping, k, uid_text, reason));
                 }
             }
             EventKind::Failing => {
                 let k = self.known_mut(slot);
                 if reason.as_ref().is_some_and(|r| r.message.is_some()) {
-                    let uid = uid_text.clone().or_else(|| k.uid.text());
+                    let uid = uid_text.or_else(|| k.uid.text());
                     if let Some(e) = failing(k, &id, uid, at, Origin::Live, reason) {
                         out.push(e);
                     }
@@ -333,14 +329,20 @@ impl Tracker {
             }
             _ => {
                 let k = self.known_mut(slot);
-                if let Some(ready) = k.readiness_change(readiness, kind == EventKind::Ready) {
-                    let labels = Arc::clone(&k.labels);
-                    out.push(event(readiness_kind(ready), k, labels, None));
-                }
+                let ready = k.readiness_change(readiness, kind == EventKind::Ready);
                 // A readiness change tells the failure as it is now: none
-                // when it says nothing of one.
-                let uid = uid_text.clone().or_else(|| k.uid.text());
-                if let Some(e) = failing(k, &id, uid, at, Origin::Live, reason) {
+                // when it says nothing of one (only then is it read: a
+                // readiness change alone costs what it did).
+                let failure = if reason.is_some() || k.reason.is_some() {
+                    let uid = uid_text.clone().or_else(|| k.uid.text());
+                    failing(k, &id, uid, at, Origin::Live, reason)
+                } else {
+                    None
+                };
+                if let Some(ready) = ready {
+                    out.push(event(id, readiness_kind(ready), k, uid_text, None));
+                }
+                if let Some(e) = failure {
                     out.push(e);
                 }
             }

@@ -199,9 +199,15 @@ pub(super) fn readiness_anew(
     reason: Option<Arc<Reason>>,
     out: &mut impl Transitions,
 ) {
-    let uid = uid.or_else(|| k.uid.text());
     let ready = k.readiness_change(readiness, false);
-    let failure = failing(k, &id, uid.clone(), at, Origin::Live, reason);
+    // The failure only when one is told or known: readiness alone costs
+    // what it did.
+    let failure = if reason.is_some() || k.reason.is_some() {
+        let uid = uid.clone().or_else(|| k.uid.text());
+        failing(k, &id, uid, at, Origin::Live, reason)
+    } else {
+        None
+    };
     if let Some(ready) = ready {
         out.push(InstanceEvent {
             id,
@@ -209,7 +215,7 @@ pub(super) fn readiness_anew(
             at,
             origin: Origin::Live,
             labels: Arc::clone(&k.labels),
-            uid,
+            uid: uid.or_else(|| k.uid.text()),
             readiness: k.readiness,
             reason: None,
         });
