@@ -225,9 +225,7 @@ pub(crate) fn failing_check(object: &Value) -> Option<Arc<Reason>> {
 /// The exit code of a `die` event: Docker's `exitCode`, Podman's
 /// `containerExitCode` (its compat API sends both).
 fn exit_code(event: &Event) -> Option<i32> {
-    ["exitCode", "containerExitCode"]
-        .into_iter()
-        .find_map(|key| event.attribute(key)?.trim().parse().ok())
+    event.exit_code()
 }
 
 /// The reason of a `die` no logged request explains: its exit code (and

@@ -75,6 +75,18 @@ impl Event {
         self.attributes().get(key).map(string_value)
     }
 
+    /// The exit code of a `die` (`exitCode`, Podman's `containerExitCode`),
+    /// read without decoding the other attributes.
+    pub(crate) fn exit_code(&self) -> Option<i32> {
+        match (&self.attributes.raw, self.attributes.decoded.get()) {
+            (_, Some(map)) => ["exitCode", "containerExitCode"]
+                .into_iter()
+                .find_map(|key| string_value(map.get(key)?).trim().parse().ok()),
+            (Some(raw), None) => super::wire::attribute_exit_code(raw),
+            (None, None) => None,
+        }
+    }
+
     /// How many times the object was inspected for this event (0 before
     /// the first inspection; see [`KnownObjects::inspected`](crate::KnownObjects::inspected)).
     pub fn inspections(&self) -> u8 {

@@ -74,6 +74,16 @@ pub(crate) fn attribute_name(attributes: &RawValue) -> Option<Cow<'_, str>> {
         .and_then(|Or(Name(name))| name)
 }
 
+/// The exit code in the attributes' JSON text of a `die`: Docker's
+/// `exitCode`, else Podman's `containerExitCode` (a string each), read
+/// without decoding the other attributes (a container's labels).
+pub(crate) fn attribute_exit_code(attributes: &RawValue) -> Option<i32> {
+    // The text was valid JSON when the line was decoded.
+    let mut de = serde_json::Deserializer::from_str(attributes.get());
+    let Or(ExitCode { docker, podman }) = de::Deserialize::deserialize(&mut de).ok()?;
+    docker.or(podman)?.trim().parse().ok()
+}
+
 /// A field read as a string: missing, present as another JSON type, or a
 /// string (borrowed from the line unless it has escapes).
 #[derive(Default)]
@@ -257,6 +267,34 @@ impl<'de> Lenient<'de> for Name<'de> {
     }
 }
 
+/// The exit codes of an attributes object.
+#[derive(Default)]
+struct ExitCode<'a> {
+    docker: Option<Cow<'a, str>>,
+    podman: Option<Cow<'a, str>>,
+}
+
+impl<'de> Lenient<'de> for ExitCode<'de> {
+    fn skipped() -> Self {
+        ExitCode::default()
+    }
+    fn from_map<A: MapAccess<'de>>(mut map: A) -> Result<Option<Self>, A::Error> {
+        let mut codes = ExitCode::default();
+        while let Some(MapKey(key)) = map.next_key()? {
+            match &*key {
+                "exitCode" => codes.docker = map.next_value::<Or<Loose<'de>>>()?.0.into_str(),
+                "containerExitCode" => {
+                    codes.podman = map.next_value::<Or<Loose<'de>>>()?.0.into_str();
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(Some(codes))
+    }
+}
+
 /// The top-level fields lookout reads.
 enum Key {
     Type,
@@ -360,6 +398,25 @@ mod tests {
         // Not an object: an error of the data category.
         assert!(Wire::decode(b"[1]").is_err_and(|e| e.is_data()));
         assert!(Wire::decode(b"{").is_err_and(|e| !e.is_data()));
+    }
+
+    #[test]
+    fn the_exit_code_is_read_without_the_rest() {
+        let code = |json: &str| {
+            let raw: Box<RawValue> = serde_json::from_str(json).expect("json");
+            attribute_exit_code(&raw)
+        };
+        assert_eq!(
+            code(r#"{"a":{"b":[1]},"exitCode":"137","name":"web"}"#),
+            Some(137)
+        );
+        // Podman sends both (its containerExitCode on every event).
+        assert_eq!(code(r#"{"containerExitCode":"0","exitCode":"3"}"#), Some(3));
+        assert_eq!(code(r#"{"containerExitCode":"7"}"#), Some(7));
+        assert_eq!(code(r#"{"exitCode":3}"#), None);
+        assert_eq!(code(r#"{"exitCode":"x"}"#), None);
+        assert_eq!(code(r#"{"name":"web"}"#), None);
+        assert_eq!(code("[1]"), None);
     }
 
     #[test]
