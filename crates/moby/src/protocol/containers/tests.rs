@@ -2,6 +2,7 @@
 //! readiness, inspections, RFC 3339 times.
 
 use super::*;
+use lookout_core::Reason;
 
 static TABLE: Mapping = Mapping {
     provider: "test",
