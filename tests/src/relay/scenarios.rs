@@ -688,7 +688,9 @@ pub async fn daemon_restart(engine: &'static Engine) {
     c.cli(&["rm", "-f", &a]);
     c.cli(&["rm", "-f", &b]);
     w.events_until(&b, EventKind::Removed).await;
-    let kinds_of = |id: &str| -> Vec<EventKind> { w.events_of(id).iter().map(|e| e.0).collect() };
+    // Podman's `stop` of the stopped service may log its `kill` first.
+    let kinds_of =
+        |id: &str| -> Vec<EventKind> { engine.told(w.events_of(id)).iter().map(|e| e.0).collect() };
     assert_eq!(kinds_of(&a), [Stopped, Removed], "{}", summary(&w.seen));
     assert_eq!(
         kinds_of(&b),
