@@ -181,6 +181,9 @@ async fn lookout(
     while removed < expected_removed {
         tokio::select! {
             item = watch.next() => match item {
+                // `docker stop`'s request (its `kill`): not one of the four
+                // transitions both consumers are timed on.
+                Some(Item::Event(e)) if e.kind == EventKind::Stopping => {}
                 Some(Item::Event(e)) => {
                     let recv_ns = now_ns();
                     let engine_ns = unix_ns(e.at);

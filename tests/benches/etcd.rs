@@ -207,7 +207,8 @@ fn main() {
     });
     let drive = t0.elapsed();
 
-    let expected = 4 * lifecycles;
+    // created, started, stopping (`docker stop`'s request), stopped, removed.
+    let expected = 5 * lifecycles;
     let through = lines(&consumer, expected, Some("bench"));
     let mut latencies: Vec<f64> = through
         .iter()
@@ -225,7 +226,7 @@ fn main() {
     for (instance, kinds) in &per_instance {
         assert_eq!(
             kinds,
-            &["created", "started", "stopped", "removed"],
+            &["created", "started", "stopping", "stopped", "removed"],
             "{instance}: every transition once, in order"
         );
     }
