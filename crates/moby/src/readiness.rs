@@ -324,6 +324,20 @@ mod tests {
 
     use crate::testing::percent_decode as decode;
 
+    /// The (decoded) target of the request on `conn`, once its head is read.
+    async fn request_target(conn: &mut tokio::net::UnixStream) -> String {
+        let mut head = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            match conn.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => head.extend_from_slice(&buf[..n]),
+            }
+        }
+        let head = String::from_utf8_lossy(&head).into_owned();
+        decode(head.split_whitespace().nth(1).unwrap_or("/"))
+    }
+
     fn engine(
         name: &str,
         lists: &'static [(&'static str, &'static [&'static str])],
@@ -338,16 +352,7 @@ mod tests {
         let counted = Arc::clone(&inspections);
         let server = async move {
             while let Ok((mut conn, _)) = listener.accept().await {
-                let mut head = Vec::new();
-                let mut buf = [0u8; 4096];
-                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match conn.read(&mut buf).await {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => head.extend_from_slice(&buf[..n]),
-                    }
-                }
-                let head = String::from_utf8_lossy(&head).into_owned();
-                let target = decode(head.split_whitespace().nth(1).unwrap_or("/"));
+                let target = request_target(&mut conn).await;
                 let body = if let Some(id) = target
                     .strip_prefix("/containers/")
                     .and_then(|t| t.strip_suffix("/json"))
@@ -577,16 +582,7 @@ mod tests {
         let log = Arc::clone(&asked);
         let server = async move {
             while let Ok((mut conn, _)) = listener.accept().await {
-                let mut head = Vec::new();
-                let mut buf = [0u8; 4096];
-                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match conn.read(&mut buf).await {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => head.extend_from_slice(&buf[..n]),
-                    }
-                }
-                let head = String::from_utf8_lossy(&head).into_owned();
-                let target = decode(head.split_whitespace().nth(1).unwrap_or("/"));
+                let target = request_target(&mut conn).await;
                 let (status, body) = answer(&target);
                 log.lock().expect("the log").push(target);
                 let response = format!(
