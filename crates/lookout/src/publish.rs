@@ -484,6 +484,24 @@ enum Written {
 mod tests {
     use super::*;
 
+    /// A publisher of source `s` (`docker`) to the test etcd cluster, under `prefix`.
+    fn test_publisher(prefix: &str) -> Publisher {
+        let target = parse_target(&format!(
+            "etcd://{}/{prefix}",
+            lookout_e2e::engines::etcd_endpoints().replace("http://", "")
+        ))
+        .expect("a target");
+        Publisher::new(
+            &target,
+            "s".into(),
+            "docker",
+            None,
+            None,
+            Warnings::new(false),
+        )
+        .expect("a publisher")
+    }
+
     #[test]
     fn targets() {
         let t = parse_target("etcd://127.0.0.1:12371,127.0.0.1:12372/team/a").expect("parses");
@@ -628,20 +646,7 @@ mod tests {
         };
         let prefix = format!("lookout-test/publish-why-{}", std::process::id());
         let endpoints = engines::etcd_endpoints();
-        let target = parse_target(&format!(
-            "etcd://{}/{prefix}",
-            endpoints.replace("http://", "")
-        ))
-        .expect("a target");
-        let mut publisher = Publisher::new(
-            &target,
-            "s".into(),
-            "docker",
-            None,
-            None,
-            Warnings::new(false),
-        )
-        .expect("a publisher");
+        let mut publisher = test_publisher(&prefix);
         let config = lookout_etcd::EtcdConfig::new(&endpoints)
             .expect("endpoints")
             .prefix(prefix.clone())
@@ -745,20 +750,7 @@ mod tests {
             return;
         };
         let prefix = format!("lookout-test/publish-cas-{}", std::process::id());
-        let target = parse_target(&format!(
-            "etcd://{}/{prefix}",
-            engines::etcd_endpoints().replace("http://", "")
-        ))
-        .expect("a target");
-        let publisher = Publisher::new(
-            &target,
-            "s".into(),
-            "docker",
-            None,
-            None,
-            Warnings::new(false),
-        )
-        .expect("a publisher");
+        let publisher = test_publisher(&prefix);
         let key = model::instance_key(&prefix, "s", "web");
         let value = br#"{"provider":"docker","state":"running","event":{"kind":"started","origin":"live","at":"x"}}"#;
         let rt = tokio::runtime::Builder::new_current_thread()
