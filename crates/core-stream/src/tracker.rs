@@ -18,8 +18,8 @@ use crate::model::{
 use key::{Key, Uid};
 pub(crate) use rules::Transitions;
 use rules::{
-    Known, Transition, UNLISTED, and_ready, different_incarnation, explained_transition, failing,
-    readiness_anew, readiness_kind, ready_in,
+    Known, Transition, UNLISTED, and_ready, explained_transition, failing, readiness_anew,
+    readiness_failing, readiness_kind, ready_in,
 };
 
 /// Last known state of each instance (O(instances)) plus the snapshot being built.
@@ -164,43 +164,46 @@ impl Tracker {
         let slot = self.index.get(id.as_str().as_bytes()).copied();
         if matches!(
             kind,
-            EventKind::Removed
-                | EventKind::Ready
+            EventKind::Ready
                 | EventKind::Unready
+                | EventKind::Removed
                 | EventKind::Stopping
                 | EventKind::Failing
         ) {
-            // Nothing known to remove, to be ready, to stop or to fail
+            // Nothing known to be ready, to remove, to stop or to fail
             // without a slot.
             if let Some(slot) = slot {
-                let change = Change {
+                let change = Transition {
                     id,
                     kind,
                     uid: uid_text,
-                    labels,
                     at,
-                    cursor: None,
                     readiness,
                     reason,
                 };
-                self.removed_or_readiness(slot, change, out);
+                if matches!(kind, EventKind::Ready | EventKind::Unready) {
+                    self.readiness_changed(slot, change, out);
+                } else {
+                    self.removed_stopping_failing(slot, change, out);
+                }
             }
             return;
         }
-        let uid = Uid::new(uid_text.clone());
-        let Some(slot) = slot.filter(|&slot| !different_incarnation(&self.known(slot).uid, &uid))
+        // The uid is only compared here (no copy of it), and packed when
+        // it is learnt or the instance is new.
+        let Some(slot) = slot.filter(|&slot| !self.known(slot).uid.is_other(uid_text.as_deref()))
         else {
             let change = Change {
                 id,
                 kind,
-                uid: uid_text,
+                uid: uid_text.clone(),
                 labels,
                 at,
                 cursor: None,
                 readiness,
                 reason,
             };
-            self.arrived(slot, change, uid, out);
+            self.arrived(slot, change, Uid::new(uid_text), out);
             return;
         };
         let k = self.known_mut(slot);
@@ -209,8 +212,8 @@ impl Tracker {
         }
         // Learnt now (an engine that said none before); nothing to write
         // when neither knows it.
-        if !k.uid.is_some() && uid.is_some() {
-            k.uid = uid;
+        if !k.uid.is_some() && uid_text.is_some() {
+            k.uid = Uid::new(uid_text.clone());
         }
         let want_running = kind == EventKind::Started;
         // `Created` of a known instance is a replay: nothing changes. A
@@ -263,21 +266,56 @@ impl Tracker {
         }
     }
 
-    /// A live removal, a live readiness change, a stop request or a
-    /// failure of a known instance.
+    /// A live readiness change of a known instance. What a busy feed with
+    /// readiness watched mostly says, kept lean: a failure to tell with it
+    /// goes out of line.
     #[inline(never)]
-    fn removed_or_readiness(&mut self, slot: u32, change: Change<()>, out: &mut impl Transitions) {
-        let Change {
+    fn readiness_changed(&mut self, slot: u32, change: Transition, out: &mut impl Transitions) {
+        let k = self.known_mut(slot);
+        if k.uid.is_other(change.uid.as_deref()) {
+            // An older incarnation's: the current one stays as it is.
+            return;
+        }
+        let ready = k.readiness_change(change.readiness, change.kind == EventKind::Ready);
+        if change.reason.is_some() || k.reason.is_some() {
+            // A readiness change tells the failure as it is now: none when
+            // it says nothing of one (only then is it read: a readiness
+            // change alone costs what it did).
+            readiness_failing(k, ready, change, out);
+            return;
+        }
+        if let Some(ready) = ready {
+            let Transition { id, uid, at, .. } = change;
+            out.push(InstanceEvent {
+                id,
+                kind: readiness_kind(ready),
+                at,
+                origin: Origin::Live,
+                labels: Arc::clone(&k.labels),
+                uid: uid.or_else(|| k.uid.text()),
+                readiness: k.readiness,
+                reason: None,
+            });
+        }
+    }
+
+    /// A live removal, a stop request or a failure of a known instance.
+    #[inline(never)]
+    fn removed_stopping_failing(
+        &mut self,
+        slot: u32,
+        change: Transition,
+        out: &mut impl Transitions,
+    ) {
+        let Transition {
             id,
             kind,
             uid: uid_text,
-            labels: _,
             at,
-            cursor: _,
             readiness,
             reason,
         } = change;
-        if different_incarnation(&self.known(slot).uid, &Uid::new(uid_text.clone())) {
+        if self.known(slot).uid.is_other(uid_text.as_deref()) {
             // An older incarnation's: the current one stays as it is.
             return;
         }
@@ -308,32 +346,13 @@ impl Tracker {
                     out.push(event(id, EventKind::Stopping, k, uid_text, reason));
                 }
             }
-            EventKind::Failing => {
+            _ => {
                 let k = self.known_mut(slot);
                 if reason.as_ref().is_some_and(|r| r.message.is_some()) {
                     let uid = uid_text.or_else(|| k.uid.text());
                     if let Some(e) = failing(k, &id, uid, at, Origin::Live, reason) {
                         out.push(e);
                     }
-                }
-            }
-            _ => {
-                let k = self.known_mut(slot);
-                let ready = k.readiness_change(readiness, kind == EventKind::Ready);
-                // A readiness change tells the failure as it is now: none
-                // when it says nothing of one (only then is it read: a
-                // readiness change alone costs what it did).
-                let failure = if reason.is_some() || k.reason.is_some() {
-                    let uid = uid_text.clone().or_else(|| k.uid.text());
-                    failing(k, &id, uid, at, Origin::Live, reason)
-                } else {
-                    None
-                };
-                if let Some(ready) = ready {
-                    out.push(event(id, readiness_kind(ready), k, uid_text, None));
-                }
-                if let Some(e) = failure {
-                    out.push(e);
                 }
             }
         }
@@ -451,7 +470,7 @@ impl Tracker {
     pub(crate) fn polled(
         &mut self,
         id: InstanceId,
-        uid: Option<Arc<str>>,
+        uid: Option<&str>,
         readiness: Readiness,
         reason: Option<Arc<Reason>>,
         out: &mut impl Transitions,
@@ -459,9 +478,8 @@ impl Tracker {
         let Some(slot) = self.index.get(id.as_str().as_bytes()).copied() else {
             return;
         };
-        let uid = Uid::new(uid);
         let k = self.known_mut(slot);
-        if different_incarnation(&k.uid, &uid) {
+        if k.uid.is_other(uid) {
             return;
         }
         let at = SystemTime::now();

@@ -173,9 +173,10 @@ impl Transitions for VecDeque<Item> {
 }
 
 /// A live change's transitions when the queue is empty: the first is handed
-/// straight to the consumer, any others queue behind it.
+/// straight to the consumer (put where the stream's poll returns it from: an
+/// event is moved as few times as can be), any others queue behind it.
 struct HandOff<'a> {
-    first: Option<InstanceEvent>,
+    first: &'a mut Option<Item>,
     out: &'a mut VecDeque<Item>,
 }
 
@@ -183,7 +184,7 @@ impl Transitions for HandOff<'_> {
     #[inline]
     fn push(&mut self, event: InstanceEvent) {
         if self.first.is_none() {
-            self.first = Some(event);
+            *self.first = Some(Item::Event(event));
         } else {
             self.out.push_back(Item::Event(event));
         }
@@ -196,17 +197,18 @@ enum Applied {
     Nothing,
     /// A snapshot completed.
     Synced,
-    /// A live change's first transition, handed straight to the consumer
-    /// (the queue was empty; any further ones are queued behind it).
-    First(InstanceEvent),
+    /// A live change's first transition was handed straight to the
+    /// consumer (the queue was empty; any further ones are queued behind it).
+    First,
 }
 
 /// What one state's step decided: what the poll loop does next.
 enum StepOutcome<C> {
     /// Run the loop again: an item may be queued, or the state may progress.
     Again,
-    /// Yield this item now (the queue is empty: it is next in order).
-    Yield(Item),
+    /// Yield the item handed over now (the queue is empty: it is next in
+    /// order).
+    Yield,
     /// Nothing can progress until a waker fires.
     Pending,
     /// Move to this state (dropping the current one).
@@ -354,6 +356,8 @@ impl<D: Dial> Stream for Watch<D> {
                 now
             }
         };
+        // Where a live change's first event is handed over (see `HandOff`).
+        let mut first = None;
         loop {
             if let Some(item) = this.core.out.pop_front() {
                 this.yielded_at = Some(entered);
@@ -362,7 +366,9 @@ impl<D: Dial> Stream for Watch<D> {
             let step = match &mut this.state {
                 State::Idle => StepOutcome::To(this.core.dial(&mut this.dial)),
                 State::Dialing(d) => d.poll(&this.core.config, cx),
-                State::Streaming(s) => s.poll(&mut this.dial, &mut this.core, entered, cx),
+                State::Streaming(s) => {
+                    s.poll(&mut this.dial, &mut this.core, entered, &mut first, cx)
+                }
                 State::Backoff(delay) => {
                     if delay.as_mut().poll(cx).is_ready() {
                         tracing::debug!("backoff over");
@@ -374,9 +380,9 @@ impl<D: Dial> Stream for Watch<D> {
             };
             match step {
                 StepOutcome::Again => {}
-                StepOutcome::Yield(item) => {
+                StepOutcome::Yield => {
                     this.yielded_at = Some(entered);
-                    return Poll::Ready(Some(item));
+                    return Poll::Ready(first);
                 }
                 StepOutcome::Pending => {
                     if this.yielded_at.is_some() && this.unclocked > 0 {
@@ -443,25 +449,25 @@ impl<C: Clone + fmt::Debug> Core<C> {
 
     /// Applies one live change; with an empty queue, its first transition
     /// is returned rather than queued (the rest are queued behind it).
-    fn change(&mut self, change: Change<C>) -> Option<InstanceEvent> {
+    fn change(&mut self, change: Change<C>, first: &mut Option<Item>) -> bool {
         if let Some(c) = &change.cursor {
             self.cursor = Some(c.clone());
         }
         if self.out.is_empty() {
             let mut sink = HandOff {
-                first: None,
+                first,
                 out: &mut self.out,
             };
             self.tracker.change(change, &mut sink);
-            sink.first
+            sink.first.is_some()
         } else {
             self.tracker.change(change, &mut self.out);
-            None
+            false
         }
     }
 
     /// Applies one observation.
-    fn observe(&mut self, obs: Observation<C>) -> Applied {
+    fn observe(&mut self, obs: Observation<C>, first: &mut Option<Item>) -> Applied {
         match obs {
             Observation::ResyncBegin => {
                 tracing::debug!("snapshot begins");
@@ -504,8 +510,8 @@ impl<C: Clone + fmt::Debug> Core<C> {
                 return Applied::Synced;
             }
             Observation::Change(change) => {
-                if let Some(first) = self.change(change) {
-                    return Applied::First(first);
+                if self.change(change, first) {
+                    return Applied::First;
                 }
             }
             Observation::Progress(cursor) => {
@@ -520,7 +526,7 @@ impl<C: Clone + fmt::Debug> Core<C> {
                 reason,
             } => {
                 self.tracker
-                    .polled(id, uid, readiness, reason, &mut self.out);
+                    .polled(id, uid.as_deref(), readiness, reason, &mut self.out);
             }
         }
         Applied::Nothing
@@ -560,6 +566,7 @@ impl<C: Clone + fmt::Debug> Streaming<C> {
         dial: &mut D,
         core: &mut Core<C>,
         entered: Instant,
+        first: &mut Option<Item>,
         cx: &mut Context<'_>,
     ) -> StepOutcome<C> {
         // The span is entered in place (no clone per observation); only the
@@ -571,8 +578,8 @@ impl<C: Clone + fmt::Debug> Streaming<C> {
                 // the consumer asked for it.
                 self.liveness.seen(entered);
                 self.probe = None;
-                match core.observe(obs) {
-                    Applied::First(event) => StepOutcome::Yield(Item::Event(event)),
+                match core.observe(obs, first) {
+                    Applied::First => StepOutcome::Yield,
                     Applied::Synced => {
                         // Rare, and the schedule of the next relists counts
                         // from it: the clock itself, not the poll's time.

@@ -119,6 +119,17 @@ impl Uid {
 
     /// The uid as the engine wrote it (a packed container id is unpacked:
     /// only events that report a transition need it).
+    /// Whether `seen` names another incarnation than this one (both known,
+    /// and different), compared in place.
+    #[inline]
+    pub(super) fn is_other(&self, seen: Option<&str>) -> bool {
+        match (self, seen) {
+            (Self::None, _) | (_, None) => false,
+            (Self::Text(text), Some(seen)) => **text != *seen,
+            (Self::Hex64(bytes), Some(seen)) => pack_hex64(seen.as_bytes()) != Some(*bytes),
+        }
+    }
+
     #[inline]
     pub(super) fn text(&self) -> Option<Arc<str>> {
         match self {

@@ -263,6 +263,43 @@ pub(super) fn failing(
     })
 }
 
+/// A live readiness change of `k` (`ready`: whether it is now ready, when
+/// that changed) told with the failure as it is now (out of line: only
+/// when the change or `k` has a reason).
+#[cold]
+#[inline(never)]
+pub(super) fn readiness_failing(
+    k: &mut Known,
+    ready: Option<bool>,
+    change: Transition,
+    out: &mut impl Transitions,
+) {
+    let Transition {
+        id,
+        uid,
+        at,
+        reason,
+        ..
+    } = change;
+    let uid = uid.or_else(|| k.uid.text());
+    let failure = failing(k, &id, uid.clone(), at, Origin::Live, reason);
+    if let Some(ready) = ready {
+        out.push(InstanceEvent {
+            id,
+            kind: readiness_kind(ready),
+            at,
+            origin: Origin::Live,
+            labels: Arc::clone(&k.labels),
+            uid,
+            readiness: k.readiness,
+            reason: None,
+        });
+    }
+    if let Some(e) = failure {
+        out.push(e);
+    }
+}
+
 /// The reason a stop of `k` is told with: a stop after `Stopping` was
 /// requested (never `failed`), and says so even when the engine said
 /// nothing more.
