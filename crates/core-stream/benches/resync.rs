@@ -56,60 +56,105 @@ impl Kind {
     }
 }
 
-/// The labels of instance `n`; `salt` in one value of each set, so that no
+/// Instance `n` as an engine's listing gives it to a decoder, rendered
+/// once before any clock runs: its id, whether it runs, its uid and its
+/// labels, separated by NULs. `salt` is in one value of each set, so that no
 /// case shares a set or string with another (the interner is the process's).
-fn labels(n: usize, kind: Kind, salt: usize) -> Labels {
+fn render(n: usize, running: bool, kind: Kind, salt: usize) -> String {
+    use std::fmt::Write;
+    // A container id: 64 hex digits.
+    let mut out = format!("container-{n:08}\0{}\0{n:064x}", u8::from(running));
+    let mut label = |k: &str, v: std::fmt::Arguments<'_>| {
+        write!(out, "\0{k}\0{v}").expect("a string takes it");
+    };
     match kind {
-        Kind::None => Labels::new(),
-        Kind::Two => Labels::from([
-            ("app".to_owned(), format!("app-{}", n % 100)),
-            ("tier".to_owned(), format!("web{salt}")),
-        ]),
+        Kind::None => {}
+        Kind::Two => {
+            label("app", format_args!("app-{}", n % 100));
+            label("tier", format_args!("web{salt}"));
+        }
         Kind::Compose => {
             let (project, service) = (n / 20, n / 4 % 5);
             let c = "com.docker.compose";
-            [
-                (format!("{c}.project"), format!("shop{salt}-{project}")),
-                (format!("{c}.service"), format!("svc{service}")),
-                (format!("{c}.container-number"), format!("{}", n % 4 + 1)),
-                (
-                    format!("{c}.config-hash"),
-                    format!("{:064x}", project * 5 + service),
-                ),
-                (
-                    format!("{c}.image"),
-                    format!("sha256:{:064x}", salt * 5 + service),
-                ),
-                (format!("{c}.oneoff"), "False".to_owned()),
-                (
-                    format!("{c}.project.config_files"),
-                    format!("/srv/shop{salt}-{project}/compose.yaml"),
-                ),
-                (
-                    format!("{c}.project.working_dir"),
-                    format!("/srv/shop{salt}-{project}"),
-                ),
-                (format!("{c}.version"), "2.29.7".to_owned()),
-                (format!("{c}.depends_on"), String::new()),
-            ]
-            .into_iter()
-            .collect()
+            label(
+                &format!("{c}.project"),
+                format_args!("shop{salt}-{project}"),
+            );
+            label(&format!("{c}.service"), format_args!("svc{service}"));
+            label(
+                &format!("{c}.container-number"),
+                format_args!("{}", n % 4 + 1),
+            );
+            label(
+                &format!("{c}.config-hash"),
+                format_args!("{:064x}", project * 5 + service),
+            );
+            label(
+                &format!("{c}.image"),
+                format_args!("sha256:{:064x}", salt * 5 + service),
+            );
+            label(&format!("{c}.oneoff"), format_args!("False"));
+            label(
+                &format!("{c}.project.config_files"),
+                format_args!("/srv/shop{salt}-{project}/compose.yaml"),
+            );
+            label(
+                &format!("{c}.project.working_dir"),
+                format_args!("/srv/shop{salt}-{project}"),
+            );
+            label(&format!("{c}.version"), format_args!("2.29.7"));
+            label(&format!("{c}.depends_on"), format_args!(""));
         }
     }
+    out
 }
 
-fn listed(n: usize, running: bool, with_labels: Kind, salt: usize) -> Obs {
+/// A listed instance made from its rendering, as a decoder makes it from
+/// the engine's answer: each string straight from the input (the labels
+/// into the interned set), none formatted.
+fn decoded(rendered: &str) -> Obs {
+    let mut fields = rendered.split('\0');
+    let mut next = || fields.next().expect("a rendered field");
+    let (id, running, uid) = (next(), next() == "1", next());
+    let labels: Labels = std::iter::from_fn(|| Some((fields.next()?, fields.next()?))).collect();
     Ok(Observation::Listed(
-        Listed::new(format!("container-{n:08}").into(), running)
-            // A container id: 64 hex digits.
-            .uid(Some(format!("{n:064x}").into()))
-            .labels(labels(n, with_labels, salt)),
+        Listed::new(id.into(), running)
+            .uid(Some(uid.into()))
+            .labels(labels),
     ))
 }
 
-/// The second snapshot lists in the first one's order or, `reordered`, in
+fn listed(n: usize, running: bool, with_labels: Kind, salt: usize) -> Obs {
+    decoded(&render(n, running, with_labels, salt))
+}
+
+/// The instances a snapshot lists, in order, and whether each runs. The
+/// second snapshot lists in the first one's order or, `reordered`, in
 /// another: the i-th listed is instance `i * 7919 mod len` (7919 is a prime
 /// that divides no `len` used here, so that is a permutation).
+fn plan(n: usize, second: bool, reordered: bool) -> impl Iterator<Item = (usize, bool)> {
+    let len = n + n / 200;
+    assert!(!reordered || !len.is_multiple_of(7919), "not a permutation");
+    (0..len).filter_map(move |i| {
+        let i = if reordered { i * 7919 % len } else { i };
+        if !second {
+            return (i < n).then_some((i, true));
+        }
+        if i >= n {
+            // 0.5% new
+            return Some((i, true));
+        }
+        match i % 200 {
+            // 0.5% gone
+            0 => None,
+            // 1% flipped
+            1 | 2 => Some((i, false)),
+            _ => Some((i, true)),
+        }
+    })
+}
+
+/// A snapshot, its items made lazily.
 fn snapshot(
     n: usize,
     second: bool,
@@ -117,28 +162,28 @@ fn snapshot(
     reordered: bool,
     salt: usize,
 ) -> impl Iterator<Item = Obs> + Send + Unpin + 'static {
-    let begin = std::iter::once(Ok(Observation::ResyncBegin));
-    let done = std::iter::once(Ok(Observation::ResyncDone));
-    let len = n + n / 200;
-    assert!(!reordered || !len.is_multiple_of(7919), "not a permutation");
-    let items = (0..len).filter_map(move |i| {
-        let i = if reordered { i * 7919 % len } else { i };
-        if !second {
-            return (i < n).then(|| listed(i, true, with_labels, salt));
-        }
-        if i >= n {
-            // 0.5% new
-            return Some(listed(i, true, with_labels, salt));
-        }
-        match i % 200 {
-            // 0.5% gone
-            0 => None,
-            // 1% flipped
-            1 | 2 => Some(listed(i, false, with_labels, salt)),
-            _ => Some(listed(i, true, with_labels, salt)),
-        }
-    });
-    begin.chain(items).chain(done)
+    listing(
+        plan(n, second, reordered).map(move |(i, running)| listed(i, running, with_labels, salt)),
+    )
+}
+
+/// A snapshot of these listed items.
+fn listing(
+    items: impl Iterator<Item = Obs> + Send + Unpin + 'static,
+) -> impl Iterator<Item = Obs> + Send + Unpin + 'static {
+    std::iter::once(Ok(Observation::ResyncBegin))
+        .chain(items)
+        .chain(std::iter::once(Ok(Observation::ResyncDone)))
+}
+
+/// The second listing's items made from their renderings (the timed part
+/// of making a listing).
+fn listing_of(rendered: &[String]) -> Vec<Obs> {
+    let mut items = Vec::with_capacity(rendered.len() + 2);
+    items.push(Ok(Observation::ResyncBegin));
+    items.extend(rendered.iter().map(|r| decoded(r)));
+    items.push(Ok(Observation::ResyncDone));
+    items
 }
 
 struct Synthetic {
@@ -179,8 +224,8 @@ impl Dial for Synthetic {
 
 struct Run {
     bytes_per_instance: f64,
-    /// Making the second listing's items (ids, labels) beforehand, and
-    /// again once the watch knows them.
+    /// Making the second listing's items (ids, uids, labels) from their
+    /// renderings beforehand, and again once the watch knows them: on CPU.
     build: Duration,
     build_warm: Duration,
     diff: Duration,
@@ -210,10 +255,16 @@ async fn run(n: usize, with_labels: Kind, reordered: bool, memory: bool) -> Run 
     // A salt of its own: no set or string of another run is reused.
     static SALT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let salt = SALT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let making = Instant::now();
-    let second =
-        (!memory).then(|| snapshot(n, true, with_labels, reordered, salt).collect::<Vec<_>>());
-    let build = making.elapsed();
+    let rendered = || -> Vec<String> {
+        plan(n, true, reordered)
+            .map(|(i, running)| render(i, running, with_labels, salt))
+            .collect()
+    };
+    let input = if memory { Vec::new() } else { rendered() };
+    let making = thread_cpu();
+    let second = (!memory).then(|| listing_of(&input));
+    let build = thread_cpu().saturating_sub(making);
+    drop(input);
     let heap = || {
         if memory {
             dhat::HeapStats::get().curr_bytes
@@ -257,9 +308,10 @@ async fn run(n: usize, with_labels: Kind, reordered: bool, memory: bool) -> Run 
     let (diff, diff_cpu) = (start.elapsed(), thread_cpu().saturating_sub(start_cpu));
     // The listing made again while the watch holds what it knows: as a
     // decoder makes it at a resync (the sets exist already).
-    let making = Instant::now();
-    let again = snapshot(n, true, with_labels, reordered, salt).collect::<Vec<_>>();
-    let build_warm = making.elapsed();
+    let input = rendered();
+    let making = thread_cpu();
+    let again = listing_of(&input);
+    let build_warm = thread_cpu().saturating_sub(making);
     drop((again, watch));
     Run {
         bytes_per_instance: held as f64 / n as f64,
@@ -300,7 +352,7 @@ fn main() {
     println!("resync at scale: second snapshot with 1% flipped, 0.5% gone, 0.5% new");
     println!("load before (1/5/15 min): {}", load());
     println!(
-        "| instances | labels | second listing | diff time | on CPU | transitions | bytes per tracked instance | making the listing: first / again |"
+        "| instances | labels | second listing | diff time | on CPU | transitions | bytes per tracked instance | making the listing (on CPU): first / again |"
     );
     println!("|---|---|---|---|---|---|---|---|");
     // (instances, labels, reordered)

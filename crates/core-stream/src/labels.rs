@@ -30,9 +30,12 @@ type Str = Arc<str>;
 /// set. A [`Labels`] is 32 bytes, none of them on the heap when empty;
 /// cloning it is two reference counts, comparing two equal ones two pointer
 /// comparisons. Making one ([`FromIterator`], [`From`], serde's
-/// `Deserialize` with the `serde` feature) hashes each string and the set
-/// under the interner's lock, held for that alone (uncontended in practice:
-/// a watch makes its sets on the task that polls it). The interner forgets
+/// `Deserialize` with the `serde` feature) looks each string up, and then
+/// the set by its strings' addresses, under the interner's lock, held for
+/// that alone (uncontended in practice: a watch makes its sets on the task
+/// that polls it); a string the last set made holds at the same place (a
+/// listing's containers of one project, one after the other) is not even
+/// hashed, and making a set that exists allocates nothing. The interner forgets
 /// what no set holds any more when it has doubled since it last looked (an
 /// amortised sweep), so its memory is bounded by the distinct strings and
 /// sets alive, not by how many were ever seen.
@@ -210,21 +213,42 @@ impl<'a> IntoIterator for &'a Labels {
 /// value (as a map's `insert` keeps it).
 impl<K: AsRef<str>, V: AsRef<str>> FromIterator<(K, V)> for Labels {
     fn from_iter<I: IntoIterator<Item = (K, V)>>(pairs: I) -> Self {
-        let pairs = pairs.into_iter();
         let mut interner = INTERNER.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut set: Vec<(Str, Str)> = Vec::with_capacity(pairs.size_hint().0);
-        for (k, v) in pairs {
+        // The interner's own buffer: making a set that exists allocates
+        // nothing.
+        let mut set = std::mem::take(&mut interner.scratch);
+        // The set made last, whose strings the next set most likely repeats
+        // at the same places: the engine gives keys sorted (Go sorts a map's
+        // keys), and lists the containers of one project or service one
+        // after the other. A string found there is not hashed.
+        let last = interner.last.take();
+        let (last_keys, last_values) = last
+            .as_ref()
+            .map_or((&[][..], &[][..]), |l| (&l.keys[..], &l.values[..]));
+        for (i, (k, v)) in pairs.into_iter().enumerate() {
             let (k, v) = (k.as_ref(), v.as_ref());
-            match set.binary_search_by(|(have, _)| (**have).cmp(k)) {
-                Ok(at) => set[at].1 = interner.string(v),
+            let at_i = |list: &[Str], s: &str| list.get(i).filter(|have| ***have == *s).cloned();
+            let v = at_i(last_values, v).unwrap_or_else(|| interner.string(v));
+            // Keys come sorted: a key after the last one is appended.
+            let place = match set.last() {
+                Some((have, _)) if **have >= *k => {
+                    set.binary_search_by(|(have, _)| (**have).cmp(k))
+                }
+                _ => Err(set.len()),
+            };
+            match place {
+                Ok(at) => set[at].1 = v,
                 Err(at) => {
-                    let pair = (interner.string(k), interner.string(v));
-                    set.insert(at, pair);
+                    let k = at_i(last_keys, k).unwrap_or_else(|| interner.string(k));
+                    set.insert(at, (k, v));
                 }
             }
         }
-        let (keys, values): (Vec<Str>, Vec<Str>) = set.into_iter().unzip();
-        interner.set(keys, values)
+        let labels = interner.set(&set);
+        set.clear();
+        interner.scratch = set;
+        interner.last = labels.0.clone().or(last);
+        labels
     }
 }
 
@@ -307,6 +331,22 @@ impl<'de> serde::Deserialize<'de> for Labels {
     }
 }
 
+/// The hash of a list of interned strings: of their addresses (an interned
+/// string's text is one allocation while it lives).
+fn addresses_hash<'a>(hasher: &Hasher_, strings: impl Iterator<Item = &'a Str>) -> u64 {
+    let mut h = hasher.build_hasher();
+    for s in strings {
+        h.write_usize(Arc::as_ptr(s).cast::<u8>() as usize);
+    }
+    h.finish()
+}
+
+/// Whether `have` holds exactly the strings `want` yields (interned: by
+/// address).
+fn same<'a>(have: &[Str], want: impl ExactSizeIterator<Item = &'a Str>) -> bool {
+    have.len() == want.len() && have.iter().zip(want).all(|(a, b)| Arc::ptr_eq(a, b))
+}
+
 /// The process's labels interner (see [`Labels`]).
 static INTERNER: Mutex<Interner> = Mutex::new(Interner::new());
 
@@ -327,6 +367,11 @@ struct Interner {
     sets: hashbrown::HashTable<Set>,
     /// What was left after the last sweep (at least [`MIN_SWEEP`]).
     live: usize,
+    /// The pairs of the set being made (empty between two).
+    scratch: Vec<(Str, Str)>,
+    /// The last set made (see `FromIterator`): it keeps its strings from a
+    /// sweep, one set's worth.
+    last: Option<Set>,
 }
 
 impl Interner {
@@ -337,6 +382,8 @@ impl Interner {
             key_lists: hashbrown::HashTable::new(),
             sets: hashbrown::HashTable::new(),
             live: MIN_SWEEP,
+            scratch: Vec::new(),
+            last: None,
         }
     }
 
@@ -357,39 +404,38 @@ impl Interner {
         new
     }
 
-    fn set(&mut self, keys: Vec<Str>, values: Vec<Str>) -> Labels {
-        if keys.is_empty() {
+    /// The set of these pairs (sorted by key, each string the interner's).
+    fn set(&mut self, pairs: &[(Str, Str)]) -> Labels {
+        if pairs.is_empty() {
             return Labels::new();
         }
+        // Every string is the interner's, so a string is its address: a set
+        // is hashed and compared by its strings' addresses, not their text.
         let hasher = self.hasher();
-        let content = |keys: &[Str], values: &[Str]| {
-            let mut h = hasher.build_hasher();
-            keys.hash(&mut h);
-            values.hash(&mut h);
-            h.finish()
-        };
-        let hash = content(&keys, &values);
-        let slices_hash = |s: &Set| content(&s.keys, &s.values);
+        let (keys, values) = (|| pairs.iter().map(|p| &p.0), || pairs.iter().map(|p| &p.1));
+        let hash = addresses_hash(&hasher, keys().chain(values()));
         if let Some(have) = self
             .sets
-            .find(hash, |s| *s.keys == *keys && *s.values == *values)
+            .find(hash, |s| same(&s.keys, keys()) && same(&s.values, values()))
         {
             return Labels(Some(have.clone()));
         }
-        let list_hash = |l: &[Str]| hasher.hash_one(l);
-        let keys_hash = list_hash(&keys);
-        let keys = if let Some(list) = self.key_lists.find(keys_hash, |l| **l == *keys) {
+        let keys_hash = addresses_hash(&hasher, keys());
+        let keys = if let Some(list) = self.key_lists.find(keys_hash, |l| same(l, keys())) {
             Arc::clone(list)
         } else {
-            let list: Arc<[Str]> = Arc::from(keys);
+            let list: Arc<[Str]> = keys().cloned().collect();
             self.key_lists
-                .insert_unique(keys_hash, Arc::clone(&list), |l| list_hash(l));
+                .insert_unique(keys_hash, Arc::clone(&list), |l| {
+                    addresses_hash(&hasher, l.iter())
+                });
             list
         };
         let set = Set {
             keys,
-            values: Arc::from(values),
+            values: values().cloned().collect(),
         };
+        let slices_hash = |s: &Set| addresses_hash(&hasher, s.keys.iter().chain(s.values.iter()));
         self.sets.insert_unique(hash, set.clone(), slices_hash);
         self.maybe_sweep();
         Labels(Some(set))
@@ -457,6 +503,45 @@ mod tests {
         assert_eq!(Labels::new().set_bytes(), 0);
         assert_eq!(a.set_bytes(), 16 + 2 * 16);
         assert!(a < c || c < a);
+    }
+
+    #[test]
+    fn a_set_like_the_last_one_shares_its_strings_in_any_order() {
+        // Made one after the other, as a listing makes them: the second
+        // takes the first one's strings where they repeat, whatever the
+        // order or a key given twice.
+        let a = set(&[
+            ("lookout.t.a", "1"),
+            ("lookout.t.b", "2"),
+            ("lookout.t.c", "3"),
+        ]);
+        let b = set(&[
+            ("lookout.t.a", "1"),
+            ("lookout.t.b", "9"),
+            ("lookout.t.c", "3"),
+        ]);
+        let again = set(&[
+            ("lookout.t.c", "3"),
+            ("lookout.t.b", "0"),
+            ("lookout.t.a", "1"),
+            ("lookout.t.b", "9"),
+        ]);
+        assert!(b.ptr_eq(&again), "{b:?} {again:?}");
+        assert!(!a.ptr_eq(&b));
+        assert_eq!(b.get("lookout.t.b"), Some("9"));
+        let (sa, sb) = (a.0.as_ref().expect("a set"), b.0.as_ref().expect("a set"));
+        assert!(Arc::ptr_eq(&sa.keys, &sb.keys));
+        assert!(Arc::ptr_eq(&sa.values[0], &sb.values[0]));
+        assert!(Arc::ptr_eq(&sa.values[2], &sb.values[2]));
+        // A value equal to another key's is the same string, not confused
+        // with it: the set differs.
+        let c = set(&[
+            ("lookout.t.a", "3"),
+            ("lookout.t.b", "9"),
+            ("lookout.t.c", "1"),
+        ]);
+        assert_ne!(c, b);
+        assert_eq!(c.get("lookout.t.a"), Some("3"));
     }
 
     #[test]
