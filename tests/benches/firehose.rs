@@ -20,7 +20,11 @@
 //! - raw `bollard::Docker::events`: decoded `EventMessage`s, counted;
 //! - `lookout_docker::watch`: emitted `InstanceEvent`s, counted to N;
 //! - the `docker` CLI (`docker -H unix://… events`, stdout to /dev/null): wall
-//!   time until it exits at the end of the body (process start included).
+//!   time until it exits at the end of the body (process start included);
+//! - the decode limit: the same lines, already in memory, split and decoded
+//!   by a bare `serde_json` derive into just the fields lookout reads (type,
+//!   action, the actor's id, name and exit code, the time): what decoding
+//!   alone costs on this machine, with no socket, HTTP or state.
 //!
 //! `cargo bench -p lookout-e2e --bench firehose` for the full run (N = 200k,
 //! 3 rounds, medians); without `--bench` (as `cargo test --benches` runs it) a
@@ -138,6 +142,53 @@ fn cli(host: &str) -> Option<Duration> {
     Some(t.elapsed())
 }
 
+/// The fields of an event line lookout reads, borrowed from the line.
+#[derive(serde::Deserialize)]
+#[allow(non_snake_case, dead_code)]
+struct Line<'a> {
+    #[serde(borrow)]
+    Type: &'a str,
+    #[serde(borrow)]
+    Action: &'a str,
+    #[serde(borrow)]
+    Actor: Actor<'a>,
+    timeNano: i64,
+}
+
+#[derive(serde::Deserialize)]
+#[allow(non_snake_case, dead_code)]
+struct Actor<'a> {
+    #[serde(borrow)]
+    ID: &'a str,
+    #[serde(borrow)]
+    Attributes: Attributes<'a>,
+}
+
+#[derive(serde::Deserialize)]
+#[allow(non_snake_case, dead_code)]
+struct Attributes<'a> {
+    #[serde(borrow)]
+    name: Option<&'a str>,
+    #[serde(borrow)]
+    exitCode: Option<&'a str>,
+}
+
+/// The decode limit: every line of `script` split and decoded (see the
+/// module's docs); the time and how many decoded.
+fn limit(script: &fake_engine::Script) -> (Duration, usize) {
+    let t = Instant::now();
+    let mut got = 0;
+    for chunk in script.chunks.iter() {
+        for line in chunk.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            if let Ok(line) = serde_json::from_slice::<Line<'_>>(line) {
+                std::hint::black_box(&line);
+                got += 1;
+            }
+        }
+    }
+    (t.elapsed(), got)
+}
+
 fn median(v: &mut [Duration]) -> Duration {
     v.sort_unstable();
     v[v.len() / 2]
@@ -152,9 +203,9 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime");
-    let (mut tb, mut tl, mut tc) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut nb, mut nl) = (0, 0);
-    // `LOOKOUT_FIREHOSE_ONLY=lookout` (or `bollard`, `cli`): one consumer
+    let (mut tb, mut tl, mut tc, mut tm) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut nb, mut nl, mut nm) = (0, 0, 0);
+    // `LOOKOUT_FIREHOSE_ONLY=lookout` (or `bollard`, `cli`, `limit`): one consumer
     // only, for a profiler; the table then lacks the others.
     let only = std::env::var("LOOKOUT_FIREHOSE_ONLY").ok();
     let runs = |who: &str| only.as_deref().is_none_or(|o| o == who);
@@ -176,6 +227,11 @@ fn main() {
             tl.push(d);
             nl = got;
         }
+        if runs("limit") {
+            let (d, got) = limit(&script);
+            tm.push(d);
+            nm = got;
+        }
         if runs("cli") {
             let (host, _, stop, th) = engine(script.clone());
             if let Some(d) = cli(&host) {
@@ -186,7 +242,7 @@ fn main() {
         }
     }
     let rate = |v: &mut Vec<Duration>| (!v.is_empty()).then(|| n as f64 / median(v).as_secs_f64());
-    let (raw, ours, cli_rate) = (rate(&mut tb), rate(&mut tl), rate(&mut tc));
+    let (raw, ours, cli_rate, lim) = (rate(&mut tb), rate(&mut tl), rate(&mut tc), rate(&mut tm));
     let ratio = |x: Option<f64>, y: Option<f64>| match (x, y) {
         (Some(x), Some(y)) => format!("{:.2}×", x / y),
         _ => "–".to_owned(),
@@ -196,24 +252,34 @@ fn main() {
         "docker firehose: {n} events ({:.1} MiB of /events body) from a loopback fake engine, median of {rounds} round(s)",
         bytes as f64 / f64::from(1 << 20)
     );
-    println!("| consumer | events read | events emitted | events/s | vs raw bollard |");
-    println!("|---|---|---|---|---|");
     println!(
-        "| raw bollard `Docker::events` | {nb} | {nb} | {} | {} |",
-        shown(raw),
-        ratio(raw, raw)
+        "| consumer | events read | events emitted | events/s | vs raw bollard | vs the decode limit |"
+    );
+    println!("|---|---|---|---|---|---|");
+    println!(
+        "| the decode limit (`serde_json` derive of the fields read, lines in memory) | {nm} | – | {} | {} | {} |",
+        shown(lim),
+        ratio(lim, raw),
+        ratio(lim, lim)
     );
     println!(
-        "| lookout_docker::watch | {n} | {nl} | {} | {} |",
+        "| raw bollard `Docker::events` | {nb} | {nb} | {} | {} | {} |",
+        shown(raw),
+        ratio(raw, raw),
+        ratio(raw, lim)
+    );
+    println!(
+        "| lookout_docker::watch | {n} | {nl} | {} | {} | {} |",
         shown(ours),
-        ratio(ours, raw)
+        ratio(ours, raw),
+        ratio(ours, lim)
     );
     if !runs("cli") {
     } else if tc.is_empty() {
         println!("| docker CLI | – | – | not run (no `docker` on PATH) | |");
     } else {
         println!(
-            "| `docker events` CLI (process start included) | {n} | – | {} | {} (lookout = {} the CLI) |",
+            "| `docker events` CLI (process start included) | {n} | – | {} | {} (lookout = {} the CLI) | |",
             shown(cli_rate),
             ratio(cli_rate, raw),
             ratio(ours, cli_rate)
@@ -224,5 +290,8 @@ fn main() {
     }
     if runs("bollard") {
         assert_eq!(nb, n, "bollard decoded {nb} of {n} events");
+    }
+    if runs("limit") {
+        assert_eq!(nm, n, "the bare decode read {nm} of {n} lines");
     }
 }
