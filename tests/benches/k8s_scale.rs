@@ -179,6 +179,24 @@ impl Scene {
             done.expect("a creator");
         }
     }
+
+    /// The bytes of one created Deployment as the apiserver sends it (its
+    /// JSON): the whole list is about N times that.
+    async fn object_bytes(&self) -> usize {
+        let client = client(&self.kubeconfig).await;
+        let path = format!(
+            "/apis/apps/v1/namespaces/{}/deployments/{PREFIX}00000",
+            self.ns
+        );
+        let request = http::Request::get(path)
+            .body(Vec::new())
+            .expect("a request");
+        let text = tokio::time::timeout(CALL, client.request_text(request))
+            .await
+            .expect("an answer in time")
+            .expect("the Deployment");
+        text.len()
+    }
 }
 
 impl Drop for Scene {
@@ -255,84 +273,69 @@ fn probe(mode: &str, ns: &str, n: usize) {
         std::fs::write("/proc/self/clear_refs", "5").expect("clear_refs");
         let before = status_kib("VmRSS:");
         let t = Instant::now();
-        let (objects, told_once, extra, keep): (usize, usize, usize, Box<dyn std::any::Any>) =
-            match mode {
-                "lookout" => {
-                    let config = K8sConfig::default().namespace(ns).kinds([Kind::Deployment]);
-                    let watch_config = config.get_watch_config().clone().initial(true);
-                    let dial = K8sDial::with_client(&config, move || client.clone())
-                        .expect("a valid K8sConfig");
-                    let mut watch = lookout_core::Watch::new(dial, watch_config);
-                    // Each Deployment's `created` and `started` (1 replica),
-                    // counted by its number: a compact tally, so that the
-                    // check holds little.
-                    let prefix = format!("deployment/{ns}/{PREFIX}");
-                    let mut told = vec![[0_u8; 2]; n];
-                    let mut extra = 0;
-                    let instances = loop {
-                        match tokio::time::timeout(SYNC, watch.next()).await {
-                            Ok(Some(Item::Status(Status::Connected { instances }))) => {
-                                break instances;
-                            }
-                            Ok(Some(Item::Status(s))) => panic!("lookout: {s:?}"),
-                            Ok(Some(Item::Event(e))) if e.origin == Origin::Initial => {
-                                let at = match e.kind {
-                                    EventKind::Created => 0,
-                                    EventKind::Started => 1,
-                                    _ => 2,
-                                };
-                                let slot = e.id.as_str().strip_prefix(&prefix);
-                                let slot = slot.and_then(|i| i.parse::<usize>().ok());
-                                match slot
-                                    .and_then(|i| told.get_mut(i))
-                                    .and_then(|c| c.get_mut(at))
-                                {
-                                    Some(c) => *c = c.saturating_add(1),
-                                    None => extra += 1,
-                                }
-                            }
-                            Ok(Some(Item::Event(_))) => extra += 1,
-                            Ok(None) | Err(_) => panic!("lookout: no initial sync"),
+        let (objects, told_once, extra, keep): (usize, usize, usize, Kept) = match mode {
+            "lookout" => {
+                let config = K8sConfig::default().namespace(ns).kinds([Kind::Deployment]);
+                let watch_config = config.get_watch_config().clone().initial(true);
+                let dial = K8sDial::with_client(&config, move || client.clone())
+                    .expect("a valid K8sConfig");
+                let mut watch = lookout_core::Watch::new(dial, watch_config);
+                // Each Deployment's `created` and `started` (1 replica),
+                // counted by its number: a compact tally, so that the
+                // check holds little.
+                let prefix = format!("deployment/{ns}/{PREFIX}");
+                let mut told = vec![[0_u8; 2]; n];
+                let mut extra = 0;
+                let instances = loop {
+                    match tokio::time::timeout(SYNC, watch.next()).await {
+                        Ok(Some(Item::Status(Status::Connected { instances }))) => {
+                            break instances;
                         }
-                    };
-                    let once = told.iter().filter(|c| **c == [1, 1]).count();
-                    (instances, once, extra, Box::new(watch))
-                }
-                "reflector" => {
-                    let api: Api<Deployment> = Api::namespaced(client, ns);
-                    let (reader, writer) = reflector::store();
-                    let stream = reflector(writer, watcher(api, watcher::Config::default()));
-                    let mut stream = Box::pin(stream);
-                    drive_until_ready(&mut stream, reader.wait_until_ready()).await;
-                    let len = reader.state().len();
-                    (len, len, 0, Box::new((reader, stream)))
-                }
-                // The reflector as kube-rs' docs advise for memory: each
-                // object's `managedFields` dropped before the store.
-                "trimmed" => {
-                    let api: Api<Deployment> = Api::namespaced(client, ns);
-                    let (reader, writer) = reflector::store();
-                    let stream = watcher(api, watcher::Config::default())
-                        .modify(|d: &mut Deployment| d.metadata.managed_fields = None);
-                    let mut stream = Box::pin(reflector(writer, stream));
-                    drive_until_ready(&mut stream, reader.wait_until_ready()).await;
-                    let len = reader.state().len();
-                    (len, len, 0, Box::new((reader, stream)))
-                }
-                "metadata" => {
-                    // kube 5's metadata watch: an `Api` of `PartialObjectMeta`
-                    // asks for metadata only (its `metadata_watcher` is
-                    // deprecated for it).
-                    let api: Api<PartialObjectMeta<Deployment>> = Api::namespaced(client, ns);
-                    let (reader, writer) = reflector::store();
-                    let stream = reflector(writer, watcher(api, watcher::Config::default()));
-                    let mut stream = Box::pin(stream);
-                    drive_until_ready(&mut stream, reader.wait_until_ready()).await;
-                    let len = reader.state().len();
-                    (len, len, 0, Box::new((reader, stream)))
-                }
-                other => panic!("--scale-probe: unknown mode {other}"),
-            };
+                        Ok(Some(Item::Status(s))) => panic!("lookout: {s:?}"),
+                        Ok(Some(Item::Event(e))) if e.origin == Origin::Initial => {
+                            let at = match e.kind {
+                                EventKind::Created => 0,
+                                EventKind::Started => 1,
+                                _ => 2,
+                            };
+                            let slot = e.id.as_str().strip_prefix(&prefix);
+                            let slot = slot.and_then(|i| i.parse::<usize>().ok());
+                            match slot
+                                .and_then(|i| told.get_mut(i))
+                                .and_then(|c| c.get_mut(at))
+                            {
+                                Some(c) => *c = c.saturating_add(1),
+                                None => extra += 1,
+                            }
+                        }
+                        Ok(Some(Item::Event(_))) => extra += 1,
+                        Ok(None) | Err(_) => panic!("lookout: no initial sync"),
+                    }
+                };
+                let once = told.iter().filter(|c| **c == [1, 1]).count();
+                (instances, once, extra, Box::new(watch))
+            }
+            "reflector" => {
+                let api: Api<Deployment> = Api::namespaced(client, ns);
+                reflect(watcher(api, watcher::Config::default())).await
+            }
+            // The reflector as kube-rs' docs advise for memory: each
+            // object's `managedFields` dropped before the store.
+            "trimmed" => {
+                let api: Api<Deployment> = Api::namespaced(client, ns);
+                let events = watcher(api, watcher::Config::default())
+                    .modify(|d: &mut Deployment| d.metadata.managed_fields = None);
+                reflect(events).await
+            }
+            "metadata" => {
+                // kube 5's metadata watch: an `Api` of `PartialObjectMeta`
+                // asks for metadata only (its `metadata_watcher` is
+                // deprecated for it).
+                let api: Api<PartialObjectMeta<Deployment>> = Api::namespaced(client, ns);
+                reflect(watcher(api, watcher::Config::default())).await
+            }
+            other => panic!("--scale-probe: unknown mode {other}"),
+        };
         let sync = t.elapsed();
         let held = status_kib("VmRSS:");
         let peak = status_kib("VmHWM:").max(held);
@@ -345,14 +348,21 @@ fn probe(mode: &str, ns: &str, n: usize) {
     });
 }
 
-/// Polls `stream` (a reflector) until `ready` (its store's first sync).
-async fn drive_until_ready<S, T, E>(
-    stream: &mut S,
-    ready: impl Future<Output = Result<(), reflector::store::WriterDropped>>,
-) where
-    S: tokio_stream::Stream<Item = Result<T, E>> + Unpin,
-    E: std::fmt::Display,
+/// What a child keeps alive while it measures (the consumer and its store).
+type Kept = Box<dyn std::any::Any>;
+
+/// A reflector of `events` into a store of its own, polled until the
+/// store's first sync (`wait_until_ready`): its objects (as objects, told
+/// once, extra), and the reflector and store, to hold while measuring.
+async fn reflect<K>(
+    events: impl tokio_stream::Stream<Item = watcher::Result<watcher::Event<K>>> + 'static,
+) -> (usize, usize, usize, Kept)
+where
+    K: reflector::Lookup + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Default,
 {
+    let (reader, writer) = reflector::store();
+    let mut stream = Box::pin(reflector(writer, events));
     let drive = async {
         while let Some(event) = stream.next().await {
             if let Err(e) = event {
@@ -362,9 +372,11 @@ async fn drive_until_ready<S, T, E>(
         panic!("reflector: the stream ended");
     };
     tokio::select! {
-        r = ready => r.expect("the store's writer lives"),
+        r = reader.wait_until_ready() => r.expect("the store's writer lives"),
         () = drive => {}
     }
+    let len = reader.state().len();
+    (len, len, 0, Box::new((reader, stream)))
 }
 
 /// Runs `exe` (this bench, or an anchor build of it) as a child in
@@ -485,6 +497,11 @@ fn main() {
         "k8s_scale: {n} Deployments created in {created:.1?} ({:.0}/s) in {}",
         n as f64 / created.as_secs_f64(),
         scene.ns
+    );
+    let bytes = rt.block_on(scene.object_bytes());
+    println!(
+        "k8s_scale: one Deployment is {bytes} bytes of JSON: the whole list about {:.1} MiB",
+        (bytes * n) as f64 / (1024.0 * 1024.0)
     );
 
     let me = std::env::current_exe().expect("this bench's path");

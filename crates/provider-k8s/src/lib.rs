@@ -272,9 +272,9 @@
 //!   page of 500 objects at a time; [`InitialList::Streaming`] one object. A relist
 //!   updates the kept objects in place (never a second copy of them), and a
 //!   snapshot is told from them one object at a time as the core reads it
-//!   (never queued whole). At 20 000 Deployments lookout holds about a
-//!   tenth of what kube-runtime's `reflector` store of them holds (bench
-//!   `k8s_scale`, BENCHMARKS.md §15).
+//!   (never queued whole). At 20 000 Deployments a watch holds about
+//!   1.2 KB per object, a twentieth of kube-runtime's `reflector` store of
+//!   the same objects (bench `k8s_scale`, BENCHMARKS.md §15).
 //! - **Nothing the apiserver sends grows memory without bound**: a watch's
 //!   body is split into lines of at most [`K8sConfig::max_line`] (16 MiB); a
 //!   longer line (a misbehaving apiserver or proxy) is never held whole — the
