@@ -9,7 +9,9 @@
 //! 4. `cargo bench -p lookout-core --bench fanout` (the shared hub), then
 //!    `--bench merge` (many watches in one stream)
 //! 5. `cargo bench -p lookout-e2e --bench firehose` (when that bench exists)
-//! 6. `cargo bench -p lookout-e2e --bench k8s_churn` (the real test apiserver)
+//! 6. `cargo bench -p lookout-e2e --bench k8s_churn` (the real test apiserver),
+//!    then `--bench k8s_scale` (20 000 Deployments: memory per object and
+//!    time to synced beside kube-runtime's stores and `kubectl`)
 //! 7. `cargo bench -p lookout-e2e --bench docker_latency` (the real dockerd)
 //! 8. `cargo bench -p lookout-e2e --bench serve` (`lookout --serve` and 1000
 //!    HTTP clients, the real dockerd; the `lookout` binary is built first:
@@ -63,6 +65,7 @@ const BENCHES: &[(&str, &str, &str)] = &[
     ),
     ("lookout-e2e", "firehose", "tests/benches/firehose.rs"),
     ("lookout-e2e", "k8s_churn", "tests/benches/k8s_churn.rs"),
+    ("lookout-e2e", "k8s_scale", "tests/benches/k8s_scale.rs"),
     (
         "lookout-e2e",
         "docker_latency",

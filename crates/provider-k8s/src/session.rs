@@ -2,7 +2,10 @@
 //! observations whose snapshots always hold every kind. The kinds' objects
 //! outlive the session (handed back to the dial on drop), so that a redial
 //! that resumes one kind's watch and must relist another can still tell the
-//! whole truth in its snapshot.
+//! whole truth in its snapshot. A snapshot is told from the stores one
+//! object at a time, as the core reads it (only the ids to tell are noted
+//! when it begins), never queued whole: at 20 000 objects a queue of their
+//! observations was a few MB more at the sync's peak, and its buffer stayed.
 
 use std::collections::{HashMap, VecDeque};
 use std::pin::Pin;
@@ -24,7 +27,7 @@ use crate::settings::Settings;
 /// One object as the session keeps it: what a snapshot lists (the id and
 /// uid and the labels shared with the core's, the readiness when it is
 /// watched, why it does not run or, running, fails), and whether it is
-/// being deleted.
+/// being deleted; and, while its kind lists, whether the list found it.
 #[derive(Clone, Debug)]
 pub(crate) struct Entry {
     running: bool,
@@ -33,6 +36,7 @@ pub(crate) struct Entry {
     readiness: Option<Readiness>,
     reason: Option<Arc<Reason>>,
     deleting: bool,
+    found: bool,
 }
 
 /// The current objects of each kind, by the kind's slot (its place in the
@@ -77,11 +81,14 @@ impl Carry {
 struct KindState {
     /// What its instance ids start with, once it is resolved.
     prefix: Option<Arc<str>>,
-    /// The current objects; `None` until the kind's first list completes
-    /// (or, when it resumes, those the last session left).
+    /// The current objects; `None` until the kind's first list begins
+    /// (or, when it resumes, those the last session left). A list updates
+    /// it in place: every object is marked not found when it begins, each
+    /// one it lists is found, and those still not found are gone when it
+    /// is done, so a relist never holds the kind's objects twice.
     store: Option<HashMap<InstanceId, Entry>>,
-    /// A list in progress.
-    relist: Option<HashMap<InstanceId, Entry>>,
+    /// A list in progress: the store is part old, part new.
+    listing: bool,
     /// Its feed is watching: a watch request was accepted since its last
     /// list (or, resumed, at all).
     watching: bool,
@@ -95,12 +102,26 @@ struct KindState {
     expired: bool,
 }
 
+/// What the session yields next.
+enum Out {
+    /// This observation.
+    Obs(Observation<K8sCursor>),
+    /// The snapshot begun (`ResyncBegin` is before it): its objects, read
+    /// from the stores one at a time (`Merge::snapshot`), then its end.
+    Snapshot,
+}
+
 /// The session stream: feeds merged, snapshots combined.
 pub(crate) struct Merge {
     feeds: StreamMap<usize, Feed>,
     kinds: HashMap<usize, KindState>,
     cursor: K8sCursor,
-    out: VecDeque<Observation<K8sCursor>>,
+    out: VecDeque<Out>,
+    /// The objects of the snapshot being told (kind, id), and how many of
+    /// them were told. Nothing changes the stores meanwhile: the feeds are
+    /// polled only once `out` is empty.
+    snapshot: Vec<(usize, InstanceId)>,
+    told: usize,
     /// The session yielded its first snapshot or `Resumed`: changes are live.
     synced: bool,
     /// Every watch resumed: `Resumed` once the feeds have nothing ready.
@@ -177,6 +198,8 @@ impl Merge {
             kinds,
             cursor,
             out: VecDeque::new(),
+            snapshot: Vec::new(),
+            told: 0,
             synced: false,
             resume_due: false,
             early: Vec::new(),
@@ -226,7 +249,7 @@ impl Merge {
                 // effect when there were any (or the first one is due).
                 self.early.retain(|(k, _)| *k != kind);
                 let had = state.store.as_ref().is_some_and(|s| !s.is_empty());
-                state.relist = None;
+                state.listing = false;
                 state.store = Some(HashMap::new());
                 state.watching = true;
                 state.replaying = false;
@@ -238,28 +261,36 @@ impl Merge {
             FeedEvent::ListBegin => {
                 // A new list supersedes what the kind's last watch saw.
                 self.early.retain(|(k, _)| *k != kind);
-                state.relist = Some(HashMap::new());
+                state.listing = true;
+                let store = state.store.get_or_insert_with(HashMap::new);
+                for e in store.values_mut() {
+                    e.found = false;
+                }
                 state.watching = false;
                 state.replaying = false;
             }
             FeedEvent::Listed(l) => {
                 let (id, entry, _) = entry(l);
                 state
-                    .relist
+                    .store
                     .get_or_insert_with(HashMap::new)
                     .insert(id, entry);
             }
             FeedEvent::ListDone(version) => {
-                let objects = state.relist.take().unwrap_or_default();
-                tracing::debug!(kind = ?state.prefix, objects = objects.len(), %version, "list done");
-                state.store = Some(objects);
+                let store = state.store.get_or_insert_with(HashMap::new);
+                store.retain(|_, e| e.found);
+                if store.capacity() > 2 * store.len() + 64 {
+                    store.shrink_to_fit();
+                }
+                tracing::debug!(kind = ?state.prefix, objects = store.len(), %version, "list done");
+                state.listing = false;
                 state.listed = true;
                 state.expired = false;
                 self.cursor.set(kind, version);
                 self.maybe_sync();
             }
             FeedEvent::Watching => {
-                state.watching = state.relist.is_none();
+                state.watching = !state.listing;
                 self.maybe_sync();
             }
             FeedEvent::Applied(seen, version) => self.applied(kind, seen, version),
@@ -279,14 +310,14 @@ impl Merge {
                 self.cursor.set(kind, version);
                 if self.synced {
                     self.out
-                        .push_back(Observation::Progress(Some(self.cursor.clone())));
+                        .push_back(Out::Obs(Observation::Progress(Some(self.cursor.clone()))));
                 }
             }
-            FeedEvent::Skipped => self.out.push_back(Observation::Progress(None)),
+            FeedEvent::Skipped => self.out.push_back(Out::Obs(Observation::Progress(None))),
             FeedEvent::Expired => {
                 state.watching = false;
                 state.expired = true;
-                self.out.push_back(Observation::Progress(None));
+                self.out.push_back(Out::Obs(Observation::Progress(None)));
             }
         }
     }
@@ -346,47 +377,75 @@ impl Merge {
     /// snapshot holds it.
     fn tell(&mut self, change: Change<K8sCursor>, replay: bool) {
         if self.synced || replay {
-            self.out.push_back(Observation::Change(change));
+            self.out.push_back(Out::Obs(Observation::Change(change)));
         }
     }
 
     /// Once every kind is watching: a snapshot of every kind when one of
-    /// them listed, else (a redial that resumed every watch) `Resumed`;
-    /// then the cursor.
+    /// them listed (its objects told as the core reads them, then its end,
+    /// `snapshot_told`), else (a redial that resumed every watch)
+    /// `Resumed`; then the cursor.
     fn maybe_sync(&mut self) {
         if !self.kinds.values().all(|s| s.watching && s.store.is_some()) {
             return;
         }
         if self.kinds.values().any(|s| s.listed) {
-            self.out.push_back(Observation::ResyncBegin);
-            for state in self.kinds.values_mut() {
+            self.out.push_back(Out::Obs(Observation::ResyncBegin));
+            let objects = self
+                .kinds
+                .values()
+                .flat_map(|s| s.store.iter())
+                .map(HashMap::len);
+            self.snapshot = Vec::with_capacity(objects.sum());
+            self.told = 0;
+            for (slot, state) in &mut self.kinds {
                 state.listed = false;
-                for (id, e) in state.store.iter().flatten() {
-                    self.out.push_back(Observation::Listed(
-                        Listed::new(id.clone(), e.running)
-                            .uid(e.uid.clone())
-                            .labels(e.labels.clone())
-                            .readiness(e.readiness)
-                            .reason(e.reason.clone()),
-                    ));
-                }
+                let ids = state.store.iter().flat_map(HashMap::keys);
+                self.snapshot.extend(ids.map(|id| (*slot, id.clone())));
             }
-            self.out.push_back(Observation::ResyncDone);
-            self.stopping_listed();
+            self.out.push_back(Out::Snapshot);
+            self.synced = true;
         } else if !self.synced {
             // `Resumed` waits until the feeds have nothing more ready
             // (`poll_synced`): what the apiserver sent with the watches'
             // acceptance is its replay of the time the last session could
             // not see, and goes before `Connected`, not after it.
             self.resume_due = true;
-            return;
-        } else {
-            return;
         }
-        self.synced = true;
+    }
+
+    /// The snapshot's next object, from its kind's store; `None` when every
+    /// one was told (its list let go).
+    fn next_listed(&mut self) -> Option<Observation<K8sCursor>> {
+        while let Some((slot, id)) = self.snapshot.get(self.told) {
+            self.told += 1;
+            let store = self.kinds.get(slot).and_then(|s| s.store.as_ref());
+            if let Some(e) = store.and_then(|store| store.get(id)) {
+                return Some(Observation::Listed(
+                    Listed::new(id.clone(), e.running)
+                        .uid(e.uid.clone())
+                        .labels(e.labels.clone())
+                        .readiness(e.readiness)
+                        .reason(e.reason.clone()),
+                ));
+            }
+        }
+        self.snapshot = Vec::new();
+        self.told = 0;
+        None
+    }
+
+    /// Every object of the snapshot told: its end, the `Stopping` of the
+    /// objects being deleted, the cursor, then the changes that came
+    /// during the lists; before whatever was queued after the snapshot.
+    fn snapshot_told(&mut self) {
+        let after = std::mem::take(&mut self.out);
+        self.out.push_back(Out::Obs(Observation::ResyncDone));
+        self.stopping_listed();
         self.out
-            .push_back(Observation::Progress(Some(self.cursor.clone())));
+            .push_back(Out::Obs(Observation::Progress(Some(self.cursor.clone()))));
         self.tell_early();
+        self.out.extend(after);
     }
 
     /// After a snapshot: a `Stopping` of each running object it holds that
@@ -401,7 +460,7 @@ impl Merge {
                         .uid(e.uid.clone())
                         .cursor(Some(self.cursor.clone()))
                         .readiness(e.readiness);
-                    self.out.push_back(Observation::Change(change));
+                    self.out.push_back(Out::Obs(Observation::Change(change)));
                 }
             }
         }
@@ -419,9 +478,9 @@ impl Merge {
         tracing::debug!("every watch resumed from the cursor");
         self.resume_due = false;
         self.synced = true;
-        self.out.push_back(Observation::Resumed);
+        self.out.push_back(Out::Obs(Observation::Resumed));
         self.out
-            .push_back(Observation::Progress(Some(self.cursor.clone())));
+            .push_back(Out::Obs(Observation::Progress(Some(self.cursor.clone()))));
         self.tell_early();
     }
 }
@@ -439,38 +498,40 @@ fn entry(seen: Seen) -> (InstanceId, Entry, Labels) {
         readiness: l.readiness,
         reason: l.reason,
         deleting,
+        found: true,
     };
     (l.id, entry, l.labels)
 }
 
 impl Drop for Merge {
     /// Leaves each kind's objects for the next dial (without them, a kind
-    /// lists), except those of a kind whose version is gone (`410`) and
+    /// lists), except those of a kind whose version is gone (`410`), of a
+    /// kind whose list is under way (its store part old, part new), and
     /// those of a kind with changes still queued here: its objects are ahead of the cursor
     /// the core will resume from, and a snapshot holding them before the
     /// apiserver replays those changes again could tell them out of order
     /// (a deletion before the scaling that preceded it). Such a kind lists
     /// on the next dial. (A session yields its error only once its queue is
     /// empty; only a dial that fails while a resumed watch replays leaves
-    /// changes queued.)
+    /// changes queued; or one dropped while its snapshot is told, with the
+    /// changes of its lists not applied yet.)
     fn drop(&mut self) {
         let queued: Vec<usize> = self
             .kinds
             .iter()
             .filter_map(|(slot, state)| {
                 let prefix = format!("{}/", state.prefix.as_deref()?);
-                self.out
-                    .iter()
-                    .any(|obs| {
-                        matches!(obs, Observation::Change(c) if c.id.as_str().starts_with(&prefix))
-                    })
-                    .then_some(*slot)
+                let changed = self.out.iter().any(|out| {
+                    matches!(out, Out::Obs(Observation::Change(c)) if c.id.as_str().starts_with(&prefix))
+                });
+                let early = self.early.iter().any(|(kind, _)| kind == slot);
+                (changed || early).then_some(*slot)
             })
             .collect();
         let stores: Stores = self
             .kinds
             .iter_mut()
-            .filter(|(kind, s)| !queued.contains(kind) && !s.expired)
+            .filter(|(kind, s)| !queued.contains(kind) && !s.expired && !s.listing)
             .filter_map(|(kind, s)| s.store.take().map(|store| (*kind, store)))
             .collect();
         self.carry.put(std::mem::take(&mut self.cluster), stores);
@@ -483,8 +544,17 @@ impl Stream for Merge {
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
         loop {
-            if let Some(obs) = this.out.pop_front() {
-                return Poll::Ready(Some(Ok(obs)));
+            match this.out.pop_front() {
+                Some(Out::Obs(obs)) => return Poll::Ready(Some(Ok(obs))),
+                Some(Out::Snapshot) => {
+                    if let Some(obs) = this.next_listed() {
+                        this.out.push_front(Out::Snapshot);
+                        return Poll::Ready(Some(Ok(obs)));
+                    }
+                    this.snapshot_told();
+                    continue;
+                }
+                None => {}
             }
             if this.done {
                 return Poll::Ready(None);
