@@ -313,8 +313,8 @@ async fn parallel<F: Future<Output = ()> + Send + 'static>(n: usize, job: impl F
     }
 }
 
-/// The raw list: one HTTP/1.1 `GET` on the socket, read to its end; its
-/// body.
+/// The raw list: one `GET` on the socket, read to its end (HTTP/1.0: the
+/// body as it is, no chunks); its body.
 fn raw_list(socket: &str, tag: &str) -> Vec<u8> {
     let filters = format!(r#"{{"label":["{SELECT}={tag}"]}}"#);
     let query: String = filters
@@ -332,7 +332,7 @@ fn raw_list(socket: &str, tag: &str) -> Vec<u8> {
         .expect("a timeout");
     write!(
         s,
-        "GET /containers/json?all=1&filters={query} HTTP/1.1\r\nHost: docker\r\nConnection: close\r\n\r\n"
+        "GET /containers/json?all=1&filters={query} HTTP/1.0\r\nHost: docker\r\n\r\n"
     )
     .expect("the request");
     let mut answer = Vec::new();
@@ -341,39 +341,12 @@ fn raw_list(socket: &str, tag: &str) -> Vec<u8> {
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
         .expect("a head");
-    let head = String::from_utf8_lossy(&answer[..at]).to_lowercase();
-    assert!(head.starts_with("http/1.1 200"), "{head}");
-    let body = &answer[at + 4..];
-    if head.contains("transfer-encoding: chunked") {
-        dechunk(body)
-    } else {
-        body.to_vec()
-    }
-}
-
-fn dechunk(mut body: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    loop {
-        let line = body
-            .windows(2)
-            .position(|w| w == b"\r\n")
-            .expect("a chunk size");
-        let size = usize::from_str_radix(
-            std::str::from_utf8(&body[..line])
-                .expect("a size")
-                .split(';')
-                .next()
-                .unwrap_or("")
-                .trim(),
-            16,
-        )
-        .expect("a hex size");
-        if size == 0 {
-            return out;
-        }
-        out.extend_from_slice(&body[line + 2..line + 2 + size]);
-        body = &body[line + 2 + size + 2..];
-    }
+    let head = String::from_utf8_lossy(&answer[..at]);
+    assert!(
+        head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"),
+        "{head}"
+    );
+    answer.split_off(at + 4)
 }
 
 /// How many listed containers show each health in `Status`.
@@ -427,6 +400,8 @@ fn cpu_ms(pid: u32) -> f64 {
 /// it counts, peak and steady RSS (KiB).
 struct Run {
     time: Duration,
+    /// `time` ÷ the raw list's right before it.
+    ratio: f64,
     cpu: f64,
     instances: u64,
     peak: u64,
@@ -450,6 +425,7 @@ fn lookout(bin: &Path, label: &str, readiness: bool) -> Run {
     let (peak_later, steady) = memory(p.child.id());
     Run {
         time,
+        ratio: 0.0,
         cpu,
         instances: connected["instances"].as_u64().unwrap_or(u64::MAX),
         peak: peak.max(peak_later),
@@ -646,7 +622,14 @@ fn size(
             .into_iter()
             .enumerate()
             {
-                let r = lookout(bin, label, readiness);
+                // The anchor right before each run: a ratio per pair, so
+                // that the load's drift between runs cancels.
+                let t = Instant::now();
+                raw_list(&socket, &tag);
+                let before = t.elapsed();
+                raw.push(ms(before));
+                let mut r = lookout(bin, label, readiness);
+                r.ratio = r.time.as_secs_f64() / before.as_secs_f64();
                 assert_eq!(r.instances, count as u64, "{}", bin.display());
                 runs[k].push(r);
             }
@@ -662,7 +645,7 @@ fn size(
     );
     println!();
     println!(
-        "| what | median of {ROUNDS} (runs) | ÷ raw list | CPU to `connected` | peak RSS | steady RSS | per container over the baseline (peak / steady) |"
+        "| what | median of {ROUNDS} (runs) | ÷ the raw list just before (median) | CPU to `connected` | peak RSS | steady RSS | per container over the baseline (peak / steady) |"
     );
     println!("|---|---|---|---|---|---|---|");
     let runs_of = |v: &[f64]| {
@@ -672,8 +655,10 @@ fn size(
             .join(", ")
     };
     println!(
-        "| raw list (`GET /containers/json?all=1`) | {anchor:.1} ms ({}) | 1.00× | – | – | – | – |",
-        runs_of(&raw)
+        "| raw list (`GET /containers/json?all=1`) | {anchor:.1} ms ({} runs, {:.1}–{:.1}) | 1.00× | – | – | – | – |",
+        raw.len(),
+        raw.iter().copied().fold(f64::INFINITY, f64::min),
+        raw.iter().copied().fold(0.0, f64::max)
     );
     println!(
         "| `docker ps -a --no-trunc` | {:.1} ms ({}) | {:.2}× | – | – | – | – |",
@@ -693,7 +678,7 @@ fn size(
                 "| {who}`lookout docker {what}` | {:.1} ms ({}) | {:.2}× | {:.0} ms | {:.1} MiB | {:.1} MiB | {:.0} B / {:.0} B |",
                 median(times.clone()),
                 runs_of(&times),
-                median(times.clone()) / anchor,
+                median(runs.iter().map(|r| r.ratio).collect()),
                 median(runs.iter().map(|r| r.cpu).collect()),
                 peak / 1024.0,
                 steady / 1024.0,

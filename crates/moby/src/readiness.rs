@@ -359,6 +359,14 @@ mod tests {
         }
     }
 
+    /// A client of the fake engine `e`.
+    fn engine_api(e: &Engine) -> Api {
+        Api::new(
+            crate::Host::Unix(e.socket.clone()),
+            crate::location::host::TlsEnv::default(),
+        )
+    }
+
     /// Runs `test` while `server` serves (no task spawned: the server
     /// ends with the test).
     async fn with_server(server: impl Future<Output = ()>, test: impl Future<Output = ()>) {
@@ -467,10 +475,7 @@ mod tests {
         with_server(
             Box::pin(server),
             Box::pin(async {
-                let api = Api::new(
-                    crate::Host::Unix(e.socket.clone()),
-                    crate::location::host::TlsEnv::default(),
-                );
+                let api = engine_api(&e);
                 let scope = Scope::new(Labels::new(), true);
                 let ids = ["c1", "c2", "p1", "c3"];
                 let mut first = listed(&ids);
@@ -517,10 +522,7 @@ mod tests {
         with_server(
             Box::pin(server),
             Box::pin(async {
-                let api = Api::new(
-                    crate::Host::Unix(e.socket.clone()),
-                    crate::location::host::TlsEnv::default(),
-                );
+                let api = engine_api(&e);
                 let scope = Scope::new(Labels::new(), true);
                 let mut l = listed(&["c1", "p1"]);
                 health(DOCKER, true, &api, &scope, &mut l)
@@ -546,10 +548,7 @@ mod tests {
         with_server(
             Box::pin(server),
             Box::pin(async {
-                let api = Api::new(
-                    crate::Host::Unix(e.socket.clone()),
-                    crate::location::host::TlsEnv::default(),
-                );
+                let api = engine_api(&e);
                 let scope = Scope::new(Labels::new(), true);
                 let mut l = listed(&["a1", "p1", "c1", "x1"]);
                 l[0].readiness = Some(Readiness::container(Health::Healthy, false));
@@ -713,10 +712,7 @@ mod tests {
         with_server(
             Box::pin(server),
             Box::pin(async {
-                let api = Api::new(
-                    crate::Host::Unix(e.socket.clone()),
-                    crate::location::host::TlsEnv::default(),
-                );
+                let api = engine_api(&e);
                 let mut poll = Poll::new(&THINGS, "/things".to_owned(), Duration::from_secs(60));
                 let polled = poll.run(&api).await.expect("a poll");
                 assert_eq!(
@@ -749,12 +745,7 @@ mod tests {
                 tokio::join!(server, gone_server);
             }),
             Box::pin(async {
-                let api = |e: &Engine| {
-                    Api::new(
-                        crate::Host::Unix(e.socket.clone()),
-                        crate::location::host::TlsEnv::default(),
-                    )
-                };
+                let api = engine_api;
                 let mut poll = Poll::new(&THINGS, "/things".to_owned(), Duration::from_secs(60));
                 let polled = poll.run(&api(&e)).await.expect("a poll");
                 assert_eq!(reasons(&polled), [("a", None)]);
