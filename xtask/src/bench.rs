@@ -20,6 +20,9 @@
 //! 9. `cargo bench -p lookout-e2e --bench etcd` (dockerd → `lookout docker
 //!    --publish` → the 3-member etcd cluster → `lookout etcd`; the binary is
 //!    built first, as for `serve`)
+//! 10. `cargo bench -p lookout-e2e --bench startup` (`lookout docker`'s
+//!     start-up at 2 000 and 10 000 containers on the real dockerd; the
+//!     binary is built first, as for `serve`)
 //!
 //! Every bench runs with the engines' environment (`engines::env_vars()`:
 //! `LOOKOUT_ENGINES=1`, the docker host, the testbed's kubeconfig, …), as
@@ -73,11 +76,12 @@ const BENCHES: &[(&str, &str, &str)] = &[
     ),
     ("lookout-e2e", "serve", "tests/benches/serve.rs"),
     ("lookout-e2e", "etcd", "tests/benches/etcd.rs"),
+    ("lookout-e2e", "startup", "tests/benches/startup.rs"),
 ];
 
 /// Benches that run the built `lookout` binary: it is built first, in the
 /// bench's profile (`target/release/lookout` for `cargo bench`).
-const NEEDS_BINARY: &[&str] = &["serve", "etcd"];
+const NEEDS_BINARY: &[&str] = &["serve", "etcd", "startup"];
 
 pub fn run(args: &[String]) -> Result<(), String> {
     let smoke = match args.first().map(String::as_str) {

@@ -251,6 +251,7 @@ mod tests {
             status_in_action: true,
             unhealthy_when_paused: true,
             lists_none: true,
+            status_in_list: false,
         },
         stops_logged: true,
     };

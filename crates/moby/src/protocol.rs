@@ -29,6 +29,7 @@ pub(crate) mod framing;
 pub(crate) mod history;
 pub(crate) mod inspection;
 pub(crate) mod labels;
+pub(crate) mod list_parts;
 pub(crate) mod mapping;
 pub(crate) mod objects;
 pub(crate) mod replays;

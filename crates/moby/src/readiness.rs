@@ -1,5 +1,6 @@
 //! Readiness where the events alone do not tell it: a snapshot's container
-//! health, from the engine's `health` list filter (one list per status), and
+//! health, from the list's `Status` (Docker) or the engine's `health` list
+//! filter (one list per status), and
 //! the polled list of an engine without readiness events (Swarm), with why
 //! the objects it finds not ready fail (Swarm's tasks).
 
@@ -104,6 +105,50 @@ pub(crate) async fn health<O: Objects>(
         containers = listed.len(),
         inspected,
         "health listed"
+    );
+    Ok(())
+}
+
+/// Where the list's `Status` told each running container's health
+/// ([`ReadinessFrom::Status`](crate::ReadinessFrom::Status), Docker): reads
+/// it for those it did not tell (no readiness yet: a paused one), by one
+/// inspection each, and keeps what is now known of each running
+/// container's check in the scope (one that does not run is learnt at its
+/// first start). No other request.
+pub(crate) async fn untold(
+    api: &Api,
+    scope: &Scope,
+    listed: &mut [Listed],
+) -> Result<(), CompatError> {
+    let mut inspected = 0usize;
+    for l in listed.iter_mut() {
+        let Some(uid) = l.uid.clone() else { continue };
+        if !l.running {
+            continue;
+        }
+        if let Some(Readiness::Container { health, .. }) = l.readiness {
+            scope.checks.set(&uid, health != Health::None);
+            continue;
+        }
+        // Told as "no readiness" should the inspection not answer: the
+        // next event or snapshot says more.
+        l.readiness = Some(Readiness::container(Health::None, false));
+        if !uid.bytes().all(|b| b.is_ascii_alphanumeric()) {
+            continue;
+        }
+        inspected += 1;
+        let path = format!("/containers/{uid}/json");
+        if let Inspection::Found(object) = inspect(api, &path, INSPECT_TIMEOUT).await? {
+            let (health, paused) = inspected_health(&object);
+            scope.checks.set(&uid, has_check(&object, health));
+            l.readiness = Some(Readiness::container(health, paused));
+        }
+    }
+    scope.checks.retain(listed);
+    tracing::debug!(
+        containers = listed.len(),
+        inspected,
+        "health read from the list's Status"
     );
     Ok(())
 }
@@ -294,6 +339,7 @@ mod tests {
             status_in_action: false,
             unhealthy_when_paused: false,
             lists_none: false,
+            status_in_list: false,
         },
         ..testing::TABLE
     };
@@ -311,6 +357,14 @@ mod tests {
         fn drop(&mut self) {
             let _ = std::fs::remove_file(&self.socket);
         }
+    }
+
+    /// A client of the fake engine `e`.
+    fn engine_api(e: &Engine) -> Api {
+        Api::new(
+            crate::Host::Unix(e.socket.clone()),
+            crate::location::host::TlsEnv::default(),
+        )
     }
 
     /// Runs `test` while `server` serves (no task spawned: the server
@@ -421,10 +475,7 @@ mod tests {
         with_server(
             Box::pin(server),
             Box::pin(async {
-                let api = Api::new(
-                    crate::Host::Unix(e.socket.clone()),
-                    crate::location::host::TlsEnv::default(),
-                );
+                let api = engine_api(&e);
                 let scope = Scope::new(Labels::new(), true);
                 let ids = ["c1", "c2", "p1", "c3"];
                 let mut first = listed(&ids);
@@ -471,10 +522,7 @@ mod tests {
         with_server(
             Box::pin(server),
             Box::pin(async {
-                let api = Api::new(
-                    crate::Host::Unix(e.socket.clone()),
-                    crate::location::host::TlsEnv::default(),
-                );
+                let api = engine_api(&e);
                 let scope = Scope::new(Labels::new(), true);
                 let mut l = listed(&["c1", "p1"]);
                 health(DOCKER, true, &api, &scope, &mut l)
@@ -486,6 +534,42 @@ mod tests {
                 );
                 assert_eq!(e.inspections.load(Ordering::SeqCst), 0);
                 assert_eq!(scope.checks.get("p1"), Some(false));
+            }),
+        )
+        .await;
+    }
+
+    /// Docker's list told each running container's health in its
+    /// `Status`: only one it did not tell (paused) is inspected; no list
+    /// is asked again. What is known of each running one's check is kept.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_status_told_snapshot_inspects_only_what_it_did_not_tell() {
+        let (e, server) = engine("status", &[]);
+        with_server(
+            Box::pin(server),
+            Box::pin(async {
+                let api = engine_api(&e);
+                let scope = Scope::new(Labels::new(), true);
+                let mut l = listed(&["a1", "p1", "c1", "x1"]);
+                l[0].readiness = Some(Readiness::container(Health::Healthy, false));
+                l[1].readiness = Some(Readiness::container(Health::None, false));
+                l[2].readiness = None;
+                l[3].running = false;
+                untold(&api, &scope, &mut l).await.expect("health");
+                assert_eq!(
+                    healths(&l),
+                    [
+                        ("a1", Health::Healthy),
+                        ("p1", Health::None),
+                        ("c1", Health::Unhealthy),
+                        ("x1", Health::None),
+                    ]
+                );
+                assert_eq!(e.inspections.load(Ordering::SeqCst), 1, "c1 only");
+                assert_eq!(
+                    ["a1", "p1", "c1", "x1"].map(|id| scope.checks.get(id)),
+                    [Some(true), Some(false), Some(true), None]
+                );
             }),
         )
         .await;
@@ -628,10 +712,7 @@ mod tests {
         with_server(
             Box::pin(server),
             Box::pin(async {
-                let api = Api::new(
-                    crate::Host::Unix(e.socket.clone()),
-                    crate::location::host::TlsEnv::default(),
-                );
+                let api = engine_api(&e);
                 let mut poll = Poll::new(&THINGS, "/things".to_owned(), Duration::from_secs(60));
                 let polled = poll.run(&api).await.expect("a poll");
                 assert_eq!(
@@ -664,12 +745,7 @@ mod tests {
                 tokio::join!(server, gone_server);
             }),
             Box::pin(async {
-                let api = |e: &Engine| {
-                    Api::new(
-                        crate::Host::Unix(e.socket.clone()),
-                        crate::location::host::TlsEnv::default(),
-                    )
-                };
+                let api = engine_api;
                 let mut poll = Poll::new(&THINGS, "/things".to_owned(), Duration::from_secs(60));
                 let polled = poll.run(&api(&e)).await.expect("a poll");
                 assert_eq!(reasons(&polled), [("a", None)]);

@@ -18,6 +18,7 @@ use crate::inspect;
 use crate::protocol::cursor::Cursor;
 use crate::protocol::feed;
 use crate::protocol::history;
+use crate::protocol::list_parts::{Cut, ListParts};
 use crate::protocol::objects::{Objects, ReadinessFrom, Scope};
 use crate::protocol::requests::{MAX_LIST, since};
 use crate::readiness;
@@ -87,32 +88,27 @@ pub(crate) async fn open<O: Objects>(
     // The engine's clock when it began streaming: what comes from
     // before is a replay of its past (see `Feed::subscribed_at`).
     let subscribed = events.date();
-    let path = http::strip_query(&list_path);
-    let list = async {
-        http::get(&api, &list_path)
-            .await?
-            .ok(path)
-            .await?
-            .body(path, MAX_LIST)
-            .await
-    }
-    .instrument(tracing::debug_span!("conn", provider, %host, request = "list"))
-    .await?;
-    let mut listed = objects
-        .parse_list(&list, scope.readiness)
-        .map_err(|reason| CompatError::List {
-            path: path.to_owned(),
-            reason,
-        })?;
+    let mut listed = list(objects, &api, &list_path, scope.readiness)
+        .instrument(tracing::debug_span!("conn", provider, %host, request = "list"))
+        .await?;
     tracing::debug!(provider, objects = listed.len(), "listed");
-    if let (true, ReadinessFrom::Health { lists_none }) =
-        (scope.readiness, objects.readiness_from())
-    {
-        readiness::health(objects, lists_none, &api, &scope, &mut listed)
-            .instrument(tracing::debug_span!("conn", provider, %host, request = "health"))
-            .await?;
+    match (scope.readiness, objects.readiness_from()) {
+        (true, ReadinessFrom::Health { lists_none }) => {
+            readiness::health(objects, lists_none, &api, &scope, &mut listed)
+                .instrument(tracing::debug_span!("conn", provider, %host, request = "health"))
+                .await?;
+        }
+        (true, ReadinessFrom::Status) => {
+            readiness::untold(&api, &scope, &mut listed)
+                .instrument(tracing::debug_span!("conn", provider, %host, request = "health"))
+                .await?;
+        }
+        _ => {}
     }
-    if matches!(objects.readiness_from(), ReadinessFrom::Health { .. }) {
+    if matches!(
+        objects.readiness_from(),
+        ReadinessFrom::Health { .. } | ReadinessFrom::Status
+    ) {
         reasons::inspect_listed(&api, &mut listed)
             .instrument(tracing::debug_span!("conn", provider, %host, request = "reasons"))
             .await?;
@@ -146,6 +142,46 @@ pub(crate) async fn open<O: Objects>(
         (feed, poll),
         events,
     ))
+}
+
+/// The objects' list (`list_path`), read a part at a time
+/// ([`ListParts`]): neither the whole body nor the decoded form of more
+/// than one part is ever held, only what each entry tells.
+async fn list<O: Objects>(
+    objects: &O,
+    api: &api::Api,
+    list_path: &str,
+    readiness: bool,
+) -> Result<Vec<Listed>, CompatError> {
+    let path = http::strip_query(list_path);
+    let mut body = http::get(api, list_path).await?.ok(path).await?;
+    let mut cut = ListParts::new(MAX_LIST);
+    let mut listed = Vec::new();
+    let mut take = |part: &[u8]| {
+        objects
+            .parse_list(part, readiness)
+            .map(|part| listed.extend(part))
+    };
+    let failed = |cut: Cut<String>| match cut {
+        Cut::TooLarge(limit) => CompatError::TooLarge {
+            path: path.to_owned(),
+            limit,
+        },
+        Cut::Invalid(reason) | Cut::Taken(reason) => CompatError::List {
+            path: path.to_owned(),
+            reason,
+        },
+    };
+    while let Some(chunk) = body.chunk().await {
+        let chunk = chunk.map_err(|source| CompatError::Http {
+            path: path.to_owned(),
+            source: source.into(),
+        })?;
+        cut.push(&chunk, &mut take).map_err(failed)?;
+    }
+    cut.finish().map_err(failed)?;
+    listed.shrink_to_fit();
+    Ok(listed)
 }
 
 /// The dial's API: its paths under `pinned` (`DOCKER_API_VERSION`), else

@@ -40,6 +40,7 @@ pub(crate) static TABLE: Mapping = Mapping {
         status_in_action: true,
         unhealthy_when_paused: true,
         lists_none: true,
+        status_in_list: false,
     },
     stops_logged: true,
 };

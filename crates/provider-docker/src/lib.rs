@@ -55,12 +55,15 @@
 //! | `unpause` | not paused: without a check ready again at once; with one still `unhealthy` until its next good probe says `healthy` | [`Ready`](lookout_core::EventKind::Ready) without a check |
 //! | `die` | (dockerd sets `unhealthy`) | [`Stopped`](lookout_core::EventKind::Stopped), which ends readiness without an `Unready` |
 //!
-//! Whether a container has a healthcheck is read once per container (the
-//! snapshot's `health` list filters, else one inspection at its first
-//! start). A snapshot learns each container's health from the list
-//! filtered by `health` (one request per status, `none` included): a
-//! readiness change missed while disconnected is told by the replay when
-//! dockerd's buffer still holds it, else by the snapshot (`resync`).
+//! Whether a container has a healthcheck is read once per container (a
+//! running one's from the snapshot's list, else one inspection at its
+//! first start). A snapshot reads each running container's health in the
+//! one list it makes: dockerd writes it in `Status` (`Up 3 minutes
+//! (healthy)`, `(unhealthy)`, `(health: starting)`, nothing after `Up …`
+//! without a check); only a paused one (`(Paused)` hides it) is inspected,
+//! and an unhealthy one for its check's output (`Failing`). A readiness
+//! change missed while disconnected is told by the replay when dockerd's
+//! buffer still holds it, else by the snapshot (`resync`).
 //!
 //! The id is the container name without the leading `/`; a container
 //! recreated under the same name (a new container id) is `Removed` then

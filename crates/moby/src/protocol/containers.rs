@@ -5,14 +5,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use lookout_core::rfc3339::parse_nanos as rfc3339_nanos;
-use lookout_core::{EventKind, Health, InstanceId, Labels, Listed, Readiness};
+use lookout_core::{EventKind, Health, Labels, Listed, Readiness};
 use serde_json::Value;
 
 use super::cursor::Cursor;
 use super::event::Event;
 use super::feed::MAX_INSPECTIONS;
-use super::framing::preview;
-use super::labels::{label_value, labels_of};
+use super::labels::label_value;
 use super::mapping::Mapping;
 use super::objects::{Checks, Decision, History, KnownObjects, Objects, ReadinessFrom, Scope};
 use crate::location::discovery::Discovery;
@@ -61,8 +60,12 @@ impl Objects for Mapping {
     }
 
     fn readiness_from(&self) -> ReadinessFrom {
-        ReadinessFrom::Health {
-            lists_none: self.health.lists_none,
+        if self.health.status_in_list {
+            ReadinessFrom::Status
+        } else {
+            ReadinessFrom::Health {
+                lists_none: self.health.lists_none,
+            }
         }
     }
 
@@ -524,74 +527,12 @@ pub(crate) fn has_check(object: &Value, health: Health) -> bool {
         .is_some_and(|first| !first.is_empty() && first != "NONE")
 }
 
-/// Decodes `GET /containers/json?all=1`. An entry without an id or a name is
-/// skipped with a warning. With `readiness`, each gets its pause (its health
-/// is `none` until the snapshot's health lists tell it).
-pub(crate) fn parse_list(
-    body: &[u8],
-    mapping: &Mapping,
-    readiness: bool,
-) -> Result<Vec<Listed>, String> {
-    let value: Value = serde_json::from_slice(body).map_err(|e| e.to_string())?;
-    let Value::Array(entries) = value else {
-        return Err("not a JSON array".to_owned());
-    };
-    let mut listed = Vec::with_capacity(entries.len());
-    for entry in &entries {
-        let uid = entry
-            .get("Id")
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty());
-        let name = container_name(entry);
-        let (Some(uid), Some(name)) = (uid, name) else {
-            tracing::warn!(
-                provider = mapping.provider,
-                entry = %preview(entry.to_string().as_bytes()),
-                "skipping a listed container without an Id or a name"
-            );
-            continue;
-        };
-        let state = entry.get("State").and_then(Value::as_str).unwrap_or("");
-        // A paused container still runs: no event says otherwise (`pause`
-        // is not a stop). A restarting one has died and not started yet.
-        let running = matches!(state, "running" | "paused");
-        let status = entry.get("Status").and_then(Value::as_str);
-        let reason = if running {
-            None
-        } else {
-            listed_stop(state, status).map(Arc::new)
-        };
-        listed.push(
-            Listed::new(InstanceId::from(name), running)
-                .uid(Some(Arc::from(uid)))
-                .labels(labels_of(entry.get("Labels")))
-                .readiness(readiness.then(|| Readiness::container(Health::None, state == "paused")))
-                .reason(reason),
-        );
-    }
-    Ok(listed)
-}
-
-/// The container's own name from `Names`: without the leading `/`, and not a
-/// legacy link alias (`/other/alias`).
-fn container_name(entry: &Value) -> Option<&str> {
-    let names = entry.get("Names")?.as_array()?;
-    let names = || {
-        names
-            .iter()
-            .filter_map(Value::as_str)
-            .map(|n| n.trim_start_matches('/'))
-            .filter(|n| !n.is_empty())
-    };
-    names()
-        .find(|n| !n.contains('/'))
-        .or_else(|| names().next())
-}
-
+mod list;
 mod why;
 
+pub(crate) use list::parse_list;
 use why::{died, exit_code, explained, inspected_stop, stop_told, taken_as_requested};
-pub(crate) use why::{failing_check, listed_stop, oom_killed};
+pub(crate) use why::{failing_check, oom_killed};
 
 #[cfg(test)]
 mod tests;

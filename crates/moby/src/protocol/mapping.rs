@@ -70,6 +70,7 @@ pub struct Mapping {
 /// documenting its answer; the fields are private, so a question may be
 /// added.
 #[derive(Debug, Clone, Copy, Default)]
+#[allow(clippy::struct_excessive_bools, reason = "a table of yes/no answers")]
 pub struct HealthTable {
     /// The event's action carries the new status (`health_status: healthy`,
     /// Docker: emitted only when the status changes). Otherwise the
@@ -89,6 +90,10 @@ pub struct HealthTable {
     /// check (Docker; Podman 4's never matches): a snapshot then learns
     /// every container's health from its lists, without an inspection.
     pub(crate) lists_none: bool,
+    /// The list's `Status` carries a running container's health (Docker:
+    /// `Up 3 minutes (healthy)`, `(unhealthy)`, `(health: starting)`, and
+    /// nothing without a check): a snapshot reads it there.
+    pub(crate) status_in_list: bool,
 }
 
 impl HealthTable {
@@ -101,14 +106,16 @@ impl HealthTable {
             status_in_action: false,
             unhealthy_when_paused: false,
             lists_none: false,
+            status_in_list: false,
         }
     }
 
-    /// Docker's answers: all three "yes".
+    /// Docker's answers: all four "yes".
     pub const DOCKER: Self = Self::new()
         .status_in_action(true)
         .unhealthy_when_paused(true)
-        .lists_none(true);
+        .lists_none(true)
+        .status_in_list(true);
 
     /// Whether the `health_status` event's action carries the new status
     /// (`health_status: healthy`; Docker: emitted only when the status
@@ -142,6 +149,22 @@ impl HealthTable {
     #[must_use]
     pub const fn lists_none(mut self, yes: bool) -> Self {
         self.lists_none = yes;
+        self
+    }
+
+    /// Whether the list's `Status` carries a running container's health
+    /// (Docker: `Up 3 minutes (healthy)`, `(unhealthy)`, `(health:
+    /// starting)`, and nothing after `Up …` without a check; Podman 4.3's
+    /// compat list says only `Up 4 seconds`): a snapshot then reads each
+    /// running container's health in the one list it makes, and inspects
+    /// only those whose `Status` does not tell it (a paused one's
+    /// `(Paused)`). Otherwise it asks the list again per health status
+    /// (the `health` filter). Either way, a running unhealthy container is
+    /// inspected for its check's output, and one that `SIGKILL` ended for
+    /// its OOM kill (see docs/why.md).
+    #[must_use]
+    pub const fn status_in_list(mut self, yes: bool) -> Self {
+        self.status_in_list = yes;
         self
     }
 }

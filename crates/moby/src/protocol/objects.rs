@@ -55,7 +55,10 @@ pub trait Objects: fmt::Debug + Send + Sync + 'static {
 
     /// Decodes the list; `Err` says why it is unusable. With `readiness`,
     /// each object's [`Listed::readiness`] as far as the list tells it
-    /// (see [`ReadinessFrom`]).
+    /// (see [`ReadinessFrom`]). A snapshot's list comes in parts, as it
+    /// arrives: each part a JSON array of some of the entries (whole, in
+    /// order, about 64 KiB of them), so that the whole body is never held;
+    /// the polls' and health lists come whole.
     fn parse_list(&self, body: &[u8], readiness: bool) -> Result<Vec<Listed>, String>;
 
     /// Where readiness comes from, when it is watched.
@@ -110,6 +113,13 @@ pub enum ReadinessFrom {
         /// a check (see [`HealthTable::lists_none`](crate::HealthTable::lists_none)).
         lists_none: bool,
     },
+    /// Containers: their health events, as [`Health`](Self::Health), and
+    /// for a snapshot the one list's `Status`, which tells a running
+    /// container's health (see
+    /// [`HealthTable::status_in_list`](crate::HealthTable::status_in_list)):
+    /// only a running container whose `Status` does not tell it (paused) is
+    /// inspected.
+    Status,
     /// Only a list tells it (Swarm's `/services?status=true`: there are no
     /// task events): the snapshot's list, and the same list polled every
     /// [`Config::readiness_poll`](crate::Config::readiness_poll) between

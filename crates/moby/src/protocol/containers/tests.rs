@@ -21,6 +21,7 @@ static TABLE: Mapping = Mapping {
         status_in_action: true,
         unhealthy_when_paused: true,
         lists_none: true,
+        status_in_list: false,
     },
     stops_logged: true,
 };
@@ -73,6 +74,7 @@ static PODMAN: Mapping = Mapping {
         status_in_action: false,
         unhealthy_when_paused: false,
         lists_none: false,
+        status_in_list: false,
     },
     ..testing::TABLE
 };

@@ -537,6 +537,7 @@ static PODMAN: crate::Mapping = crate::Mapping {
         status_in_action: false,
         unhealthy_when_paused: false,
         lists_none: false,
+        status_in_list: false,
     },
     ..TABLE
 };
