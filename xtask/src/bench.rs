@@ -18,6 +18,9 @@
 //! 9. `cargo bench -p lookout-e2e --bench etcd` (dockerd → `lookout docker
 //!    --publish` → the 3-member etcd cluster → `lookout etcd`; the binary is
 //!    built first, as for `serve`)
+//! 10. `cargo bench -p lookout-e2e --bench etcd_fleet` (100 publishers on
+//!    fake engines × 1000 instances, 1000 transitions/s for 60 s, one
+//!    `lookout etcd`; the binary built first)
 //!
 //! Every bench runs with the engines' environment (`engines::env_vars()`:
 //! `LOOKOUT_ENGINES=1`, the docker host, the testbed's kubeconfig, …), as
@@ -70,11 +73,12 @@ const BENCHES: &[(&str, &str, &str)] = &[
     ),
     ("lookout-e2e", "serve", "tests/benches/serve.rs"),
     ("lookout-e2e", "etcd", "tests/benches/etcd.rs"),
+    ("lookout-e2e", "etcd_fleet", "tests/benches/etcd_fleet.rs"),
 ];
 
 /// Benches that run the built `lookout` binary: it is built first, in the
 /// bench's profile (`target/release/lookout` for `cargo bench`).
-const NEEDS_BINARY: &[&str] = &["serve", "etcd"];
+const NEEDS_BINARY: &[&str] = &["serve", "etcd", "etcd_fleet"];
 
 pub fn run(args: &[String]) -> Result<(), String> {
     let smoke = match args.first().map(String::as_str) {
