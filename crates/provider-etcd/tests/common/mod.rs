@@ -146,6 +146,7 @@ pub fn state_after(kind: EventKind, running: Option<bool>) -> Option<bool> {
     }
 }
 
+#[allow(unused_imports)] // not every test cuts a connection
 pub use lookout_testkit::tcp_relay::Relay;
 
 /// Member `member`'s client address.
