@@ -48,9 +48,8 @@ use lookout_e2e::bench_docker::{
     CALL, Cleanup, LABEL, LookoutProcess, engines_configured, lifecycle, lookout_binary, pct,
     rfc3339_ns,
 };
-use lookout_e2e::bench_etcd::{Keys, Stored, load_average, stored};
+use lookout_e2e::bench_etcd::{Stored, cluster, load_average, stored};
 use lookout_e2e::engines;
-use lookout_etcd::{Client, EtcdEndpoint};
 use serde_json::Value;
 
 /// One printed transition: (instance, kind), its `at` and the read time
@@ -102,21 +101,7 @@ fn main() {
     let prefix = format!("lookout-bench/{tag}");
     let _containers = Cleanup(tag.clone());
     let endpoints = engines::etcd_endpoints();
-    let client = Client::new(
-        EtcdEndpoint::parse_list(&endpoints).expect("the cluster's endpoints"),
-        Duration::from_secs(5),
-    )
-    .expect("an etcd client");
-    let _keys = Keys {
-        client: client.clone(),
-        prefix: prefix.clone(),
-        rt: rt.handle().clone(),
-    };
-    let hosts: Vec<&str> = endpoints
-        .split(',')
-        .map(|e| e.trim().trim_start_matches("http://"))
-        .collect();
-    let target = format!("etcd://{}/{prefix}", hosts.join(","));
+    let (client, _keys, target) = cluster(rt.handle(), &prefix, Duration::from_secs(5));
     let load_before = load_average();
 
     let args = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();

@@ -60,9 +60,8 @@ use std::time::{Duration, Instant};
 use lookout_e2e::bench_docker::{
     LookoutProcess, engines_configured, lookout_binary, now_ns, pct, rfc3339_ns,
 };
-use lookout_e2e::bench_etcd::{Keys, load_average, member_metric, stored};
+use lookout_e2e::bench_etcd::{cluster, load_average, member_metric, stored};
 use lookout_e2e::engines;
-use lookout_etcd::{Client, EtcdEndpoint};
 use lookout_testkit::fake_engine::{self, Live, SlowReader, Step};
 use lookout_testkit::tcp_relay::Relay;
 use serde_json::Value;
@@ -199,23 +198,9 @@ fn main() {
     let _enter = rt.enter();
     let tag = format!("fleet-{}", std::process::id());
     let prefix = format!("lookout-bench/{tag}");
-    let endpoints = engines::etcd_endpoints();
-    let client = Client::new(
-        EtcdEndpoint::parse_list(&endpoints).expect("the cluster's endpoints"),
-        Duration::from_secs(10),
-    )
-    .expect("an etcd client");
-    // Dropped last (declared first): the publishers are gone by then.
-    let _keys = Keys {
-        client: client.clone(),
-        prefix: prefix.clone(),
-        rt: rt.handle().clone(),
-    };
-    let members: Vec<&str> = endpoints
-        .split(',')
-        .map(|e| e.trim().trim_start_matches("http://"))
-        .collect();
-    let target = format!("etcd://{}/{prefix}", members.join(","));
+    // The prefix is deleted last (`_keys` declared first): the publishers
+    // are gone by then.
+    let (client, _keys, target) = cluster(rt.handle(), &prefix, Duration::from_secs(10));
     let load_start = load_average();
 
     // The fleet: a fake engine per host, each with N running containers.
@@ -507,7 +492,9 @@ fn main() {
         .filter(|(k, v)| {
             state.get(*k) != Some(*v) && (k.0 != victim_source || unwritten.is_empty())
         })
-        .chain(state.iter().filter(|(k, _)| !truth.contains_key(*k)))
+        .chain(state.iter().filter(|(k, _)| {
+            !truth.contains_key(*k) && (k.0 != victim_source || unwritten.is_empty())
+        }))
         .take(5)
         .collect();
     let revision1 = engines::etcd_revision().expect("the store's revision");

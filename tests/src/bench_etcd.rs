@@ -30,6 +30,33 @@ impl Drop for Keys {
     }
 }
 
+/// The engines' cluster for a run under `prefix`: a client (requests bounded
+/// by `timeout`), the guard that deletes the prefix at the end, and the
+/// `--publish` target (`etcd://HOST:PORT,…/PREFIX`).
+pub fn cluster(
+    rt: &tokio::runtime::Handle,
+    prefix: &str,
+    timeout: Duration,
+) -> (Client, Keys, String) {
+    let endpoints = engines::etcd_endpoints();
+    let client = Client::new(
+        lookout_etcd::EtcdEndpoint::parse_list(&endpoints).expect("the cluster's endpoints"),
+        timeout,
+    )
+    .expect("an etcd client");
+    let keys = Keys {
+        client: client.clone(),
+        prefix: prefix.to_owned(),
+        rt: rt.clone(),
+    };
+    let hosts: Vec<&str> = endpoints
+        .split(',')
+        .map(|e| e.trim().trim_start_matches("http://"))
+        .collect();
+    let target = format!("etcd://{}/{prefix}", hosts.join(","));
+    (client, keys, target)
+}
+
 /// What the keys under a prefix hold, read in pages of 1000 at one
 /// revision.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

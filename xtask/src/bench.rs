@@ -19,8 +19,8 @@
 //!    --publish` → the 3-member etcd cluster → `lookout etcd`; the binary is
 //!    built first, as for `serve`)
 //! 10. `cargo bench -p lookout-e2e --bench etcd_fleet` (100 publishers on
-//!    fake engines × 1000 instances, 1000 transitions/s for 60 s, one
-//!    `lookout etcd`; the binary built first)
+//!     fake engines × 1000 instances, 1000 transitions/s for 60 s, one
+//!     `lookout etcd`; the binary built first)
 //!
 //! Every bench runs with the engines' environment (`engines::env_vars()`:
 //! `LOOKOUT_ENGINES=1`, the docker host, the testbed's kubeconfig, …), as
