@@ -48,44 +48,9 @@ use lookout_e2e::bench_docker::{
     CALL, Cleanup, LABEL, LookoutProcess, engines_configured, lifecycle, lookout_binary, pct,
     rfc3339_ns,
 };
+use lookout_e2e::bench_etcd::{Stored, cluster, load_average, stored};
 use lookout_e2e::engines;
-use lookout_etcd::{Client, EtcdEndpoint};
 use serde_json::Value;
-
-/// Deletes every key under the run's prefix on drop.
-struct Keys {
-    client: Client,
-    prefix: String,
-    rt: tokio::runtime::Handle,
-}
-
-impl Drop for Keys {
-    fn drop(&mut self) {
-        let key = format!("{}/", self.prefix).into_bytes();
-        let end = lookout_etcd::prefix_range_end(&key);
-        if let Err(e) = self.rt.block_on(self.client.delete_range(&key, &end)) {
-            eprintln!("etcd: could not delete the keys under {}: {e}", self.prefix);
-        }
-    }
-}
-
-/// What the keys under a prefix hold: (keys, the sum of their versions,
-/// of their keys' bytes, of their values' bytes).
-async fn stored(client: &Client, prefix: &str) -> (usize, i64, usize, usize) {
-    let key = prefix.as_bytes();
-    let end = lookout_etcd::prefix_range_end(key);
-    let r = client
-        .range(key, &end, 0, 0)
-        .await
-        .unwrap_or_else(|e| panic!("range {prefix}: {e}"));
-    assert!(!r.more, "every key in one answer");
-    (
-        r.kvs.len(),
-        r.kvs.iter().map(|kv| kv.version).sum(),
-        r.kvs.iter().map(|kv| kv.key.len()).sum(),
-        r.kvs.iter().map(|kv| kv.value.len()).sum(),
-    )
-}
 
 /// One printed transition: (instance, kind), its `at` and the read time
 /// of its line (ns).
@@ -115,12 +80,6 @@ fn lines(process: &LookoutProcess, n: usize, host: Option<&str>) -> Vec<Line> {
         .collect()
 }
 
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default()
-}
-
 fn main() {
     let full = std::env::args().any(|a| a == "--bench");
     if !engines_configured() {
@@ -142,21 +101,7 @@ fn main() {
     let prefix = format!("lookout-bench/{tag}");
     let _containers = Cleanup(tag.clone());
     let endpoints = engines::etcd_endpoints();
-    let client = Client::new(
-        EtcdEndpoint::parse_list(&endpoints).expect("the cluster's endpoints"),
-        Duration::from_secs(5),
-    )
-    .expect("an etcd client");
-    let _keys = Keys {
-        client: client.clone(),
-        prefix: prefix.clone(),
-        rt: rt.handle().clone(),
-    };
-    let hosts: Vec<&str> = endpoints
-        .split(',')
-        .map(|e| e.trim().trim_start_matches("http://"))
-        .collect();
-    let target = format!("etcd://{}/{prefix}", hosts.join(","));
+    let (client, _keys, target) = cluster(rt.handle(), &prefix, Duration::from_secs(5));
     let load_before = load_average();
 
     let args = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
@@ -254,9 +199,15 @@ fn main() {
 
     let revision1 = engines::etcd_revision().expect("the store's revision");
     let (_, in_use1) = engines::etcd_db_size().expect("the leader's db size");
-    let (keys, puts, key_bytes, value_bytes) =
-        rt.block_on(stored(&client, &format!("{prefix}/i/")));
-    let (_, status_puts, _, _) = rt.block_on(stored(&client, &format!("{prefix}/s/")));
+    let Stored {
+        keys,
+        versions: puts,
+        key_bytes,
+        value_bytes,
+    } = rt.block_on(stored(&client, &format!("{prefix}/i/")));
+    let status_puts = rt
+        .block_on(stored(&client, &format!("{prefix}/s/")))
+        .versions;
     assert_eq!(keys, lifecycles, "a key per instance");
     drop(publisher);
     drop(consumer);

@@ -3,6 +3,7 @@
 
 pub use lookout_engines as engines;
 pub mod bench_docker;
+pub mod bench_etcd;
 pub mod browser;
 pub mod k8s_access;
 pub mod k8s_cost;

@@ -23,6 +23,9 @@
 //! 10. `cargo bench -p lookout-e2e --bench startup` (`lookout docker`'s
 //!     start-up at 2 000 and 10 000 containers on the real dockerd; the
 //!     binary is built first, as for `serve`)
+//! 11. `cargo bench -p lookout-e2e --bench etcd_fleet` (100 publishers on
+//!     fake engines × 1000 instances, 1000 transitions/s for 60 s, one
+//!     `lookout etcd`; the binary built first)
 //!
 //! Every bench runs with the engines' environment (`engines::env_vars()`:
 //! `LOOKOUT_ENGINES=1`, the docker host, the testbed's kubeconfig, …), as
@@ -77,11 +80,12 @@ const BENCHES: &[(&str, &str, &str)] = &[
     ("lookout-e2e", "serve", "tests/benches/serve.rs"),
     ("lookout-e2e", "etcd", "tests/benches/etcd.rs"),
     ("lookout-e2e", "startup", "tests/benches/startup.rs"),
+    ("lookout-e2e", "etcd_fleet", "tests/benches/etcd_fleet.rs"),
 ];
 
 /// Benches that run the built `lookout` binary: it is built first, in the
 /// bench's profile (`target/release/lookout` for `cargo bench`).
-const NEEDS_BINARY: &[&str] = &["serve", "etcd", "startup"];
+const NEEDS_BINARY: &[&str] = &["serve", "etcd", "startup", "etcd_fleet"];
 
 pub fn run(args: &[String]) -> Result<(), String> {
     let smoke = match args.first().map(String::as_str) {

@@ -585,11 +585,39 @@ impl Live {
 
     /// `n` random steps, each broadcast as it happens.
     pub fn mutate(&self, n: usize) {
+        self.steps(n);
+    }
+
+    /// [`mutate`](Self::mutate), telling each step taken: what a bench
+    /// checks its reader against.
+    pub fn steps(&self, n: usize) -> Vec<Step> {
         let mut st = self.lock();
-        for _ in 0..n {
-            let line = self.step(&mut st);
-            self.publish(&mut st, line);
+        (0..n)
+            .map(|_| {
+                let (step, line) = self.step(&mut st);
+                self.publish(&mut st, line);
+                step
+            })
+            .collect()
+    }
+
+    /// Creates and starts every container not there yet (each step
+    /// broadcast), so that all `names` run: a fleet host's starting set.
+    pub fn fill(&self) -> Vec<Step> {
+        let mut st = self.lock();
+        let mut done = Vec::new();
+        for i in 0..self.names {
+            let name = format!("{}-{i}", self.prefix);
+            if st.containers.contains_key(&name) {
+                continue;
+            }
+            for action in ["create", "start"] {
+                let (step, line) = self.act(&mut st, &name, action);
+                self.publish(&mut st, line);
+                done.push(step);
+            }
         }
+        done
     }
 
     /// Closes every `/events` connection now (mid-body, as a daemon that dies
@@ -600,7 +628,7 @@ impl Live {
         let mut st = self.lock();
         st.subscribers.clear();
         for _ in 0..silent {
-            let line = self.step(&mut st);
+            let (_, line) = self.step(&mut st);
             self.publish(&mut st, line);
         }
         if restart {
@@ -740,48 +768,57 @@ impl Live {
         st.history.push_back(line);
     }
 
-    /// One step of one random container; its event `(timeNano, line)`.
-    fn step(&self, st: &mut LiveState) -> (i64, Arc<[u8]>) {
+    /// One step of one random container: what it was, and its event
+    /// `(timeNano, line)`.
+    fn step(&self, st: &mut LiveState) -> (Step, (i64, Arc<[u8]>)) {
         let z = st.rng.next_u64();
         let name = format!("{}-{}", self.prefix, z % self.names as u64);
         if let Some(c) = st.containers.get_mut(&name) {
             // Its next step: the list has caught up.
             c.lags = false;
         }
-        let action = match st.containers.get_mut(&name) {
-            None => {
+        let action = match st.containers.get(&name).map(|c| c.state) {
+            None => "create",
+            Some(State::Created) => "start",
+            Some(State::Running) => "die",
+            Some(State::Exited) if z & (1 << 40) == 0 => "start",
+            Some(State::Exited) => "destroy",
+        };
+        self.act(st, &name, action)
+    }
+
+    /// `action` (`create`, `start`, `die`, `destroy`) on container `name`,
+    /// which must fit its state; its event `(timeNano, line)`.
+    fn act(
+        &self,
+        st: &mut LiveState,
+        name: &str,
+        action: &'static str,
+    ) -> (Step, (i64, Arc<[u8]>)) {
+        match (action, st.containers.get_mut(name)) {
+            ("create", None) => {
                 let uid = format!("{:064x}", st.next_uid.wrapping_mul(0x9E37_79B9_7F4A_7C15));
                 st.next_uid += 1;
                 st.containers.insert(
-                    name.clone(),
+                    name.to_owned(),
                     Container {
                         uid,
                         state: State::Created,
                         lags: false,
                     },
                 );
-                "create"
             }
-            Some(c) => match c.state {
-                State::Created => {
-                    c.state = State::Running;
-                    "start"
-                }
-                State::Running => {
-                    c.state = State::Exited;
-                    c.lags = self.lagging_list.load(Ordering::Relaxed);
-                    "die"
-                }
-                State::Exited if z & (1 << 40) == 0 => {
-                    c.state = State::Running;
-                    "start"
-                }
-                State::Exited => "destroy",
-            },
-        };
-        let uid = st.containers[&name].uid.clone();
+            ("start", Some(c)) => c.state = State::Running,
+            ("die", Some(c)) => {
+                c.state = State::Exited;
+                c.lags = self.lagging_list.load(Ordering::Relaxed);
+            }
+            ("destroy", Some(_)) => {}
+            (action, c) => panic!("{action} does not fit {name} ({:?})", c.map(|c| c.state)),
+        }
+        let uid = st.containers[name].uid.clone();
         if action == "destroy" {
-            st.containers.remove(&name);
+            st.containers.remove(name);
         }
         // dockerd's clock: wall time, strictly increasing here.
         let now = std::time::SystemTime::now()
@@ -789,12 +826,26 @@ impl Live {
             .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
         st.last_nanos = now.max(st.last_nanos + 1);
         let line = if self.v1_52_events.load(Ordering::Relaxed) {
-            event_line_1_52(action, &uid, &name, st.last_nanos)
+            event_line_1_52(action, &uid, name, st.last_nanos)
         } else {
-            event_line(action, &uid, &name, st.last_nanos)
+            event_line(action, &uid, name, st.last_nanos)
         };
-        (st.last_nanos, Arc::from(line.into_bytes()))
+        let step = Step {
+            name: name.to_owned(),
+            action,
+            nanos: st.last_nanos,
+        };
+        (step, (st.last_nanos, Arc::from(line.into_bytes())))
     }
+}
+
+/// One step a [`Live`] engine took: its container, its action (`create`,
+/// `start`, `die`, `destroy`) and its event's `timeNano`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Step {
+    pub name: String,
+    pub action: &'static str,
+    pub nanos: i64,
 }
 
 /// One real-format container event line (as dockerd 27 writes it), `\n`-terminated.

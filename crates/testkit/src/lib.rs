@@ -6,7 +6,9 @@
 //!   restarts) for the decoder tests, the firehose bench and the soak;
 //! - [`fuzz`]: the fuzz harnesses (the `/events` decoder; a Kubernetes watch
 //!   against an apiserver in memory) and their stable driver;
-//! - [`rng`]: the one seeded generator they all use.
+//! - [`rng`]: the one seeded generator they all use;
+//! - [`tcp_relay`]: a TCP relay to cut a client's connections to a server
+//!   (an etcd member), for the etcd cluster tests and the `etcd_fleet` bench.
 //!
 //! It may spawn (a test server's accept loop); the library crates may not.
 
@@ -16,3 +18,4 @@
 pub mod fake_engine;
 pub mod fuzz;
 pub mod rng;
+pub mod tcp_relay;

@@ -155,12 +155,21 @@ impl Running {
 async fn run(mut publisher: Publisher, queue: Arc<Mutex<Queue>>, wake: Arc<Notify>) {
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut ticked = tokio::time::Instant::now();
     loop {
         let (batch, closed) = {
             let mut q = lock(&queue);
             (q.take(), q.closed)
         };
         for told in batch {
+            // A long batch (a loaded cluster: seconds of queue) renews the
+            // status lease on time too, or the key expires under a live
+            // publisher and readers see its source flap.
+            if ticked.elapsed() >= TICK {
+                publisher.tick().await;
+                tick.reset();
+                ticked = tokio::time::Instant::now();
+            }
             match told {
                 Told::Event(e) => publisher.event(&e).await,
                 Told::Status(s) => publisher.status(&s).await,
@@ -171,7 +180,10 @@ async fn run(mut publisher: Publisher, queue: Arc<Mutex<Queue>>, wake: Arc<Notif
         }
         tokio::select! {
             () = wake.notified() => {}
-            _ = tick.tick() => publisher.tick().await,
+            _ = tick.tick() => {
+                publisher.tick().await;
+                ticked = tokio::time::Instant::now();
+            }
         }
     }
 }
