@@ -113,6 +113,12 @@ pub enum ReadinessFrom {
         /// a check (see [`HealthTable::lists_none`](crate::HealthTable::lists_none)).
         lists_none: bool,
     },
+    /// Only a list tells it (Swarm's `/services?status=true`: there are no
+    /// task events): the snapshot's list, and the same list polled every
+    /// [`Config::readiness_poll`](crate::Config::readiness_poll) between
+    /// snapshots, each object as an [`Observation::Polled`](lookout_core::Observation::Polled).
+    Polled,
+    // Last, so that no variant before it changes its discriminant.
     /// Containers: their health events, as [`Health`](Self::Health), and
     /// for a snapshot the one list's `Status`, which tells a running
     /// container's health (see
@@ -120,11 +126,6 @@ pub enum ReadinessFrom {
     /// only a running container whose `Status` does not tell it (paused) is
     /// inspected.
     Status,
-    /// Only a list tells it (Swarm's `/services?status=true`: there are no
-    /// task events): the snapshot's list, and the same list polled every
-    /// [`Config::readiness_poll`](crate::Config::readiness_poll) between
-    /// snapshots, each object as an [`Observation::Polled`](lookout_core::Observation::Polled).
-    Polled,
 }
 
 /// How an engine serves, to a dial, the events it still has.
