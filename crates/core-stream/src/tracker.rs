@@ -70,16 +70,15 @@ impl Tracker {
     /// it runs, `Ready` if it is, `Stopping` or `Failing` if it is), stamped `at`.
     pub(crate) fn tell(&self, at: SystemTime, out: &mut impl Transitions) {
         for k in self.slots.iter().flatten() {
-            let mut event = InstanceEvent {
-                id: k.key.id(),
-                kind: EventKind::Created,
+            let reason = (!k.running).then(|| k.reason.clone()).flatten();
+            let mut event = k.event(
+                k.key.id(),
+                EventKind::Created,
                 at,
-                origin: Origin::Initial,
-                labels: Arc::clone(&k.labels),
-                uid: k.uid.text(),
-                readiness: k.readiness,
-                reason: (!k.running).then(|| k.reason.clone()).flatten(),
-            };
+                Origin::Initial,
+                None,
+                reason,
+            );
             if k.running {
                 out.push(event.clone());
                 event.kind = EventKind::Started;
@@ -241,16 +240,7 @@ impl Tracker {
             if readiness.is_some() || want_running {
                 k.readiness = readiness;
             }
-            let event = InstanceEvent {
-                id,
-                kind,
-                at,
-                origin: Origin::Live,
-                labels: Arc::clone(&k.labels),
-                uid: uid_text.or_else(|| k.uid.text()),
-                readiness: k.readiness,
-                reason: None,
-            };
+            let event = k.event(id, kind, at, Origin::Live, uid_text, None);
             if ready_in(k.running, k.readiness) {
                 k.ready = true;
                 and_ready(event, out);
@@ -286,16 +276,7 @@ impl Tracker {
         }
         if let Some(ready) = ready {
             let Transition { id, uid, at, .. } = change;
-            out.push(InstanceEvent {
-                id,
-                kind: readiness_kind(ready),
-                at,
-                origin: Origin::Live,
-                labels: Arc::clone(&k.labels),
-                uid: uid.or_else(|| k.uid.text()),
-                readiness: k.readiness,
-                reason: None,
-            });
+            out.push(k.event(id, readiness_kind(ready), at, Origin::Live, uid, None));
         }
     }
 
@@ -319,16 +300,8 @@ impl Tracker {
             // An older incarnation's: the current one stays as it is.
             return;
         }
-        let event = |id, kind, k: &Known, uid: Option<Arc<str>>, reason| InstanceEvent {
-            id,
-            kind,
-            at,
-            origin: Origin::Live,
-            labels: Arc::clone(&k.labels),
-            uid: uid.or_else(|| k.uid.text()),
-            readiness: k.readiness,
-            reason,
-        };
+        let event =
+            |id, kind, k: &Known, uid, reason| k.event(id, kind, at, Origin::Live, uid, reason);
         match kind {
             EventKind::Removed => {
                 let gone = self.remove(slot);
@@ -486,16 +459,7 @@ impl Tracker {
         let ready = k.readiness_change(Some(readiness), false);
         let failure = failing(k, &id, k.uid.text(), at, Origin::Resync, reason);
         if let Some(ready) = ready {
-            out.push(InstanceEvent {
-                id,
-                kind: readiness_kind(ready),
-                at,
-                origin: Origin::Resync,
-                labels: Arc::clone(&k.labels),
-                uid: k.uid.text(),
-                readiness: k.readiness,
-                reason: None,
-            });
+            out.push(k.event(id, readiness_kind(ready), at, Origin::Resync, None, None));
         }
         if let Some(e) = failure {
             out.push(e);

@@ -53,6 +53,31 @@ pub(super) struct Known {
 pub(super) const UNLISTED: u32 = u32::MAX;
 
 impl Known {
+    /// An event of this instance as it now is (its labels, readiness), of
+    /// the incarnation `uid` when the change names one, else of the known
+    /// one. (Always inlined: built in place, where the event goes.)
+    #[inline(always)]
+    pub(super) fn event(
+        &self,
+        id: InstanceId,
+        kind: EventKind,
+        at: SystemTime,
+        origin: Origin,
+        uid: Option<Arc<str>>,
+        reason: Option<Arc<Reason>>,
+    ) -> InstanceEvent {
+        InstanceEvent {
+            id,
+            kind,
+            at,
+            origin,
+            labels: Arc::clone(&self.labels),
+            uid: uid.or_else(|| self.uid.text()),
+            readiness: self.readiness,
+            reason,
+        }
+    }
+
     /// Takes in what a change or a poll tells of readiness (`readiness`, or
     /// without detail `ready_without`); returns whether the instance is now
     /// ready when that changed. Ready only while running: the readiness of a
@@ -146,16 +171,7 @@ pub(super) fn explained_transition(k: &mut Known, t: Transition, out: &mut impl 
     };
     k.stopping = false;
     k.reason.clone_from(&told);
-    let event = InstanceEvent {
-        id,
-        kind,
-        at,
-        origin: Origin::Live,
-        labels: Arc::clone(&k.labels),
-        uid: uid.or_else(|| k.uid.text()),
-        readiness: k.readiness,
-        reason: told,
-    };
+    let event = k.event(id, kind, at, Origin::Live, uid, told);
     if let Some(failure) = failure {
         started_failing(k, event, failure, out);
     } else if ready_in(k.running, k.readiness) {
@@ -209,16 +225,7 @@ pub(super) fn readiness_anew(
         None
     };
     if let Some(ready) = ready {
-        out.push(InstanceEvent {
-            id,
-            kind: readiness_kind(ready),
-            at,
-            origin: Origin::Live,
-            labels: Arc::clone(&k.labels),
-            uid: uid.or_else(|| k.uid.text()),
-            readiness: k.readiness,
-            reason: None,
-        });
+        out.push(k.event(id, readiness_kind(ready), at, Origin::Live, uid, None));
     }
     if let Some(event) = failure {
         out.push(event);
@@ -251,16 +258,14 @@ pub(super) fn failing(
         return None;
     }
     k.reason = Some(Arc::clone(&reason));
-    Some(InstanceEvent {
-        id: id.clone(),
-        kind: EventKind::Failing,
+    Some(k.event(
+        id.clone(),
+        EventKind::Failing,
         at,
         origin,
-        labels: Arc::clone(&k.labels),
         uid,
-        readiness: k.readiness,
-        reason: Some(reason),
-    })
+        Some(reason),
+    ))
 }
 
 /// A live readiness change of `k` (`ready`: whether it is now ready, when
@@ -284,16 +289,7 @@ pub(super) fn readiness_failing(
     let uid = uid.or_else(|| k.uid.text());
     let failure = failing(k, &id, uid.clone(), at, Origin::Live, reason);
     if let Some(ready) = ready {
-        out.push(InstanceEvent {
-            id,
-            kind: readiness_kind(ready),
-            at,
-            origin: Origin::Live,
-            labels: Arc::clone(&k.labels),
-            uid,
-            readiness: k.readiness,
-            reason: None,
-        });
+        out.push(k.event(id, readiness_kind(ready), at, Origin::Live, uid, None));
     }
     if let Some(e) = failure {
         out.push(e);
