@@ -165,6 +165,7 @@
 #![deny(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod addresses;
 mod api;
 mod compat_dial;
 mod config;
