@@ -16,6 +16,7 @@ mod cli;
 mod consume;
 mod duration;
 mod engine;
+mod exec;
 mod exit;
 mod log;
 mod manual;
@@ -23,6 +24,8 @@ mod mode;
 mod output;
 mod probe;
 mod publish;
+mod queue;
+mod render;
 mod serve;
 mod sources;
 
