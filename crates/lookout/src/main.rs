@@ -7,7 +7,9 @@
 //!
 //! This file only starts: the flags ([`cli`]), the log, `--serve`'s socket
 //! and the runtime, then the run ([`engine`]: the sources of each engine
-//! family; [`mode`]: print, publish or serve; [`consume`]: the one loop).
+//! family; [`mode`]: print, publish or serve, each with or without
+//! [`render`] (`--render`, `--notify`, `--wait`) and [`exec`] (`--exec`,
+//! over [`queue`]); [`consume`]: the one loop).
 //! The other subcommands need no engine: [`manual`] (completions, man page)
 //! and [`probe`] (a health check).
 //! Whatever ends a run early is an [`Exit`], its exit code and message.

@@ -41,18 +41,18 @@ use template::Templates;
 pub use debounce::parse_wait;
 pub use template::{Spec, parse_spec};
 
+/// What [`Addressing::addresses`] answers: each object's addresses by id,
+/// or why not.
+pub type Listing<'a> =
+    Pin<Box<dyn Future<Output = Result<BTreeMap<String, Addresses>, String>> + Send + 'a>>;
+
 /// Where the objects of one source can be reached now (an engine's list).
 pub trait Addressing: Send + Sync {
-    fn addresses(
-        &self,
-    ) -> Pin<Box<dyn Future<Output = Result<BTreeMap<String, Addresses>, String>> + Send + '_>>;
+    fn addresses(&self) -> Listing<'_>;
 }
 
 impl<O: Objects> Addressing for CompatDial<O> {
-    fn addresses(
-        &self,
-    ) -> Pin<Box<dyn Future<Output = Result<BTreeMap<String, Addresses>, String>> + Send + '_>>
-    {
+    fn addresses(&self) -> Listing<'_> {
         Box::pin(async move {
             CompatDial::addresses(self)
                 .await
@@ -194,43 +194,14 @@ async fn run(
     wake: Arc<Notify>,
     warnings: Warnings,
 ) {
-    let Prepared {
-        templates,
-        notify,
-        wait,
-    } = prepared;
     let count = sources.hosts.len().max(1);
-    let mut debounce = Debounce::new(wait);
+    let mut debounce = Debounce::new(prepared.wait);
     let mut addresses: Vec<Option<BTreeMap<String, Addresses>>> =
         vec![None; sources.addressing.len()];
     // A notify that failed runs again after the next change.
     let mut notify_owed = false;
     loop {
-        // Wait for a change, then for the burst to end.
-        loop {
-            let ready = {
-                let mut s = lock(&shared);
-                if s.changed && s.synced.len() >= count {
-                    s.changed = false;
-                    true
-                } else {
-                    false
-                }
-            };
-            if ready {
-                debounce.change(tokio::time::Instant::now());
-            }
-            match debounce.due() {
-                Some(due) => {
-                    tokio::select! {
-                        () = wake.notified() => {}
-                        () = tokio::time::sleep_until(due) => break,
-                    }
-                }
-                None => wake.notified().await,
-            }
-        }
-        debounce.done();
+        burst(&shared, &wake, &mut debounce, count).await;
         for (i, lister) in sources.addressing.iter().enumerate() {
             match lister.addresses().await {
                 Ok(a) => addresses[i] = Some(a),
@@ -248,58 +219,105 @@ async fn run(
                 &sources.hosts,
                 &addresses,
             );
-            (0..templates.specs().len())
-                .map(|i| templates.render(i, &context))
+            (0..prepared.templates.specs().len())
+                .map(|i| prepared.templates.render(i, &context))
                 .collect()
         };
-        let mut written = false;
-        for (spec, text) in templates.specs().iter().zip(rendered) {
-            let text = match text {
-                Ok(t) => t,
-                Err(why) => {
-                    warnings.warn(&format!(
-                        "render: {} not rendered (the last good {} is kept): {why}",
-                        spec.template.display(),
-                        spec.dest.display()
-                    ));
-                    continue;
-                }
-            };
-            let dest = spec.dest.clone();
-            let done =
-                tokio::task::spawn_blocking(move || write::write_if_changed(&dest, &text)).await;
-            match done {
-                Ok(Ok(true)) => {
-                    tracing::info!(dest = %spec.dest.display(), "rendered");
-                    written = true;
-                }
-                Ok(Ok(false)) => {}
-                Ok(Err(e)) => warnings.warn(&format!(
-                    "render: cannot write {}: {e}",
-                    spec.dest.display()
-                )),
-                Err(e) => warnings.warn(&format!(
-                    "render: the write of {} failed: {e}",
-                    spec.dest.display()
-                )),
-            }
-        }
-        if let Some(argv) = &notify
+        let written = write_all(prepared.templates.specs(), rendered, warnings).await;
+        if let Some(argv) = &prepared.notify
             && (written || notify_owed)
         {
-            let ran = notify::run(argv, None).await;
-            let line = format!(
-                "render: notify `{}`: {}",
-                shell_words::join(argv),
-                ran.describe()
-            );
-            if ran.succeeded() {
-                notify_owed = false;
-                warnings.note(&line);
-            } else {
-                notify_owed = true;
-                warnings.warn(&format!("{line} (run again after the next change)"));
-            }
+            notify_owed = !notify(argv, warnings).await;
         }
+    }
+}
+
+/// Waits for a change (once every one of `count` sources is synced), then
+/// for its burst to end.
+async fn burst(shared: &Mutex<Shared>, wake: &Notify, debounce: &mut Debounce, count: usize) {
+    loop {
+        let changed = {
+            let mut s = lock(shared);
+            let changed = s.changed && s.synced.len() >= count;
+            if changed {
+                s.changed = false;
+            }
+            changed
+        };
+        if changed {
+            debounce.change(tokio::time::Instant::now());
+        }
+        match debounce.due() {
+            Some(due) => {
+                tokio::select! {
+                    () = wake.notified() => {}
+                    () = tokio::time::sleep_until(due) => break,
+                }
+            }
+            None => wake.notified().await,
+        }
+    }
+    debounce.done();
+}
+
+/// Writes each rendered text where it changed (off the runtime's
+/// thread); a render error keeps the last good file: `true` when a file
+/// was written.
+async fn write_all(
+    specs: &[Spec],
+    rendered: Vec<Result<String, String>>,
+    warnings: Warnings,
+) -> bool {
+    let mut written = false;
+    for (spec, text) in specs.iter().zip(rendered) {
+        let text = match text {
+            Ok(t) => t,
+            Err(why) => {
+                warnings.warn(&format!(
+                    "render: {} not rendered (the last good {} is kept): {why}",
+                    spec.template.display(),
+                    spec.dest.display()
+                ));
+                continue;
+            }
+        };
+        let dest = spec.dest.clone();
+        // The binary may spawn; the library crates never do.
+        #[allow(clippy::disallowed_methods)]
+        let done = tokio::task::spawn_blocking(move || write::write_if_changed(&dest, &text)).await;
+        match done {
+            Ok(Ok(true)) => {
+                tracing::info!(dest = %spec.dest.display(), "rendered");
+                written = true;
+            }
+            Ok(Ok(false)) => {}
+            Ok(Err(e)) => warnings.warn(&format!(
+                "render: cannot write {}: {e}",
+                spec.dest.display()
+            )),
+            Err(e) => warnings.warn(&format!(
+                "render: the write of {} failed: {e}",
+                spec.dest.display()
+            )),
+        }
+    }
+    written
+}
+
+/// Runs `--notify`'s `argv` and says how it went: `true` when it
+/// succeeded.
+async fn notify(argv: &[String], warnings: Warnings) -> bool {
+    let ran = notify::run(argv, None).await;
+    let line = format!(
+        "render: notify `{}`: {}",
+        shell_words::join(argv),
+        ran.describe()
+    );
+    if ran.succeeded() {
+        warnings.note(&line);
+        true
+    } else {
+        warnings.warn(&format!("{line} (run again after the next change)"));
+        false
     }
 }

@@ -3,6 +3,9 @@
 //! (Its queue's bound, 4096 events, and what it keeps beyond it are
 //! checked by `queue.rs`'s unit tests.)
 
+// The helpers read output on threads of their own (tests may spawn).
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use std::thread;

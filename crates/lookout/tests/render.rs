@@ -9,6 +9,9 @@
 //! tests of the machine; `lookout docker`'s restart behaviour is checked
 //! by `cli.rs`, and the render follows the same events).
 
+// The helpers read output on threads of their own (tests may spawn).
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use std::collections::BTreeSet;
@@ -148,33 +151,11 @@ impl Drop for VirtualHost {
     }
 }
 
-#[test]
-fn nginx_reaches_exactly_the_ready_containers_reloaded_once_per_change() {
-    let Some(_docker) = require_docker(false) else {
-        return;
-    };
-    let Some(_nginx) = require_nginx() else {
-        return;
-    };
-    let tmp = TempDir::new("render", "nginx");
-    let id = unique("render", "nginx");
-    let label = format!("lookout.render={id}");
-    let vhost = format!("{id}.test");
-    let upstream = id.replace('-', "_");
-    let (a, b, c) = (format!("{id}-a"), format!("{id}-b"), format!("{id}-c"));
-    let _containers = Containers(vec![a.clone(), b.clone(), c.clone()]);
-    let dest = PathBuf::from(std::env::var("LOOKOUT_NGINX_DIR").unwrap_or_else(|_| {
-        engines::nginx_dir()
-            .expect("the nginx folder")
-            .display()
-            .to_string()
-    }))
-    .join("conf.d")
-    .join(format!("{id}.conf"));
-    let _vhost = VirtualHost(dest.clone());
-    let template = tmp.0.join("vhost.conf.j2");
+/// The virtual host's template: an upstream of the ready containers'
+/// published 8080s, else a 503.
+fn write_template(template: &Path, vhost: &str, upstream: &str) {
     std::fs::write(
-        &template,
+        template,
         format!(
             "# {vhost}: rendered by lookout\n\
              {{% set ready = instances | selectattr(\"ready\") | list %}}\n\
@@ -200,9 +181,14 @@ fn nginx_reaches_exactly_the_ready_containers_reloaded_once_per_change() {
         ),
     )
     .expect("template written");
+}
+
+/// The notify command: counts the reloads (a copy of the file each, in
+/// `dir`), then reloads nginx.
+fn write_notify(dir: &Path, dest: &Path) -> PathBuf {
     // The notify command: counts the reloads (a copy of the file each), then
     // reloads nginx.
-    let notify = tmp.0.join("notify.sh");
+    let notify = dir.join("notify.sh");
     let reload = engines::nginx_command(&["-s", "reload"]).expect("nginx's command");
     let argv: Vec<String> = std::iter::once(reload.get_program())
         .chain(reload.get_args())
@@ -213,7 +199,7 @@ fn nginx_reaches_exactly_the_ready_containers_reloaded_once_per_change() {
         format!(
             "#!/bin/sh\nn=$(ls {dir}/reload-*.conf 2>/dev/null | wc -l)\n\
              cp {dest} {dir}/reload-$((n + 1)).conf\nexec {argv}\n",
-            dir = tmp.0.display(),
+            dir = dir.display(),
             dest = dest.display(),
             argv = argv.join(" "),
         ),
@@ -221,6 +207,67 @@ fn nginx_reaches_exactly_the_ready_containers_reloaded_once_per_change() {
     .expect("notify written");
     let chmod = Command::new("chmod").arg("755").arg(&notify).status();
     assert!(chmod.is_ok_and(|s| s.success()), "chmod the notify script");
+    notify
+}
+
+/// The test's virtual host file in the test nginx's `conf.d/`.
+fn vhost_file(id: &str) -> PathBuf {
+    let dir = std::env::var(engines::ENV_NGINX_DIR).map_or_else(
+        |_| engines::nginx_dir().expect("the nginx folder"),
+        PathBuf::from,
+    );
+    dir.join("conf.d").join(format!("{id}.conf"))
+}
+
+/// The reloads after each step (`counts`), and each reload's file (`all`):
+/// one reload per change, none for an unchanged file.
+fn check_reloads(counts: &[(&str, usize)], all: &[String], a: &str, b: &str) {
+    eprintln!("reloads after each step: {counts:?}");
+    for pair in all.windows(2) {
+        assert_ne!(pair[0], pair[1], "a reload for an unchanged file: {all:#?}");
+    }
+    let delta = |i: usize| counts[i].1 - counts[i - 1].1;
+    assert_eq!(counts[0].1, 1, "one reload for the first file");
+    assert!((1..=2).contains(&delta(1)), "{counts:?}");
+    assert_eq!(delta(2), 1, "a unhealthy: one reload: {counts:?}");
+    assert_eq!(delta(3), 1, "a recovered: one reload: {counts:?}");
+    assert_eq!(
+        delta(4),
+        1,
+        "both stopped in one burst: one reload: {counts:?}"
+    );
+    assert!((1..=2).contains(&delta(5)), "{counts:?}");
+    assert_eq!(delta(6), 0, "an unchanged file: no reload: {counts:?}");
+    assert_eq!(delta(7), 1, "removed: one reload: {counts:?}");
+    // What each reload's file said of the containers it routes to.
+    let last_ready = &all[all.len() - 2];
+    assert!(
+        last_ready.contains(&format!("# {a} on bridge"))
+            && last_ready.contains(&format!("# {b} on bridge")),
+        "{last_ready}"
+    );
+}
+
+#[test]
+fn nginx_reaches_exactly_the_ready_containers_reloaded_once_per_change() {
+    let Some(_docker) = require_docker(false) else {
+        return;
+    };
+    let Some(_nginx) = require_nginx() else {
+        return;
+    };
+    let tmp = TempDir::new("render", "nginx");
+    let id = unique("render", "nginx");
+    let label = format!("lookout.render={id}");
+    let vhost = format!("{id}.test");
+    let upstream = id.replace('-', "_");
+    let (a, b, c) = (format!("{id}-a"), format!("{id}-b"), format!("{id}-c"));
+    let _containers = Containers(vec![a.clone(), b.clone(), c.clone()]);
+    let dest = vhost_file(&id);
+    let _vhost = VirtualHost(dest.clone());
+    let template = tmp.0.join("vhost.conf.j2");
+    write_template(&template, &vhost, &upstream);
+    let notify = write_notify(&tmp.0, &dest);
     let render = format!("{}:{}", template.display(), dest.display());
     let notify_arg = notify.display().to_string();
     let mut lookout = Process::spawn(
@@ -290,31 +337,7 @@ fn nginx_reaches_exactly_the_ready_containers_reloaded_once_per_change() {
     until_reached(&vhost, &[], "all removed");
     counts.push(("all removed", reloads(&tmp.0).len()));
 
-    let all = reloads(&tmp.0);
-    eprintln!("reloads after each step: {counts:?}");
-    for pair in all.windows(2) {
-        assert_ne!(pair[0], pair[1], "a reload for an unchanged file: {all:#?}");
-    }
-    let delta = |i: usize| counts[i].1 - counts[i - 1].1;
-    assert_eq!(counts[0].1, 1, "one reload for the first file");
-    assert!((1..=2).contains(&delta(1)), "{counts:?}");
-    assert_eq!(delta(2), 1, "a unhealthy: one reload: {counts:?}");
-    assert_eq!(delta(3), 1, "a recovered: one reload: {counts:?}");
-    assert_eq!(
-        delta(4),
-        1,
-        "both stopped in one burst: one reload: {counts:?}"
-    );
-    assert!((1..=2).contains(&delta(5)), "{counts:?}");
-    assert_eq!(delta(6), 0, "an unchanged file: no reload: {counts:?}");
-    assert_eq!(delta(7), 1, "removed: one reload: {counts:?}");
-    // What each reload's file said of the containers it routes to.
-    let last_ready = &all[all.len() - 2];
-    assert!(
-        last_ready.contains(&format!("# {a} on bridge"))
-            && last_ready.contains(&format!("# {b} on bridge")),
-        "{last_ready}"
-    );
+    check_reloads(&counts, &reloads(&tmp.0), &a, &b);
     lookout.signal("TERM");
     assert_eq!(lookout.exit_within(Duration::from_secs(5)).code(), Some(0));
 }

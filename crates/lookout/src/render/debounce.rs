@@ -21,12 +21,11 @@ pub struct Wait {
 pub fn parse_wait(arg: &str) -> Result<Wait, String> {
     let duration =
         |s: &str| parse_duration(s).ok_or_else(|| format!("`{s}` is no duration (e.g. 500ms, 2s)"));
-    let (min, max) = match arg.split_once(':') {
-        Some((min, max)) => (duration(min)?, duration(max)?),
-        None => {
-            let min = duration(arg)?;
-            (min, min)
-        }
+    let (min, max) = if let Some((min, max)) = arg.split_once(':') {
+        (duration(min)?, duration(max)?)
+    } else {
+        let min = duration(arg)?;
+        (min, min)
     };
     if max < min {
         return Err(format!("MAX ({max:?}) is below MIN ({min:?})"));

@@ -62,7 +62,7 @@ impl Ran {
 /// Runs `argv` with `stdin` on its standard input, within
 /// [`COMMAND_TIMEOUT`].
 pub async fn run(argv: &[String], stdin: Option<&[u8]>) -> Ran {
-    let Some((program, args)) = argv.split_first() else {
+    let Some((program, rest)) = argv.split_first() else {
         return Ran {
             status: None,
             said: "did not run: an empty command".to_owned(),
@@ -70,7 +70,7 @@ pub async fn run(argv: &[String], stdin: Option<&[u8]>) -> Ran {
     };
     let mut command = Command::new(program);
     command
-        .args(args)
+        .args(rest)
         .stdin(if stdin.is_some() {
             Stdio::piped()
         } else {

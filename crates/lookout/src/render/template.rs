@@ -4,6 +4,7 @@
 //! column); an error while rendering (a value of the wrong type, an unknown
 //! function) costs that render only.
 
+use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
 use minijinja::Environment;
@@ -120,11 +121,11 @@ fn describe(e: &minijinja::Error) -> String {
         .detail()
         .map_or_else(|| e.kind().to_string(), str::to_owned);
     if let Some(line) = e.line() {
-        s.push_str(&format!(" (line {line})"));
+        let _ = write!(s, " (line {line})");
     }
     let mut source = std::error::Error::source(e);
     while let Some(cause) = source {
-        s.push_str(&format!(": {cause}"));
+        let _ = write!(s, ": {cause}");
         source = cause.source();
     }
     s
