@@ -36,7 +36,7 @@ impl Also {
     /// does not parse ends the run before it watches.
     pub fn new(common: &Common) -> Result<Self, Exit> {
         Ok(Self {
-            render: render::Prepared::new(common)?,
+            render: render::Prepared::new(&common.renders, common.notify.as_deref(), common.wait)?,
             addressing: Vec::new(),
             exec: common
                 .exec

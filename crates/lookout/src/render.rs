@@ -31,7 +31,6 @@ use lookout_moby::{CompatDial, Objects};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
-use crate::cli::Common;
 use crate::exit::Exit;
 use crate::output::{Warnings, error_chain, source_in_id};
 use context::Instances;
@@ -70,14 +69,14 @@ pub struct Prepared {
 }
 
 impl Prepared {
-    /// `None` without `--render`; exit 2 when a template cannot be read or
-    /// parsed (with its line and column), a destination's folder is
-    /// missing, or `--notify` is no command.
-    pub fn new(common: &Common) -> Result<Option<Self>, Exit> {
-        if common.renders.is_empty() {
+    /// `None` without `--render` (`renders`); exit 2 when a template
+    /// cannot be read or parsed (with its line and column), a
+    /// destination's folder is missing, or `--notify` is no command.
+    pub fn new(renders: &[Spec], notify: Option<&str>, wait: Wait) -> Result<Option<Self>, Exit> {
+        if renders.is_empty() {
             return Ok(None);
         }
-        for spec in &common.renders {
+        for spec in renders {
             if !template::folder_exists(&spec.dest) {
                 return Err(Exit::Usage(format!(
                     "cannot render into {}: its folder does not exist",
@@ -85,17 +84,15 @@ impl Prepared {
                 )));
             }
         }
-        let templates = Templates::load(&common.renders).map_err(|e| Exit::Usage(e.to_string()))?;
-        let notify = common
-            .notify
-            .as_deref()
+        let templates = Templates::load(renders).map_err(|e| Exit::Usage(e.to_string()))?;
+        let notify = notify
             .map(notify::parse_command)
             .transpose()
             .map_err(|e| Exit::Usage(format!("--notify: {e}")))?;
         Ok(Some(Self {
             templates,
             notify,
-            wait: common.wait,
+            wait,
         }))
     }
 }
