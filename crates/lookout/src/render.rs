@@ -2,7 +2,7 @@
 //! MIN[:MAX]`: docker-gen's job. Every instance the run knows is kept
 //! ([`context`]); after a burst of changes ([`debounce`]) each template
 //! ([`template`]) is rendered and written where its text changed
-//! ([`write`]), then CMD runs ([`notify`]), once per burst.
+//! ([`write`](mod@write)), then CMD runs ([`notify`](mod@notify)), once per burst.
 //!
 //! The render runs on a task of its own, fed by the consume loop through a
 //! shared state (bounded by the instances, whatever the events' rate), so
