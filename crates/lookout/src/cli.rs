@@ -177,8 +177,9 @@ pub struct Common {
     pub renders: Vec<render::Spec>,
     /// With --render: run CMD once DEST changed (e.g. "nginx -s reload";
     /// split into words as a shell would, run without one: write sh -c
-    /// '...' for one). Its exit status and stderr are said on stderr; a
-    /// failure is retried after the next change.
+    /// '...' for one). Its exit status and stderr are said on stderr (its
+    /// stdout is dropped: lookout's carries events); a failure is retried
+    /// after the next change.
     #[arg(long, value_name = "CMD", requires = "renders")]
     pub notify: Option<String>,
     /// With --render: render MIN after the last change of a burst, at most
@@ -188,8 +189,8 @@ pub struct Common {
     pub wait: render::debounce::Wait,
     /// Run CMD for each event printed, one at a time and in order, the
     /// event's JSON line (as --json prints it) on its stdin (split into
-    /// words as a shell would, run without one). Its failures are said on
-    /// stderr. A slow CMD holds nothing up: beyond 4096 queued events, each
+    /// words as a shell would, run without one). Its failures and their
+    /// stderr are said on stderr; its stdout is dropped. A slow CMD holds nothing up: beyond 4096 queued events, each
     /// instance's latest event replaces its queued one (with a warning).
     #[arg(long, value_name = "CMD")]
     pub exec: Option<String>,
