@@ -11,8 +11,8 @@
 //!    advisories are not checked: their database cannot be fetched here)
 //! 5. `engines up all`: dockerd (and the two beside it), podman, a non-root
 //!    user's rootless podman, the test sshd, swarm, k8s, a 3-member etcd
-//!    cluster, and headless Chromium
-//!    (the `--serve` page's tests); any failure fails CI
+//!    cluster, headless Chromium (the `--serve` page's tests) and nginx on
+//!    127.0.0.1 (the `--render` tests); any failure fails CI
 //! 6. `cargo xtask image` (`image.rs`): the container image `lookout:latest`
 //!    in dockerd (a static musl build of lookout-cli on `scratch`), which
 //!    `crates/lookout/tests/image.rs` runs

@@ -10,8 +10,9 @@ use crate::engines;
 /// dockerd on 127.0.0.1 with `--tlsverify`, for the TLS docker context tests;
 /// podman-rootless, a non-root user's own Podman service, loads the image from
 /// docker too; etcd, a 3-member cluster on loopback from the k8s testbed's
-/// etcd binary; chromium, headless, for the `--serve` page's tests).
-pub const ALL: [&str; 10] = [
+/// etcd binary; chromium, headless, for the `--serve` page's tests; nginx,
+/// on 127.0.0.1, for the `--render` tests).
+pub const ALL: [&str; 11] = [
     "docker",
     "docker2",
     "docker-tls",
@@ -22,6 +23,7 @@ pub const ALL: [&str; 10] = [
     "k8s",
     "etcd",
     "chromium",
+    "nginx",
 ];
 
 pub fn run(args: &[String]) -> Result<(), String> {
@@ -59,7 +61,7 @@ fn select(names: &[String]) -> Result<Vec<&'static str>, String> {
         let known = ALL.iter().find(|a| **a == n.as_str()).ok_or_else(|| {
             format!(
                 "unknown engine {n:?} (docker, docker2, docker-tls, podman, podman-rootless, \
-                 sshd, swarm, k8s, etcd, chromium, all)"
+                 sshd, swarm, k8s, etcd, chromium, nginx, all)"
             )
         })?;
         if !out.contains(known) {
@@ -102,6 +104,7 @@ pub fn up(engines: &[&str]) -> Result<(), String> {
             "k8s" => engines::k8s_up().and_then(|()| engines::k8s_status().map(drop)),
             "etcd" => engines::etcd_up().and_then(|()| engines::etcd_leader().map(drop)),
             "chromium" => engines::chromium_up(),
+            "nginx" => engines::nginx_up().and_then(|()| engines::nginx_verify()),
             other => Err(format!("unknown engine {other:?}")),
         };
         result.map_err(|e| {
@@ -124,6 +127,7 @@ fn down(selected: &[&str]) -> Result<(), String> {
             "etcd" => engines::etcd_down(),
             // Nothing runs between tests: each starts (and ends) its own.
             "chromium" => Ok(()),
+            "nginx" => engines::nginx_down(),
             "swarm" => engines::swarm_down(),
             "podman" => engines::podman_down(),
             "podman-rootless" => engines::podman_rootless_down(),
@@ -184,6 +188,11 @@ fn status() {
     println!("swarm   {swarm}");
     let k8s = engines::k8s_status().unwrap_or_else(|e| e);
     println!("k8s     {}", k8s.lines().next().unwrap_or(""));
+    println!(
+        "nginx   {} {}",
+        engines::nginx_addr(),
+        engines::nginx_pid().map_or_else(|| "down".to_owned(), |p| format!("runs (pid {p})"))
+    );
     for line in engines::etcd_status().lines() {
         println!("etcd    {line}");
     }

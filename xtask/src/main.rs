@@ -44,7 +44,7 @@ commands:
   bench [--smoke]                      the full benches and their tables (machine and load noted)
   ci                                   fmt, clippy, structure, deny, engines up all, image, test, bench smoke, soak, fuzz, doc, release --dry-run
   demo                                 watch a demo container through its life and a dockerd restart
-  engines up   [ENGINE]...             start engines (docker, docker2, docker-tls, podman, sshd, swarm, k8s, etcd, chromium, all; default all)
+  engines up   [ENGINE]...             start engines (docker, docker2, docker-tls, podman, sshd, swarm, k8s, etcd, chromium, nginx, all; default all)
   engines down [ENGINE]...             stop engines (default all)
   engines status                       which engines answer
   engines env                          the test environment as `export` lines

@@ -5,8 +5,9 @@
 //! `ssh://` tests, a second dockerd on 127.0.0.1 with `--tlsverify` for the
 //! tests of a docker context with TLS material, another dockerd beside the
 //! main one for the tests of several engines in one stream, a non-root
-//! user's own rootless Podman service (the rootless socket rule's tests), and
-//! headless Chromium (the `--serve` page's tests).
+//! user's own rootless Podman service (the rootless socket rule's tests),
+//! headless Chromium (the `--serve` page's tests), and nginx on 127.0.0.1
+//! (the `--render` tests).
 //!
 //! A std-only crate: the end-to-end tests (`lookout-e2e`, as
 //! `lookout_e2e::engines`) and xtask (`cargo xtask engines up|down`, `cargo
@@ -26,6 +27,7 @@
 //! | `apt.log`, `image-build.log`, `k8s-build.log` | package installs, the test image build, the k8s testbed build |
 //! | `k8s/` | the k8s testbed: `kubeconfig`, `env`, `apiserver.log`, `etcd.log`, pid files |
 //! | `etcd/` | the etcd cluster: members `e1`..`e3` (data directories), `eN.log`, `eN.pid` |
+//! | `nginx/` | the test nginx: `nginx.conf`, `conf.d/` (the tests' rendered virtual hosts), `nginx.pid`, `logs/`, `tmp/` |
 //! | `NAME/` (e.g. `etcd-partition/`) | a test's private etcd cluster ([`EtcdCluster`]), the same files; wiped when it starts again |
 //!
 //! The test sshd is machine-wide, under `/var/lib/lookout-sshd` (keys,
@@ -48,6 +50,7 @@ mod docker2;
 mod docker_tls;
 mod etcd;
 mod k8s;
+mod nginx;
 mod packages;
 mod ping;
 mod podman;
@@ -80,6 +83,10 @@ pub use k8s::{
     k8s_build, k8s_compact, k8s_dir, k8s_down, k8s_kill_apiserver, k8s_kubeconfig,
     k8s_restart_apiserver, k8s_signal_apiserver, k8s_status, k8s_up, kstatus_binary,
     kubectl_binary,
+};
+pub use nginx::{
+    ENV_NGINX_ADDR, ENV_NGINX_DIR, NGINX_PORT, nginx_addr, nginx_command, nginx_dir, nginx_down,
+    nginx_pid, nginx_up, nginx_verify,
 };
 pub use packages::{ensure_debian, ensure_packages};
 pub use ping::ping;
@@ -225,6 +232,11 @@ pub fn env_vars() -> Vec<(String, String)> {
         (ENV_KUBECONFIG, kubeconfig.clone()),
         ("KUBECONFIG", kubeconfig),
         (ENV_ETCD_ENDPOINTS, etcd_endpoints()),
+        (ENV_NGINX_ADDR, nginx_addr()),
+        (
+            ENV_NGINX_DIR,
+            nginx_dir().map_or_else(|_| String::new(), |d| d.display().to_string()),
+        ),
         (ENV_ENGINES, "1".to_owned()),
     ];
     for (k, v) in ours {

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::{publish, serve};
+use crate::{publish, render, serve};
 
 /// Watch containers, services and workloads start, stop, appear and vanish —
 /// across engine restarts, without losing or repeating a transition.
@@ -163,6 +163,37 @@ pub struct Common {
     /// again with the certificate.
     #[arg(long, value_name = "PATH", requires = "serve_cert")]
     pub serve_client_ca: Option<PathBuf>,
+    /// Render TEMPLATE (minijinja: Jinja2's syntax) into DEST after each
+    /// burst of changes (see --wait), writing DEST (a temporary file in its
+    /// folder, renamed; its mode kept) only when its text changed. The
+    /// template sees `instances`, sorted by id, each with id, provider,
+    /// host, labels, running, ready (null without --readiness), stopping,
+    /// outcome, exit_code, message, uid, since and, of Docker and Podman,
+    /// networks (name -> {ip}) and ports ([{port, protocol, published}];
+    /// Swarm: a service's ports). Repeatable. A template that does not
+    /// parse exits 2 (with its line and column); one that fails to render
+    /// keeps the last good DEST, with a warning.
+    #[arg(long = "render", value_name = "TEMPLATE:DEST", value_parser = render::parse_spec)]
+    pub renders: Vec<render::Spec>,
+    /// With --render: run CMD once DEST changed (e.g. "nginx -s reload";
+    /// split into words as a shell would, run without one: write sh -c
+    /// '...' for one). Its exit status and stderr are said on stderr (its
+    /// stdout is dropped: lookout's carries events); a failure is retried
+    /// after the next change.
+    #[arg(long, value_name = "CMD", requires = "renders")]
+    pub notify: Option<String>,
+    /// With --render: render MIN after the last change of a burst, at most
+    /// MAX after its first (docker-gen's -wait), e.g. 500ms:2s.
+    #[arg(long, value_name = "MIN[:MAX]", default_value = "500ms:2s",
+          value_parser = render::parse_wait)]
+    pub wait: render::debounce::Wait,
+    /// Run CMD for each event printed, one at a time and in order, the
+    /// event's JSON line (as --json prints it) on its stdin (split into
+    /// words as a shell would, run without one). Its failures and their
+    /// stderr are said on stderr; its stdout is dropped. A slow CMD holds nothing up: beyond 4096 queued events, each
+    /// instance's latest event replaces its queued one (with a warning).
+    #[arg(long, value_name = "CMD")]
+    pub exec: Option<String>,
 }
 
 impl Common {

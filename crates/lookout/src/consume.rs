@@ -1,6 +1,6 @@
 //! The one consume loop of every run: what the sources yield, printed
-//! (events on stdout, statuses on stderr) and, when publishing, published,
-//! until SIGTERM or Ctrl-C.
+//! (events on stdout, statuses on stderr) and handed to the run's other
+//! [`Feeds`] (published, rendered, exec'd), until SIGTERM or Ctrl-C.
 
 use std::io;
 use std::pin::pin;
@@ -9,9 +9,11 @@ use lookout_core::{Item, Origin};
 use lookout_etcd::PublisherStatus;
 use tokio_stream::{Stream, StreamExt};
 
+use crate::exec::Exec;
 use crate::exit::Exit;
 use crate::output::{Printer, write_line};
 use crate::publish;
+use crate::render::Rendering;
 
 /// What a run prints: an item of a source, or a source's publisher status
 /// (`lookout etcd`).
@@ -25,43 +27,65 @@ pub enum Printed {
     Publisher(PublisherStatus),
 }
 
-/// A publishing run's publisher.
-pub struct Publishing {
-    pub running: publish::Running,
-    /// Print the first snapshot (the publisher always gets it).
+/// Where a run's items go besides stdout and stderr, each on a task of its
+/// own (none waits for them).
+#[derive(Default)]
+pub struct Feeds {
+    /// `--publish`: every event and status (the first snapshot included).
+    pub publishing: Option<publish::Running>,
+    /// `--render`: every event (the first snapshot included) and status.
+    pub rendering: Option<Rendering>,
+    /// `--exec`: each event printed.
+    pub exec: Option<Exec>,
+    /// Print (and exec) the first snapshot's events (`--initial`); the
+    /// publisher and the render get them whatever it says.
     pub print_initial: bool,
 }
 
-/// Prints what `stream` yields (and publishes it), until SIGTERM or Ctrl-C.
+/// Prints what `stream` yields (and feeds it to `feeds`), until SIGTERM or
+/// Ctrl-C.
 pub async fn consume(
     printer: &Printer,
     mut stream: impl Stream<Item = Printed> + Unpin,
-    publishing: Option<Publishing>,
+    feeds: Feeds,
 ) -> Result<(), Exit> {
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| Exit::Failure(format!("cannot listen for SIGTERM: {e}")))?;
     let mut ctrl_c = pin!(tokio::signal::ctrl_c());
     loop {
         tokio::select! {
-            _ = &mut ctrl_c => return stop(publishing).await,
-            _ = sigterm.recv() => return stop(publishing).await,
+            _ = &mut ctrl_c => return stop(feeds).await,
+            _ = sigterm.recv() => return stop(feeds).await,
             item = stream.next() => match item {
                 Some(Printed::Publisher(p)) => {
                     let line = printer.publisher_line(&p);
                     let _ = blocking_write(|| write_line(&mut io::stderr().lock(), &line));
                 }
                 Some(Printed::Item { source, item: Item::Event(e) }) => {
-                    if let Some(p) = &publishing {
-                        p.running.event(&e);
-                        if e.origin == Origin::Initial && !p.print_initial {
-                            continue;
-                        }
+                    if let Some(p) = &feeds.publishing {
+                        p.event(&e);
+                    }
+                    if let Some(r) = &feeds.rendering {
+                        r.event(source, &e);
+                    }
+                    if e.origin == Origin::Initial && !feeds.print_initial {
+                        continue;
+                    }
+                    if let Some(x) = &feeds.exec {
+                        let instance = match source {
+                            Some(i) => format!("{i}/{}", e.id.as_str()),
+                            None => e.id.as_str().to_owned(),
+                        };
+                        x.event(instance, printer.event_json(source, &e));
                     }
                     print_event(&printer.event_line(source, &e))?;
                 }
                 Some(Printed::Item { source, item: Item::Status(s) }) => {
-                    if let Some(p) = &publishing {
-                        p.running.status(&s);
+                    if let Some(p) = &feeds.publishing {
+                        p.status(&s);
+                    }
+                    if let Some(r) = &feeds.rendering {
+                        r.status(source, &s);
                     }
                     // A closed stderr is no reason to stop delivering events.
                     let line = printer.status_line(source, &s);
@@ -75,10 +99,11 @@ pub async fn consume(
     }
 }
 
-/// At SIGTERM or Ctrl-C: the publisher writes what is queued.
-async fn stop(publishing: Option<Publishing>) -> Result<(), Exit> {
-    match publishing {
-        Some(p) => p.running.stop().await,
+/// At SIGTERM or Ctrl-C: the publisher writes what is queued (the render
+/// and `--exec` stop where they are).
+async fn stop(feeds: Feeds) -> Result<(), Exit> {
+    match feeds.publishing {
+        Some(p) => p.stop().await,
         None => Ok(()),
     }
 }

@@ -10,6 +10,7 @@ use lookout_moby::Objects;
 
 use crate::cli::{Engine, EngineArgs};
 use crate::exit::Exit;
+use crate::mode::Also;
 use crate::output::Warnings;
 use crate::{mode, serve};
 
@@ -31,10 +32,12 @@ pub async fn run(engine: Engine, serve: Option<serve::Prepared>) -> Result<(), E
         Engine::Podman(a) => compat("podman", &lookout_podman::MAPPING, &a, serve).await,
         Engine::Swarm(a) => compat("swarm", &lookout_swarm::SERVICES, &a, serve).await,
         Engine::K8s(a) => {
+            let also = Also::new(&a.common)?;
             let sources = k8s::sources(&a).await?;
-            mode::run("k8s", sources, &a.common, &a.publish, serve).await
+            mode::run("k8s", sources, &a.common, &a.publish, serve, also).await
         }
         Engine::Etcd(a) => {
+            let also = Also::new(&a.common)?;
             let (config, at) = etcd::config(&a)?;
             let warnings = Warnings::new(a.common.json);
             // Nothing under the prefix at all is likely a prefix misspelt:
@@ -42,7 +45,7 @@ pub async fn run(engine: Engine, serve: Option<serve::Prepared>) -> Result<(), E
             // same). The binary may spawn; the library crates never do.
             #[allow(clippy::disallowed_methods)]
             let _check = tokio::spawn(etcd::warn_if_empty(config.clone(), warnings));
-            mode::etcd(config, at, &a.common, serve).await
+            mode::etcd(config, at, &a.common, serve, also).await
         }
     }
 }
@@ -54,6 +57,7 @@ async fn compat<O: Objects>(
     a: &EngineArgs,
     serve: Option<serve::Prepared>,
 ) -> Result<(), Exit> {
-    let sources = moby::sources(objects, a)?;
-    mode::run(provider, sources, &a.common, &a.publish, serve).await
+    let mut also = Also::new(&a.common)?;
+    let sources = moby::sources(objects, a, &mut also.addressing)?;
+    mode::run(provider, sources, &a.common, &a.publish, serve, also).await
 }

@@ -7,7 +7,9 @@
 //!
 //! This file only starts: the flags ([`cli`]), the log, `--serve`'s socket
 //! and the runtime, then the run ([`engine`]: the sources of each engine
-//! family; [`mode`]: print, publish or serve; [`consume`]: the one loop).
+//! family; [`mode`]: print, publish or serve, each with or without
+//! [`render`] (`--render`, `--notify`, `--wait`) and [`exec`] (`--exec`,
+//! over [`queue`]); [`consume`]: the one loop).
 //! The other subcommands need no engine: [`manual`] (completions, man page)
 //! and [`probe`] (a health check).
 //! Whatever ends a run early is an [`Exit`], its exit code and message.
@@ -16,6 +18,7 @@ mod cli;
 mod consume;
 mod duration;
 mod engine;
+mod exec;
 mod exit;
 mod log;
 mod manual;
@@ -23,6 +26,8 @@ mod mode;
 mod output;
 mod probe;
 mod publish;
+mod queue;
+mod render;
 mod serve;
 mod sources;
 

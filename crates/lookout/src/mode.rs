@@ -1,7 +1,8 @@
 //! The one choice of how a run goes, for one source or several: print
 //! (stdout and stderr), publish (print, and write each transition to etcd)
-//! or serve (print, and share a hub per engine with HTTP clients). Every
-//! mode ends in the one loop of [`consume`](crate::consume).
+//! or serve (print, and share a hub per engine with HTTP clients); each of
+//! them with `--render` and `--exec` ([`Also`]) or without. Every mode
+//! ends in the one loop of [`consume`](crate::consume).
 
 use std::io;
 use std::sync::Arc;
@@ -11,12 +12,75 @@ use lookout_etcd::{EtcdConfig, EtcdItem, PublisherChanges, Publishers};
 use tokio_stream::{Stream, StreamExt};
 
 use crate::cli::{Common, PublishArgs};
-use crate::consume::{Printed, Publishing, consume};
+use crate::consume::{Feeds, Printed, consume};
+use crate::exec::Exec;
 use crate::exit::Exit;
 use crate::output::{self, Printer, Warnings, write_line};
+use crate::render::{self, Addressing, Rendering};
 use crate::serve::EngineHub;
 use crate::sources::{Label, Location, Sources};
 use crate::{publish, serve};
+
+/// What a run does besides printing, publishing or serving: `--render`
+/// (its templates parsed; each source's lister, in order, of an engine
+/// that has one) and `--exec` (its argv).
+#[derive(Default)]
+pub struct Also {
+    pub render: Option<render::Prepared>,
+    pub addressing: Vec<Arc<dyn Addressing>>,
+    pub exec: Option<Vec<String>>,
+}
+
+impl Also {
+    /// `--render`'s and `--exec`'s flags, checked (exit 2): a template that
+    /// does not parse ends the run before it watches.
+    pub fn new(common: &Common) -> Result<Self, Exit> {
+        Ok(Self {
+            render: render::Prepared::new(&common.renders, common.notify.as_deref(), common.wait)?,
+            addressing: Vec::new(),
+            exec: common
+                .exec
+                .as_deref()
+                .map(Exec::parse)
+                .transpose()
+                .map_err(Exit::Usage)?,
+        })
+    }
+
+    /// Whether the first snapshot is wanted (the render's first file).
+    pub fn wants_initial(&self) -> bool {
+        self.render.is_some()
+    }
+
+    /// The feeds of a run printed by `printer` (its sources' `hosts`, in
+    /// order), with `publishing`.
+    fn feeds(
+        self,
+        printer: &Printer,
+        common: &Common,
+        hosts: Vec<Option<String>>,
+        publishing: Option<publish::Running>,
+    ) -> Feeds {
+        let rendering = self.render.map(|prepared| {
+            Rendering::start(
+                prepared,
+                render::Sources {
+                    provider: printer.provider(),
+                    readiness: common.readiness,
+                    hosts,
+                    addressing: self.addressing,
+                },
+                printer.warnings(),
+            )
+        });
+        Feeds {
+            publishing,
+            rendering,
+            exec: self.exec.map(|argv| Exec::start(argv, printer.warnings())),
+            print_initial: common.initial,
+        }
+    }
+}
 
 /// Runs `sources` of `provider` (not etcd: [`etcd`]) as the flags say.
 pub async fn run<D: Dial>(
@@ -25,9 +89,11 @@ pub async fn run<D: Dial>(
     common: &Common,
     publish: &PublishArgs,
     serve: Option<serve::Prepared>,
+    also: Also,
 ) -> Result<(), Exit> {
     match sources {
         Sources::One { watch, at } => {
+            let hosts = vec![at.as_ref().map(|l| l.host.clone())];
             let printer = Printer::new(provider, common.json).one(at);
             if let Some(target) = &publish.publish {
                 if serve.is_some() {
@@ -38,17 +104,21 @@ pub async fn run<D: Dial>(
                 let publisher = publisher(provider, target, publish, printer.warnings()).await?;
                 // On a task of its own: the feed is read and printed whatever
                 // etcd does.
-                let publishing = Publishing {
-                    running: publish::Running::start(publisher),
-                    print_initial: common.initial,
-                };
-                return consume(&printer, watch.map(one), Some(publishing)).await;
+                let running = publish::Running::start(publisher);
+                let feeds = also.feeds(&printer, common, hosts, Some(running));
+                return consume(&printer, watch.map(one), feeds).await;
             }
+            let wants_initial = also.wants_initial();
+            let feeds = also.feeds(&printer, common, hosts, None);
             let Some(prepared) = serve else {
-                return consume(&printer, watch.map(one), None).await;
+                return consume(&printer, watch.map(one), feeds).await;
             };
             let hub = EngineHub::share(watch, None, hub_config(common));
-            serve_hubs(vec![hub], None, &printer, common, prepared).await
+            let stdout = Stdout {
+                feeds,
+                initial: common.initial || wants_initial,
+            };
+            serve_hubs(vec![hub], None, &printer, stdout, prepared, common).await
         }
         Sources::Several(watches) => {
             let labels: Vec<Label> = watches
@@ -58,7 +128,10 @@ pub async fn run<D: Dial>(
                     at: w.at.clone(),
                 })
                 .collect();
+            let hosts = labels.iter().map(|l| Some(l.name.clone())).collect();
             let printer = Printer::new(provider, common.json).several(labels);
+            let wants_initial = also.wants_initial();
+            let feeds = also.feeds(&printer, common, hosts, None);
             if let Some(prepared) = serve {
                 // A hub each (its metrics say its host), served together.
                 let hubs = watches
@@ -68,7 +141,11 @@ pub async fn run<D: Dial>(
                         EngineHub::share(w.watch, Some(Arc::from(w.name.as_str())), config)
                     })
                     .collect();
-                return serve_hubs(hubs, None, &printer, common, prepared).await;
+                let stdout = Stdout {
+                    feeds,
+                    initial: common.initial || wants_initial,
+                };
+                return serve_hubs(hubs, None, &printer, stdout, prepared, common).await;
             }
             let mut merge = Merge::new();
             for w in watches {
@@ -80,7 +157,7 @@ pub async fn run<D: Dial>(
                 source: Some(s.source.index()),
                 item: s.item,
             });
-            consume(&printer, stream, None).await
+            consume(&printer, stream, feeds).await
         }
     }
 }
@@ -93,15 +170,23 @@ pub async fn etcd(
     at: Location,
     common: &Common,
     serve: Option<serve::Prepared>,
+    also: Also,
 ) -> Result<(), Exit> {
+    let hosts = vec![Some(at.host.clone())];
     let printer = Printer::new("etcd", common.json).one(Some(at));
+    let wants_initial = also.wants_initial();
+    let feeds = also.feeds(&printer, common, hosts, None);
     if let Some(prepared) = serve {
         // The hub shares instances and the watch's statuses; the
         // publishers' are read beside it, as the hub drives the watch.
         let (watch, publishers) = lookout_etcd::watch_and_publishers(config)
             .map_err(|e| Exit::usage("invalid configuration", &e))?;
         let hubs = vec![EngineHub::share(watch, None, hub_config(common))];
-        return serve_hubs(hubs, Some(publishers), &printer, common, prepared).await;
+        let stdout = Stdout {
+            feeds,
+            initial: common.initial || wants_initial,
+        };
+        return serve_hubs(hubs, Some(publishers), &printer, stdout, prepared, common).await;
     }
     // Each source's publisher status on stderr, in order with the events.
     let watch = lookout_etcd::watch_with_publishers(config)
@@ -110,7 +195,14 @@ pub async fn etcd(
         EtcdItem::Item(item) => one(item),
         EtcdItem::Publisher(p) => Printed::Publisher(p),
     });
-    consume(&printer, stream, None).await
+    consume(&printer, stream, feeds).await
+}
+
+/// What a served run's stdout subscription feeds, and whether it starts
+/// with the first snapshot (`--initial`, or the render's).
+struct Stdout {
+    feeds: Feeds,
+    initial: bool,
 }
 
 /// A served engine's hub: `--serve-queue` items.
@@ -161,8 +253,9 @@ async fn serve_hubs(
     hubs: Vec<EngineHub>,
     publishers: Option<Publishers>,
     printer: &Printer,
-    common: &Common,
+    stdout: Stdout,
     prepared: serve::Prepared,
+    common: &Common,
 ) -> Result<(), Exit> {
     let addr = prepared.addr();
     let tls = prepared.is_tls();
@@ -190,7 +283,8 @@ async fn serve_hubs(
     let drivers: Vec<_> = hubs.iter().map(|e| tokio::spawn(e.hub.run())).collect();
     // Stdout is one more subscription (of each hub): the same lines as
     // without --serve.
-    let start = if common.initial {
+    let Stdout { feeds, initial } = stdout;
+    let start = if initial {
         Start::Initial
     } else {
         Start::Baseline
@@ -206,9 +300,9 @@ async fn serve_hubs(
             items: hub.subscribe(start),
             publishers: publishers.changes(),
         };
-        consume(printer, stdout, None).await
+        consume(printer, stdout, feeds).await
     } else if let Some(hub) = single {
-        consume(printer, hub.subscribe(start).map(one), None).await
+        consume(printer, hub.subscribe(start).map(one), feeds).await
     } else {
         let mut merge = Merge::new();
         for e in &hubs {
@@ -221,7 +315,7 @@ async fn serve_hubs(
             source: Some(s.source.index()),
             item: s.item,
         });
-        consume(printer, stdout, None).await
+        consume(printer, stdout, feeds).await
     };
     server.shutdown().await;
     for driver in drivers {

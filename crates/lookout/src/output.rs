@@ -89,6 +89,20 @@ impl Printer {
         }
     }
 
+    /// An event's line as `--json` prints it, whatever this run prints
+    /// (`--exec`'s stdin).
+    pub fn event_json(&self, source: Option<usize>, e: &InstanceEvent) -> String {
+        let json = Format {
+            json: true,
+            color: false,
+        };
+        let host = self.label(source).map(|s| s.name.as_str());
+        match (host, source_in_id(self.provider, e)) {
+            (None, Some((host, e))) => event_line_of(Some(host), self.provider, &e, json),
+            _ => event_line_of(host, self.provider, e, json),
+        }
+    }
+
     /// A status line; `connected` with where the engine is.
     pub fn status_line(&self, source: Option<usize>, s: &Status) -> String {
         let of = self.label(source);
@@ -411,6 +425,17 @@ impl Warnings {
     /// A warning: [`warning_line`].
     pub fn warn(self, warning: &str) {
         say(&warning_line(warning, self.json));
+    }
+
+    /// A note, not a warning (what a `--notify` command did): `lookout:
+    /// …`, or `{"note":…}` with `--json`.
+    pub fn note(self, what: &str) {
+        tracing::info!("{what}");
+        if self.json {
+            say(&serde_json::json!({ "note": what }).to_string());
+        } else {
+            say(&format!("lookout: {what}"));
+        }
     }
 
     /// A warning of the publisher (`--publish`), also in the log:

@@ -114,6 +114,10 @@
 //!   [`Mapping`]'s [`KnownObjects`].
 //! - **The `/events` decoder without I/O** ([`protocol`]): for a program
 //!   that reads the body itself, and lookout's fuzz harnesses.
+//! - **Where the objects are** ([`CompatDial::addresses`], decoded by
+//!   [`protocol::addresses`]): a container's networks and ports, a Swarm
+//!   service's ports, from one more list on a connection of its own; for a
+//!   config renderer (`lookout --render`), never asked by the watch.
 //!
 //! # Stability
 //!
@@ -121,8 +125,10 @@
 //! through the constructors): [`CompatError`] and [`ConfigError`] (and
 //! their variants with fields), [`Host`] (and `Host::Tcp`), [`Origin`]
 //! (and its variants with fields), [`Selected`], [`Endpoint`],
-//! [`SshTarget`], [`History`], [`ReadinessFrom`], [`Decision`] and
-//! [`protocol::Inspection`]. [`Config`], [`Mapping`], [`HealthTable`] and
+//! [`SshTarget`], [`History`], [`ReadinessFrom`], [`Decision`],
+//! [`protocol::Inspection`] and the addresses' types
+//! ([`protocol::addresses::Addresses`], `Network`, `Port`: read, not
+//! built, outside this crate). [`Config`], [`Mapping`], [`HealthTable`] and
 //! [`Discovery`] have private fields and builder methods; [`Cursor`],
 //! [`Event`] and [`CompatDial`] private fields and constructors.
 //! [`ApiVersion`] (`MAJOR.MINOR`) and [`protocol::FeedOutput`] are
@@ -165,6 +171,7 @@
 #![deny(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod addresses;
 mod api;
 mod compat_dial;
 mod config;

@@ -20,7 +20,11 @@
 //! unit-tested on bytes. Only the items above are public here; the tables'
 //! types ([`Objects`](crate::Objects), [`Event`](crate::Event),
 //! [`Cursor`](crate::Cursor), …) are at the crate's root.
+//!
+//! Beside the feed, [`addresses`] reads where each object of a list can be
+//! reached (networks, ports), for [`CompatDial::addresses`](crate::CompatDial::addresses).
 
+pub mod addresses;
 pub(crate) mod containers;
 pub(crate) mod cursor;
 pub(crate) mod event;

@@ -17,7 +17,9 @@ pub fn config(a: &EtcdArgs) -> Result<(EtcdConfig, Location), Exit> {
         .prefix(publish::prefix_words(&a.prefix))
         .sources(&a.sources)
         .readiness(a.common.readiness)
-        .watch_config(EtcdConfig::default_watch().initial(a.common.initial));
+        .watch_config(
+            EtcdConfig::default_watch().initial(a.common.initial || !a.common.renders.is_empty()),
+        );
     if let (Some(user), Some(file)) = (&a.user, &a.password_file) {
         let credentials = Credentials::from_file(user.as_str(), file)
             .map_err(|e| Exit::usage("invalid configuration", &e))?;

@@ -29,9 +29,9 @@ pub async fn sources(a: &K8sArgs) -> Result<Sources<K8sDial>, Exit> {
             .kinds(kinds.iter().cloned())
             // No periodic or lag relist: the watch protocol resumes
             // from its resourceVersion and says when it cannot (410).
-            .watch_config(
-                K8sConfig::default_watch().initial(a.common.initial || a.publish.publish.is_some()),
-            )
+            .watch_config(K8sConfig::default_watch().initial(
+                a.common.initial || a.publish.publish.is_some() || !a.common.renders.is_empty(),
+            ))
             .readiness(a.common.readiness);
         if let Some(path) = &a.kubeconfig {
             c = c.kubeconfig(path.clone());

@@ -2,6 +2,8 @@
 //! `--context` and `--connection`, each at the endpoint its CLI would use
 //! (resolved once, here).
 
+use std::sync::Arc;
+
 use lookout_core::{Labels, WatchConfig};
 use lookout_moby::{CompatDial, Objects};
 
@@ -11,10 +13,12 @@ use crate::output::Warnings;
 use crate::sources::{Location, NamedWatch, Sources};
 
 /// The watches `a` names: one engine (as its CLI finds it, or named once),
-/// or several.
+/// or several; with `--render`, beside each, a dial of its own to list
+/// where its objects are (`addressing`, in the same order).
 pub fn sources<O: Objects>(
     objects: &'static O,
     a: &EngineArgs,
+    addressing: &mut Vec<Arc<dyn crate::render::Addressing>>,
 ) -> Result<Sources<CompatDial<O>>, Exit> {
     let named = a.sources().map_err(Exit::Usage)?;
     if named.len() > 1 {
@@ -23,12 +27,15 @@ pub fn sources<O: Objects>(
                 "--publish takes one engine (a source each: one run each)".to_owned(),
             ));
         }
-        return several(objects, a, &named);
+        return several(objects, a, &named, addressing);
     }
     let endpoint =
         resolve(objects, named.first()).map_err(|e| Exit::usage("cannot find the engine", &e))?;
     warn_unverified(None, &endpoint, Warnings::new(a.common.json));
     let at = location(&endpoint);
+    if !a.common.renders.is_empty() {
+        addressing.push(lister(objects, a, endpoint.clone())?);
+    }
     let watch = lookout_moby::watch_at(objects, endpoint, compat_config(a))
         .map_err(|e| Exit::usage("invalid configuration", &e))?;
     Ok(Sources::One {
@@ -42,6 +49,7 @@ fn several<O: Objects>(
     objects: &'static O,
     a: &EngineArgs,
     named: &[Named],
+    addressing: &mut Vec<Arc<dyn crate::render::Addressing>>,
 ) -> Result<Sources<CompatDial<O>>, Exit> {
     let mut watches = Vec::with_capacity(named.len());
     for source in named {
@@ -50,6 +58,9 @@ fn several<O: Objects>(
             .map_err(|e| Exit::usage(&format!("cannot find the engine `{name}`"), &e))?;
         warn_unverified(Some(name), &endpoint, Warnings::new(a.common.json));
         let at = location(&endpoint);
+        if !a.common.renders.is_empty() {
+            addressing.push(lister(objects, a, endpoint.clone())?);
+        }
         let watch = lookout_moby::watch_at(objects, endpoint, compat_config(a))
             .map_err(|e| Exit::usage(&format!("invalid configuration of `{name}`"), &e))?;
         watches.push(NamedWatch {
@@ -59,6 +70,19 @@ fn several<O: Objects>(
         });
     }
     Ok(Sources::Several(watches))
+}
+
+/// `--render`'s lister of the objects at `endpoint` (the watch's labels):
+/// a dial that is never dialled, only asked for its list.
+fn lister<O: Objects>(
+    objects: &'static O,
+    a: &EngineArgs,
+    endpoint: lookout_moby::Endpoint,
+) -> Result<Arc<dyn crate::render::Addressing>, Exit> {
+    let labels: Labels = a.labels.iter().cloned().collect();
+    let dial = CompatDial::with_endpoint(objects, endpoint, labels)
+        .map_err(|e| Exit::usage("invalid configuration", &e))?;
+    Ok(Arc::new(dial))
 }
 
 /// Where `endpoint` is and where that came from.
@@ -103,12 +127,15 @@ fn compat_config(a: &EngineArgs) -> lookout_moby::Config {
     // The host and the context are the endpoint's (see `sources`).
     lookout_moby::Config::default()
         .labels(labels)
-        .watch_config(watch_config(&a.common, a.publish.publish.is_some()))
+        .watch_config(watch_config(
+            &a.common,
+            a.publish.publish.is_some() || !a.common.renders.is_empty(),
+        ))
         .readiness(a.common.readiness)
 }
 
 /// The first snapshot is told when asked, and always to a publisher (its
-/// baseline's comparison).
-fn watch_config(common: &Common, publish: bool) -> WatchConfig {
-    WatchConfig::default().initial(common.initial || publish)
+/// baseline's comparison) and a render (its first file): `feed`.
+fn watch_config(common: &Common, feed: bool) -> WatchConfig {
+    WatchConfig::default().initial(common.initial || feed)
 }

@@ -530,7 +530,7 @@ pub(crate) fn has_check(object: &Value, health: Health) -> bool {
 mod list;
 mod why;
 
-pub(crate) use list::parse_list;
+pub(crate) use list::{container_name, parse_list};
 use why::{died, exit_code, explained, inspected_stop, stop_told, taken_as_requested};
 pub(crate) use why::{failing_check, oom_killed};
 

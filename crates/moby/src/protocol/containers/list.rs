@@ -108,7 +108,7 @@ fn labels(raw: Option<&RawValue>) -> Labels {
 
 /// The container's own name from `Names`: without the leading `/`, and not a
 /// legacy link alias (`/other/alias`).
-fn container_name(raw: Option<&RawValue>) -> Option<String> {
+pub(crate) fn container_name(raw: Option<&RawValue>) -> Option<String> {
     let names: Vec<&RawValue> = serde_json::from_str(raw?.get()).ok()?;
     let names: Vec<Cow<'_, str>> = names.into_iter().filter_map(text).collect();
     let names = || {
