@@ -46,8 +46,12 @@ pub struct Instance {
 
 impl Instance {
     /// The instance an event brings into being (or, for an event out of
-    /// order — a start of an unknown instance —, as well as it can).
-    fn new(e: &InstanceEvent) -> Self {
+    /// order — a start of an unknown instance —, as well as it can): what
+    /// the [`Store`](crate::Store) keeps of a `Created`. With
+    /// [`follow`](Self::follow), for a consumer that keeps instances of its
+    /// own beside what it keeps with them (the `lookout` CLI's `--render`).
+    #[must_use]
+    pub fn from_event(e: &InstanceEvent) -> Self {
         let ready = e.kind == EventKind::Ready;
         Self {
             id: e.id.clone(),
@@ -69,8 +73,11 @@ impl Instance {
         }
     }
 
-    /// A start, a stop, or a change of readiness of this instance.
-    fn follow(&mut self, e: &InstanceEvent) {
+    /// A start, a stop, a change of readiness, a failure or a stop
+    /// request of this instance, taken in as the [`Store`](crate::Store)
+    /// does (a `Removed` or `Created` is the caller's: forget it, or
+    /// [`from_event`](Self::from_event) anew).
+    pub fn follow(&mut self, e: &InstanceEvent) {
         match e.kind {
             EventKind::Ready | EventKind::Unready => {
                 self.running = true;
@@ -111,7 +118,7 @@ impl Instance {
 pub(crate) fn follow(instance: &mut Option<Instance>, e: &InstanceEvent) {
     match (e.kind, instance.as_mut()) {
         (EventKind::Removed, _) => *instance = None,
-        (EventKind::Created, _) | (_, None) => *instance = Some(Instance::new(e)),
+        (EventKind::Created, _) | (_, None) => *instance = Some(Instance::from_event(e)),
         (_, Some(i)) => i.follow(e),
     }
 }
@@ -141,7 +148,7 @@ impl Present {
             (EventKind::Removed, _) => self.map.remove(e.id.as_str()).is_some_and(|i| i.ready),
             (EventKind::Created, _) | (_, None) => self
                 .map
-                .insert(e.id.clone(), Instance::new(e))
+                .insert(e.id.clone(), Instance::from_event(e))
                 .is_some_and(|i| i.ready),
             (_, Some(i)) => {
                 let was = i.ready;

@@ -9,24 +9,18 @@
 //! or `ready` ends it.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
-use lookout_core::{EventKind, InstanceEvent, Labels, Reason};
+use lookout_core::{EventKind, Instance, InstanceEvent, Labels};
 use lookout_moby::protocol::addresses::Addresses;
 use serde::Serialize;
 
 use crate::output::rfc3339_nanos;
 
-/// One instance as the events told it.
+/// One instance as the events told it (followed as the hub's store
+/// follows them), and its host.
 #[derive(Clone, Debug)]
 struct Known {
-    running: bool,
-    ready: bool,
-    stopping: bool,
-    labels: Arc<Labels>,
-    uid: Option<Arc<str>>,
-    reason: Option<Arc<Reason>>,
-    since: std::time::SystemTime,
+    instance: Instance,
     /// Its host when the event says it (`lookout etcd`: the publisher's
     /// source), over its source's.
     host: Option<String>,
@@ -43,66 +37,15 @@ impl Instances {
     /// itself says (`lookout etcd`'s publisher source), if any.
     pub fn apply(&mut self, source: usize, host: Option<String>, e: &InstanceEvent) {
         let key = (e.id.as_str().to_owned(), source);
-        let ready = e.kind == EventKind::Ready;
         match (e.kind, self.known.get_mut(&key)) {
             (EventKind::Removed, _) => {
                 self.known.remove(&key);
             }
             (EventKind::Created, _) | (_, None) => {
-                let running = ready
-                    || matches!(
-                        e.kind,
-                        EventKind::Started
-                            | EventKind::Unready
-                            | EventKind::Stopping
-                            | EventKind::Failing
-                    );
-                self.known.insert(
-                    key,
-                    Known {
-                        running,
-                        ready,
-                        stopping: e.kind == EventKind::Stopping,
-                        labels: Arc::clone(&e.labels),
-                        uid: e.uid.clone(),
-                        reason: e.reason.clone(),
-                        since: e.at,
-                        host,
-                    },
-                );
+                let instance = Instance::from_event(e);
+                self.known.insert(key, Known { instance, host });
             }
-            (kind, Some(k)) => {
-                match kind {
-                    EventKind::Ready | EventKind::Unready => {
-                        k.running = true;
-                        k.ready = ready;
-                        if ready {
-                            k.reason = None;
-                        }
-                    }
-                    EventKind::Failing => {
-                        k.running = true;
-                        k.reason.clone_from(&e.reason);
-                    }
-                    EventKind::Stopping => {
-                        k.running = true;
-                        k.ready = false;
-                        k.stopping = true;
-                        k.reason.clone_from(&e.reason);
-                    }
-                    kind => {
-                        k.running = kind == EventKind::Started;
-                        k.ready = false;
-                        k.stopping = false;
-                        k.reason.clone_from(&e.reason);
-                    }
-                }
-                k.labels = Arc::clone(&e.labels);
-                k.since = e.at;
-                if e.uid.is_some() {
-                    k.uid.clone_from(&e.uid);
-                }
-            }
+            (_, Some(k)) => k.instance.follow(e),
         }
     }
 
@@ -118,7 +61,8 @@ impl Instances {
         let instances = self
             .known
             .iter()
-            .map(|((id, source), k)| {
+            .map(|((id, source), known)| {
+                let (k, host) = (&known.instance, &known.host);
                 let at = addresses
                     .get(*source)
                     .and_then(Option::as_ref)
@@ -128,8 +72,7 @@ impl Instances {
                 View {
                     id,
                     provider,
-                    host: k
-                        .host
+                    host: host
                         .as_deref()
                         .or_else(|| hosts.get(*source).and_then(Option::as_deref)),
                     labels: &k.labels,
@@ -228,6 +171,7 @@ pub struct PortView<'a> {
 mod tests {
     use super::*;
     use lookout_core::Origin;
+    use std::sync::Arc;
     use std::time::UNIX_EPOCH;
 
     fn event(id: &str, kind: EventKind) -> InstanceEvent {
