@@ -18,10 +18,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::engines_dir;
-use crate::packages::{apt_install, dpkg_installed};
-use crate::process::{
-    alive, command_exists, proc_comm, read_pid, run, signal, spawn_daemon, wait_dead,
-};
+use crate::packages::install_without_service;
+use crate::process::{alive, proc_comm, read_pid, run, signal, spawn_daemon, wait_dead};
 
 /// Its port on 127.0.0.1.
 pub const NGINX_PORT: u16 = 18_480;
@@ -50,34 +48,7 @@ fn file(name: &str) -> Result<PathBuf, String> {
 
 /// Installs nginx-light without starting Debian's nginx service.
 fn install() -> Result<(), String> {
-    if Path::new(NGINX).exists() {
-        return Ok(());
-    }
-    let apt = command_exists("apt-get") && command_exists("dpkg-query");
-    if apt && dpkg_installed("nginx-light") {
-        return Err(format!(
-            "nginx: nginx-light is installed but {NGINX} is missing"
-        ));
-    }
-    let policy = Path::new("/usr/sbin/policy-rc.d");
-    let ours = apt && !policy.exists();
-    if ours {
-        fs::write(
-            policy,
-            "#!/bin/sh\n# lookout's engines: no service starts while installing\nexit 101\n",
-        )
-        .map_err(|e| format!("nginx: cannot write {}: {e}", policy.display()))?;
-        run(
-            Command::new("chmod").args(["755", &policy.display().to_string()]),
-            "nginx: chmod policy-rc.d",
-            CLI,
-        )?;
-    }
-    let installed = apt_install(&["nginx-light"], apt);
-    if ours {
-        let _ = fs::remove_file(policy);
-    }
-    installed
+    install_without_service("nginx", NGINX, "nginx-light")
 }
 
 /// `nginx.conf`, `conf.d/`, the temporary folders: written when missing or

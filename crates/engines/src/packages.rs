@@ -194,6 +194,46 @@ fn is_static_elf(path: &Path) -> bool {
     })
 }
 
+/// Installs the Debian package `package` (which provides `binary`) for a
+/// tool the engines run as a process of their own (sshd, nginx): without
+/// starting its Debian service, which would take its port and run beside
+/// ours (a `policy-rc.d` that refuses every start, while apt runs, when
+/// there is none).
+pub(crate) fn install_without_service(
+    engine: &str,
+    binary: &str,
+    package: &str,
+) -> Result<(), String> {
+    if Path::new(binary).exists() {
+        return Ok(());
+    }
+    let apt = command_exists("apt-get") && command_exists("dpkg-query");
+    if apt && dpkg_installed(package) {
+        return Err(format!(
+            "{engine}: {package} is installed but {binary} is missing"
+        ));
+    }
+    let policy = Path::new("/usr/sbin/policy-rc.d");
+    let ours = apt && !policy.exists();
+    if ours {
+        fs::write(
+            policy,
+            "#!/bin/sh\n# lookout's engines: no service starts while installing\nexit 101\n",
+        )
+        .map_err(|e| format!("{engine}: cannot write {}: {e}", policy.display()))?;
+        crate::process::run(
+            Command::new("chmod").args(["755", &policy.display().to_string()]),
+            &format!("{engine}: chmod policy-rc.d"),
+            Duration::from_secs(60),
+        )?;
+    }
+    let installed = apt_install(&[package], apt);
+    if ours {
+        let _ = fs::remove_file(policy);
+    }
+    installed
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

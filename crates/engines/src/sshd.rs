@@ -16,10 +16,9 @@ use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::packages::{apt_install, dpkg_installed};
+use crate::packages::install_without_service;
 use crate::process::{
-    alive, children_named, command_exists, proc_comm, read_pid, run, signal, spawn_daemon,
-    wait_dead,
+    alive, children_named, proc_comm, read_pid, run, signal, spawn_daemon, wait_dead,
 };
 
 /// The `Host` alias of the test sshd in the system ssh configuration.
@@ -61,34 +60,7 @@ pub fn sshd_podman_host() -> String {
 
 /// Installs openssh-server without starting Debian's ssh service.
 fn install() -> Result<(), String> {
-    if Path::new(SSHD).exists() {
-        return Ok(());
-    }
-    let apt = command_exists("apt-get") && command_exists("dpkg-query");
-    if apt && dpkg_installed("openssh-server") {
-        return Err(format!(
-            "sshd: openssh-server is installed but {SSHD} is missing"
-        ));
-    }
-    let policy = Path::new("/usr/sbin/policy-rc.d");
-    let ours = apt && !policy.exists();
-    if ours {
-        fs::write(
-            policy,
-            "#!/bin/sh\n# lookout's engines: no service starts while installing\nexit 101\n",
-        )
-        .map_err(|e| format!("sshd: cannot write {}: {e}", policy.display()))?;
-        run(
-            Command::new("chmod").args(["755", &policy.display().to_string()]),
-            "sshd: chmod policy-rc.d",
-            CLI,
-        )?;
-    }
-    let installed = apt_install(&["openssh-server"], apt);
-    if ours {
-        let _ = fs::remove_file(policy);
-    }
-    installed
+    install_without_service("sshd", SSHD, "openssh-server")
 }
 
 /// Keys, configuration, the `Host` entry: written when missing or changed.
