@@ -14,10 +14,6 @@ use std::time::{Duration, Instant};
 use common::{Process, TempDir, WAIT, require_docker, unique};
 use lookout_e2e::engines;
 
-fn docker(args: &[&str]) {
-    engines::docker(args).unwrap_or_else(|e| panic!("docker {args:?}: {e}"));
-}
-
 /// `lookout docker --json --label LABEL --exec CMD`, connected.
 fn lookout_exec(label: &str, cmd: &str) -> Process {
     let mut lookout = Process::spawn(
@@ -31,21 +27,10 @@ fn lookout_exec(label: &str, cmd: &str) -> Process {
 /// A container's life: created, started, stopped (stopping first) and
 /// removed: 5 events.
 fn life(name: &str, label: &str) {
-    docker(&[
-        "create",
-        "--name",
-        name,
-        "--label",
-        label,
-        "--network",
-        "none",
-        &engines::test_image(),
-        "sleep",
-        "3600",
-    ]);
-    docker(&["start", name]);
-    docker(&["kill", name]);
-    docker(&["rm", name]);
+    let on = common::On::create(engines::docker, name, label);
+    on.run(&["start"]);
+    on.run(&["kill"]);
+    on.run(&["rm"]);
 }
 
 #[test]

@@ -38,10 +38,6 @@ fn require_nginx() -> Option<engines::EngineLock> {
 /// `label`; created through the Engine API (the docker CLI's
 /// `--health-cmd` needs a shell in the form it writes).
 fn create_web(name: &str, label: &str) {
-    let host = engines::docker_host();
-    let socket = host
-        .strip_prefix("unix://")
-        .unwrap_or_else(|| panic!("a unix socket, not {host}"));
     let (key, value) = label.split_once('=').expect("KEY=VALUE");
     let body = serde_json::json!({
         "Image": engines::test_image(),
@@ -59,19 +55,7 @@ fn create_web(name: &str, label: &str) {
             "Retries": 1,
         },
     });
-    let out = Command::new("curl")
-        .args(["-sS", "--fail-with-body", "--unix-socket", socket])
-        .args(["-H", "Content-Type: application/json", "-X", "POST"])
-        .arg(format!("http://docker/containers/create?name={name}"))
-        .args(["-d", &body.to_string()])
-        .output()
-        .expect("curl runs");
-    assert!(
-        out.status.success(),
-        "create {name}: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::docker_create(name, &body);
 }
 
 fn docker(args: &[&str]) {

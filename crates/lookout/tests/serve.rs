@@ -1248,10 +1248,6 @@ fn bounded_requests_and_sigterm() {
 /// `/ok` exists (exec form: the image has no shell, and the docker CLI's
 /// `--health-cmd` needs one), created through the Engine API with curl.
 fn create_with_check(name: &str, label: &str) {
-    let host = engines::docker_host();
-    let socket = host
-        .strip_prefix("unix://")
-        .unwrap_or_else(|| panic!("a unix socket, not {host}"));
     let (key, value) = label.split_once('=').expect("KEY=VALUE");
     let body = serde_json::json!({
         "Image": engines::test_image(),
@@ -1264,19 +1260,7 @@ fn create_with_check(name: &str, label: &str) {
             "Retries": 1,
         },
     });
-    let out = Command::new("curl")
-        .args(["-sS", "--fail-with-body", "--unix-socket", socket])
-        .args(["-H", "Content-Type: application/json", "-X", "POST"])
-        .arg(format!("http://docker/containers/create?name={name}"))
-        .args(["-d", &body.to_string()])
-        .output()
-        .expect("curl runs");
-    assert!(
-        out.status.success(),
-        "create {name}: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::docker_create(name, &body);
 }
 
 /// `GET /instances/{id}?wait={what}&timeout={timeout}`.

@@ -283,6 +283,29 @@ impl Drop for On {
     }
 }
 
+/// Creates the container `name` on the test dockerd through the Engine
+/// API (`POST /containers/create`, `body` its JSON): for what the docker
+/// CLI cannot say as the test means it (a health check's exact `Test`).
+pub fn docker_create(name: &str, body: &Value) {
+    let host = engines::docker_host();
+    let socket = host
+        .strip_prefix("unix://")
+        .unwrap_or_else(|| panic!("a unix socket, not {host}"));
+    let out = std::process::Command::new("curl")
+        .args(["-sS", "--fail-with-body", "--unix-socket", socket])
+        .args(["-H", "Content-Type: application/json", "-X", "POST"])
+        .arg(format!("http://docker/containers/create?name={name}"))
+        .args(["-d", &body.to_string()])
+        .output()
+        .expect("curl runs");
+    assert!(
+        out.status.success(),
+        "create {name}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// An event line as `instance kind`.
 pub fn instance_kind(v: &Value) -> String {
     format!(
