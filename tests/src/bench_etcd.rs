@@ -111,6 +111,12 @@ pub fn load_average() -> String {
 /// A counter of member `member`'s `/metrics` (its client URL): the sum of
 /// the samples named `name` (every label set), 0 when it has none.
 pub fn member_metric(member: usize, name: &str) -> f64 {
+    member_metric_where(member, name, "")
+}
+
+/// [`member_metric`] of the samples whose line holds `label` (as
+/// `grpc_method="Txn"`).
+pub fn member_metric_where(member: usize, name: &str, label: &str) -> f64 {
     let url = engines::etcd_member_url(member);
     let addr = url.trim_start_matches("http://");
     let text = http_get(addr, "/metrics").unwrap_or_default();
@@ -118,6 +124,7 @@ pub fn member_metric(member: usize, name: &str) -> f64 {
         .filter(|l| {
             l.strip_prefix(name)
                 .is_some_and(|rest| rest.starts_with(' ') || rest.starts_with('{'))
+                && l.contains(label)
         })
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
