@@ -21,14 +21,18 @@
 //! Reported, with the anchor beside each in the same run:
 //! - the reader's cold start over the H·N keys: spawn → its `connected`
 //!   (every instance printed before it), its peak RSS; anchor: this
-//!   process listing the same keys raw (pages of 1000 at one revision);
+//!   process listing the same keys raw (pages of 1000 at one revision, and
+//!   of 10 000, the reader's pages);
 //! - latency: the reader's read time of a line − its `at` (the fake
 //!   engine's `timeNano`, kept by the record), p50/p99; anchor: the same
 //!   transition printed by its publisher (`--json`), and what the etcd path
 //!   adds per transition;
-//! - writes and bytes per transition: the instance keys' Σ `version` delta,
-//!   the store's revision delta, `etcd_mvcc_put_total` (member 1: every
-//!   member applies every write) and
+//! - writes and bytes per transition: puts (the instance keys' Σ `version`
+//!   delta, and `etcd_mvcc_put_total` of member 1: every member applies
+//!   every write; target 1), the store's revision delta and the txn calls
+//!   the members answered (`grpc_server_handled_total{grpc_method="Txn"}`;
+//!   both below 1 where a publisher wrote what queued up several instances
+//!   a txn), and
 //!   `etcd_network_client_grpc_received_bytes_total` (all members: the
 //!   publishers talk to any) over the drive, per transition;
 //! - one compaction at S/3: the relay cuts the reader and refuses it for
@@ -60,7 +64,9 @@ use std::time::{Duration, Instant};
 use lookout_e2e::bench_docker::{
     LookoutProcess, engines_configured, lookout_binary, now_ns, pct, rfc3339_ns,
 };
-use lookout_e2e::bench_etcd::{cluster, load_average, member_metric, stored};
+use lookout_e2e::bench_etcd::{
+    cluster, load_average, member_metric, member_metric_where, stored, stored_paged,
+};
 use lookout_e2e::engines;
 use lookout_testkit::fake_engine::{self, Live, SlowReader, Step};
 use lookout_testkit::tcp_relay::Relay;
@@ -173,6 +179,16 @@ fn knob(name: &str, full: usize, smoke: usize, is_full: bool) -> usize {
         .unwrap_or(if is_full { full } else { smoke })
 }
 
+/// The txn calls the 3 members answered (`grpc_server_handled_total` of
+/// `Txn`: each call is handled by the member it was sent to; the gateway
+/// calls its member's gRPC). Not `etcd_mvcc_txn_total`: etcd counts there
+/// only the txns of more than one operation, not a txn of one put.
+fn txn_calls() -> f64 {
+    (1..=3)
+        .map(|m| member_metric_where(m, "grpc_server_handled_total", "grpc_method=\"Txn\""))
+        .sum()
+}
+
 fn ms(ns: f64) -> f64 {
     ns / 1e6
 }
@@ -258,6 +274,11 @@ fn main() {
     let t_raw = Instant::now();
     let raw = rt.block_on(stored(&client, &format!("{prefix}/")));
     let raw_list = t_raw.elapsed();
+    // And in the reader's pages (10 000 keys).
+    let t_raw = Instant::now();
+    let raw_big = rt.block_on(stored_paged(&client, &format!("{prefix}/"), 10_000));
+    let raw_list_big = t_raw.elapsed();
+    assert_eq!(raw_big, raw, "the same keys, whatever the page");
 
     // The reader's cold start, through the relay.
     let first_member: std::net::SocketAddr = engines::etcd_member_url(1)
@@ -332,6 +353,7 @@ fn main() {
     let before = rt.block_on(stored(&client, &format!("{prefix}/i/")));
     let revision0 = engines::etcd_revision().expect("the store's revision");
     let puts0 = member_metric(1, "etcd_mvcc_put_total");
+    let txns0 = txn_calls();
     let bytes0: f64 = (1..=3)
         .map(|m| member_metric(m, "etcd_network_client_grpc_received_bytes_total"))
         .sum();
@@ -499,6 +521,7 @@ fn main() {
         .collect();
     let revision1 = engines::etcd_revision().expect("the store's revision");
     let puts1 = member_metric(1, "etcd_mvcc_put_total");
+    let txns1 = txn_calls();
     let bytes1: f64 = (1..=3)
         .map(|m| member_metric(m, "etcd_network_client_grpc_received_bytes_total"))
         .sum();
@@ -526,7 +549,16 @@ fn main() {
             }
         }
     }
+    // The outage: from the relay's cut to the reader's `connected` after
+    // its relist (what was made then is read once the relist is done).
+    let back_ns = statuses
+        .iter()
+        .filter(|l| l.v.get("host").is_none() && l.v["status"] == "connected")
+        .map(|l| l.read)
+        .next_back()
+        .unwrap_or(i128::MAX);
     let mut latency = Vec::new();
+    let mut steady = Vec::new();
     let mut direct = Vec::new();
     let mut added = Vec::new();
     for (k, reads) in &read {
@@ -534,12 +566,15 @@ fn main() {
             continue;
         }
         latency.push((reads[0] - k.3) as f64);
+        if k.3 < away_ns || k.3 > back_ns {
+            steady.push((reads[0] - k.3) as f64);
+        }
         if let Some(p) = printed.get(k) {
             direct.push((p - k.3) as f64);
             added.push((reads[0] - p) as f64);
         }
     }
-    for v in [&mut latency, &mut direct, &mut added] {
+    for v in [&mut latency, &mut steady, &mut direct, &mut added] {
         v.sort_by(f64::total_cmp);
     }
     let delivered = steps.len() as f64;
@@ -552,18 +587,21 @@ fn main() {
          docker --json --publish etcd://…` ({}) → the 3-member etcd → one `lookout etcd --json` \
          through a TCP relay; then R transitions/s round robin over the hosts for S s; cold \
          start = spawn → `connected` (all H·N instances told), anchor = this process listing \
-         the keys raw (pages of 1000); latency = read − `at` (the engine's timeNano), anchor = \
-         the publisher's own print; writes per transition = Σ version delta of the instance \
-         keys, the revision delta, etcd_mvcc_put_total (member 1); bytes = \
-         client gRPC bytes received (3 members) per transition",
+         the keys raw (pages of 1000; of 10 000, the reader's); latency = read − `at` (the \
+         engine's timeNano), anchor = the publisher's own print; per transition: puts = Σ \
+         version delta of the instance keys and etcd_mvcc_put_total (member 1: every member \
+         applies every write), revisions = the store's revision delta (a txn of K puts is \
+         one), txns = Txn calls answered (grpc_server_handled_total, 3 members; the \
+         cluster is shared: others' included); bytes = client gRPC bytes received (3 \
+         members) per transition",
         bin.display()
     );
     println!(
-        "| H × N | keys listed (raw MiB) | fleet written s | publisher RSS avg / max MiB | cold start s (raw list s, ×) | reader peak RSS MiB (end) | load cold start |"
+        "| H × N | keys listed (raw MiB) | fleet written s | publisher RSS avg / max MiB | cold start s (raw list s, ×; pages of 10 000 s) | reader peak RSS MiB (end) | load cold start |"
     );
     println!("|---|---|---|---|---|---|---|");
     println!(
-        "| {hosts} × {instances} | {} ({:.1}) | {:.1} | {:.1} / {:.1} | **{:.2}** ({:.2}, {:.1}×) | **{:.0}** ({:.0}) | {load_cold} |",
+        "| {hosts} × {instances} | {} ({:.1}) | {:.1} | {:.1} / {:.1} | **{:.2}** ({:.2}, {:.1}×; {:.2}) | **{:.0}** ({:.0}) | {load_cold} |",
         raw.keys,
         (raw.key_bytes + raw.value_bytes) as f64 / f64::from(1 << 20),
         fleet_up.as_secs_f64(),
@@ -572,29 +610,35 @@ fn main() {
         cold.as_secs_f64(),
         raw_list.as_secs_f64(),
         cold.as_secs_f64() / raw_list.as_secs_f64(),
+        raw_list_big.as_secs_f64(),
         cold_hwm as f64 / 1024.0,
         reader_rss.max(reader_hwm) as f64 / 1024.0,
     );
     println!();
     println!(
-        "| transitions (R/s × S s; drive s) | read live | p50 / p99 / max ms | publisher prints p50 / p99 ms | added by etcd p50 / p99 ms | Σversion Δ / tr. | revisions / tr. | puts per tr. | client bytes / tr. | load start → drive → end |"
+        "| transitions (R/s × S s; drive s) | read live | p50 / p99 / max ms | outside the outage (cut → relisted, {:.1} s): n, p50 / p99 ms | publisher prints p50 / p99 ms | added by etcd p50 / p99 ms | puts / tr. (Σversion Δ; put_total) | revisions / tr. | txns / tr. | client bytes / tr. | load start → drive → end |",
+        (back_ns - away_ns) as f64 / 1e9
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     println!(
-        "| {} ({rate} × {secs}; {:.1}) | {} | **{:.1} / {:.1}** / {:.1} | {:.1} / {:.1} | {:.1} / {:.1} | **{:.3}** | {:.3} | {:.3} | {:.0} | {load_start} → {load_drive} → {load_end} |",
+        "| {} ({rate} × {secs}; {:.1}) | {} | **{:.1} / {:.1}** / {:.1} | {}: **{:.1} / {:.1}** | {:.1} / {:.1} | {:.1} / {:.1} | **{:.3}**; {:.3} | {:.3} | {:.3} | {:.0} | {load_start} → {load_drive} → {load_end} |",
         steps.len(),
         drive.as_secs_f64(),
         read.len(),
         ms(pct(&latency, 50.0)),
         ms(pct(&latency, 99.0)),
         ms(latency.last().copied().unwrap_or(0.0)),
+        steady.len(),
+        ms(pct(&steady, 50.0)),
+        ms(pct(&steady, 99.0)),
         ms(pct(&direct, 50.0)),
         ms(pct(&direct, 99.0)),
         ms(pct(&added, 50.0)),
         ms(pct(&added, 99.0)),
         (after.versions - before.versions) as f64 / delivered,
-        (revision1 - revision0) as f64 / delivered,
         (puts1 - puts0) / delivered,
+        (revision1 - revision0) as f64 / delivered,
+        (txns1 - txns0) / delivered,
         (bytes1 - bytes0) / delivered,
     );
     println!();

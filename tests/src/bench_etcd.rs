@@ -57,8 +57,7 @@ pub fn cluster(
     (client, keys, target)
 }
 
-/// What the keys under a prefix hold, read in pages of 1000 at one
-/// revision.
+/// What the keys under a prefix hold, read in pages at one revision.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Stored {
     pub keys: usize,
@@ -68,8 +67,15 @@ pub struct Stored {
     pub value_bytes: usize,
 }
 
-/// [`Stored`] of the keys under `prefix`.
+/// [`Stored`] of the keys under `prefix`, in pages of 1000.
 pub async fn stored(client: &Client, prefix: &str) -> Stored {
+    stored_paged(client, prefix, 1000).await
+}
+
+/// [`Stored`] of the keys under `prefix`, in pages of `page` keys (etcd
+/// counts the rest of the range for each page: fewer pages, less of its
+/// time).
+pub async fn stored_paged(client: &Client, prefix: &str, page: i64) -> Stored {
     let key = prefix.as_bytes();
     let end = lookout_etcd::prefix_range_end(key);
     let mut from = key.to_vec();
@@ -77,7 +83,7 @@ pub async fn stored(client: &Client, prefix: &str) -> Stored {
     let mut s = Stored::default();
     loop {
         let r = client
-            .range(&from, &end, revision, 1000)
+            .range(&from, &end, revision, page)
             .await
             .unwrap_or_else(|e| panic!("range {prefix}: {e}"));
         revision = r.header.revision;
@@ -105,6 +111,12 @@ pub fn load_average() -> String {
 /// A counter of member `member`'s `/metrics` (its client URL): the sum of
 /// the samples named `name` (every label set), 0 when it has none.
 pub fn member_metric(member: usize, name: &str) -> f64 {
+    member_metric_where(member, name, "")
+}
+
+/// [`member_metric`] of the samples whose line holds `label` (as
+/// `grpc_method="Txn"`).
+pub fn member_metric_where(member: usize, name: &str, label: &str) -> f64 {
     let url = engines::etcd_member_url(member);
     let addr = url.trim_start_matches("http://");
     let text = http_get(addr, "/metrics").unwrap_or_default();
@@ -112,6 +124,7 @@ pub fn member_metric(member: usize, name: &str) -> f64 {
         .filter(|l| {
             l.strip_prefix(name)
                 .is_some_and(|rest| rest.starts_with(' ') || rest.starts_with('{'))
+                && l.contains(label)
         })
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()

@@ -5,10 +5,14 @@
 //! over TLS (every member `https://`), verified with `--etcd-cacert`
 //! (`--etcd-cert`/`--etcd-key`: a client certificate).
 //!
-//! One compare-and-set txn per transition, on the key's mod revision as last
-//! written or read; its failure branch reads the key, so a retried write
-//! whose first answer was lost is recognised (the key holds exactly what was
-//! to be written). What is wanted and what etcd holds are kept per instance:
+//! One put per transition, compared with the key's mod revision as last
+//! written or read; the txn's failure branch reads the key, so a retried
+//! write whose first answer was lost is recognised (the key holds exactly
+//! what was to be written). A transition that finds nothing queued is a txn
+//! of its own; what queued up while etcd took the txn before is written
+//! several instances a txn (`batch.rs`: up to 64, one revision), so a
+//! cluster slower than the feed is not asked for one revision per
+//! transition. What is wanted and what etcd holds are kept per instance:
 //! a write that fails is tried again at the next tick. At start the run's own
 //! keys are read as the baseline; once the first snapshot is complete, only
 //! what differs is written, as `resync` (tombstones for the instances that
@@ -22,7 +26,7 @@
 //! `ready`; a new reason is a new state to write, an `unready` that changes
 //! nothing is not.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::time::{Duration, Instant, SystemTime};
 
 use lookout_core::{EventKind, InstanceEvent, Origin, Status};
@@ -32,8 +36,10 @@ use serde_json::json;
 
 use crate::output::{Warnings, rfc3339_nanos};
 
+mod batch;
 mod target;
 mod task;
+use batch::{Write, Written};
 pub use target::{Target, credentials, host_name, parse_target, prefix_words, tls};
 pub use task::Running;
 
@@ -196,29 +202,48 @@ impl Publisher {
     }
 
     /// One event of the run: written at once (after the first snapshot).
+    #[cfg(test)]
     pub async fn event(&mut self, e: &InstanceEvent) {
-        // What the publisher learnt from a snapshot is a resync to its readers.
-        let origin = match e.origin {
-            Origin::Live => "live",
-            // What else a snapshot or relist may tell.
-            _ => "resync",
-        };
-        let id = e.id.as_str();
-        let before = match &self.first {
-            Some(first) => first.get(id),
-            None => self
-                .slots
-                .get(id)
-                .and_then(|s| s.want.as_ref().or(s.held.as_ref())),
-        };
-        let record = self.record(e, origin, before);
-        if let Some(first) = &mut self.first {
-            first.insert(e.id.as_str().to_owned(), record);
-            return;
+        self.events(std::slice::from_ref(e)).await;
+    }
+
+    /// Events of the run, in order, as queued while etcd took the ones
+    /// before: written at once (after the first snapshot), several
+    /// instances a txn (`batch`), one put per transition — an instance told
+    /// twice has its first transition written before the second is made.
+    pub async fn events(&mut self, es: &[InstanceEvent]) {
+        let mut ids: Vec<String> = Vec::new();
+        let mut pending: HashSet<&str> = HashSet::new();
+        for e in es {
+            // What the publisher learnt from a snapshot is a resync to its readers.
+            let origin = match e.origin {
+                Origin::Live => "live",
+                // What else a snapshot or relist may tell.
+                _ => "resync",
+            };
+            let id = e.id.as_str();
+            if pending.contains(id) {
+                self.flush(&ids).await;
+                ids.clear();
+                pending.clear();
+            }
+            let before = match &self.first {
+                Some(first) => first.get(id),
+                None => self
+                    .slots
+                    .get(id)
+                    .and_then(|s| s.want.as_ref().or(s.held.as_ref())),
+            };
+            let record = self.record(e, origin, before);
+            if let Some(first) = &mut self.first {
+                first.insert(id.to_owned(), record);
+                continue;
+            }
+            self.slots.entry(id.to_owned()).or_default().want = Some(record);
+            ids.push(id.to_owned());
+            pending.insert(id);
         }
-        let id = e.id.as_str().to_owned();
-        self.slots.entry(id.clone()).or_default().want = Some(record);
-        self.flush(&id).await;
+        self.flush(&ids).await;
     }
 
     /// A status of the run: the first `connected` completes the first
@@ -279,75 +304,137 @@ impl Publisher {
             self.slots.entry(id).or_default().want = Some(record);
         }
         let ids: Vec<String> = self.slots.keys().cloned().collect();
+        self.flush(&ids).await;
+    }
+
+    /// Writes what is wanted of `ids` (distinct) where it differs from what
+    /// etcd holds: up to [`batch::MAX_WRITES`] instances a txn, each
+    /// comparing its key's mod revision; on failure each key as it is now
+    /// (ours, if a lost answer hid our own write), and the rest once more,
+    /// twice at most. What etcd does not take stays wanted: the next tick
+    /// tries again (and a failure stops the rest until then, rather than
+    /// timing out once per instance).
+    async fn flush(&mut self, ids: &[String]) {
+        let mut wants: Vec<(String, Record)> = Vec::new();
+        let mut writes: Vec<Write> = Vec::new();
+        // The tombstone lease, asked once.
+        let mut tomb_lease: Option<Option<i64>> = None;
         for id in ids {
-            self.flush(&id).await;
+            let Some(slot) = self.slots.get_mut(id) else {
+                continue;
+            };
+            let Some(want) = &slot.want else { continue };
+            if slot.held.as_ref().is_some_and(|h| same_state(h, want)) {
+                slot.want = None;
+                continue;
+            }
+            let want = want.clone();
+            let lease = if want.state == State::Removed {
+                if tomb_lease.is_none() {
+                    tomb_lease = Some(match self.tombstone_lease().await {
+                        Ok(l) => Some(l),
+                        Err(e) => {
+                            self.warnings
+                                .warn_publish(&format!("cannot grant a tombstone lease: {e}"));
+                            None
+                        }
+                    });
+                }
+                // Left wanted without a lease: the next tick tries again.
+                let Some(Some(lease)) = tomb_lease else {
+                    continue;
+                };
+                lease
+            } else {
+                0
+            };
+            let key = model::instance_key(&self.prefix, &self.source, id);
+            let value = match serde_json::to_vec(&want) {
+                Ok(v) => v,
+                Err(e) => {
+                    self.warnings
+                        .warn_publish(&format!("cannot encode the record of {key}: {e}"));
+                    continue;
+                }
+            };
+            writes.push(Write {
+                key,
+                value,
+                lease,
+                revision: 0,
+            });
+            wants.push((id.clone(), want));
+        }
+        let ends = batch::runs(writes.iter().map(Write::bytes));
+        let mut writes = writes.into_iter();
+        let mut wants = wants.into_iter();
+        for run in ends.iter().scan(0, |start, &end| {
+            let n = end - *start;
+            *start = end;
+            Some(n)
+        }) {
+            let run_writes: Vec<Write> = writes.by_ref().take(run).collect();
+            let run_wants: Vec<(String, Record)> = wants.by_ref().take(run).collect();
+            if !self.write_run(run_wants, run_writes).await {
+                return;
+            }
         }
     }
 
-    /// Writes what is wanted of `id` when it differs from what etcd holds:
-    /// one txn, comparing the key's mod revision; on failure the key as it
-    /// is now (ours, if a lost answer hid our own write), and once more.
-    async fn flush(&mut self, id: &str) {
-        let Some(slot) = self.slots.get(id) else {
-            return;
-        };
-        let Some(want) = &slot.want else { return };
-        if slot.held.as_ref().is_some_and(|h| same_state(h, want)) {
-            if let Some(slot) = self.slots.get_mut(id) {
-                slot.want = None;
-            }
-            return;
-        }
-        let want = want.clone();
-        let lease = if want.state == State::Removed {
-            match self.tombstone_lease().await {
-                Ok(l) => l,
-                Err(e) => {
-                    self.warnings
-                        .warn_publish(&format!("cannot grant a tombstone lease: {e}"));
-                    return;
-                }
-            }
-        } else {
-            0
-        };
-        let key = model::instance_key(&self.prefix, &self.source, id);
-        let value = match serde_json::to_vec(&want) {
-            Ok(v) => v,
-            Err(e) => {
-                self.warnings
-                    .warn_publish(&format!("cannot encode the record of {key}: {e}"));
-                return;
-            }
-        };
+    /// One run of [`flush`](Self::flush): the txn, tried three times at
+    /// most while some compare fails. False when etcd failed (said).
+    async fn write_run(
+        &mut self,
+        mut wants: Vec<(String, Record)>,
+        mut writes: Vec<Write>,
+    ) -> bool {
         for _ in 0..3 {
-            let revision = self.slots.get(id).map_or(0, |s| s.revision);
-            match self.cas(&key, &value, lease, revision).await {
-                Ok(Written::Done(revision)) => {
-                    if let Some(slot) = self.slots.get_mut(id) {
+            if writes.is_empty() {
+                return true;
+            }
+            for ((id, _), w) in wants.iter().zip(writes.iter_mut()) {
+                w.revision = self.slots.get(id).map_or(0, |s| s.revision);
+            }
+            let found = match batch::cas(&self.client, &writes).await {
+                Ok(found) => found,
+                Err(e) => {
+                    // Left wanted: the next tick tries again.
+                    let keys = match writes.len() {
+                        1 => writes[0].key.clone(),
+                        n => format!("{} and {} other keys", writes[0].key, n - 1),
+                    };
+                    self.warnings
+                        .warn_publish(&format!("cannot write {keys}: {e}"));
+                    return false;
+                }
+            };
+            let mut again = (Vec::new(), Vec::new());
+            for (((id, want), w), found) in wants.into_iter().zip(writes).zip(found) {
+                let Some(slot) = self.slots.get_mut(&id) else {
+                    continue;
+                };
+                match found {
+                    Written::Done(revision) => {
                         slot.held = Some(want);
                         slot.want = None;
                         slot.revision = revision;
                     }
-                    return;
-                }
-                Ok(Written::Changed { revision, held }) => {
-                    // Not what we last knew: take it as known, write again.
-                    if let Some(slot) = self.slots.get_mut(id) {
+                    Written::Changed { revision, held } => {
+                        // Not what we last knew: take it as known, write again.
                         slot.revision = revision;
                         slot.held = held.map(|h| *h);
+                        again.0.push((id, want));
+                        again.1.push(w);
                     }
                 }
-                Err(e) => {
-                    // Left wanted: the next tick tries again.
-                    self.warnings
-                        .warn_publish(&format!("cannot write {key}: {e}"));
-                    return;
-                }
             }
+            (wants, writes) = again;
         }
+        true
     }
 
+    /// One instance's compare-and-set, as [`flush`](Self::flush) writes it.
+    #[cfg(test)]
     async fn cas(
         &self,
         key: &str,
@@ -355,40 +442,14 @@ impl Publisher {
         lease: i64,
         revision: i64,
     ) -> Result<Written, EtcdError> {
-        let k = lookout_etcd::b64(key.as_bytes());
-        let mut put = json!({ "key": k, "value": lookout_etcd::b64(value) });
-        if lease != 0 {
-            put["lease"] = lease.to_string().into();
-        }
-        let txn = json!({
-            "compare": [{ "key": k, "target": "MOD", "result": "EQUAL", "mod_revision": revision.to_string() }],
-            "success": [{ "request_put": put }],
-            "failure": [{ "request_range": { "key": k } }],
-        });
-        let answer = self.client.txn(&txn).await?;
-        let header_revision = answer["header"]["revision"]
-            .as_str()
-            .and_then(|r| r.parse().ok())
-            .unwrap_or(0);
-        if answer["succeeded"].as_bool() == Some(true) {
-            return Ok(Written::Done(header_revision));
-        }
-        let kv = &answer["responses"][0]["response_range"]["kvs"][0];
-        let current_revision = kv["mod_revision"]
-            .as_str()
-            .and_then(|r| r.parse().ok())
-            .unwrap_or(0);
-        let current = kv["value"].as_str().and_then(lookout_etcd::unb64);
-        if current.as_deref() == Some(value) {
-            // Our own write, whose answer was lost.
-            return Ok(Written::Done(current_revision));
-        }
-        Ok(Written::Changed {
-            revision: current_revision,
-            held: current
-                .and_then(|v| Record::from_json(&v).ok())
-                .map(Box::new),
-        })
+        let write = Write {
+            key: key.to_owned(),
+            value: value.to_vec(),
+            lease,
+            revision,
+        };
+        let found = batch::cas(&self.client, std::slice::from_ref(&write)).await?;
+        Ok(found.into_iter().next().expect("an answer for each write"))
     }
 
     async fn tombstone_lease(&mut self) -> Result<i64, EtcdError> {
@@ -461,23 +522,8 @@ impl Publisher {
             .filter(|(_, s)| s.want.is_some())
             .map(|(id, _)| id.clone())
             .collect();
-        for id in dirty {
-            self.flush(&id).await;
-        }
+        self.flush(&dirty).await;
     }
-}
-
-/// What a compare-and-set found.
-#[derive(Debug)]
-enum Written {
-    /// Written (or found written by us): the key's mod revision.
-    Done(i64),
-    /// The key is not as we knew it: its mod revision and record.
-    /// (Boxed: a record is some 300 bytes.)
-    Changed {
-        revision: i64,
-        held: Option<Box<Record>>,
-    },
 }
 
 #[cfg(test)]
@@ -781,5 +827,149 @@ mod tests {
                 .await
                 .expect("clean up");
         });
+    }
+
+    /// Queued events written several instances a txn: one put per
+    /// transition (an instance told twice: two puts, in order), fewer
+    /// revisions than transitions; a txn whose compare fails for one key
+    /// (another writer) writes every instance the next time; the reader
+    /// reads back every transition. Against the real cluster.
+    #[test]
+    #[allow(clippy::too_many_lines)] // one run: published, counted, read back
+    fn queued_events_are_written_several_a_txn_one_put_each() {
+        use lookout_core::Item;
+        use lookout_e2e::engines;
+        use tokio_stream::StreamExt;
+        let Some(_lock) = engines::require("etcd", false, engines::etcd_up) else {
+            return;
+        };
+        let prefix = format!("lookout-test/publish-batch-{}", std::process::id());
+        let endpoints = engines::etcd_endpoints();
+        let mut publisher = test_publisher(&prefix);
+        let config = lookout_etcd::EtcdConfig::new(&endpoints)
+            .expect("endpoints")
+            .prefix(prefix.clone());
+        let mut watch = lookout_etcd::watch(config).expect("a watch");
+        let event = |id: &str, kind, secs: u64| {
+            InstanceEvent::new(
+                id.into(),
+                kind,
+                UNIX_EPOCH + Duration::from_secs(1_796_000_000 + secs),
+                Origin::Live,
+            )
+            .labels(Arc::new(Labels::from([("app".into(), id.into())])))
+        };
+        let first = [
+            event("a", EventKind::Started, 1),
+            event("b", EventKind::Started, 1),
+            event("c", EventKind::Started, 1),
+            // Told twice: written after its first transition, not instead.
+            event("a", EventKind::Stopped, 2),
+        ];
+        let second = [
+            event("b", EventKind::Stopped, 3),
+            event("c", EventKind::Stopped, 3),
+        ];
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let (kvs, read, done) = rt.block_on(async {
+            let connected = tokio::time::timeout(Duration::from_secs(30), async {
+                while let Some(item) = watch.next().await {
+                    if matches!(item, Item::Status(Status::Connected { .. })) {
+                        return;
+                    }
+                }
+            });
+            connected.await.expect("the reader connects");
+            publisher.baseline().await.expect("a baseline");
+            publisher.status(&Status::Connected { instances: 0 }).await;
+            publisher.events(&first).await;
+            // Another writer puts b again (the same record: its readers see
+            // no change): the next txn's compare fails for b.
+            let b = model::instance_key(&prefix, "s", "b");
+            let held = publisher
+                .client
+                .range(b.as_bytes(), &[], 0, 0)
+                .await
+                .expect("read b");
+            publisher
+                .client
+                .put(b.as_bytes(), &held.kvs[0].value, 0)
+                .await
+                .expect("write b");
+            publisher.events(&second).await;
+            let key = format!("{prefix}/i/").into_bytes();
+            let end = lookout_etcd::prefix_range_end(&key);
+            let kvs = publisher
+                .client
+                .range(&key, &end, 0, 0)
+                .await
+                .expect("the keys")
+                .kvs;
+            let mut read = Vec::new();
+            let all = tokio::time::timeout(Duration::from_secs(30), async {
+                let stopped = |read: &Vec<InstanceEvent>| {
+                    read.iter().filter(|e| e.kind == EventKind::Stopped).count()
+                };
+                while stopped(&read) < 3 {
+                    match watch.next().await {
+                        Some(Item::Event(e)) => read.push(e),
+                        Some(_) => {}
+                        None => break,
+                    }
+                }
+            });
+            let done = all.await;
+            publisher.stop().await;
+            let key = format!("{prefix}/").into_bytes();
+            let end = lookout_etcd::prefix_range_end(&key);
+            publisher
+                .client
+                .delete_range(&key, &end)
+                .await
+                .expect("clean up");
+            (kvs, read, done)
+        });
+        done.unwrap_or_else(|_| panic!("read back in 30 s: {read:#?}"));
+        let by = |id: &str| {
+            let key = model::instance_key(&prefix, "s", id);
+            kvs.iter()
+                .find(|kv| kv.key == key.as_bytes())
+                .unwrap_or_else(|| panic!("{key} written"))
+        };
+        let (a, b, c) = (by("a"), by("b"), by("c"));
+        // a: two puts; b: its first, the other writer's, ours; c: two puts.
+        assert_eq!((a.version, b.version, c.version), (2, 3, 2));
+        // a, b, c's first transitions in one txn; a's second in the next;
+        // b and c's second together, once b was read again.
+        assert_eq!(a.create_revision, b.create_revision);
+        assert_eq!(b.create_revision, c.create_revision);
+        assert!(a.mod_revision > a.create_revision);
+        assert_eq!(b.mod_revision, c.mod_revision);
+        assert!(
+            b.mod_revision > a.mod_revision + 1,
+            "b rewritten after the other's"
+        );
+        for kv in [a, b, c] {
+            let r = Record::from_json(&kv.value).expect("a record");
+            assert_eq!(r.state, State::Stopped);
+            assert_eq!(r.writer, publisher.writer);
+        }
+        // Each instance's transitions as the reader tells them (a first
+        // start after `created`), in order.
+        for id in ["a", "b", "c"] {
+            let kinds: Vec<_> = read
+                .iter()
+                .filter(|e| e.id.as_str().rsplit('/').next() == Some(id))
+                .map(|e| e.kind)
+                .collect();
+            assert_eq!(
+                kinds,
+                [EventKind::Created, EventKind::Started, EventKind::Stopped],
+                "{id}"
+            );
+        }
     }
 }

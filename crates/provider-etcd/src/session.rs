@@ -19,8 +19,12 @@ use crate::publishers::{self, Board, PublisherState, PublisherStatus};
 use crate::seen::Seen;
 use crate::settings::Settings;
 
-/// Keys per range page.
-const PAGE: i64 = 1000;
+/// Keys per range page. etcd counts the rest of the range for each page
+/// (its answer's `count`), so a list costs pages × keys: over 100 000 keys
+/// pages of 1 000 took 2.5–4 s of etcd's time on the test cluster, pages of
+/// 10 000 1.4 s (issue #48; BENCHMARKS.md §16). A page is then some 7 MiB
+/// of JSON, held while it is decoded.
+const PAGE: i64 = 10_000;
 /// How many times a list restarts when its revision is compacted under it.
 const LIST_ATTEMPTS: u32 = 3;
 

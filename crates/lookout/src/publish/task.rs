@@ -3,6 +3,11 @@
 //! reader that falls behind — dockerd after 1 024 — never sees lookout
 //! fall behind for etcd's sake).
 //!
+//! What is queued when the task comes to it is written together: up to
+//! [`MAX_WRITES`] events a txn (`batch.rs`), so a cluster slower than the
+//! feed is asked for fewer, larger txns rather than falling further behind;
+//! an event that finds the queue empty is written alone, at once.
+//!
 //! The queue keeps what the run told in order. It holds every transition
 //! while it is shorter than [`COALESCE_FROM`]; beyond that (etcd slow or
 //! away for long) an instance's newer event replaces its queued one since
@@ -18,6 +23,7 @@ use lookout_core::{InstanceEvent, Status};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
+use super::batch::MAX_WRITES;
 use super::{Publisher, TICK};
 use crate::exit::Exit;
 use crate::output::Warnings;
@@ -161,7 +167,8 @@ async fn run(mut publisher: Publisher, queue: Arc<Mutex<Queue>>, wake: Arc<Notif
             let mut q = lock(&queue);
             (q.take(), q.closed)
         };
-        for told in batch {
+        let mut batch = batch.into_iter().peekable();
+        while let Some(told) = batch.next() {
             // A long batch (a loaded cluster: seconds of queue) renews the
             // status lease on time too, or the key expires under a live
             // publisher and readers see its source flap.
@@ -171,7 +178,17 @@ async fn run(mut publisher: Publisher, queue: Arc<Mutex<Queue>>, wake: Arc<Notif
                 ticked = tokio::time::Instant::now();
             }
             match told {
-                Told::Event(e) => publisher.event(&e).await,
+                Told::Event(e) => {
+                    // The events queued behind it, up to a txn's worth:
+                    // written together (what is queued, never waited for).
+                    let mut run = vec![e];
+                    while run.len() < MAX_WRITES
+                        && let Some(Told::Event(e)) = batch.next_if(|t| matches!(t, Told::Event(_)))
+                    {
+                        run.push(e);
+                    }
+                    publisher.events(&run).await;
+                }
                 Told::Status(s) => publisher.status(&s).await,
             }
         }

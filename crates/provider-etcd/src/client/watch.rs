@@ -18,8 +18,10 @@ use crate::error::EtcdError;
 /// The largest watch line (one revision's events with their previous
 /// values): beyond it the watch fails ([`EtcdError::TooLarge`]) and the
 /// session ends. etcd stores at most `--max-request-bytes` (1.5 MiB by
-/// default) a request, and lookout's publishers write one instance a txn:
-/// 64 MiB is far past any line they cause, and what the buffer may hold.
+/// default) a request, and lookout's publishers write at most 64 instances
+/// and 256 KiB of keys and values a txn (a line: those, their previous
+/// values, in base64: under 1 MiB): 64 MiB is far past any line they cause,
+/// and what the buffer may hold.
 const LINE_LIMIT: usize = 64 * 1024 * 1024;
 
 impl Client {

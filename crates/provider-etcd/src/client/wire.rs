@@ -37,22 +37,43 @@ pub fn prefix_range_end(prefix: &[u8]) -> Vec<u8> {
     vec![0]
 }
 
+/// An int64 field: a string (the gateway's), or a number. A visitor, not
+/// an untagged enum: a list of 100 000 keys has 400 000 of them, and an
+/// untagged enum buffers each one before trying its variants.
 fn int64<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Int {
-        Text(String),
-        Number(i64),
+    struct Int64;
+    impl de::Visitor<'_> for Int64 {
+        type Value = i64;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an int64, as a string or a number")
+        }
+        fn visit_str<E: de::Error>(self, s: &str) -> Result<i64, E> {
+            s.parse().map_err(E::custom)
+        }
+        fn visit_i64<E: de::Error>(self, n: i64) -> Result<i64, E> {
+            Ok(n)
+        }
+        fn visit_u64<E: de::Error>(self, n: u64) -> Result<i64, E> {
+            i64::try_from(n).map_err(E::custom)
+        }
     }
-    match Int::deserialize(d)? {
-        Int::Number(n) => Ok(n),
-        Int::Text(s) => s.parse().map_err(de::Error::custom),
-    }
+    d.deserialize_any(Int64)
 }
 
+/// A key or value in base64, decoded from the JSON text where it lies (no
+/// string copied first: base64 needs no JSON escape).
 fn base64<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
-    let s = String::deserialize(d)?;
-    STANDARD.decode(s.as_bytes()).map_err(de::Error::custom)
+    struct Base64;
+    impl de::Visitor<'_> for Base64 {
+        type Value = Vec<u8>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("base64 text")
+        }
+        fn visit_str<E: de::Error>(self, s: &str) -> Result<Vec<u8>, E> {
+            STANDARD.decode(s.as_bytes()).map_err(E::custom)
+        }
+    }
+    d.deserialize_str(Base64)
 }
 
 /// Every response's header: the store's revision when it was served.
