@@ -6,8 +6,8 @@
 //! last barrier (a status: nothing before it is replaced), so its memory
 //! stays bounded by the instances, not by the events: the consumer then
 //! gets each instance's latest state, not every transition on the way.
-//! (The publisher's queue, `publish/task.rs`, is this rule over its own
-//! items.)
+//! The publisher's queue (`publish/task.rs`) is this queue over its own
+//! items too.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -67,7 +67,18 @@ impl<T: Keyed> Coalescing<T> {
         std::mem::take(&mut self.items)
     }
 
+    /// Nothing queued.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// What is queued, in order (for tests).
     #[cfg(test)]
+    pub fn queued(&self) -> &VecDeque<T> {
+        &self.items
+    }
+
+    /// How many items are queued.
     pub fn len(&self) -> usize {
         self.items.len()
     }

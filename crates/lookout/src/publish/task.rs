@@ -15,7 +15,7 @@
 //! warning: etcd then gets each instance's latest state, not every
 //! transition on the way.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -27,6 +27,7 @@ use super::batch::MAX_WRITES;
 use super::{Publisher, TICK};
 use crate::exit::Exit;
 use crate::output::Warnings;
+use crate::queue::{Coalescing, Keyed};
 
 /// From this many queued items on, an instance's events are coalesced.
 pub const COALESCE_FROM: usize = 65_536;
@@ -42,41 +43,49 @@ enum Told {
     Status(Status),
 }
 
-#[derive(Debug, Default)]
+impl Keyed for Told {
+    fn key(&self) -> Option<&str> {
+        match self {
+            Self::Event(e) => Some(e.id.as_str()),
+            // A status is a barrier: nothing before it is replaced.
+            Self::Status(_) => None,
+        }
+    }
+}
+
+/// What the run told and etcd has not taken yet (coalescing from
+/// [`COALESCE_FROM`] items on: see [`Coalescing`]).
+#[derive(Debug)]
 struct Queue {
-    items: VecDeque<Told>,
-    /// Where each instance's latest event is in `items`, since the last
-    /// status (for coalescing).
-    at: HashMap<String, usize>,
-    /// Events replaced by a newer one of the same instance.
-    coalesced: u64,
+    items: Coalescing<Told>,
     warned: bool,
     closed: bool,
 }
 
-impl Queue {
-    fn event(&mut self, e: &InstanceEvent) {
-        let id = e.id.as_str();
-        if self.items.len() >= COALESCE_FROM
-            && let Some(&i) = self.at.get(id)
-            && let Some(slot) = self.items.get_mut(i)
-        {
-            *slot = Told::Event(e.clone());
-            self.coalesced += 1;
-            return;
+impl Default for Queue {
+    fn default() -> Self {
+        Self {
+            items: Coalescing::new(COALESCE_FROM),
+            warned: false,
+            closed: false,
         }
-        self.at.insert(id.to_owned(), self.items.len());
-        self.items.push_back(Told::Event(e.clone()));
+    }
+}
+
+impl Queue {
+    /// Queues `e`: `true` when the queue is past its bound, the first time
+    /// (warn then).
+    fn event(&mut self, e: &InstanceEvent) -> bool {
+        let replaced = self.items.push(Told::Event(e.clone()));
+        replaced && !std::mem::replace(&mut self.warned, true)
     }
 
     fn status(&mut self, s: &Status) {
-        self.at.clear();
-        self.items.push_back(Told::Status(s.clone()));
+        self.items.push(Told::Status(s.clone()));
     }
 
     fn take(&mut self) -> VecDeque<Told> {
-        self.at.clear();
-        std::mem::take(&mut self.items)
+        self.items.take()
     }
 }
 
@@ -113,16 +122,13 @@ impl Running {
 
     /// Queues an event (never waits for etcd).
     pub fn event(&self, e: &InstanceEvent) {
-        let mut q = lock(&self.queue);
-        q.event(e);
-        if q.coalesced > 0 && !q.warned {
-            q.warned = true;
+        let first_coalesced = lock(&self.queue).event(e);
+        if first_coalesced {
             self.warnings.warn_publish(&format!(
                 "etcd is behind by {COALESCE_FROM} items: each instance's latest state is \
                  published, not every transition on the way, until it catches up"
             ));
         }
-        drop(q);
         self.wake.notify_one();
     }
 
@@ -219,6 +225,7 @@ mod tests {
 
     fn kinds(q: &Queue) -> Vec<String> {
         q.items
+            .queued()
             .iter()
             .map(|t| match t {
                 Told::Event(e) => format!("{} {:?}", e.id.as_str(), e.kind),
@@ -235,9 +242,9 @@ mod tests {
         q.status(&Status::Connected { instances: 1 });
         q.event(&event("a", EventKind::Started));
         assert_eq!(kinds(&q), ["a Started", "a Stopped", "status", "a Started"]);
-        assert_eq!(q.coalesced, 0);
+        assert_eq!(q.items.coalesced(), 0);
         assert_eq!(q.take().len(), 4);
-        assert!(q.items.is_empty() && q.at.is_empty());
+        assert!(q.items.is_empty());
     }
 
     #[test]
@@ -248,12 +255,12 @@ mod tests {
         }
         q.event(&event("i7", EventKind::Stopped));
         assert_eq!(q.items.len(), COALESCE_FROM, "bounded by the instances");
-        assert_eq!(q.coalesced, 1);
-        assert!(matches!(&q.items[7], Told::Event(e) if e.kind == EventKind::Stopped));
+        assert_eq!(q.items.coalesced(), 1);
+        assert!(matches!(&q.items.queued()[7], Told::Event(e) if e.kind == EventKind::Stopped));
         // After a status, nothing before it is replaced.
         q.status(&Status::Connected { instances: 1 });
         q.event(&event("i7", EventKind::Started));
         assert_eq!(q.items.len(), COALESCE_FROM + 2);
-        assert!(matches!(&q.items[7], Told::Event(e) if e.kind == EventKind::Stopped));
+        assert!(matches!(&q.items.queued()[7], Told::Event(e) if e.kind == EventKind::Stopped));
     }
 }
