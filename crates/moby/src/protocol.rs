@@ -12,7 +12,7 @@
 //!
 //! Inside the crate this module is the Docker API's protocol as a whole
 //! (as kube-core is to kube-client): what the requests ask (`requests`), the
-//! `/events` body (`framing`, `wire`, `cursor`), what each event means
+//! `/events` body (`framing`, `wire`, `attributes_scan`, `cursor`), what each event means
 //! (`feed`, `event`, `objects`, `labels`, `mapping`, `containers`), what an
 //! inspection answered (`inspection`) and the history rules (`history`).
 //! The files that do I/O (`session.rs`, `history_fetch.rs`, `inspect.rs`,
@@ -25,6 +25,7 @@
 //! reached (networks, ports), for [`CompatDial::addresses`](crate::CompatDial::addresses).
 
 pub mod addresses;
+pub(crate) mod attributes_scan;
 pub(crate) mod containers;
 pub(crate) mod cursor;
 pub(crate) mod event;

@@ -8,8 +8,10 @@ use std::time::{Duration, SystemTime};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
+use lookout_core::{InstanceId, Labels};
+
 use super::cursor::Cursor;
-use super::labels::string_value;
+use super::labels::{label_value, raw_labels, string_value};
 
 /// One event of the feed with what every kind needs decoded: its action,
 /// its object's id and name, its attributes and its time.
@@ -17,7 +19,9 @@ use super::labels::string_value;
 pub struct Event {
     pub(crate) action: String,
     pub(crate) uid: Arc<str>,
-    pub(crate) name: String,
+    /// Built as the instance id its change carries (a reference count),
+    /// so that no second copy is made per event.
+    pub(crate) name: InstanceId,
     pub(crate) attributes: Attributes,
     pub(crate) time: Cursor,
     /// Where to resume after it, when it moved the feed forward.
@@ -39,7 +43,7 @@ impl Event {
         Self {
             action: action.into(),
             uid: uid.into(),
-            name: name.into(),
+            name: InstanceId::from(name.into()),
             attributes: Attributes::decoded(attributes),
             time,
             cursor: Some(time),
@@ -60,7 +64,7 @@ impl Event {
     /// The object's name (`Actor.Attributes.name`, without a leading `/`):
     /// the instance id.
     pub fn name(&self) -> &str {
-        &self.name
+        self.name.as_str()
     }
 
     /// All of `Actor.Attributes` (empty when the event has none, or when
@@ -68,6 +72,23 @@ impl Event {
     /// need only the name, which the feed reads as it decodes the line.
     pub fn attributes(&self) -> &Map<String, Value> {
         self.attributes.get()
+    }
+
+    /// The attributes as labels, but the keys in `except` (a container's
+    /// `create`: the engine mixes its labels into them). Read straight from
+    /// the engine's text when they were not decoded yet, without building
+    /// the map [`attributes`](Self::attributes) builds; the same labels
+    /// either way.
+    pub(crate) fn labels_except(&self, except: &[&str]) -> Labels {
+        match (&self.attributes.raw, self.attributes.decoded.get()) {
+            (_, Some(map)) => map
+                .iter()
+                .filter(|(k, _)| !except.contains(&k.as_str()))
+                .map(|(k, v)| (k.as_str(), label_value(v)))
+                .collect(),
+            (Some(raw), None) => raw_labels(raw, except),
+            (None, None) => Labels::new(),
+        }
     }
 
     /// One attribute as a string (a non-string value as its JSON text).
@@ -82,7 +103,10 @@ impl Event {
             (_, Some(map)) => ["exitCode", "containerExitCode"]
                 .into_iter()
                 .find_map(|key| string_value(map.get(key)?).trim().parse().ok()),
-            (Some(raw), None) => super::wire::attribute_exit_code(raw),
+            (Some(raw), None) => match self.attributes.exit_code {
+                ExitCode::Read(code) => code,
+                ExitCode::Unread => super::wire::attribute_exit_code(raw),
+            },
             (None, None) => None,
         }
     }
@@ -118,6 +142,19 @@ impl Event {
 pub(crate) struct Attributes {
     raw: Option<Box<RawValue>>,
     decoded: OnceLock<Map<String, Value>>,
+    /// The exit code, when the feed read it already (with the name, in one
+    /// scan: `attributes_scan.rs`), so that a `die` is not read again.
+    exit_code: ExitCode,
+}
+
+/// Whether the feed read the attributes' exit code already.
+#[derive(Debug, Clone, Copy, Default)]
+enum ExitCode {
+    /// Not read: the text is read for it when asked.
+    #[default]
+    Unread,
+    /// Read (`None`: there is none).
+    Read(Option<i32>),
 }
 
 impl Attributes {
@@ -127,7 +164,14 @@ impl Attributes {
         Self {
             raw: Some(raw.to_owned()),
             decoded: OnceLock::new(),
+            exit_code: ExitCode::Unread,
         }
+    }
+
+    /// The same, with the exit code the feed read from them already.
+    pub(crate) fn with_exit_code(mut self, code: Option<i32>) -> Self {
+        self.exit_code = ExitCode::Read(code);
+        self
     }
 
     /// Attributes already decoded.
@@ -135,6 +179,7 @@ impl Attributes {
         Self {
             raw: None,
             decoded: OnceLock::from(map),
+            exit_code: ExitCode::Unread,
         }
     }
 

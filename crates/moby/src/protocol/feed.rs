@@ -2,6 +2,7 @@
 //! decoded, checked against the resume point, and handed to the session's
 //! [`KnownObjects`]. Pure (no I/O), so every case is unit-tested.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -10,6 +11,7 @@ use lookout_core::{
     SplitLine,
 };
 
+use super::attributes_scan::scan;
 use super::cursor::Cursor;
 use super::event::{Attributes, Event};
 use super::framing::{MAX_LINE, preview};
@@ -306,20 +308,25 @@ impl<K: KnownObjects> Feed<K> {
             .filter(|id| !id.is_empty())
             .ok_or("no Actor.ID")?
             .into();
-        let name = event
-            .attributes
-            .and_then(attribute_name)
+        // The name (and a `die`'s exit code) by one quick scan of the
+        // attributes, else by serde_json (`attributes_scan.rs`).
+        let facts = event.attributes.and_then(|raw| scan(raw.get()));
+        let name = match facts {
+            Some(facts) => facts.name.map(Cow::Borrowed),
+            None => event.attributes.and_then(attribute_name),
+        };
+        let name = name
             .as_deref()
             .map(|n| n.trim_start_matches('/'))
             .filter(|n| !n.is_empty())
-            .ok_or("no Actor.Attributes.name")?
-            .to_owned();
+            .map(InstanceId::from)
+            .ok_or("no Actor.Attributes.name")?;
         if self.replays.again(time.unix_nanos(), &uid, &action) {
             // Sent again (Podman < 4.5 after rotating its event log): told
             // once already, and no news now.
             tracing::debug!(
                 provider = self.provider,
-                id = name,
+                id = name.as_str(),
                 action,
                 ?time,
                 "dropping an event the engine sent again"
@@ -330,7 +337,11 @@ impl<K: KnownObjects> Feed<K> {
             action,
             uid,
             name,
-            attributes: event.attributes.map(Attributes::raw).unwrap_or_default(),
+            attributes: match (event.attributes, facts) {
+                (Some(raw), Some(facts)) => Attributes::raw(raw).with_exit_code(facts.exit_code()),
+                (Some(raw), None) => Attributes::raw(raw),
+                (None, _) => Attributes::default(),
+            },
             time,
             cursor,
             inspections: 0,
@@ -399,7 +410,7 @@ fn change(
 ) -> FeedOutput {
     let at = event.at();
     FeedOutput::Obs(Observation::Change(
-        Change::new(InstanceId::from(event.name), kind, at)
+        Change::new(event.name, kind, at)
             .uid(Some(event.uid))
             .labels(Some(labels))
             .cursor(event.cursor)

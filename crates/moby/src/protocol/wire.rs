@@ -401,6 +401,22 @@ mod tests {
     }
 
     #[test]
+    fn the_legacy_fields_are_read_when_their_successors_are_missing() {
+        let w = Wire::decode(
+            br#"{"status":"st\u0061rt","id":"abc","Type":"container","Actor":{"Attributes":{}}}"#,
+        )
+        .expect("an object");
+        assert_eq!(w.action.or(w.status).str(), Some("start"));
+        assert_eq!(w.actor_id.or(w.id).str(), Some("abc"));
+        let w = Wire::decode(br#"{"status":7,"id":{"a":1},"Action":"die","Actor":{"ID":"x"}}"#)
+            .expect("an object");
+        assert_eq!(w.action.or(w.status).str(), Some("die"));
+        assert_eq!(w.actor_id.or(w.id).str(), Some("x"));
+        let w = Wire::decode(br#"{"status":7,"id":{"a":1}}"#).expect("an object");
+        assert!(matches!(w.status, Loose::Other) && matches!(w.id, Loose::Other));
+    }
+
+    #[test]
     fn the_exit_code_is_read_without_the_rest() {
         let code = |json: &str| {
             let raw: Box<RawValue> = serde_json::from_str(json).expect("json");
