@@ -2,7 +2,7 @@
 //! (events on stdout, statuses on stderr) and handed to the run's other
 //! [`Feeds`] (published, rendered, exec'd), until SIGTERM or Ctrl-C.
 
-use std::io;
+use std::io::{self, Write as _};
 use std::pin::pin;
 
 use lookout_core::{Item, Origin};
@@ -52,49 +52,78 @@ pub async fn consume(
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| Exit::Failure(format!("cannot listen for SIGTERM: {e}")))?;
     let mut ctrl_c = pin!(tokio::signal::ctrl_c());
+    let mut lines = Lines::default();
     loop {
-        tokio::select! {
-            _ = &mut ctrl_c => return stop(feeds).await,
-            _ = sigterm.recv() => return stop(feeds).await,
-            item = stream.next() => match item {
-                Some(Printed::Publisher(p)) => {
-                    let line = printer.publisher_line(&p);
-                    let _ = blocking_write(|| write_line(&mut io::stderr().lock(), &line));
+        let item = if lines.is_empty() {
+            tokio::select! {
+                _ = &mut ctrl_c => return stop(feeds).await,
+                _ = sigterm.recv() => return stop(feeds).await,
+                item = stream.next() => item,
+            }
+        } else {
+            // Lines are waiting: the next item if it is already there, else
+            // they go out now (a burst, a snapshot, is one write, and no
+            // line waits for the next event).
+            tokio::select! {
+                biased;
+                item = stream.next() => item,
+                () = std::future::ready(()) => {
+                    lines.flush()?;
+                    continue;
                 }
-                Some(Printed::Item { source, item: Item::Event(e) }) => {
-                    if let Some(p) = &feeds.publishing {
-                        p.event(&e);
-                    }
-                    if let Some(r) = &feeds.rendering {
-                        r.event(source, &e);
-                    }
-                    if e.origin == Origin::Initial && !feeds.print_initial {
-                        continue;
-                    }
-                    if let Some(x) = &feeds.exec {
-                        let instance = match source {
-                            Some(i) => format!("{i}/{}", e.id.as_str()),
-                            None => e.id.as_str().to_owned(),
-                        };
-                        x.event(instance, printer.event_json(source, &e));
-                    }
-                    print_event(&printer.event_line(source, &e))?;
+            }
+        };
+        match item {
+            Some(Printed::Publisher(p)) => {
+                lines.flush()?;
+                let line = printer.publisher_line(&p);
+                let _ = blocking_write(|| write_line(&mut io::stderr().lock(), &line));
+            }
+            Some(Printed::Item {
+                source,
+                item: Item::Event(e),
+            }) => {
+                if let Some(p) = &feeds.publishing {
+                    p.event(&e);
                 }
-                Some(Printed::Item { source, item: Item::Status(s) }) => {
-                    if let Some(p) = &feeds.publishing {
-                        p.status(&s);
-                    }
-                    if let Some(r) = &feeds.rendering {
-                        r.status(source, &s);
-                    }
-                    // A closed stderr is no reason to stop delivering events.
-                    let line = printer.status_line(source, &s);
-                    let _ = blocking_write(|| write_line(&mut io::stderr().lock(), &line));
+                if let Some(r) = &feeds.rendering {
+                    r.event(source, &e);
                 }
-                None => {
-                    return Err(Exit::Failure("the event stream ended unexpectedly".to_owned()));
+                if e.origin == Origin::Initial && !feeds.print_initial {
+                    continue;
                 }
-            },
+                if let Some(x) = &feeds.exec {
+                    let instance = match source {
+                        Some(i) => format!("{i}/{}", e.id.as_str()),
+                        None => e.id.as_str().to_owned(),
+                    };
+                    x.event(instance, printer.event_json(source, &e));
+                }
+                lines.push(&printer.event_line(source, &e))?;
+            }
+            Some(Printed::Item {
+                source,
+                item: Item::Status(s),
+            }) => {
+                if let Some(p) = &feeds.publishing {
+                    p.status(&s);
+                }
+                if let Some(r) = &feeds.rendering {
+                    r.status(source, &s);
+                }
+                // The events before it are out before it (stdout, then
+                // stderr: a reader of both sees them in order).
+                lines.flush()?;
+                // A closed stderr is no reason to stop delivering events.
+                let line = printer.status_line(source, &s);
+                let _ = blocking_write(|| write_line(&mut io::stderr().lock(), &line));
+            }
+            None => {
+                lines.flush()?;
+                return Err(Exit::Failure(
+                    "the event stream ended unexpectedly".to_owned(),
+                ));
+            }
         }
     }
 }
@@ -119,13 +148,48 @@ fn blocking_write<T>(write: impl FnOnce() -> T) -> T {
     }
 }
 
-/// Writes an event line to stdout: `Err` when the run must end (a reader
-/// gone: quietly).
-fn print_event(line: &str) -> Result<(), Exit> {
-    match blocking_write(|| write_line(&mut io::stdout().lock(), line)) {
-        Ok(()) => Ok(()),
-        // The reader went away (`lookout … | head`): exit quietly.
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Err(Exit::ReaderGone),
-        Err(e) => Err(Exit::Failure(format!("cannot write to stdout: {e}"))),
+/// Event lines on their way to stdout: gathered while the stream has more
+/// at once, written together (one write where each line was one), at most
+/// [`LINES_AT_ONCE`] bytes a write.
+#[derive(Default)]
+struct Lines {
+    pending: Vec<u8>,
+}
+
+/// Gathered lines are written once they are this many bytes.
+const LINES_AT_ONCE: usize = 64 * 1024;
+
+impl Lines {
+    fn is_empty(&self) -> bool {
+        self.pending.is_empty()
+    }
+
+    fn push(&mut self, line: &str) -> Result<(), Exit> {
+        self.pending.extend_from_slice(line.as_bytes());
+        self.pending.push(b'\n');
+        if self.pending.len() >= LINES_AT_ONCE {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Writes what is gathered: `Err` when the run must end (a reader
+    /// gone: quietly).
+    fn flush(&mut self) -> Result<(), Exit> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let written = blocking_write(|| {
+            let mut out = io::stdout().lock();
+            out.write_all(&self.pending)?;
+            out.flush()
+        });
+        self.pending.clear();
+        match written {
+            Ok(()) => Ok(()),
+            // The reader went away (`lookout … | head`): exit quietly.
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Err(Exit::ReaderGone),
+            Err(e) => Err(Exit::Failure(format!("cannot write to stdout: {e}"))),
+        }
     }
 }
