@@ -314,6 +314,7 @@ fn every_answer_is_the_documented_one() {
             format!("/events?initial=true&follow=false&label={label}"),
         ),
         ("/events", "/events?follow=false".into()),
+        ("/events", "/events?initial&follow=false".into()),
         ("/events", "/events?since=not-an-id&follow=false".into()),
     ];
     for (path, asked) in &ok {
