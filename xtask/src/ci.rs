@@ -20,17 +20,22 @@
 //!    docs' links and flags included: `crates/lookout/tests/docs.rs`)
 //! 8. `cargo build --workspace --bins --locked`: the `lookout` binary the
 //!    `serve` bench drives (`target/debug/lookout`)
-//! 9. `cargo test --benches --workspace --locked` with the engines'
-//!    environment: the benches' smoke runs (each bench without `--bench` runs
-//!    a small size, the real-engine ones against the engines; see `cargo
-//!    xtask bench`)
-//! 10. `cargo test --workspace --bench soak --locked -- --minutes 1`: the
+//! 9. `cargo xtask schemathesis` with the engines' environment
+//!    (`schemathesis.rs`): schemathesis, pinned and installed in a venv under
+//!    `target/` when missing, against that `lookout docker --serve` and the
+//!    `OpenAPI` document it serves, every check, no failure (the run bounded
+//!    by 2 min)
+//! 10. `cargo test --benches --workspace --locked` with the engines'
+//!     environment: the benches' smoke runs (each bench without `--bench` runs
+//!     a small size, the real-engine ones against the engines; see `cargo
+//!     xtask bench`)
+//! 11. `cargo test --workspace --bench soak --locked -- --minutes 1`: the
 //!     1-minute soak (`cargo xtask soak` runs the long one)
-//! 11. `cargo xtask fuzz --seconds 30`: each decoder's fuzz target for 30 s
+//! 12. `cargo xtask fuzz --seconds 30`: each decoder's fuzz target for 30 s
 //!     (libFuzzer on nightly, installing cargo-fuzz if missing; without
 //!     nightly, the same harnesses on stable with random inputs, said loudly)
-//! 12. `cargo doc --workspace --no-deps --locked` with `RUSTDOCFLAGS=-D warnings`
-//! 13. `cargo xtask release --dry-run` (`release.rs`): the release plan from
+//! 13. `cargo doc --workspace --no-deps --locked` with `RUSTDOCFLAGS=-D warnings`
+//! 14. `cargo xtask release --dry-run` (`release.rs`): the release plan from
 //!     each crate's changelog and last release (`release/versions.toml`),
 //!     cargo-semver-checks of every changed library against its last
 //!     release (installed if missing), the MSRV checks (no dependency in
@@ -153,7 +158,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
 /// The pipeline. `ci`: running in CI (a fresh clone), else on a developer's tree.
 // One entry per step, in order: longer as the pipeline grows, and clearest as one list.
 #[allow(clippy::too_many_lines)]
-fn steps(ci: bool) -> [Step; 13] {
+fn steps(ci: bool) -> [Step; 14] {
     // The release's dry run packages the crates: a developer's tree usually
     // has uncommitted changes, CI's fresh clone has none.
     let release_args: &'static [&'static str] = if ci {
@@ -226,6 +231,16 @@ fn steps(ci: bool) -> [Step; 13] {
                 // workspace's features, as `test` built it: no recompile).
                 args: &["build", "--workspace", "--bins", "--locked"],
                 env: vec![],
+            },
+        },
+        Step {
+            name: "schemathesis",
+            // Cold: python3-venv from Debian and schemathesis from PyPI;
+            // the run itself (13 s measured) is bounded by 2 min in
+            // `schemathesis.rs`.
+            timeout: 15 * MINUTE,
+            action: Action::WithEngines {
+                args: &["xtask", "schemathesis"],
             },
         },
         Step {

@@ -11,6 +11,7 @@
 //! cargo xtask fuzz [--seconds N] [TARGET]...       the decoders' fuzz targets (libFuzzer; stable fallback)
 //! cargo xtask image                                the container image lookout:latest in the local dockerd (deploy/image)
 //! cargo xtask release [--dry-run] [CRATE]...      the release plan, semver and MSRV checks, packages, downstream fixture; publishes without --dry-run
+//! cargo xtask schemathesis                         schemathesis against `lookout docker --serve` and its OpenAPI document
 //! cargo xtask soak [--minutes N]                   dial/drop, reconnects, a paused consumer; resources flat
 //! cargo xtask structure                            no import circle between files, no library file over 500 lines
 //! ```
@@ -31,6 +32,7 @@ mod fuzz;
 mod image;
 mod process;
 mod release;
+mod schemathesis;
 mod soak;
 mod structure;
 
@@ -42,7 +44,7 @@ usage: cargo xtask COMMAND
 
 commands:
   bench [--smoke]                      the full benches and their tables (machine and load noted)
-  ci                                   fmt, clippy, structure, deny, engines up all, image, test, bench smoke, soak, fuzz, doc, release --dry-run
+  ci                                   fmt, clippy, structure, deny, engines up all, image, test, build bins, schemathesis, bench smoke, soak, fuzz, doc, release --dry-run
   demo                                 watch a demo container through its life and a dockerd restart
   engines up   [ENGINE]...             start engines (docker, docker2, docker-tls, podman, sshd, swarm, k8s, etcd, chromium, nginx, all; default all)
   engines down [ENGINE]...             stop engines (default all)
@@ -55,6 +57,8 @@ commands:
   release [--dry-run] [--allow-dirty] [--no-engines] [CRATE]...
                                        the release plan (changelogs, versions.toml), cargo-semver-checks,
                                        MSRV, packages, the downstream fixture; publishes without --dry-run
+  schemathesis                         schemathesis (pinned, in target/schemathesis) against a running
+                                       `lookout docker --serve` and its /openapi.json, every check
   soak [--minutes N]                   the soak test: RSS, fds, tasks flat over N minutes (default 10)
   structure                            no import circle between a crate's files, no library file over 500 lines of code
 ";
@@ -70,6 +74,7 @@ fn main() -> ExitCode {
         Some("fuzz") => fuzz::run(rest),
         Some("image") => image::run(rest),
         Some("release") => release::run(rest),
+        Some("schemathesis") => schemathesis::run(rest),
         Some("soak") => soak::run(rest),
         Some("structure") => structure::run(rest),
         Some("help" | "-h" | "--help") => {

@@ -15,7 +15,10 @@
 //!   prose are in [`OTHER_FLAGS`], each with its reason;
 //! - every code block just after `<!-- compiled: FILE -->` is FILE (a
 //!   contiguous part of it, indented alike), and FILE is one of the files
-//!   this test compiles ([`COMPILED`]).
+//!   this test compiles ([`COMPILED`]);
+//! - `docs/openapi.json` is the document `--serve` serves at `/openapi.json`
+//!   (`crates/lookout/src/serve/openapi.json`, inside the crate so that the
+//!   published crate has it), byte for byte.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
@@ -811,6 +814,17 @@ fn assert_found(errors: &[String], expected: &[&str]) {
     for (e, x) in errors.iter().zip(expected) {
         assert!(e.contains(x), "{e:?} does not say {x:?}");
     }
+}
+
+#[test]
+fn the_openapi_document_in_docs_is_the_one_served() {
+    let served = read(Path::new("crates/lookout/src/serve/openapi.json"));
+    let docs = read(Path::new("docs/openapi.json"));
+    assert!(
+        served == docs,
+        "docs/openapi.json differs from crates/lookout/src/serve/openapi.json: \
+         cp crates/lookout/src/serve/openapi.json docs/openapi.json"
+    );
 }
 
 #[test]

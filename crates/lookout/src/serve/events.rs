@@ -87,11 +87,20 @@ pub fn open(
     headers: &HeaderMap,
     uri: &Uri,
 ) -> Result<(EventBody, &'static str), BadQuery> {
-    let parsed = Query::parse(uri.query(), &["initial", "label", "since", "host"]).and_then(|q| {
+    let allowed = ["initial", "label", "since", "host", "follow"];
+    let parsed = Query::parse(uri.query(), &allowed).and_then(|q| {
         let since = q.one("since")?.map(str::to_owned);
-        Ok((q.flag("initial")?, q.labels()?, since, s.select(&q)?))
+        // A stream unless `follow=false` (`flag` checks the value).
+        let follow = q.one("follow")?.is_none() || q.flag("follow")?;
+        Ok((
+            q.flag("initial")?,
+            q.labels()?,
+            since,
+            s.select(&q)?,
+            follow,
+        ))
     });
-    let (initial, filter, since, sources) = parsed?;
+    let (initial, filter, since, sources, follow) = parsed?;
     let sse = headers
         .get_all(header::ACCEPT)
         .iter()
@@ -134,6 +143,7 @@ pub fn open(
                 .map_or_else(|| s.shutdown.clone(), |b| b.stop().clone()),
         ),
         keep_alive: sse.then(|| KeepAlive::new(Instant::now())),
+        follow,
         _busy: busy,
     };
     let content_type = if sse {
@@ -180,6 +190,11 @@ pub struct EventBody {
     stop: Option<CancellationToken>,
     /// SSE only: when the next keep-alive comment is due.
     keep_alive: Option<KeepAlive>,
+    /// `?follow=false`: the body ends once nothing more is ready (the
+    /// present of `?initial=true`, what a resume replays), so that a script,
+    /// or a fuzzer checking the answer against the `OpenAPI` document, gets a
+    /// whole response instead of a stream that never ends.
+    follow: bool,
     /// Its connection's slot is busy while the stream is open (it is not
     /// shed for a newcomer): the request's mark, kept by the body.
     _busy: Option<Arc<Busy>>,
@@ -281,10 +296,11 @@ impl Stream for EventBody {
                 // Every one registered this task's waker: nothing to send.
                 // (A look at the token here only, once per wait, not per
                 // frame: at shutdown the connection's task polls the body.)
-                if this
-                    .stop
-                    .as_ref()
-                    .is_some_and(CancellationToken::is_cancelled)
+                if !this.follow
+                    || this
+                        .stop
+                        .as_ref()
+                        .is_some_and(CancellationToken::is_cancelled)
                 {
                     return Poll::Ready(None);
                 }
@@ -353,6 +369,7 @@ mod tests {
             stop: Some(shutdown.clone()),
             _busy: None,
             keep_alive: sse.then(|| KeepAlive::new(Instant::now())),
+            follow: true,
         }
     }
 
@@ -461,6 +478,7 @@ mod tests {
             stop: Some(shutdown.clone()),
             _busy: None,
             keep_alive: None,
+            follow: true,
         };
         let mut lines = Vec::new();
         for _ in 0..6 {

@@ -1,6 +1,7 @@
 //! The router: `/`, `/events`, `/instances`, `/instances/{id}`, `/healthz`,
-//! `/metrics`, behind the token; the page, the metrics and the 404 are
-//! here, the other handlers in their own files.
+//! `/metrics`, `/openapi.json`, behind the token; the page, the metrics,
+//! the `OpenAPI` document and the 404 are here, the other handlers in their
+//! own files.
 //!
 //! A server of several engines (`--host NAME=URI`, `--context NAME`…) has a
 //! hub each: every instance and event then says its `"host"`, and `?host=`
@@ -23,7 +24,11 @@ use super::query::Query;
 use super::response::error;
 use super::state::State;
 
+mod openapi;
+
 pub fn router(state: State, token: Option<Arc<Token>>) -> Router {
+    // This server's OpenAPI document, made once.
+    let document = openapi::document(&state.hosts());
     Router::new()
         .route("/", get(page))
         .route("/events", get(events::handler))
@@ -31,6 +36,13 @@ pub fn router(state: State, token: Option<Arc<Token>>) -> Router {
         .route("/instances/{*id}", get(instance))
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
+        .route(
+            "/openapi.json",
+            get(move |uri: Uri| {
+                let document = document.clone();
+                async move { openapi::answer(document, &uri) }
+            }),
+        )
         .fallback(not_found)
         .with_state(state)
         .layer(axum::middleware::from_fn_with_state(token, auth::require))
