@@ -4,10 +4,9 @@
 //! --notify … --wait 300ms:2s`; and what a template that does not parse,
 //! or fails to render, does.
 //!
-//! Not checked here: the issue's "after dockerd is killed -9 and restarted
-//! the file is right again" (the engines' dockerd is shared by the other
-//! tests of the machine; `lookout docker`'s restart behaviour is checked
-//! by `cli.rs`, and the render follows the same events).
+//! After dockerd is killed -9 and restarted, the file is right again:
+//! that test holds the docker lock exclusively, as the other tests that
+//! restart dockerd do.
 
 // The helpers read output on threads of their own (tests may spawn).
 #![allow(clippy::disallowed_methods)]
@@ -38,6 +37,12 @@ fn require_nginx() -> Option<engines::EngineLock> {
 /// `label`; created through the Engine API (the docker CLI's
 /// `--health-cmd` needs a shell in the form it writes).
 fn create_web(name: &str, label: &str) {
+    create_web_restarting(name, label, "no");
+}
+
+/// [`create_web`], restarted by dockerd as `policy` says (`always`: also
+/// when dockerd itself comes back).
+fn create_web_restarting(name: &str, label: &str, policy: &str) {
     let (key, value) = label.split_once('=').expect("KEY=VALUE");
     let body = serde_json::json!({
         "Image": engines::test_image(),
@@ -48,6 +53,7 @@ fn create_web(name: &str, label: &str) {
         "ExposedPorts": { "8080/tcp": {} },
         "HostConfig": {
             "PortBindings": { "8080/tcp": [{ "HostIp": "127.0.0.1", "HostPort": "" }] },
+            "RestartPolicy": { "Name": policy },
         },
         "Healthcheck": {
             "Test": ["CMD", "/bin/busybox", "test", "-f", "/www/ok"],
@@ -410,4 +416,81 @@ fn a_render_error_keeps_the_last_good_file_and_warns() {
         Some("good\n"),
         "the last good file kept"
     );
+}
+
+/// Runs `f` when dropped (dockerd started again whatever happens).
+struct OnDrop<F: FnOnce()>(Option<F>);
+
+impl<F: FnOnce()> Drop for OnDrop<F> {
+    fn drop(&mut self) {
+        if let Some(f) = self.0.take() {
+            f();
+        }
+    }
+}
+
+#[test]
+fn after_dockerd_is_killed_and_restarted_the_file_is_right_again() {
+    // Breaks dockerd: holds the docker lock exclusively.
+    let Some(_docker) = require_docker(true) else {
+        return;
+    };
+    let Some(_nginx) = require_nginx() else {
+        return;
+    };
+    let tmp = TempDir::new("render", "restart");
+    let id = unique("render", "restart");
+    let label = format!("lookout.render={id}");
+    let vhost = format!("{id}.test");
+    let upstream = id.replace('-', "_");
+    // a comes back with dockerd (restart always), b does not.
+    let (a, b) = (format!("{id}-a"), format!("{id}-b"));
+    let _containers = Containers(vec![a.clone(), b.clone()]);
+    let dest = vhost_file(&id);
+    let _vhost = VirtualHost(dest.clone());
+    let template = tmp.0.join("vhost.conf.j2");
+    write_template(&template, &vhost, &upstream);
+    let notify = write_notify(&tmp.0, &dest);
+    let render = format!("{}:{}", template.display(), dest.display());
+    let notify_arg = notify.display().to_string();
+    let mut lookout = Process::spawn(
+        &[
+            "docker",
+            "--json",
+            "--readiness",
+            "--label",
+            &label,
+            "--render",
+            &render,
+            "--notify",
+            &notify_arg,
+            "--wait",
+            "300ms:2s",
+        ],
+        &[("DOCKER_HOST", engines::docker_host())],
+    );
+    lookout.connected();
+    create_web_restarting(&a, &label, "always");
+    create_web(&b, &label);
+    docker(&["start", &a, &b]);
+    until_reached(&vhost, &[&a, &b], "both started and healthy");
+    let before = std::fs::read_to_string(&dest).expect("the rendered file");
+
+    engines::docker_kill9().unwrap_or_else(|e| panic!("{e}"));
+    let restart = OnDrop(Some(|| {
+        let _ = engines::docker_start();
+    }));
+    lookout.stderr("disconnected", |v| v["status"] == "disconnected");
+    engines::docker_start().unwrap_or_else(|e| panic!("{e}"));
+    drop(restart);
+    lookout.connected();
+    // dockerd started a again (on a port of its own choosing), not b:
+    // nginx reaches a alone, through the file rendered after the restart.
+    until_reached(&vhost, &[&a], "after dockerd's restart");
+    let after = std::fs::read_to_string(&dest).expect("the rendered file");
+    assert_ne!(before, after, "rendered again");
+    assert!(after.contains(&format!("# {a} on bridge")), "{after}");
+    assert!(!after.contains(&format!("# {b} ")), "{after}");
+    lookout.signal("TERM");
+    assert_eq!(lookout.exit_within(Duration::from_secs(5)).code(), Some(0));
 }
