@@ -209,6 +209,38 @@ fn vhost_file(id: &str) -> PathBuf {
     dir.join("conf.d").join(format!("{id}.conf"))
 }
 
+/// `lookout docker --readiness --label LABEL --render … --notify … --wait
+/// 300ms:2s`, connected, rendering the virtual host `{id}.test` into the
+/// test nginx (its file, removed with the guard) and counting the reloads
+/// in `tmp`.
+fn render_vhost(tmp: &TempDir, id: &str, label: &str) -> (PathBuf, VirtualHost, Process) {
+    let dest = vhost_file(id);
+    let vhost = VirtualHost(dest.clone());
+    let template = tmp.0.join("vhost.conf.j2");
+    write_template(&template, &format!("{id}.test"), &id.replace('-', "_"));
+    let notify = write_notify(&tmp.0, &dest);
+    let render = format!("{}:{}", template.display(), dest.display());
+    let notify_arg = notify.display().to_string();
+    let mut lookout = Process::spawn(
+        &[
+            "docker",
+            "--json",
+            "--readiness",
+            "--label",
+            label,
+            "--render",
+            &render,
+            "--notify",
+            &notify_arg,
+            "--wait",
+            "300ms:2s",
+        ],
+        &[("DOCKER_HOST", engines::docker_host())],
+    );
+    lookout.connected();
+    (dest, vhost, lookout)
+}
+
 /// The reloads after each step (`counts`), and each reload's file (`all`):
 /// one reload per change, none for an unchanged file.
 fn check_reloads(counts: &[(&str, usize)], all: &[String], a: &str, b: &str) {
@@ -250,33 +282,9 @@ fn nginx_reaches_exactly_the_ready_containers_reloaded_once_per_change() {
     let id = unique("render", "nginx");
     let label = format!("lookout.render={id}");
     let vhost = format!("{id}.test");
-    let upstream = id.replace('-', "_");
     let (a, b, c) = (format!("{id}-a"), format!("{id}-b"), format!("{id}-c"));
     let _containers = Containers(vec![a.clone(), b.clone(), c.clone()]);
-    let dest = vhost_file(&id);
-    let _vhost = VirtualHost(dest.clone());
-    let template = tmp.0.join("vhost.conf.j2");
-    write_template(&template, &vhost, &upstream);
-    let notify = write_notify(&tmp.0, &dest);
-    let render = format!("{}:{}", template.display(), dest.display());
-    let notify_arg = notify.display().to_string();
-    let mut lookout = Process::spawn(
-        &[
-            "docker",
-            "--json",
-            "--readiness",
-            "--label",
-            &label,
-            "--render",
-            &render,
-            "--notify",
-            &notify_arg,
-            "--wait",
-            "300ms:2s",
-        ],
-        &[("DOCKER_HOST", engines::docker_host())],
-    );
-    lookout.connected();
+    let (_dest, _vhost, mut lookout) = render_vhost(&tmp, &id, &label);
 
     // No container yet: the virtual host answers 503.
     let deadline = Instant::now() + SETTLE;
@@ -442,34 +450,10 @@ fn after_dockerd_is_killed_and_restarted_the_file_is_right_again() {
     let id = unique("render", "restart");
     let label = format!("lookout.render={id}");
     let vhost = format!("{id}.test");
-    let upstream = id.replace('-', "_");
     // a comes back with dockerd (restart always), b does not.
     let (a, b) = (format!("{id}-a"), format!("{id}-b"));
     let _containers = Containers(vec![a.clone(), b.clone()]);
-    let dest = vhost_file(&id);
-    let _vhost = VirtualHost(dest.clone());
-    let template = tmp.0.join("vhost.conf.j2");
-    write_template(&template, &vhost, &upstream);
-    let notify = write_notify(&tmp.0, &dest);
-    let render = format!("{}:{}", template.display(), dest.display());
-    let notify_arg = notify.display().to_string();
-    let mut lookout = Process::spawn(
-        &[
-            "docker",
-            "--json",
-            "--readiness",
-            "--label",
-            &label,
-            "--render",
-            &render,
-            "--notify",
-            &notify_arg,
-            "--wait",
-            "300ms:2s",
-        ],
-        &[("DOCKER_HOST", engines::docker_host())],
-    );
-    lookout.connected();
+    let (dest, _vhost, mut lookout) = render_vhost(&tmp, &id, &label);
     create_web_restarting(&a, &label, "always");
     create_web(&b, &label);
     docker(&["start", &a, &b]);
