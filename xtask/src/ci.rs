@@ -35,9 +35,9 @@
 //!     (libFuzzer on nightly, installing cargo-fuzz if missing; without
 //!     nightly, the same harnesses on stable with random inputs, said loudly)
 //! 13. `cargo doc --workspace --no-deps --locked` with `RUSTDOCFLAGS=-D warnings`
-//! 14. `cargo xtask release --dry-run` (`release.rs`): the release plan from
-//!     each crate's changelog and last release (`release/versions.toml`),
-//!     cargo-semver-checks of every changed library against its last
+//! 14. `cargo xtask release --dry-run` (`release.rs`; in CI with
+//!     `--discard-builds`): the release plan from each crate's changelog
+//!     and last release (`release/versions.toml`), cargo-semver-checks of every changed library against its last
 //!     release (installed if missing), the MSRV checks (no dependency in
 //!     `Cargo.lock` above a crate's `rust-version`; the crates built with
 //!     that Rust itself, which rustup installs),
@@ -52,7 +52,11 @@
 //! before the first step and after each: a run's target folder is 13 GB (22 GB
 //! with incremental caches and full debug info, before the workspace's dev
 //! profile kept line tables only), and a disk that fills mid-run shows as a
-//! linker killed by SIGBUS.
+//! linker killed by SIGBUS. With `CI` set, what no later step reads goes once
+//! its step passed (`discard.rs`): the test executables after `soak`, the
+//! fuzz build after `fuzz`, and the release's semver and MSRV builds
+//! (`--discard-builds`); a CI machine with 3.0 GiB left after `doc` had run
+//! out in the release's MSRV build.
 //!
 //! cargo test's own summaries reach stdout line by line; the last stdout line
 //! of the run is the plain total, `tests: N passed, N failed, N skipped`.
@@ -63,6 +67,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::discard::Discard;
 use crate::process::{cargo_bin, run_inherited, wait_bounded};
 use crate::{engines, engines_cmd};
 
@@ -139,6 +144,11 @@ pub fn run(args: &[String]) -> Result<(), String> {
                 free_disk(&root)
             ));
         }
+        if ci {
+            for d in discards(step.name) {
+                crate::discard::discard_loudly(&root, *d);
+            }
+        }
         eprintln!(
             "==> ci step `{}` ok in {took:.1?} ({})",
             step.name,
@@ -162,7 +172,7 @@ fn steps(ci: bool) -> [Step; 14] {
     // The release's dry run packages the crates: a developer's tree usually
     // has uncommitted changes, CI's fresh clone has none.
     let release_args: &'static [&'static str] = if ci {
-        &["xtask", "release", "--dry-run"]
+        &["xtask", "release", "--dry-run", "--discard-builds"]
     } else {
         &["xtask", "release", "--dry-run", "--allow-dirty"]
     };
@@ -298,6 +308,17 @@ fn steps(ci: bool) -> [Step; 14] {
             },
         },
     ]
+}
+
+/// In CI, what a step's success lets go of (`discard.rs`): the test
+/// executables after the last step that runs them, the fuzz build after
+/// the fuzz (the release's own builds go with `--discard-builds`).
+fn discards(step: &str) -> &'static [Discard] {
+    match step {
+        "soak" => &[Discard::TestExecutables],
+        "fuzz" => &[Discard::FuzzBuild],
+        _ => &[],
+    }
 }
 
 impl Step {

@@ -27,6 +27,7 @@ use std::process::ExitCode;
 mod bench;
 mod ci;
 mod demo;
+mod discard;
 mod engines_cmd;
 mod fuzz;
 mod image;

@@ -40,28 +40,34 @@ mod version;
 mod workspace;
 mod write;
 
+pub use package::target_dir;
+
 use std::path::Path;
 use std::time::Instant;
 
 use crate::engines;
 
-const USAGE: &str =
-    "usage: cargo xtask release [--dry-run] [--allow-dirty] [--no-engines] [CRATE]...
+const USAGE: &str = "usage: cargo xtask release [--dry-run] [--allow-dirty] [--no-engines] \
+     [--discard-builds] [CRATE]...
 
-  --dry-run      every check and the packages, nothing written or published (CI)
-  --allow-dirty  package a tree with uncommitted changes (dry run only)
-  --no-engines   build and check the downstream fixture without running it";
+  --dry-run         every check and the packages, nothing written or published (CI)
+  --allow-dirty     package a tree with uncommitted changes (dry run only)
+  --no-engines      build and check the downstream fixture without running it
+  --discard-builds  remove cargo-semver-checks' and the MSRV check's builds
+                    once each passed (CI's disk; rebuilt when needed again)";
 
 pub fn run(args: &[String]) -> Result<(), String> {
     let mut dry_run = false;
     let mut engines_up = true;
     let mut allow_dirty = false;
+    let mut discard_builds = false;
     let mut only = Vec::new();
     for a in args {
         match a.as_str() {
             "--dry-run" => dry_run = true,
             "--no-engines" => engines_up = false,
             "--allow-dirty" => allow_dirty = true,
+            "--discard-builds" => discard_builds = true,
             "-h" | "--help" => {
                 println!("{USAGE}");
                 return Ok(());
@@ -78,7 +84,12 @@ pub fn run(args: &[String]) -> Result<(), String> {
             return Err("a release starts from a clean tree (git status is not empty)".to_owned());
         }
     }
-    let releases = check(&root, &only, engines_up, allow_dirty, false)?;
+    let flags = Flags {
+        engines_up,
+        allow_dirty,
+        discard_builds,
+    };
+    let releases = check(&root, &only, flags, false)?;
     if dry_run {
         eprintln!("==> release --dry-run: every check passed; nothing was written or published");
         return Ok(());
@@ -90,18 +101,40 @@ pub fn run(args: &[String]) -> Result<(), String> {
     write::apply(&root, &releases)?;
     // The same checks on the versions just written (the baseline is still
     // the previous release, so cargo-semver-checks sees the real steps).
-    check(&root, &only, engines_up, true, true)?;
+    let flags = Flags {
+        allow_dirty: true,
+        ..flags
+    };
+    check(&root, &only, flags, true)?;
     write::publish(&root, &releases)
+}
+
+/// How the checks run (the command line's flags).
+#[derive(Clone, Copy, Debug)]
+#[allow(clippy::struct_excessive_bools)] // three independent switches
+struct Flags {
+    engines_up: bool,
+    allow_dirty: bool,
+    discard_builds: bool,
 }
 
 /// The dry run's steps; returns the crates to release, in order.
 fn check(
     root: &Path,
     only: &[String],
-    engines_up: bool,
-    allow_dirty: bool,
+    flags: Flags,
     written: bool,
 ) -> Result<Vec<write::Release>, String> {
+    let Flags {
+        engines_up,
+        allow_dirty,
+        discard_builds,
+    } = flags;
+    let discard = |d| {
+        if discard_builds {
+            crate::discard::discard_loudly(root, d);
+        }
+    };
     let t = Instant::now();
     let meta = workspace::read(root, &[])?;
     for name in only {
@@ -135,6 +168,7 @@ fn check(
             format!("{} within their versions", checked.join(", "))
         }
     );
+    discard(crate::discard::Discard::TargetDir("semver-checks"));
     let (n, bad) = msrv::check(&meta, &[])?;
     if !bad.is_empty() {
         return Err(format!(
@@ -144,6 +178,7 @@ fn check(
     }
     eprintln!("==> MSRV: {n} (crate, dependency) pairs within each crate's rust-version");
     eprintln!("==> MSRV: {}", msrv::build_with_toolchain(root, &meta)?);
+    discard(crate::discard::Discard::TargetDir("msrv"));
     let packaged = package::package(root, &meta, allow_dirty)?;
     for p in &packaged {
         println!(

@@ -28,7 +28,7 @@
 //! | `k8s/` | the k8s testbed: `kubeconfig`, `env`, `apiserver.log`, `etcd.log`, pid files |
 //! | `etcd/` | the etcd cluster: members `e1`..`e3` (data directories), `eN.log`, `eN.pid` |
 //! | `nginx/` | the test nginx: `nginx.conf`, `conf.d/` (the tests' rendered virtual hosts), `nginx.pid`, `logs/`, `tmp/` |
-//! | `NAME/` (e.g. `etcd-partition/`) | a test's private etcd cluster ([`EtcdCluster`]), the same files; wiped when it starts again |
+//! | `NAME/` (e.g. `etcd-partition/`) | a test's private etcd cluster ([`EtcdCluster`]), the same files; its data directories removed when it is dropped (the logs kept), all wiped when it starts again |
 //!
 //! The test sshd is machine-wide, under `/var/lib/lookout-sshd` (keys,
 //! `sshd_config`, `sshd.pid`, `sshd.log`), with its `Host lookout-sshd` entry
