@@ -11,7 +11,7 @@
 
 use std::path::Path;
 
-use crate::release::target_dir;
+use crate::process::target_dir;
 
 /// What a step's success lets CI remove.
 #[derive(Clone, Copy, Debug)]

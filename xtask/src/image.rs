@@ -216,8 +216,7 @@ fn build(root: &Path) -> Result<PathBuf, String> {
             args.join(" ")
         ));
     }
-    let target_dir =
-        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
+    let target_dir = crate::process::target_dir(root);
     let binary = target_dir.join(TARGET).join(PROFILE).join("lookout");
     if binary.is_file() {
         Ok(binary)

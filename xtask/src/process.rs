@@ -7,6 +7,11 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
+/// `CARGO_TARGET_DIR`, else `<root>/target`: where cargo builds.
+pub fn target_dir(root: &std::path::Path) -> std::path::PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), Into::into)
+}
+
 pub fn cargo_bin() -> OsString {
     std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into())
 }

@@ -40,8 +40,6 @@ mod version;
 mod workspace;
 mod write;
 
-pub use package::target_dir;
-
 use std::path::Path;
 use std::time::Instant;
 

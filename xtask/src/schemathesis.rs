@@ -41,8 +41,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         ));
     }
     let root = engines::workspace_root();
-    let target =
-        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
+    let target = crate::process::target_dir(&root);
     let dir = target.join("schemathesis");
     let bin = install(&dir)?;
     let lookout = target.join("debug/lookout");

@@ -163,7 +163,4 @@ pub fn package(root: &Path, meta: &Metadata, allow_dirty: bool) -> Result<Vec<Pa
     Ok(out)
 }
 
-/// `CARGO_TARGET_DIR`, else `<root>/target`.
-pub fn target_dir(root: &Path) -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from)
-}
+pub use crate::process::target_dir;
