@@ -4,41 +4,50 @@
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 use std::hash::{BuildHasher, Hash, Hasher};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 
-/// A string of a set, shared.
-type Str = Arc<str>;
+use arcstr::ArcStr;
+use triomphe::ThinArc;
+
+/// A string of a set, shared: one pointer to its count, length and text
+/// (8 bytes a label, not a `Arc<str>`'s 16).
+type Str = ArcStr;
+
+/// A sorted key list, shared by every set with the same keys: one pointer
+/// to its count, length and keys.
+type KeyList = ThinArc<(), Str>;
 
 /// The labels of an instance (Docker/Podman container labels, Swarm service
 /// labels, Kubernetes object labels), ordered by key.
 ///
 /// Labels are most of what a watch holds and diffs, and most of their keys
 /// and values repeat across instances (one compose project, one image, one
-/// chart). So a [`Labels`] is two reference-counted lists: the sorted keys,
-/// shared by every set with the same keys (the containers of one compose
-/// project, the objects of one chart carry the same keys), and the values
-/// in the same order; every string is shared; and the sets themselves are
-/// shared: every set is made through one process-wide interner, so equal
-/// sets are the same allocation and compare by pointer, and a set built
-/// again from an engine's answer (a resync lists every instance again)
-/// costs hash lookups, not copies.
+/// chart). So a [`Labels`] is one pointer to one allocation: a pointer to
+/// its sorted keys (a list shared by every set with the same keys: the
+/// containers of one compose project, the objects of one chart carry the
+/// same keys) and the values in the same order, each a pointer to a shared
+/// string; and the sets themselves are shared: every set is made through
+/// one process-wide interner, so equal sets are the same allocation and
+/// compare by pointer, and a set built again from an engine's answer (a
+/// resync lists every instance again) costs hash lookups, not copies.
 ///
-/// Costs: a set of `n` labels takes `16 + 16·n` bytes for its values, once
-/// per distinct set, and its key list the same once per distinct list of
-/// keys; each distinct key or value takes `16 +` its length once, however
-/// many sets hold it; the interner's tables about 50 bytes per distinct
-/// set. A [`Labels`] is 32 bytes, none of them on the heap when empty;
-/// cloning it is two reference counts, comparing two equal ones two pointer
-/// comparisons. Making one ([`FromIterator`], [`From`], serde's
-/// `Deserialize` with the `serde` feature) looks each string up, and then
-/// the set by its strings' addresses, under the interner's lock, held for
-/// that alone (uncontended in practice: a watch makes its sets on the task
-/// that polls it); a string the last set made holds at the same place (a
-/// listing's containers of one project, one after the other) is not even
-/// hashed, and making a set that exists allocates nothing. The interner forgets
-/// what no set holds any more when it has doubled since it last looked (an
-/// amortised sweep), so its memory is bounded by the distinct strings and
-/// sets alive, not by how many were ever seen.
+/// Costs: a set of `n` labels takes `24 + 8·n` bytes (its count, its key
+/// list, its length and its values), once per distinct set, and its key
+/// list `16 + 8·n` once per distinct list of keys; each distinct key or
+/// value takes `16 +` its length once, however many sets hold it; the
+/// interner's tables about 12 bytes per distinct set. A [`Labels`] is 8
+/// bytes, none of them on the heap when empty; cloning it is one reference
+/// count, comparing two equal ones one pointer comparison. Making one
+/// ([`FromIterator`], [`From`], serde's `Deserialize` with the `serde`
+/// feature) looks each string up, and then the set by its strings'
+/// addresses, under the interner's lock, held for that alone (uncontended
+/// in practice: a watch makes its sets on the task that polls it); a string
+/// the last set made holds at the same place (a listing's containers of one
+/// project, one after the other) is not even hashed, and making a set that
+/// exists allocates nothing. The interner forgets what no set holds any
+/// more when it has doubled since it last looked (an amortised sweep), so
+/// its memory is bounded by the distinct strings and sets alive, not by how
+/// many were ever seen.
 ///
 /// ```
 /// use lookout_core::Labels;
@@ -52,13 +61,24 @@ type Str = Arc<str>;
 #[derive(Clone, Default)]
 pub struct Labels(Option<Set>);
 
-/// A non-empty set: its keys, sorted (a list shared by every set with the
-/// same keys: the instances of one kind carry the same keys), and its
-/// values in the same order.
+/// A non-empty set, one allocation (`triomphe`'s `ThinArc`, so that a
+/// [`Labels`] and the `Arc<Labels>` an event holds stay small): its key
+/// list as the header, its values in the same order as the slice.
 #[derive(Clone)]
-struct Set {
-    keys: Arc<[Str]>,
-    values: Arc<[Str]>,
+struct Set(ThinArc<KeyList, Str>);
+
+impl Set {
+    fn keys(&self) -> &[Str] {
+        &self.0.header.header.slice
+    }
+
+    fn values(&self) -> &[Str] {
+        &self.0.slice
+    }
+
+    fn ptr_eq(&self, other: &Self) -> bool {
+        std::ptr::eq(self.0.as_ptr(), other.0.as_ptr())
+    }
 }
 
 impl Labels {
@@ -69,7 +89,7 @@ impl Labels {
 
     fn keys_values(&self) -> (&[Str], &[Str]) {
         match &self.0 {
-            Some(set) => (&set.keys, &set.values),
+            Some(set) => (set.keys(), set.values()),
             None => (&[], &[]),
         }
     }
@@ -77,8 +97,8 @@ impl Labels {
     /// The value of `key`.
     pub fn get(&self, key: &str) -> Option<&str> {
         let (keys, values) = self.keys_values();
-        let at = keys.binary_search_by(|k| (**k).cmp(key)).ok()?;
-        values.get(at).map(|v| &**v)
+        let at = keys.binary_search_by(|k| k.as_str().cmp(key)).ok()?;
+        values.get(at).map(ArcStr::as_str)
     }
 
     /// Whether `key` is one of them.
@@ -97,7 +117,7 @@ impl Labels {
 
     /// The keys in order.
     pub fn keys(&self) -> impl DoubleEndedIterator<Item = &str> + ExactSizeIterator {
-        self.keys_values().0.iter().map(|k| &**k)
+        self.keys_values().0.iter().map(ArcStr::as_str)
     }
 
     /// How many labels there are.
@@ -115,9 +135,7 @@ impl Labels {
     pub fn ptr_eq(&self, other: &Self) -> bool {
         match (&self.0, &other.0) {
             (None, None) => true,
-            (Some(a), Some(b)) => {
-                Arc::ptr_eq(&a.values, &b.values) && Arc::ptr_eq(&a.keys, &b.keys)
-            }
+            (Some(a), Some(b)) => a.ptr_eq(b),
             _ => false,
         }
     }
@@ -129,12 +147,13 @@ impl Labels {
             .collect()
     }
 
-    /// Heap bytes of this set's own values list (its key list and strings
-    /// are shared), for a memory report.
+    /// Heap bytes of this set's own allocation (its count, key list
+    /// pointer, length and values; the key list and strings are shared),
+    /// for a memory report.
     pub fn set_bytes(&self) -> usize {
-        self.0
-            .as_ref()
-            .map_or(0, |s| 16 + std::mem::size_of_val::<[Str]>(&s.values))
+        self.0.as_ref().map_or(0, |s| {
+            2 * size_of::<usize>() + size_of::<KeyList>() + size_of_val(s.values())
+        })
     }
 }
 
@@ -184,7 +203,7 @@ impl<'a> Iterator for Iter<'a> {
     type Item = (&'a str, &'a str);
 
     fn next(&mut self) -> Option<Self::Item> {
-        Some((&**self.keys.next()?, &**self.values.next()?))
+        Some((self.keys.next()?.as_str(), self.values.next()?.as_str()))
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -194,7 +213,10 @@ impl<'a> Iterator for Iter<'a> {
 
 impl DoubleEndedIterator for Iter<'_> {
     fn next_back(&mut self) -> Option<Self::Item> {
-        Some((&**self.keys.next_back()?, &**self.values.next_back()?))
+        Some((
+            self.keys.next_back()?.as_str(),
+            self.values.next_back()?.as_str(),
+        ))
     }
 }
 
@@ -224,15 +246,16 @@ impl<K: AsRef<str>, V: AsRef<str>> FromIterator<(K, V)> for Labels {
         let last = interner.last.take();
         let (last_keys, last_values) = last
             .as_ref()
-            .map_or((&[][..], &[][..]), |l| (&l.keys[..], &l.values[..]));
+            .map_or((&[][..], &[][..]), |l| (l.keys(), l.values()));
         for (i, (k, v)) in pairs.into_iter().enumerate() {
             let (k, v) = (k.as_ref(), v.as_ref());
-            let at_i = |list: &[Str], s: &str| list.get(i).filter(|have| ***have == *s).cloned();
+            let at_i =
+                |list: &[Str], s: &str| list.get(i).filter(|have| have.as_str() == s).cloned();
             let v = at_i(last_values, v).unwrap_or_else(|| interner.string(v));
             // Keys come sorted: a key after the last one is appended.
             let place = match set.last() {
-                Some((have, _)) if **have >= *k => {
-                    set.binary_search_by(|(have, _)| (**have).cmp(k))
+                Some((have, _)) if have.as_str() >= k => {
+                    set.binary_search_by(|(have, _)| have.as_str().cmp(k))
                 }
                 _ => Err(set.len()),
             };
@@ -331,12 +354,18 @@ impl<'de> serde::Deserialize<'de> for Labels {
     }
 }
 
-/// The hash of a list of interned strings: of their addresses (an interned
-/// string's text is one allocation while it lives).
+/// The address of an interned string: its text's, which is one allocation
+/// while the string lives (the empty string is a static of `arcstr`'s, one
+/// address too).
+fn address(s: &Str) -> usize {
+    s.as_ptr() as usize
+}
+
+/// The hash of a list of interned strings: of their addresses.
 fn addresses_hash<'a>(hasher: &Hasher_, strings: impl Iterator<Item = &'a Str>) -> u64 {
     let mut h = hasher.build_hasher();
     for s in strings {
-        h.write_usize(Arc::as_ptr(s).cast::<u8>() as usize);
+        h.write_usize(address(s));
     }
     h.finish()
 }
@@ -344,7 +373,7 @@ fn addresses_hash<'a>(hasher: &Hasher_, strings: impl Iterator<Item = &'a Str>) 
 /// Whether `have` holds exactly the strings `want` yields (interned: by
 /// address).
 fn same<'a>(have: &[Str], want: impl ExactSizeIterator<Item = &'a Str>) -> bool {
-    have.len() == want.len() && have.iter().zip(want).all(|(a, b)| Arc::ptr_eq(a, b))
+    have.len() == want.len() && have.iter().zip(want).all(|(a, b)| ArcStr::ptr_eq(a, b))
 }
 
 /// The process's labels interner (see [`Labels`]).
@@ -363,7 +392,7 @@ struct Interner {
     /// Made at the first use (a seed is no constant).
     hasher: Option<Hasher_>,
     strings: Option<HashSet<Str, Hasher_>>,
-    key_lists: hashbrown::HashTable<Arc<[Str]>>,
+    key_lists: hashbrown::HashTable<KeyList>,
     sets: hashbrown::HashTable<Set>,
     /// What was left after the last sweep (at least [`MIN_SWEEP`]).
     live: usize,
@@ -397,10 +426,10 @@ impl Interner {
             .strings
             .get_or_insert_with(|| HashSet::with_hasher(hasher));
         if let Some(have) = strings.get(s) {
-            return Arc::clone(have);
+            return have.clone();
         }
-        let new: Str = Arc::from(s);
-        strings.insert(Arc::clone(&new));
+        let new = Str::from(s);
+        strings.insert(new.clone());
         new
     }
 
@@ -414,28 +443,23 @@ impl Interner {
         let hasher = self.hasher();
         let (keys, values) = (|| pairs.iter().map(|p| &p.0), || pairs.iter().map(|p| &p.1));
         let hash = addresses_hash(&hasher, keys().chain(values()));
-        if let Some(have) = self
-            .sets
-            .find(hash, |s| same(&s.keys, keys()) && same(&s.values, values()))
-        {
+        if let Some(have) = self.sets.find(hash, |s| {
+            same(s.keys(), keys()) && same(s.values(), values())
+        }) {
             return Labels(Some(have.clone()));
         }
         let keys_hash = addresses_hash(&hasher, keys());
-        let keys = if let Some(list) = self.key_lists.find(keys_hash, |l| same(l, keys())) {
-            Arc::clone(list)
+        let keys = if let Some(list) = self.key_lists.find(keys_hash, |l| same(&l.slice, keys())) {
+            list.clone()
         } else {
-            let list: Arc<[Str]> = keys().cloned().collect();
-            self.key_lists
-                .insert_unique(keys_hash, Arc::clone(&list), |l| {
-                    addresses_hash(&hasher, l.iter())
-                });
+            let list = KeyList::from_header_and_iter((), keys().cloned());
+            self.key_lists.insert_unique(keys_hash, list.clone(), |l| {
+                addresses_hash(&hasher, l.slice.iter())
+            });
             list
         };
-        let set = Set {
-            keys,
-            values: values().cloned().collect(),
-        };
-        let slices_hash = |s: &Set| addresses_hash(&hasher, s.keys.iter().chain(s.values.iter()));
+        let set = Set(ThinArc::from_header_and_iter(keys, values().cloned()));
+        let slices_hash = |s: &Set| addresses_hash(&hasher, s.keys().iter().chain(s.values()));
         self.sets.insert_unique(hash, set.clone(), slices_hash);
         self.maybe_sweep();
         Labels(Some(set))
@@ -451,11 +475,12 @@ impl Interner {
         if self.held() <= 2 * self.live {
             return;
         }
-        self.sets.retain(|s| Arc::strong_count(&s.values) > 1);
+        self.sets.retain(|s| ThinArc::strong_count(&s.0) > 1);
         // After the sets: what a forgotten set held is now the interner's alone.
-        self.key_lists.retain(|l| Arc::strong_count(l) > 1);
+        self.key_lists.retain(|l| ThinArc::strong_count(l) > 1);
         if let Some(strings) = &mut self.strings {
-            strings.retain(|s| Arc::strong_count(s) > 1);
+            // A static string (`None`: the empty one) costs nothing kept.
+            strings.retain(|s| ArcStr::strong_count(s).is_none_or(|n| n > 1));
         }
         self.live = self.held().max(MIN_SWEEP);
     }
@@ -497,11 +522,11 @@ mod tests {
         assert_ne!(a, c);
         // One key list, and `shop` the same string in both sets.
         let (sa, sc) = (a.0.as_ref().expect("a set"), c.0.as_ref().expect("a set"));
-        assert!(Arc::ptr_eq(&sa.keys, &sc.keys));
-        assert!(Arc::ptr_eq(&sa.values[0], &sc.values[0]));
+        assert!(std::ptr::eq(sa.keys(), sc.keys()));
+        assert!(ArcStr::ptr_eq(&sa.values()[0], &sc.values()[0]));
         assert!(Labels::new().ptr_eq(&set(&[])));
         assert_eq!(Labels::new().set_bytes(), 0);
-        assert_eq!(a.set_bytes(), 16 + 2 * 16);
+        assert_eq!(a.set_bytes(), 24 + 2 * 8);
         assert!(a < c || c < a);
     }
 
@@ -530,9 +555,9 @@ mod tests {
         assert!(!a.ptr_eq(&b));
         assert_eq!(b.get("lookout.t.b"), Some("9"));
         let (sa, sb) = (a.0.as_ref().expect("a set"), b.0.as_ref().expect("a set"));
-        assert!(Arc::ptr_eq(&sa.keys, &sb.keys));
-        assert!(Arc::ptr_eq(&sa.values[0], &sb.values[0]));
-        assert!(Arc::ptr_eq(&sa.values[2], &sb.values[2]));
+        assert!(std::ptr::eq(sa.keys(), sb.keys()));
+        assert!(ArcStr::ptr_eq(&sa.values()[0], &sb.values()[0]));
+        assert!(ArcStr::ptr_eq(&sa.values()[2], &sb.values()[2]));
         // A value equal to another key's is the same string, not confused
         // with it: the set differs.
         let c = set(&[

@@ -88,8 +88,9 @@
 //! - **`serde`** (feature `serde` only): [`Labels`] implements `Serialize`
 //!   and `Deserialize`.
 //!
-//! Everything else (`jiff`, `hashbrown`, `foldhash`, `memchr`,
-//! `pin-project-lite`, `thiserror`) is an implementation detail: none of its types is in the API.
+//! Everything else (`jiff`, `hashbrown`, `foldhash`, `arcstr`, `triomphe`,
+//! `memchr`, `pin-project-lite`, `thiserror`) is an implementation detail:
+//! none of its types is in the API.
 //!
 //! # Features
 //!
