@@ -12,7 +12,7 @@
 //!
 //! Inside the crate this module is the Docker API's protocol as a whole
 //! (as kube-core is to kube-client): what the requests ask (`requests`), the
-//! `/events` body (`framing`, `wire`, `attributes_scan`, `cursor`), what each event means
+//! `/events` body (`framing`, `line_scan`, `wire`, `attributes_scan`, `cursor`), what each event means
 //! (`feed`, `event`, `objects`, `labels`, `mapping`, `containers`), what an
 //! inspection answered (`inspection`) and the history rules (`history`).
 //! The files that do I/O (`session.rs`, `history_fetch.rs`, `inspect.rs`,
@@ -34,6 +34,7 @@ pub(crate) mod framing;
 pub(crate) mod history;
 pub(crate) mod inspection;
 pub(crate) mod labels;
+pub(crate) mod line_scan;
 pub(crate) mod list_parts;
 pub(crate) mod mapping;
 pub(crate) mod objects;
@@ -44,3 +45,5 @@ pub(crate) mod wire;
 pub use feed::{Feed, FeedOutput, MAX_INSPECTIONS, reinspect_after};
 pub use framing::MAX_LINE;
 pub use inspection::Inspection;
+#[doc(hidden)]
+pub use line_scan::fast_path_agrees;

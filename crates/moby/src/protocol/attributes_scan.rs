@@ -170,12 +170,12 @@ mod tests {
         if let Some(facts) = facts {
             assert_eq!(
                 facts.name,
-                attribute_name(&raw).as_deref(),
+                attribute_name(raw.get()).as_deref(),
                 "the name of {json}"
             );
             assert_eq!(
                 facts.exit_code(),
-                attribute_exit_code(&raw),
+                attribute_exit_code(raw.get()),
                 "the exit code of {json}"
             );
         }

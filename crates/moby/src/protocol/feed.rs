@@ -11,11 +11,12 @@ use lookout_core::{
     SplitLine,
 };
 
-use super::attributes_scan::scan;
+use super::attributes_scan::Facts;
 use super::cursor::Cursor;
 use super::event::{Attributes, Event};
 use super::framing::{MAX_LINE, preview};
 use super::inspection::Inspection;
+use super::line_scan::{self, Decoded};
 use super::objects::{Decision, KnownObjects, Objects, Scope};
 use super::replays::Replays;
 use super::wire::{Wire, attribute_name};
@@ -246,8 +247,9 @@ impl<K: KnownObjects> Feed<K> {
             tracing::warn!(provider, reason, line = %preview(line), "skipping an undecodable event");
             Some(FeedOutput::Obs(Observation::Progress(cursor)))
         };
-        let event = match Wire::decode(line) {
-            Ok(event) => event,
+        // One hand scan of a plain line, else serde_json (`line_scan.rs`).
+        let Decoded { wire: event, facts } = match line_scan::decode(line) {
+            Ok(decoded) => decoded,
             Err(e) if e.is_data() => return poison("not a JSON object", None),
             Err(e) => return poison(&format!("not JSON: {e}"), None),
         };
@@ -269,7 +271,7 @@ impl<K: KnownObjects> Feed<K> {
                 Some(cursor)
             }
         };
-        match self.event(event, time, cursor) {
+        match self.event(event, facts, time, cursor) {
             Ok(step) => Some(step),
             Err(reason) => poison(reason, cursor),
         }
@@ -280,6 +282,7 @@ impl<K: KnownObjects> Feed<K> {
     fn event(
         &mut self,
         event: Wire<'_>,
+        facts: Option<Facts<'_>>,
         time: Cursor,
         cursor: Option<Cursor>,
     ) -> Result<FeedOutput, &'static str> {
@@ -308,9 +311,8 @@ impl<K: KnownObjects> Feed<K> {
             .filter(|id| !id.is_empty())
             .ok_or("no Actor.ID")?
             .into();
-        // The name (and a `die`'s exit code) by one quick scan of the
-        // attributes, else by serde_json (`attributes_scan.rs`).
-        let facts = event.attributes.and_then(|raw| scan(raw.get()));
+        // The name (and a `die`'s exit code) as the line's scan read them,
+        // else by serde_json (`attributes_scan.rs`).
         let name = match facts {
             Some(facts) => facts.name.map(Cow::Borrowed),
             None => event.attributes.and_then(attribute_name),

@@ -8,6 +8,10 @@
 //! field counts by its last value, `Actor` is read only when it is an
 //! object. One generic visitor ([`Or`]) serves every field: the JSON shape
 //! the field's type accepts, or anything else skipped.
+//!
+//! The feed reads a line here only when `line_scan`'s hand scan gives up on
+//! it (an unusual line); what this reads is the reference that scan is
+//! tested against.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -20,18 +24,19 @@ use serde_json::value::RawValue;
 use super::cursor::Cursor;
 
 /// What lookout reads of an event line.
-#[derive(Default)]
+#[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct Wire<'a> {
     pub(crate) r#type: Loose<'a>,
     pub(crate) action: Loose<'a>,
     pub(crate) status: Loose<'a>,
     pub(crate) id: Loose<'a>,
-    time_nano: Option<i64>,
-    time: Option<i64>,
+    pub(crate) time_nano: Option<i64>,
+    pub(crate) time: Option<i64>,
     /// `Actor.ID`
     pub(crate) actor_id: Loose<'a>,
-    /// `Actor.Attributes`, any JSON value.
-    pub(crate) attributes: Option<&'a RawValue>,
+    /// `Actor.Attributes`, any JSON value: its text (as `serde_json`'s
+    /// `RawValue` spans it: from its first byte to its last).
+    pub(crate) attributes: Option<&'a str>,
 }
 
 impl<'a> Wire<'a> {
@@ -66,9 +71,9 @@ pub(crate) fn line_time(line: &[u8]) -> Option<Cursor> {
 
 /// `name` in the attributes' JSON text, when they are an object and it is a
 /// string (the last one, if repeated).
-pub(crate) fn attribute_name(attributes: &RawValue) -> Option<Cow<'_, str>> {
+pub(crate) fn attribute_name(attributes: &str) -> Option<Cow<'_, str>> {
     // The text was valid JSON when the line was decoded.
-    let mut de = serde_json::Deserializer::from_str(attributes.get());
+    let mut de = serde_json::Deserializer::from_str(attributes);
     de::Deserialize::deserialize(&mut de)
         .ok()
         .and_then(|Or(Name(name))| name)
@@ -77,16 +82,16 @@ pub(crate) fn attribute_name(attributes: &RawValue) -> Option<Cow<'_, str>> {
 /// The exit code in the attributes' JSON text of a `die`: Docker's
 /// `exitCode`, else Podman's `containerExitCode` (a string each), read
 /// without decoding the other attributes (a container's labels).
-pub(crate) fn attribute_exit_code(attributes: &RawValue) -> Option<i32> {
+pub(crate) fn attribute_exit_code(attributes: &str) -> Option<i32> {
     // The text was valid JSON when the line was decoded.
-    let mut de = serde_json::Deserializer::from_str(attributes.get());
+    let mut de = serde_json::Deserializer::from_str(attributes);
     let Or(ExitCode { docker, podman }) = de::Deserialize::deserialize(&mut de).ok()?;
     docker.or(podman)?.trim().parse().ok()
 }
 
 /// A field read as a string: missing, present as another JSON type, or a
 /// string (borrowed from the line unless it has escapes).
-#[derive(Default)]
+#[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) enum Loose<'a> {
     #[default]
     Missing,
@@ -225,7 +230,7 @@ impl Lenient<'_> for Option<i64> {
 #[derive(Default)]
 struct Actor<'a> {
     id: Loose<'a>,
-    attributes: Option<&'a RawValue>,
+    attributes: Option<&'a str>,
 }
 
 impl<'de> Lenient<'de> for Actor<'de> {
@@ -237,7 +242,9 @@ impl<'de> Lenient<'de> for Actor<'de> {
         while let Some(MapKey(key)) = map.next_key()? {
             match &*key {
                 "ID" => actor.id = map.next_value::<Or<Loose<'de>>>()?.0,
-                "Attributes" => actor.attributes = Some(map.next_value()?),
+                "Attributes" => {
+                    actor.attributes = Some(map.next_value::<&'de RawValue>()?.get());
+                }
                 _ => {
                     map.next_value::<IgnoredAny>()?;
                 }
@@ -420,7 +427,7 @@ mod tests {
     fn the_exit_code_is_read_without_the_rest() {
         let code = |json: &str| {
             let raw: Box<RawValue> = serde_json::from_str(json).expect("json");
-            attribute_exit_code(&raw)
+            attribute_exit_code(raw.get())
         };
         assert_eq!(
             code(r#"{"a":{"b":[1]},"exitCode":"137","name":"web"}"#),
@@ -439,7 +446,7 @@ mod tests {
     fn the_attributes_name_is_read_leniently() {
         let name = |json: &str| {
             let raw: Box<RawValue> = serde_json::from_str(json).expect("json");
-            attribute_name(&raw).map(Cow::into_owned)
+            attribute_name(raw.get()).map(Cow::into_owned)
         };
         assert_eq!(
             name(r#"{"name":"web","x":[1,{"a":null}]}"#).as_deref(),

@@ -10,6 +10,10 @@
 //! - **the stream continues**: the appended event is decoded and is the last
 //!   observation;
 //! - **one observation per line at most**: no replay, no loop;
+//! - **the fast path reads as `serde_json` does**: each line of the body
+//!   (before it is fed) is decoded the same by the decoder's hand scan and
+//!   by `serde_json`, or the scan gives up
+//!   (`lookout_moby::protocol::fast_path_agrees`);
 //! - **bounded memory**: the caller's `after_push` hook runs after every
 //!   chunk, when the decoder may hold no more than one partial line; with
 //!   [`retained_limit`] a fuzz target that counts allocations checks that
@@ -215,6 +219,13 @@ pub fn run<T: Target>(target: &T, data: &[u8], after_push: &mut dyn FnMut()) {
     } else {
         Labels::new()
     };
+    // Each line of the body read by the decoder's fast path as by
+    // `serde_json` (or given up on): the decoded line is the same either way.
+    for line in plan.body.split(|b| *b == b'\n') {
+        if let Err(difference) = lookout_moby::protocol::fast_path_agrees(line) {
+            panic!("{difference}");
+        }
+    }
     let scope = lookout_moby::Scope::new(labels, plan.readiness);
     let mut feed = Feed::new(target.objects(), &scope, plan.resume, &listed);
     let mut out = VecDeque::new();
