@@ -270,18 +270,25 @@ fn check_reloads(counts: &[(&str, usize)], all: &[String], a: &str, b: &str) {
     );
 }
 
-#[test]
-fn nginx_reaches_exactly_the_ready_containers_reloaded_once_per_change() {
-    let Some(_docker) = require_docker(false) else {
-        return;
-    };
-    let Some(_nginx) = require_nginx() else {
-        return;
-    };
-    let tmp = TempDir::new("render", "nginx");
-    let id = unique("render", "nginx");
+/// dockerd's and nginx's locks, held for as long as a test binds them.
+type Held = (engines::EngineLock, engines::EngineLock);
+
+/// What each nginx test starts from: the engines held (`exclusive`: the
+/// test breaks dockerd), a temp dir, the test's id, the label its
+/// containers carry and its virtual host; `None` without engines.
+fn nginx_case(what: &str, exclusive: bool) -> Option<(Held, TempDir, String, String, String)> {
+    let held = (require_docker(exclusive)?, require_nginx()?);
+    let id = unique("render", what);
     let label = format!("lookout.render={id}");
     let vhost = format!("{id}.test");
+    Some((held, TempDir::new("render", what), id, label, vhost))
+}
+
+#[test]
+fn nginx_reaches_exactly_the_ready_containers_reloaded_once_per_change() {
+    let Some((_held, tmp, id, label, vhost)) = nginx_case("nginx", false) else {
+        return;
+    };
     let (a, b, c) = (format!("{id}-a"), format!("{id}-b"), format!("{id}-c"));
     let _containers = Containers(vec![a.clone(), b.clone(), c.clone()]);
     let (_dest, _vhost, mut lookout) = render_vhost(&tmp, &id, &label);
@@ -440,16 +447,9 @@ impl<F: FnOnce()> Drop for OnDrop<F> {
 #[test]
 fn after_dockerd_is_killed_and_restarted_the_file_is_right_again() {
     // Breaks dockerd: holds the docker lock exclusively.
-    let Some(_docker) = require_docker(true) else {
+    let Some((_held, tmp, id, label, vhost)) = nginx_case("restart", true) else {
         return;
     };
-    let Some(_nginx) = require_nginx() else {
-        return;
-    };
-    let tmp = TempDir::new("render", "restart");
-    let id = unique("render", "restart");
-    let label = format!("lookout.render={id}");
-    let vhost = format!("{id}.test");
     // a comes back with dockerd (restart always), b does not.
     let (a, b) = (format!("{id}-a"), format!("{id}-b"));
     let _containers = Containers(vec![a.clone(), b.clone()]);
